@@ -1,6 +1,6 @@
 module github.com/vmpayload/vmpayload
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/anchore/go-lzo v0.1.0 // indirect
@@ -18,5 +18,6 @@ require (
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/ulikunitz/xz v0.5.15 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/sys v0.45.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )

@@ -1,0 +1,372 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest JSON nesting accepted in a job document.
+const MaxDepth = 32
+
+// Parse decodes and validates a job document. It returns the job (possibly
+// partially filled when there are problems) and a report of every problem
+// found: JSON syntax (with line and column), unknown keys, duplicate keys,
+// wrong types and invalid values.
+func Parse(data []byte) (*Job, Report) {
+	var r Report
+	j := decode(data, &r)
+	if j == nil {
+		return nil, r
+	}
+	r.Merge(j.Validate())
+	return j, r
+}
+
+// Decode is Parse returning the report as an error (*ValidationError).
+func Decode(data []byte) (*Job, error) {
+	j, r := Parse(data)
+	if err := r.Err(); err != nil {
+		return j, err
+	}
+	return j, nil
+}
+
+func decode(data []byte, r *Report) *Job {
+	if len(data) > MaxJobBytes {
+		r.Add("", CodeTooLarge, "job document is %d bytes; the limit is %d", len(data), MaxJobBytes)
+		return nil
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		r.Add("", CodeSyntax, "job document is empty")
+		return nil
+	}
+	if !utf8.Valid(data) {
+		off := invalidUTF8Offset(data)
+		line, col := lineCol(data, int64(off))
+		r.Add("", CodeEncoding, "job document is not valid UTF-8 (line %d, column %d)", line, col)
+		return nil
+	}
+	tree, err := parseTree(data)
+	if err != nil {
+		r.Errors = append(r.Errors, *err)
+		return nil
+	}
+	obj, ok := tree.(*object)
+	if !ok {
+		r.Add("", CodeType, "job document must be a JSON object, got %s", describe(tree))
+		return nil
+	}
+	var j Job
+	decodeValue(reflect.ValueOf(&j).Elem(), obj, "", r)
+	return &j
+}
+
+// object is a JSON object that remembers key order and duplicate keys.
+type object struct {
+	keys   []string
+	values map[string]any
+}
+
+func parseTree(data []byte) (any, *FieldError) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, ferr := parseValue(dec, data, "", 0)
+	if ferr != nil {
+		return nil, ferr
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		line, col := lineCol(data, dec.InputOffset())
+		return nil, &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("unexpected data after the job object at line %d, column %d", line, col)}
+	}
+	return v, nil
+}
+
+func syntaxError(data []byte, dec *json.Decoder, err error) *FieldError {
+	off := dec.InputOffset()
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off = se.Offset
+	}
+	line, col := lineCol(data, off)
+	msg := err.Error()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		msg = "unexpected end of JSON input"
+	}
+	return &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("%s at line %d, column %d", msg, line, col)}
+}
+
+func parseValue(dec *json.Decoder, data []byte, path string, depth int) (any, *FieldError) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, syntaxError(data, dec, err)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	if depth >= MaxDepth {
+		return nil, &FieldError{Field: path, Code: CodeTooDeep, Message: fmt.Sprintf("JSON nesting is deeper than %d levels", MaxDepth)}
+	}
+	switch d {
+	case '{':
+		o := &object{values: map[string]any{}}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, syntaxError(data, dec, err)
+			}
+			key, _ := kt.(string)
+			child := join(path, key)
+			v, ferr := parseValue(dec, data, child, depth+1)
+			if ferr != nil {
+				return nil, ferr
+			}
+			if _, dup := o.values[key]; dup {
+				line, col := lineCol(data, dec.InputOffset())
+				return nil, &FieldError{Field: child, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (second at line %d, column %d)", quote(key), line, col)}
+			}
+			o.keys = append(o.keys, key)
+			o.values[key] = v
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, syntaxError(data, dec, err)
+		}
+		return o, nil
+	default: // '['
+		var list []any
+		for i := 0; dec.More(); i++ {
+			v, ferr := parseValue(dec, data, index(path, i), depth+1)
+			if ferr != nil {
+				return nil, ferr
+			}
+			list = append(list, v)
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, syntaxError(data, dec, err)
+		}
+		if list == nil {
+			list = []any{}
+		}
+		return list, nil
+	}
+}
+
+// valueDecoder is implemented by types with their own JSON shape rules.
+type valueDecoder interface {
+	decodeJSON(v any, path string, r *Report)
+}
+
+var valueDecoderType = reflect.TypeOf((*valueDecoder)(nil)).Elem()
+
+func decodeValue(dst reflect.Value, v any, path string, r *Report) {
+	if v == nil { // JSON null: leave the zero value
+		return
+	}
+	if dst.CanAddr() && dst.Addr().Type().Implements(valueDecoderType) {
+		dst.Addr().Interface().(valueDecoder).decodeJSON(v, path, r)
+		return
+	}
+	switch dst.Kind() {
+	case reflect.Pointer:
+		n := reflect.New(dst.Type().Elem())
+		decodeValue(n.Elem(), v, path, r)
+		dst.Set(n)
+	case reflect.Struct:
+		obj, ok := v.(*object)
+		if !ok {
+			r.Add(path, CodeType, "expected an object, got %s", describe(v))
+			return
+		}
+		fields := jsonFields(dst.Type())
+		for _, k := range obj.keys {
+			idx, known := fields[k]
+			if !known {
+				r.Add(join(path, k), CodeUnknownField, "unknown field %s (job format version %d)", quote(k), Version)
+				continue
+			}
+			decodeValue(dst.Field(idx), obj.values[k], join(path, k), r)
+		}
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			r.Add(path, CodeType, "expected a string, got %s", describe(v))
+			return
+		}
+		dst.SetString(s)
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			r.Add(path, CodeType, "expected true or false, got %s", describe(v))
+			return
+		}
+		dst.SetBool(b)
+	case reflect.Int:
+		n, ok := v.(json.Number)
+		if !ok {
+			r.Add(path, CodeType, "expected an integer, got %s", describe(v))
+			return
+		}
+		i, err := n.Int64()
+		if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+			r.Add(path, CodeType, "expected an integer, got %s", n.String())
+			return
+		}
+		dst.SetInt(i)
+	case reflect.Slice:
+		list, ok := v.([]any)
+		if !ok {
+			r.Add(path, CodeType, "expected an array, got %s", describe(v))
+			return
+		}
+		s := reflect.MakeSlice(dst.Type(), len(list), len(list))
+		for i, e := range list {
+			if e == nil {
+				r.Add(index(path, i), CodeType, "expected %s, got null", kindName(dst.Type().Elem()))
+				continue
+			}
+			decodeValue(s.Index(i), e, index(path, i), r)
+		}
+		dst.Set(s)
+	case reflect.Map: // map[string]any (meta_data)
+		obj, ok := v.(*object)
+		if !ok {
+			r.Add(path, CodeType, "expected an object, got %s", describe(v))
+			return
+		}
+		dst.Set(reflect.ValueOf(toPlain(obj).(map[string]any)))
+	default:
+		r.Add(path, CodeType, "cannot decode into %s", dst.Type())
+	}
+}
+
+func (c *Command) decodeJSON(v any, path string, r *Report) {
+	switch t := v.(type) {
+	case string:
+		c.Shell = t
+	case []any:
+		c.Argv = make([]string, 0, len(t))
+		for i, e := range t {
+			s, ok := e.(string)
+			if !ok {
+				r.Add(index(path, i), CodeType, "expected a string (argv element), got %s", describe(e))
+				continue
+			}
+			c.Argv = append(c.Argv, s)
+		}
+	default:
+		r.Add(path, CodeType, "expected a string (shell command) or an array of strings (argv), got %s", describe(v))
+	}
+}
+
+// MarshalJSON writes the command back in the shape it was given.
+func (c Command) MarshalJSON() ([]byte, error) {
+	if c.Argv != nil {
+		return json.Marshal(c.Argv)
+	}
+	return json.Marshal(c.Shell)
+}
+
+// toPlain converts a parsed tree to plain Go values (map[string]any, []any,
+// string, bool, json.Number turned into int64 or float64).
+func toPlain(v any) any {
+	switch t := v.(type) {
+	case *object:
+		m := make(map[string]any, len(t.keys))
+		for _, k := range t.keys {
+			m[k] = toPlain(t.values[k])
+		}
+		return m
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = toPlain(e)
+		}
+		return out
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	default:
+		return v
+	}
+}
+
+func jsonFields(t reflect.Type) map[string]int {
+	m := make(map[string]int, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name != "" && name != "-" {
+			m[name] = i
+		}
+	}
+	return m
+}
+
+func describe(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string " + quote(t)
+	case bool:
+		return fmt.Sprintf("boolean %t", t)
+	case json.Number:
+		return "number " + t.String()
+	case *object:
+		return "an object"
+	case []any:
+		return "an array"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice:
+		return "an array"
+	default:
+		return "a value"
+	}
+}
+
+func lineCol(data []byte, off int64) (line, col int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line, col = 1, 1
+	for _, b := range data[:off] {
+		if b == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+func invalidUTF8Offset(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(data)
+}

@@ -1,0 +1,166 @@
+// Package job defines vmpayload's job document, version 1: the JSON that
+// orchestrators drop into the spool or post to the agent's socket. It decodes
+// a document strictly (unknown keys, wrong types and duplicate keys are
+// errors) and validates every field, reporting all problems at once, each
+// with the path of the field it concerns.
+package job
+
+// Version is the only job document version this package understands.
+const Version = 1
+
+// MaxJobBytes is the largest job document accepted.
+const MaxJobBytes = 1 << 20
+
+// Action says what the agent does with a job's payload.
+type Action string
+
+// Actions a job may ask for.
+const (
+	ActionStart  Action = "start"
+	ActionAttach Action = "attach"
+	ActionDetach Action = "detach"
+)
+
+// Format is the cloud-init datasource layout of the payload.
+type Format string
+
+// Payload formats.
+const (
+	FormatNoCloud     Format = "nocloud"
+	FormatConfigDrive Format = "configdrive"
+)
+
+// Media is the filesystem of the payload image.
+type Media string
+
+// Payload media.
+const (
+	MediaISO  Media = "iso"
+	MediaVFAT Media = "vfat"
+)
+
+// UserDataMode says how user-supplied user-data combines with generated config.
+type UserDataMode string
+
+// User-data modes.
+const (
+	ModeMerge   UserDataMode = "merge"
+	ModeReplace UserDataMode = "replace"
+)
+
+// Job is a version 1 job document. Field names are a public contract.
+type Job struct {
+	Version       int    `json:"version"`
+	ID            string `json:"id,omitempty"`
+	Domain        string `json:"domain,omitempty"`
+	Action        Action `json:"action,omitempty"`
+	DomainXML     string `json:"domain_xml,omitempty"`
+	Format        Format `json:"format,omitempty"`
+	Media         Media  `json:"media,omitempty"`
+	PrebuiltImage string `json:"prebuilt_image,omitempty"`
+	InstanceID    string `json:"instance_id,omitempty"`
+
+	Hostname              string    `json:"hostname,omitempty"`
+	Timezone              string    `json:"timezone,omitempty"`
+	Users                 []User    `json:"users,omitempty"`
+	SSHAuthorizedKeys     []string  `json:"ssh_authorized_keys,omitempty"`
+	RegenerateSSHHostKeys *bool     `json:"regenerate_ssh_host_keys,omitempty"`
+	SSHPasswordAuth       *bool     `json:"ssh_password_auth,omitempty"`
+	DNS                   *DNS      `json:"dns,omitempty"`
+	NICs                  []NIC     `json:"nics,omitempty"`
+	Files                 []File    `json:"files,omitempty"`
+	Runcmd                []Command `json:"runcmd,omitempty"`
+
+	UserData       string         `json:"user_data,omitempty"`
+	UserDataBase64 string         `json:"user_data_base64,omitempty"`
+	UserDataSecret string         `json:"user_data_secret,omitempty"`
+	UserDataMode   UserDataMode   `json:"user_data_mode,omitempty"`
+	MetaData       map[string]any `json:"meta_data,omitempty"`
+	NetworkConfig  string         `json:"network_config,omitempty"`
+	VendorData     string         `json:"vendor_data,omitempty"`
+}
+
+// User is an account cloud-init creates in the guest.
+type User struct {
+	Name              string   `json:"name"`
+	Password          string   `json:"password,omitempty"`
+	PasswordHash      string   `json:"password_hash,omitempty"`
+	PasswordSecret    string   `json:"password_secret,omitempty"`
+	SSHAuthorizedKeys []string `json:"ssh_authorized_keys,omitempty"`
+	Sudo              string   `json:"sudo,omitempty"`
+	Groups            []string `json:"groups,omitempty"`
+	Shell             string   `json:"shell,omitempty"`
+	LockPassword      *bool    `json:"lock_password,omitempty"`
+}
+
+// DNS is the resolver configuration applied to the guest's static NICs.
+type DNS struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Search      []string `json:"search,omitempty"`
+}
+
+// NIC is a guest network interface, matched by MAC address.
+type NIC struct {
+	Name string    `json:"name,omitempty"`
+	MAC  string    `json:"mac"`
+	MTU  int       `json:"mtu,omitempty"`
+	IPv4 *IPConfig `json:"ipv4,omitempty"`
+	IPv6 *IPConfig `json:"ipv6,omitempty"`
+}
+
+// IPConfig is one address family's configuration on a NIC.
+type IPConfig struct {
+	Method  string `json:"method"`
+	Address string `json:"address,omitempty"`
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// IP configuration methods.
+const (
+	MethodStatic = "static"
+	MethodDHCP   = "dhcp"
+	MethodSLAAC  = "slaac"
+	MethodNone   = "none"
+)
+
+// File is a file cloud-init writes in the guest.
+type File struct {
+	Path        string `json:"path"`
+	Content     string `json:"content"`
+	Encoding    string `json:"encoding,omitempty"`
+	Permissions string `json:"permissions,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+}
+
+// File content encodings.
+const (
+	EncodingText   = "text"
+	EncodingBase64 = "base64"
+)
+
+// Command is one runcmd entry: either a shell string or an argv list.
+type Command struct {
+	Shell string
+	Argv  []string
+}
+
+// IsArgv reports whether the command is an argv list rather than a shell string.
+func (c Command) IsArgv() bool { return c.Argv != nil }
+
+// WithDefaults returns a copy of j with defaults filled in for the fields
+// that have them (action, format, media, user_data_mode).
+func (j Job) WithDefaults() Job {
+	if j.Action == "" {
+		j.Action = ActionStart
+	}
+	if j.Format == "" {
+		j.Format = FormatNoCloud
+	}
+	if j.Media == "" {
+		j.Media = MediaISO
+	}
+	if j.UserDataMode == "" {
+		j.UserDataMode = ModeMerge
+	}
+	return j
+}

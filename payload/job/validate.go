@@ -1,0 +1,667 @@
+package job
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/xml"
+	"fmt"
+	"net"
+	"net/netip"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	_ "time/tzdata" // a fallback zoneinfo database for hosts without one
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/ssh"
+)
+
+// Limits on individual fields.
+const (
+	MaxContentBytes = 16 << 20 // all content that ends up in an image
+	maxNameLen      = 128
+)
+
+var (
+	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	userRE       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	groupRE      = userRE
+	ifnameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
+	labelRE      = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	macRE        = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
+	permRE       = regexp.MustCompile(`^0?[0-7]{3,4}$`)
+	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+	uuidRE       = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
+	// cryptRE accepts the crypt(3) hash forms Linux guests understand:
+	// $1$ (MD5), $5$ (SHA-256), $6$ (SHA-512), $2a/b/y$ (bcrypt), $y$/$gy$ (yescrypt), $7$ (scrypt).
+	cryptRE = regexp.MustCompile(`^\$(1|5|6|2[aby]|y|gy|7)\$[./A-Za-z0-9$=,]+$`)
+)
+
+// Validate checks every field of the job and returns a report of all
+// problems. It does not touch the filesystem (secrets are resolved when the
+// payload is built) and does not need libvirt.
+func (j *Job) Validate() Report {
+	var r Report
+	if j.Version == 0 {
+		r.Add("version", CodeRequired, "version is required and must be %d", Version)
+	} else if j.Version != Version {
+		r.Add("version", CodeUnsupported, "job format version %d is not supported; this agent reads version %d", j.Version, Version)
+	}
+	if j.ID != "" && !idRE.MatchString(j.ID) {
+		r.Add("id", CodeInvalid, "%s is not a valid job id: use 1-128 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", quote(j.ID))
+	}
+	if j.Domain != "" {
+		validateDomainName("domain", j.Domain, &r)
+	}
+	switch j.Action {
+	case "", ActionStart, ActionAttach, ActionDetach:
+	default:
+		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
+	}
+	switch j.Format {
+	case "", FormatNoCloud, FormatConfigDrive:
+	default:
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\" or \"configdrive\"", quote(string(j.Format)))
+	}
+	switch j.Media {
+	case "", MediaISO, MediaVFAT:
+	default:
+		r.Add("media", CodeInvalid, "%s is not a media type; use \"iso\" or \"vfat\"", quote(string(j.Media)))
+	}
+	switch j.UserDataMode {
+	case "", ModeMerge, ModeReplace:
+	default:
+		r.Add("user_data_mode", CodeInvalid, "%s is not a user-data mode; use \"merge\" or \"replace\"", quote(string(j.UserDataMode)))
+	}
+	if j.DomainXML != "" {
+		validateDomainXML(j, &r)
+	}
+	if j.PrebuiltImage != "" {
+		validatePrebuilt(j, &r)
+	}
+	if j.InstanceID != "" {
+		if len(j.InstanceID) > maxNameLen || strings.ContainsAny(j.InstanceID, "/\\") || hasControl(j.InstanceID) || strings.TrimSpace(j.InstanceID) != j.InstanceID {
+			r.Add("instance_id", CodeInvalid, "%s is not a usable instance id: at most %d printable characters, no slashes, no leading or trailing spaces", quote(j.InstanceID), maxNameLen)
+		}
+	}
+	if j.Hostname != "" {
+		validateHostname("hostname", j.Hostname, &r)
+	}
+	if j.Timezone != "" {
+		validateTimezone("timezone", j.Timezone, &r)
+	}
+	validateUsers(j.Users, &r)
+	validateKeys("ssh_authorized_keys", j.SSHAuthorizedKeys, &r)
+	if j.DNS != nil {
+		validateDNS(j, &r)
+	}
+	validateNICs(j.NICs, &r)
+	validateFiles(j.Files, &r)
+	for i, c := range j.Runcmd {
+		p := index("runcmd", i)
+		switch {
+		case c.Argv != nil && len(c.Argv) == 0:
+			r.Add(p, CodeRequired, "an argv command needs at least one element")
+		case c.Argv != nil:
+			for k, a := range c.Argv {
+				if strings.ContainsRune(a, 0) {
+					r.Add(index(p, k), CodeInvalid, "argument %s contains a NUL byte", quote(a))
+				}
+			}
+		case strings.TrimSpace(c.Shell) == "":
+			r.Add(p, CodeRequired, "a shell command must not be empty")
+		case strings.ContainsRune(c.Shell, 0):
+			r.Add(p, CodeInvalid, "command %s contains a NUL byte", quote(c.Shell))
+		}
+	}
+	validateUserData(j, &r)
+	if j.MetaData != nil {
+		for k := range j.MetaData {
+			if k == "" || hasControl(k) {
+				r.Add(join("meta_data", k), CodeInvalid, "meta-data key %s is empty or has control characters", quote(k))
+			}
+		}
+	}
+	if j.NetworkConfig != "" {
+		validateNetworkConfig(j, &r)
+	}
+	if j.VendorData != "" {
+		validateUserDataText("vendor_data", j.VendorData, &r)
+	}
+	return r
+}
+
+func hasControl(s string) bool {
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func validateDomainName(p, name string, r *Report) {
+	if uuidRE.MatchString(name) {
+		return
+	}
+	if len(name) > 255 || strings.Contains(name, "/") || hasControl(name) || strings.TrimSpace(name) != name {
+		r.Add(p, CodeInvalid, "%s is not a libvirt domain name or UUID: at most 255 printable characters, no '/', no leading or trailing spaces", quote(name))
+	}
+}
+
+func validateDomainXML(j *Job, r *Report) {
+	dec := xml.NewDecoder(strings.NewReader(j.DomainXML))
+	var root struct {
+		XMLName xml.Name `xml:"domain"`
+		Type    string   `xml:"type,attr"`
+		Name    string   `xml:"name"`
+		UUID    string   `xml:"uuid"`
+	}
+	if err := dec.Decode(&root); err != nil {
+		r.Add("domain_xml", CodeInvalid, "not a libvirt <domain> XML document: %v", err)
+		return
+	}
+	if root.Name == "" {
+		r.Add("domain_xml", CodeRequired, "the <domain> XML has no <name>")
+		return
+	}
+	if j.Domain != "" && j.Domain != root.Name && !strings.EqualFold(j.Domain, root.UUID) {
+		r.Add("domain_xml", CodeConflict, "the <domain> XML defines %s but the job's domain is %s", quote(root.Name), quote(j.Domain))
+	}
+}
+
+func validatePrebuilt(j *Job, r *Report) {
+	p := j.PrebuiltImage
+	if !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
+		r.Add("prebuilt_image", CodeInvalid, "%s must be an absolute, clean path", quote(p))
+	}
+	var content []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"instance_id", j.InstanceID != ""}, {"hostname", j.Hostname != ""}, {"timezone", j.Timezone != ""},
+		{"users", len(j.Users) > 0}, {"ssh_authorized_keys", len(j.SSHAuthorizedKeys) > 0},
+		{"dns", j.DNS != nil}, {"nics", len(j.NICs) > 0}, {"files", len(j.Files) > 0}, {"runcmd", len(j.Runcmd) > 0},
+		{"user_data", j.UserData != ""}, {"user_data_base64", j.UserDataBase64 != ""}, {"user_data_secret", j.UserDataSecret != ""},
+		{"meta_data", j.MetaData != nil}, {"network_config", j.NetworkConfig != ""}, {"vendor_data", j.VendorData != ""},
+		{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
+	} {
+		if f.set {
+			content = append(content, f.name)
+		}
+	}
+	if len(content) > 0 {
+		r.Add("prebuilt_image", CodeConflict, "a prebuilt image is attached as it is, so it cannot be combined with content fields (%s)", strings.Join(content, ", "))
+	}
+}
+
+// ValidHostname reports whether s is an RFC 1123 host name or FQDN.
+func ValidHostname(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !labelRE.MatchString(l) {
+			return false
+		}
+	}
+	// an all-numeric last label would be read as an IP address
+	last := s[strings.LastIndex(s, ".")+1:]
+	_, err := strconv.Atoi(last)
+	return err != nil
+}
+
+func validateHostname(p, s string, r *Report) {
+	if !ValidHostname(s) {
+		r.Add(p, CodeInvalid, "%s is not a valid host name: labels of 1-63 letters, digits and hyphens (not at either end), separated by dots, at most 253 characters", quote(s))
+	}
+}
+
+func validateTimezone(p, tz string, r *Report) {
+	if tz == "Local" || strings.HasPrefix(tz, "/") || strings.Contains(tz, "..") || hasControl(tz) {
+		r.Add(p, CodeInvalid, "%s is not an IANA time zone name such as \"Europe/Berlin\" or \"UTC\"", quote(tz))
+		return
+	}
+	if _, err := time.LoadLocation(tz); err != nil {
+		r.Add(p, CodeNotFound, "time zone %s is not in the zoneinfo database", quote(tz))
+	}
+}
+
+// ValidSecretName reports whether name may name a file in the secrets
+// directory: a single path element, no dot files, no "..".
+func ValidSecretName(name string) bool {
+	return secretNameRE.MatchString(name) && !strings.Contains(name, "..")
+}
+
+func validateSecretName(p, name string, r *Report) {
+	if !ValidSecretName(name) {
+		r.Add(p, CodeInvalid, "%s is not a secret name: a single file name inside the secrets directory (letters, digits, . _ -, no \"/\", no \"..\", not starting with a dot)", quote(name))
+	}
+}
+
+func validateUsers(users []User, r *Report) {
+	seen := map[string]int{}
+	for i, u := range users {
+		p := index("users", i)
+		switch {
+		case u.Name == "":
+			r.Add(join(p, "name"), CodeRequired, "a user needs a name")
+		case !userRE.MatchString(u.Name):
+			r.Add(join(p, "name"), CodeInvalid, "%s is not a valid user name: lowercase letters, digits, _ and -, starting with a letter or _, at most 32 characters", quote(u.Name))
+		case u.Name == "root":
+			r.Add(join(p, "name"), CodeInvalid, "%s cannot be created as a user; set ssh_authorized_keys or runcmd instead", quote(u.Name))
+		default:
+			if prev, dup := seen[u.Name]; dup {
+				r.Add(join(p, "name"), CodeDuplicate, "user %s is already defined at users[%d]", quote(u.Name), prev)
+			}
+			seen[u.Name] = i
+		}
+		var set []string
+		if u.Password != "" {
+			set = append(set, "password")
+			if strings.ContainsAny(u.Password, "\x00\n") {
+				r.Add(join(p, "password"), CodeInvalid, "the password contains a NUL byte or a newline")
+			}
+		}
+		if u.PasswordHash != "" {
+			set = append(set, "password_hash")
+			if !cryptRE.MatchString(u.PasswordHash) {
+				r.Add(join(p, "password_hash"), CodeInvalid, "%s does not look like a crypt(3) hash such as \"$6$salt$hash\" (SHA-512); to give a plaintext password use \"password\"", quote(u.PasswordHash))
+			}
+		}
+		if u.PasswordSecret != "" {
+			set = append(set, "password_secret")
+			validateSecretName(join(p, "password_secret"), u.PasswordSecret, r)
+		}
+		if len(set) > 1 {
+			r.Add(p, CodeConflict, "use only one of password, password_hash and password_secret (got %s)", strings.Join(set, ", "))
+		}
+		validateKeys(join(p, "ssh_authorized_keys"), u.SSHAuthorizedKeys, r)
+		if u.Sudo != "" && (strings.ContainsAny(u.Sudo, "\n\r\x00") || strings.TrimSpace(u.Sudo) == "") {
+			r.Add(join(p, "sudo"), CodeInvalid, "%s is not a single sudoers rule such as \"ALL=(ALL) NOPASSWD:ALL\"", quote(u.Sudo))
+		}
+		gseen := map[string]bool{}
+		for k, g := range u.Groups {
+			gp := index(join(p, "groups"), k)
+			if !groupRE.MatchString(g) {
+				r.Add(gp, CodeInvalid, "%s is not a valid group name", quote(g))
+			} else if gseen[g] {
+				r.Add(gp, CodeDuplicate, "group %s is listed twice", quote(g))
+			}
+			gseen[g] = true
+		}
+		if u.Shell != "" && (!path.IsAbs(u.Shell) || path.Clean(u.Shell) != u.Shell || hasControl(u.Shell)) {
+			r.Add(join(p, "shell"), CodeInvalid, "%s must be an absolute path such as \"/bin/bash\"", quote(u.Shell))
+		}
+	}
+}
+
+func validateKeys(p string, keys []string, r *Report) {
+	for i, k := range keys {
+		kp := index(p, i)
+		if strings.ContainsAny(k, "\n\r") {
+			r.Add(kp, CodeInvalid, "%s holds more than one line; give one key per array element", quote(k))
+			continue
+		}
+		if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(k)); err != nil {
+			r.Add(kp, CodeInvalid, "%s is not an authorized_keys line (\"ssh-ed25519 AAAA... comment\"): %v", quote(k), err)
+		}
+	}
+}
+
+func validateDNS(j *Job, r *Report) {
+	d := j.DNS
+	for i, ns := range d.Nameservers {
+		if _, err := netip.ParseAddr(ns); err != nil {
+			r.Add(index("dns.nameservers", i), CodeInvalid, "%s is not an IPv4 or IPv6 address", quote(ns))
+		}
+	}
+	for i, s := range d.Search {
+		if !ValidHostname(s) {
+			r.Add(index("dns.search", i), CodeInvalid, "%s is not a valid search domain", quote(s))
+		}
+	}
+	if len(j.NICs) == 0 && j.NetworkConfig == "" {
+		r.Add("dns", CodeRequired, "dns is applied to the job's NICs, so at least one entry in nics is needed")
+	}
+	if j.NetworkConfig != "" {
+		r.Add("dns", CodeConflict, "network_config replaces nics and dns; put nameservers in network_config instead")
+	}
+}
+
+func validateNICs(nics []NIC, r *Report) {
+	names := map[string]int{}
+	macs := map[string]int{}
+	for i, n := range nics {
+		p := index("nics", i)
+		if n.Name != "" {
+			if !ifnameRE.MatchString(n.Name) {
+				r.Add(join(p, "name"), CodeInvalid, "%s is not a valid interface name: 1-15 characters from A-Z a-z 0-9 _ . -", quote(n.Name))
+			} else if prev, dup := names[n.Name]; dup {
+				r.Add(join(p, "name"), CodeDuplicate, "interface name %s is already used by nics[%d]", quote(n.Name), prev)
+			} else {
+				names[n.Name] = i
+			}
+		}
+		switch {
+		case n.MAC == "":
+			r.Add(join(p, "mac"), CodeRequired, "a NIC needs a MAC address; the guest's interface is matched by it")
+		case !macRE.MatchString(n.MAC):
+			r.Add(join(p, "mac"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", quote(n.MAC))
+		default:
+			hw, _ := net.ParseMAC(n.MAC)
+			key := strings.ToLower(n.MAC)
+			if hw[0]&1 == 1 {
+				r.Add(join(p, "mac"), CodeInvalid, "%s is a multicast address; a NIC needs a unicast MAC", quote(n.MAC))
+			} else if prev, dup := macs[key]; dup {
+				r.Add(join(p, "mac"), CodeDuplicate, "MAC %s is already used by nics[%d]", quote(n.MAC), prev)
+			} else {
+				macs[key] = i
+			}
+		}
+		if n.MTU != 0 {
+			min := 68
+			if n.IPv6 != nil && n.IPv6.Method != "" && n.IPv6.Method != MethodNone {
+				min = 1280
+			}
+			if n.MTU < min || n.MTU > 65535 {
+				r.Add(join(p, "mtu"), CodeOutOfRange, "MTU %d is out of range; use %d-65535", n.MTU, min)
+			}
+		}
+		if n.IPv4 != nil {
+			validateIP(join(p, "ipv4"), n.IPv4, false, r)
+		}
+		if n.IPv6 != nil {
+			validateIP(join(p, "ipv6"), n.IPv6, true, r)
+		}
+	}
+}
+
+func validateIP(p string, c *IPConfig, v6 bool, r *Report) {
+	family := "IPv4"
+	methods := `"static", "dhcp" or "none"`
+	if v6 {
+		family = "IPv6"
+		methods = `"static", "dhcp", "slaac" or "none"`
+	}
+	switch c.Method {
+	case MethodStatic:
+	case MethodDHCP, MethodNone:
+		if c.Address != "" || c.Gateway != "" {
+			r.Add(p, CodeConflict, "address and gateway only go with method \"static\" (method is %s)", quote(c.Method))
+		}
+		return
+	case MethodSLAAC:
+		if !v6 {
+			r.Add(join(p, "method"), CodeInvalid, "%s is not an IPv4 method; use %s", quote(c.Method), methods)
+		} else if c.Address != "" || c.Gateway != "" {
+			r.Add(p, CodeConflict, "address and gateway only go with method \"static\" (method is %s)", quote(c.Method))
+		}
+		return
+	case "":
+		r.Add(join(p, "method"), CodeRequired, "method is required; use %s", methods)
+		return
+	default:
+		r.Add(join(p, "method"), CodeInvalid, "%s is not a method; use %s", quote(c.Method), methods)
+		return
+	}
+	if c.Address == "" {
+		r.Add(join(p, "address"), CodeRequired, "a static %s configuration needs an address in CIDR form", family)
+		return
+	}
+	pfx, err := netip.ParsePrefix(c.Address)
+	if err != nil || pfx.Addr().Zone() != "" {
+		r.Add(join(p, "address"), CodeInvalid, "%s is not an %s address in CIDR form such as %s", quote(c.Address), family, map[bool]string{false: `"192.0.2.10/24"`, true: `"2001:db8::10/64"`}[v6])
+		return
+	}
+	if pfx.Addr().Is6() != v6 || pfx.Addr().Is4In6() {
+		r.Add(join(p, "address"), CodeInvalid, "%s is not an %s address", quote(c.Address), family)
+		return
+	}
+	if !v6 && pfx.Bits() < 32 && (pfx.Addr() == pfx.Masked().Addr() || pfx.Addr() == lastAddr(pfx)) {
+		r.Add(join(p, "address"), CodeInvalid, "%s is the network or broadcast address of its subnet", quote(c.Address))
+	}
+	if c.Gateway != "" {
+		gw, err := netip.ParseAddr(c.Gateway)
+		switch {
+		case err != nil || gw.Zone() != "":
+			r.Add(join(p, "gateway"), CodeInvalid, "%s is not an %s address", quote(c.Gateway), family)
+		case gw.Is6() != v6 || gw.Is4In6():
+			r.Add(join(p, "gateway"), CodeInvalid, "%s is not an %s address; the gateway must be in the same family as the address", quote(c.Gateway), family)
+		case v6 && gw.IsLinkLocalUnicast():
+			// a link-local IPv6 router is reachable from any prefix
+		case !pfx.Masked().Contains(gw):
+			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is not inside the subnet %s", quote(c.Gateway), pfx.Masked())
+		case gw == pfx.Addr():
+			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is the NIC's own address", quote(c.Gateway))
+		}
+	}
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	host := 32 - p.Bits()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v |= (1 << host) - 1
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func validateFiles(files []File, r *Report) {
+	seen := map[string]int{}
+	total := 0
+	for i, f := range files {
+		p := index("files", i)
+		switch {
+		case f.Path == "":
+			r.Add(join(p, "path"), CodeRequired, "a file needs an absolute path")
+		case !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || f.Path == "/" || strings.Contains(f.Path, "/../") || hasControl(f.Path):
+			r.Add(join(p, "path"), CodeInvalid, "%s must be an absolute, clean path to a file (no \"..\", no \"//\", no trailing \"/\")", quote(f.Path))
+		default:
+			if prev, dup := seen[f.Path]; dup {
+				r.Add(join(p, "path"), CodeDuplicate, "path %s is already written by files[%d]", quote(f.Path), prev)
+			}
+			seen[f.Path] = i
+		}
+		switch f.Encoding {
+		case "", EncodingText:
+			total += len(f.Content)
+		case EncodingBase64:
+			b, err := base64.StdEncoding.DecodeString(f.Content)
+			if err != nil {
+				r.Add(join(p, "content"), CodeInvalid, "content is not valid base64: %v", err)
+			}
+			total += len(b)
+		default:
+			r.Add(join(p, "encoding"), CodeInvalid, "%s is not an encoding; use \"text\" or \"base64\"", quote(f.Encoding))
+		}
+		if f.Permissions != "" && !permRE.MatchString(f.Permissions) {
+			r.Add(join(p, "permissions"), CodeInvalid, "%s is not an octal mode such as \"0644\"", quote(f.Permissions))
+		}
+		if f.Owner != "" {
+			u, g, ok := strings.Cut(f.Owner, ":")
+			if !ok || !userRE.MatchString(u) || !groupRE.MatchString(g) {
+				r.Add(join(p, "owner"), CodeInvalid, "%s is not \"user:group\"", quote(f.Owner))
+			}
+		}
+	}
+	if total > MaxContentBytes {
+		r.Add("files", CodeTooLarge, "file contents add up to %d bytes; the image limit is %d", total, MaxContentBytes)
+	}
+}
+
+func validateUserData(j *Job, r *Report) {
+	var set []string
+	if j.UserData != "" {
+		set = append(set, "user_data")
+		validateUserDataText("user_data", j.UserData, r)
+	}
+	if j.UserDataBase64 != "" {
+		set = append(set, "user_data_base64")
+		b, err := base64.StdEncoding.DecodeString(j.UserDataBase64)
+		if err != nil {
+			r.Add("user_data_base64", CodeInvalid, "not valid base64: %v", err)
+		} else {
+			validateUserDataText("user_data_base64", string(b), r)
+		}
+	}
+	if j.UserDataSecret != "" {
+		set = append(set, "user_data_secret")
+		validateSecretName("user_data_secret", j.UserDataSecret, r)
+	}
+	if len(set) > 1 {
+		r.Add("user_data", CodeConflict, "use only one of user_data, user_data_base64 and user_data_secret (got %s)", strings.Join(set, ", "))
+	}
+	if j.UserDataMode != "" && len(set) == 0 {
+		r.Add("user_data_mode", CodeConflict, "user_data_mode %s needs user_data, user_data_base64 or user_data_secret", quote(string(j.UserDataMode)))
+	}
+}
+
+// UserDataKind classifies raw user-data by its first line, as cloud-init does.
+type UserDataKind string
+
+// Kinds of user-data.
+const (
+	KindCloudConfig UserDataKind = "text/cloud-config"
+	KindScript      UserDataKind = "text/x-shellscript"
+	KindInclude     UserDataKind = "text/x-include-url"
+	KindIncludeOnce UserDataKind = "text/x-include-once-url"
+	KindBoothook    UserDataKind = "text/cloud-boothook"
+	KindPartHandler UserDataKind = "text/part-handler"
+	KindArchive     UserDataKind = "text/cloud-config-archive"
+	KindJinja       UserDataKind = "text/jinja2"
+	KindMultipart   UserDataKind = "multipart/mixed"
+	KindUnknown     UserDataKind = ""
+)
+
+// ClassifyUserData returns the kind of raw user-data.
+func ClassifyUserData(s string) UserDataKind {
+	first, _, _ := strings.Cut(s, "\n")
+	first = strings.TrimRight(first, "\r")
+	lower := strings.ToLower(first)
+	switch {
+	case strings.HasPrefix(first, "#cloud-config-archive"):
+		return KindArchive
+	case strings.HasPrefix(first, "#cloud-config"):
+		return KindCloudConfig
+	case strings.HasPrefix(first, "#!"):
+		return KindScript
+	case strings.HasPrefix(first, "#include-once"):
+		return KindIncludeOnce
+	case strings.HasPrefix(first, "#include"):
+		return KindInclude
+	case strings.HasPrefix(first, "#cloud-boothook"):
+		return KindBoothook
+	case strings.HasPrefix(first, "#part-handler"):
+		return KindPartHandler
+	case strings.HasPrefix(lower, "## template: jinja"):
+		return KindJinja
+	case strings.HasPrefix(lower, "content-type:") || strings.HasPrefix(lower, "mime-version:"):
+		return KindMultipart
+	}
+	return KindUnknown
+}
+
+func validateUserDataText(p, s string, r *Report) {
+	if strings.ContainsRune(s, 0) {
+		r.Add(p, CodeInvalid, "contains a NUL byte; binary user-data is not supported")
+		return
+	}
+	switch ClassifyUserData(s) {
+	case KindCloudConfig:
+		if _, err := ParseYAMLMap(s); err != nil {
+			r.Add(p, CodeInvalid, "#cloud-config is not a valid YAML mapping: %v", err)
+		}
+	case KindArchive:
+		if err := checkYAML(s); err != nil {
+			r.Add(p, CodeInvalid, "#cloud-config-archive is not valid YAML: %v", err)
+		}
+	case KindMultipart:
+		if !strings.Contains(strings.ToLower(s), "boundary=") {
+			r.Add(p, CodeInvalid, "MIME user-data has no multipart boundary")
+		}
+	case KindUnknown:
+		first, _, _ := strings.Cut(s, "\n")
+		r.Add(p, CodeInvalid, "cloud-init would ignore this: the first line %s is not \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or a MIME header", quote(first))
+	}
+}
+
+// ParseYAMLMap parses a YAML document that must be a mapping (or empty) into
+// plain Go values. yaml.v3 refuses documents with excessive aliasing, so
+// alias bombs are rejected rather than expanded.
+func ParseYAMLMap(s string) (map[string]any, error) {
+	var node yaml.Node
+	dec := yaml.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&node); err != nil {
+		if err.Error() == "EOF" {
+			return map[string]any{}, nil
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("holds more than one YAML document")
+	}
+	if len(node.Content) == 0 {
+		return map[string]any{}, nil
+	}
+	doc := node.Content[0]
+	if doc.Kind == yaml.ScalarNode && doc.Tag == "!!null" {
+		return map[string]any{}, nil
+	}
+	if doc.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("the top level is a %s, not a mapping", kindOf(doc))
+	}
+	var m map[string]any
+	if err := node.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, nil
+}
+
+func checkYAML(s string) error {
+	var v any
+	return yaml.NewDecoder(bytes.NewReader([]byte(s))).Decode(&v)
+}
+
+func kindOf(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		return "scalar"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "node"
+}
+
+func validateNetworkConfig(j *Job, r *Report) {
+	if len(j.NICs) > 0 {
+		r.Add("network_config", CodeConflict, "network_config replaces nics; give one or the other")
+	}
+	m, err := ParseYAMLMap(j.NetworkConfig)
+	if err != nil {
+		r.Add("network_config", CodeInvalid, "not a valid YAML mapping: %v", err)
+		return
+	}
+	if _, wrapped := m["network"]; wrapped && m["version"] == nil {
+		r.Add("network_config", CodeInvalid, "the top-level \"network:\" wrapper is ignored by older cloud-init; start the document at \"version:\"")
+		return
+	}
+	v, ok := m["version"]
+	if !ok {
+		r.Add("network_config.version", CodeRequired, "network-config must have \"version: 1\" or \"version: 2\" at the top level")
+		return
+	}
+	if n, ok := v.(int); !ok || (n != 1 && n != 2) {
+		r.Add("network_config.version", CodeUnsupported, "network-config version %s is not supported; use 1 or 2", quote(fmt.Sprint(v)))
+	}
+}
