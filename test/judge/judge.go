@@ -1,0 +1,331 @@
+// Package judge asks the real, installed cloud-init what it makes of a
+// payload image. It runs judge.py (next to this file) with /usr/bin/python3,
+// which probes the image with blkid, extracts it with xorriso or mtools and
+// feeds the tree to cloud-init's own datasource readers, user-data
+// processor, cloud-config mergers, schema validator and network renderers.
+//
+// Tests anywhere in the repository use it as their oracle: a self-made
+// parser agreeing with a self-made writer proves nothing.
+package judge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Python is the interpreter that has Debian's cloud-init package importable.
+// The python3 first on PATH may be a different installation without it.
+const Python = "/usr/bin/python3"
+
+// Datasource names reported in Report.Datasource.
+const (
+	// NoCloud is an iso9660/vfat filesystem labelled cidata or CIDATA.
+	NoCloud = "NoCloud"
+	// ConfigDrive is an iso9660/vfat filesystem labelled config-2 or CONFIG-2.
+	ConfigDrive = "ConfigDrive"
+)
+
+// Part is one user-data part after cloud-init's UserDataProcessor.
+type Part struct {
+	// Index is the position in the processed message, from 0.
+	Index int `json:"index"`
+	// Filename is the part's file name (cloud-init invents part-NNN).
+	Filename string `json:"filename"`
+	// ContentType is the type cloud-init settled on, e.g. text/cloud-config.
+	ContentType string `json:"content_type"`
+	// Content is the decoded payload.
+	Content string `json:"content"`
+	// MergeType is the part's Merge-Type header, if any.
+	MergeType string `json:"merge_type"`
+}
+
+// SchemaResult is the outcome of `cloud-init schema --config-file` on one
+// cloud-config part.
+type SchemaResult struct {
+	// Index is the Part.Index this result belongs to.
+	Index int `json:"index"`
+	// Filename is the Part.Filename this result belongs to.
+	Filename string `json:"filename"`
+	// Valid is true when cloud-init exited 0.
+	Valid bool `json:"valid"`
+	// Messages are cloud-init's output lines.
+	Messages []string `json:"messages"`
+}
+
+// Script is a shell-script (or boothook) part cloud-init would run.
+type Script struct {
+	// Filename is the part's file name.
+	Filename string `json:"filename"`
+	// ContentType is e.g. text/x-shellscript or text/x-shellscript-per-boot.
+	ContentType string `json:"content_type"`
+	// Content is the script text.
+	Content string `json:"content"`
+}
+
+// UserData is what cloud-init makes of user-data or vendor-data.
+type UserData struct {
+	// Parts are all parts after processing, in order.
+	Parts []Part `json:"parts"`
+	// MergedCloudConfig is cloud-init's merge of all cloud-config parts,
+	// nil when there is none.
+	MergedCloudConfig map[string]any `json:"merged_cloud_config"`
+	// CloudConfigTxt is the cloud-config.txt cloud-init writes from it.
+	CloudConfigTxt string `json:"cloud_config_txt"`
+	// Schema holds one result per text/cloud-config part.
+	Schema []SchemaResult `json:"schema"`
+	// Scripts are the shell-script and boothook parts.
+	Scripts []Script `json:"scripts"`
+	// Includes are #include URLs (recorded, never fetched).
+	Includes []string `json:"includes"`
+	// Unknown are parts no default handler takes (cloud-init ignores them).
+	Unknown []Script `json:"unknown"`
+	// Errors are cloud-init's complaints while processing and merging.
+	Errors []string `json:"errors"`
+}
+
+// SchemaErrors returns the messages of every cloud-config part that failed
+// cloud-init's schema validation.
+func (u *UserData) SchemaErrors() []string {
+	if u == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range u.Schema {
+		if !s.Valid {
+			out = append(out, fmt.Sprintf("%s: %s", s.Filename, strings.Join(s.Messages, "; ")))
+		}
+	}
+	return out
+}
+
+// Report is what real cloud-init makes of one image.
+type Report struct {
+	// Image is the absolute path judged.
+	Image string `json:"image"`
+	// CloudInitVersion is the version of the cloud-init that judged.
+	CloudInitVersion string `json:"cloud_init_version"`
+	// FSType is blkid's TYPE.
+	FSType string `json:"fs_type"`
+	// Label is blkid's LABEL.
+	Label string `json:"label"`
+	// Datasource is NoCloud, ConfigDrive, or "" when not a seed.
+	Datasource string `json:"datasource"`
+	// ValidSeed is true when cloud-init's reader accepted the tree.
+	ValidSeed bool `json:"valid_seed"`
+	// Files are the paths extracted from the image, slash-separated.
+	Files []string `json:"files"`
+	// MetaData is the meta-data dict after cloud-init's defaults merge.
+	MetaData map[string]any `json:"meta_data"`
+	// InstanceID is the instance-id cloud-init will use.
+	InstanceID string `json:"instance_id"`
+	// Hostname is local-hostname from the metadata.
+	Hostname string `json:"hostname"`
+	// PublicKeys are the SSH keys as cloud-init normalises them.
+	PublicKeys []string `json:"public_keys"`
+	// DSMode is the dsmode from the metadata, if any.
+	DSMode string `json:"dsmode"`
+	// UserDataRaw is the raw user-data.
+	UserDataRaw string `json:"user_data_raw"`
+	// VendorDataRaw is the raw vendor-data (for ConfigDrive: after
+	// convert_vendordata, so it may be a JSON list or string).
+	VendorDataRaw any `json:"vendor_data_raw"`
+	// UserData is the processed user-data; nil when not read.
+	UserData *UserData `json:"user_data"`
+	// VendorData is the processed vendor-data; nil when not read.
+	VendorData *UserData `json:"vendor_data"`
+	// NetworkConfigRaw is network-config (NoCloud) or network_data.json.
+	NetworkConfigRaw string `json:"network_config_raw"`
+	// NetworkConfig is the network config cloud-init hands to the distro
+	// (for ConfigDrive: the result of openstack.convert_net_json).
+	NetworkConfig map[string]any `json:"network_config"`
+	// NetworkState is parse_net_config_data's internal state.
+	NetworkState map[string]any `json:"network_state"`
+	// RenderedNetwork maps output kind (eni, netplan, networkd) to
+	// file path to content, from `cloud-init devel net-convert`.
+	RenderedNetwork map[string]map[string]string `json:"rendered_network"`
+	// NetworkErrors are cloud-init's complaints about the network config.
+	NetworkErrors []string `json:"network_errors"`
+	// InjectedFiles are ConfigDrive `files` entries (path -> content).
+	InjectedFiles map[string]string `json:"injected_files"`
+	// NetworkENI is the ConfigDrive legacy network_config content.
+	NetworkENI string `json:"network_eni"`
+	// AssumedMACs maps MAC to the NIC name the judge assumed the guest
+	// has when converting network_data.json.
+	AssumedMACs map[string]string `json:"assumed_macs"`
+	// Errors are cloud-init's complaints about the seed itself.
+	Errors []string `json:"errors"`
+}
+
+// MergedCloudConfig returns the merged user-data cloud-config, or nil.
+func (r *Report) MergedCloudConfig() map[string]any {
+	if r.UserData == nil {
+		return nil
+	}
+	return r.UserData.MergedCloudConfig
+}
+
+// SchemaErrors returns schema failures of user-data and vendor-data parts.
+func (r *Report) SchemaErrors() []string {
+	out := r.UserData.SchemaErrors()
+	for _, e := range r.VendorData.SchemaErrors() {
+		out = append(out, "vendor-data "+e)
+	}
+	return out
+}
+
+// Scripts returns the user-data shell-script parts.
+func (r *Report) Scripts() []Script {
+	if r.UserData == nil {
+		return nil
+	}
+	return r.UserData.Scripts
+}
+
+// Parts returns the user-data parts.
+func (r *Report) Parts() []Part {
+	if r.UserData == nil {
+		return nil
+	}
+	return r.UserData.Parts
+}
+
+// AllErrors returns every complaint in the report: seed, user-data,
+// vendor-data, schema and network.
+func (r *Report) AllErrors() []string {
+	out := append([]string(nil), r.Errors...)
+	if r.UserData != nil {
+		out = append(out, r.UserData.Errors...)
+	}
+	if r.VendorData != nil {
+		for _, e := range r.VendorData.Errors {
+			out = append(out, "vendor-data: "+e)
+		}
+	}
+	out = append(out, r.SchemaErrors()...)
+	out = append(out, r.NetworkErrors...)
+	return out
+}
+
+// OK reports whether cloud-init would use the image without any complaint.
+func (r *Report) OK() bool {
+	return r.Datasource != "" && r.ValidSeed && len(r.AllErrors()) == 0
+}
+
+// ScriptPath returns the absolute path of judge.py, found next to this
+// source file so that tests in any package can use the judge.
+func ScriptPath() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("judge: locating judge.go via runtime.Caller failed")
+	}
+	p := filepath.Join(filepath.Dir(file), "judge.py")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("judge: locating judge.py: %w", err)
+	}
+	return p, nil
+}
+
+// CheckEnvironment returns an error naming what is missing when the judge
+// cannot run: /usr/bin/python3 without cloudinit, or blkid, xorriso,
+// mcopy or cloud-init absent.
+func CheckEnvironment(ctx context.Context) error {
+	var missing []string
+	for _, tool := range []string{"blkid", "xorriso", "mcopy", "cloud-init"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("judge: required tools not on PATH: %s (apt-get install util-linux xorriso mtools cloud-init)",
+			strings.Join(missing, ", "))
+	}
+	out, err := exec.CommandContext(ctx, Python, "-c", "import cloudinit.sources.helpers.openstack, cloudinit.user_data").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("judge: %s cannot import cloudinit (apt-get install cloud-init): %w: %s",
+			Python, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Judge runs real cloud-init over the image at imagePath and returns its
+// verdict. An error means the judge could not run (missing tools, no
+// cloudinit, bad output); cloud-init's complaints about the image are in
+// the Report.
+func Judge(ctx context.Context, imagePath string) (*Report, error) {
+	script, err := ScriptPath()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckEnvironment(ctx); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(imagePath)
+	if err != nil {
+		return nil, fmt.Errorf("judge: resolving image path %q: %w", imagePath, err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, Python, script, abs)
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("judge: running %s on %s: %w: %s", script, abs, err, strings.TrimSpace(stderr.String()))
+	}
+	var r Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return nil, fmt.Errorf("judge: decoding report for %s: %w", abs, err)
+	}
+	return &r, nil
+}
+
+// HashVerifies reports whether hash, a SHA-512 crypt string ($6$...), is
+// the hash of plaintext, checked with `openssl passwd -6`.
+func HashVerifies(hash, plaintext string) (bool, error) {
+	return hashVerifies(context.Background(), hash, plaintext)
+}
+
+func hashVerifies(ctx context.Context, hash, plaintext string) (bool, error) {
+	fields := strings.Split(hash, "$")
+	// "", "6", ["rounds=N",] salt, digest
+	if len(fields) < 4 || fields[0] != "" || fields[1] != "6" {
+		return false, fmt.Errorf("judge: checking hash: %q is not a SHA-512 crypt string ($6$salt$digest)", hash)
+	}
+	salt := fields[2]
+	if strings.HasPrefix(salt, "rounds=") || strings.ContainsAny(plaintext, "\r\n") {
+		// openssl passwd takes neither rounds= nor multi-line input.
+		return runCrypt(ctx, hash, plaintext)
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		return false, fmt.Errorf("judge: checking hash: openssl not on PATH (apt-get install openssl): %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "openssl", "passwd", "-6", "-salt", salt, "-stdin")
+	cmd.Stdin = strings.NewReader(plaintext + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return false, fmt.Errorf("judge: checking hash with openssl passwd -6: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)) == hash, nil
+}
+
+// runCrypt checks hash with Python's crypt module (handles rounds=).
+func runCrypt(ctx context.Context, hash, plaintext string) (bool, error) {
+	cmd := exec.CommandContext(ctx, Python, "-W", "ignore", "-c",
+		"import crypt,sys; sys.stdout.write(crypt.crypt(sys.stdin.read(), sys.argv[1]))", hash)
+	cmd.Stdin = strings.NewReader(plaintext)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return false, fmt.Errorf("judge: checking hash with %s crypt: %w: %s", Python, err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out) == hash, nil
+}

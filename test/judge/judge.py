@@ -1,0 +1,572 @@
+#!/usr/bin/python3
+"""Report what the installed (real) cloud-init makes of a payload image.
+
+Usage: /usr/bin/python3 judge.py IMAGE
+
+Prints one JSON document on stdout. Everything cloud-init complains about
+goes into the document ("errors", "schema", per-section errors). The exit
+status is non-zero only when the judge itself cannot work (missing tools,
+cloudinit not importable, internal bugs).
+
+The script only *reads*: it never mounts, never writes outside its own
+temporary directory and never fetches #include URLs.
+"""
+
+import base64
+import copy
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    from cloudinit import handlers, helpers, sources, user_data, util
+    from cloudinit.handlers import cloud_config
+    from cloudinit.net import network_state
+    from cloudinit.sources import DataSourceConfigDrive as ds_configdrive
+    from cloudinit.sources import DataSourceNoCloud as ds_nocloud
+    from cloudinit.sources.helpers import openstack
+    from cloudinit import version as ci_version
+except ImportError as exc:  # pragma: no cover - environment problem
+    sys.stderr.write(
+        "judge: cannot import cloudinit with %s: %s "
+        "(install Debian's cloud-init package and run with /usr/bin/python3)\n"
+        % (sys.executable, exc)
+    )
+    sys.exit(3)
+
+REQUIRED_TOOLS = ("blkid", "xorriso", "mcopy", "cloud-init")
+NOCLOUD_LABELS = ("cidata", "CIDATA")
+CONFIGDRIVE_LABELS = ("config-2", "CONFIG-2")
+SEED_FSTYPES = ("iso9660", "vfat")
+SCRIPT_TYPES = (
+    "text/x-shellscript",
+    "text/x-shellscript-per-boot",
+    "text/x-shellscript-per-instance",
+    "text/x-shellscript-per-once",
+    "text/cloud-boothook",
+)
+INCLUDE_TYPES = ("text/x-include-url", "text/x-include-once-url")
+OUTPUT_KINDS = ("eni", "netplan", "networkd")
+
+
+class LogCollector(logging.Handler):
+    """Collects WARNING+ records cloud-init logs while we drive it."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        try:
+            self.messages.append(
+                "%s: %s" % (record.levelname, record.getMessage())
+            )
+        except Exception as exc:  # formatting problem in a log call
+            self.messages.append("log record unformattable: %s" % exc)
+
+    def take(self):
+        out, self.messages = self.messages, []
+        return out
+
+
+def text(data):
+    """Bytes -> str (UTF-8, replacement chars); None stays None."""
+    if data is None:
+        return None
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data
+
+
+def jsonable(obj):
+    """Deep-convert cloud-init values into JSON-encodable ones."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, bytes):
+        try:
+            return obj.decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(obj).decode("ascii")
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def need_tools():
+    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
+    if missing:
+        sys.stderr.write(
+            "judge: required tools missing from PATH: %s "
+            "(apt-get install util-linux xorriso mtools cloud-init)\n"
+            % ", ".join(missing)
+        )
+        sys.exit(3)
+
+
+def run(argv, **kw):
+    return subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw
+    )
+
+
+def probe(image):
+    """blkid -p -o export: returns dict of the exported keys."""
+    res = run(["blkid", "-p", "-o", "export", image])
+    out = {}
+    for line in res.stdout.decode("utf-8", "replace").splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out, res.returncode
+
+
+def extract(image, fstype, dest, report):
+    if fstype == "iso9660":
+        argv = [
+            "xorriso", "-osirrox", "on", "-indev", image, "-extract", "/", dest
+        ]
+    else:
+        argv = ["mcopy", "-s", "-n", "-i", image, "::*", dest]
+    res = run(argv, env=dict(os.environ, MTOOLS_SKIP_CHECK="1"))
+    if res.returncode != 0:
+        report["errors"].append(
+            "extracting %s with %s failed (exit %d): %s"
+            % (image, argv[0], res.returncode, text(res.stderr).strip())
+        )
+        return False
+    # xorriso copies ISO permissions (often read-only); make the tree ours.
+    for root, dirs, files in os.walk(dest):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return True
+
+
+def list_files(dest):
+    found = []
+    for root, _dirs, files in os.walk(dest):
+        for f in files:
+            found.append(os.path.relpath(os.path.join(root, f), dest))
+    return sorted(found)
+
+
+class _JudgeDS:
+    """Just enough of a datasource for helpers.Paths to resolve ipaths."""
+
+    def get_instance_id(self):
+        return "judge"
+
+
+class NoFetchUserDataProcessor(user_data.UserDataProcessor):
+    """cloud-init's UserDataProcessor, but #include URLs are only recorded.
+
+    The image is judged on its own; fetching would make results depend on
+    the network (and these machines have none).
+    """
+
+    def __init__(self, paths):
+        super().__init__(paths)
+        self.include_urls = []
+
+    def _do_include(self, content, append_msg):
+        for line in content.splitlines():
+            lc = line.lower()
+            if lc.startswith("#include-once"):
+                line = line[len("#include-once"):].lstrip()
+            elif lc.startswith("#include"):
+                line = line[len("#include"):].lstrip()
+            if line.startswith("#"):
+                continue
+            url = line.strip()
+            if url:
+                self.include_urls.append(url)
+
+
+def schema_check(payload, workdir, name):
+    path = os.path.join(workdir, name)
+    with open(path, "wb") as fh:
+        fh.write(payload if isinstance(payload, bytes) else payload.encode())
+    res = run(["cloud-init", "schema", "--config-file", path])
+    msgs = [
+        m.strip()
+        for m in (text(res.stdout) + "\n" + text(res.stderr)).splitlines()
+        if m.strip()
+    ]
+    return {"valid": res.returncode == 0, "messages": msgs}
+
+
+def judge_user_data(raw, workdir, tag, log):
+    """Process user-data/vendor-data the way cloud-init's stages do."""
+    out = {
+        "parts": [],
+        "merged_cloud_config": None,
+        "schema": [],
+        "scripts": [],
+        "includes": [],
+        "unknown": [],
+        "errors": [],
+    }
+    if raw is None:
+        return out
+    paths = helpers.Paths(
+        {"cloud_dir": os.path.join(workdir, "cloud-" + tag)}, ds=_JudgeDS()
+    )
+    proc = NoFetchUserDataProcessor(paths)
+    try:
+        msg = proc.process(raw)
+    except Exception as exc:
+        out["errors"].append("processing %s: %s" % (tag, exc))
+        out["errors"].extend(log.take())
+        return out
+    out["includes"] = proc.include_urls
+
+    cc_handler = cloud_config.CloudConfigPartHandler(paths)
+    cc_types = cc_handler.list_types()
+    handlers.call_begin(cc_handler, None, None)
+    state = {"n": 0}
+
+    def callback(_data, filename, payload, headers):
+        ctype = headers["Content-Type"]
+        idx = state["n"]
+        state["n"] += 1
+        ptext = text(payload)
+        out["parts"].append(
+            {
+                "index": idx,
+                "filename": filename,
+                "content_type": ctype,
+                "content": ptext,
+                "merge_type": headers.get("Merge-Type")
+                or headers.get("X-Merge-Type"),
+            }
+        )
+        if ctype in cc_types:
+            handlers.run_part(
+                cc_handler, None, filename, payload, None, headers
+            )
+            if ctype == "text/cloud-config":
+                res = schema_check(
+                    payload, workdir, "%s-part-%03d.yaml" % (tag, idx)
+                )
+                res.update({"index": idx, "filename": filename})
+                out["schema"].append(res)
+        elif ctype in SCRIPT_TYPES:
+            out["scripts"].append(
+                {"filename": filename, "content_type": ctype,
+                 "content": ptext}
+            )
+        elif ptext:
+            out["unknown"].append(
+                {"filename": filename, "content_type": ctype,
+                 "content": ptext}
+            )
+
+    try:
+        handlers.walk(msg, callback, {})
+    except Exception as exc:
+        out["errors"].append("walking %s parts: %s" % (tag, exc))
+    if cc_handler.file_names:
+        out["merged_cloud_config"] = copy.deepcopy(cc_handler.cloud_buf)
+    handlers.call_end(cc_handler, None, None)
+    # cloud-config.txt exactly as cloud-init writes it for the config stages.
+    if cc_handler.cloud_fn and os.path.exists(cc_handler.cloud_fn):
+        with open(cc_handler.cloud_fn, "rb") as fh:
+            out["cloud_config_txt"] = text(fh.read())
+    out["errors"].extend(log.take())
+    return out
+
+
+def net_convert(src_path, kind, workdir, macs):
+    rendered, errors = {}, []
+    for okind in OUTPUT_KINDS:
+        odir = os.path.join(workdir, "net-" + okind)
+        argv = [
+            "cloud-init", "devel", "net-convert",
+            "--network-data", src_path, "--kind", kind,
+            "--distro", "debian", "--output-kind", okind, "-d", odir,
+        ]
+        for name, mac in macs:
+            argv += ["--mac", "%s,%s" % (name, mac)]
+        res = run(argv)
+        if res.returncode != 0:
+            lines = [
+                ln for ln in text(res.stderr).splitlines() if ln.strip()
+            ]
+            errors.append(
+                "net-convert --kind %s --output-kind %s failed (exit %d): %s"
+                % (kind, okind, res.returncode,
+                   lines[-1].strip() if lines else "")
+            )
+            continue
+        files = {}
+        if os.path.isdir(odir):
+            for rel in list_files(odir):
+                with open(os.path.join(odir, rel), "rb") as fh:
+                    files[rel] = text(fh.read())
+        rendered[okind] = files
+    return rendered, errors
+
+
+def parse_state(netcfg, report, log):
+    try:
+        ns = network_state.parse_net_config_data(netcfg)
+        report["network_state"] = jsonable(
+            copy.deepcopy(ns._network_state)
+        )
+    except Exception as exc:
+        report["network_errors"].append(
+            "parse_net_config_data: %s: %s" % (type(exc).__name__, exc)
+        )
+    report["network_errors"].extend(log.take())
+
+
+def judge_nocloud(seed, workdir, report, log):
+    try:
+        seeded = util.pathprefix2dict(
+            seed,
+            required=["user-data", "meta-data"],
+            optional=["vendor-data", "network-config"],
+        )
+    except ValueError as exc:
+        report["valid_seed"] = False
+        report["errors"].append(
+            "not a valid NoCloud seed (cloud-init ignores it silently): %s"
+            % exc
+        )
+        return
+    mydata = {
+        "meta-data": {},
+        "user-data": "",
+        "vendor-data": "",
+        "network-config": None,
+    }
+    try:
+        mydata = ds_nocloud._merge_new_seed(mydata, seeded)
+    except Exception as exc:
+        report["valid_seed"] = False
+        report["errors"].append(
+            "loading NoCloud seed: %s: %s" % (type(exc).__name__, exc)
+        )
+        report["errors"].extend(log.take())
+        return
+    report["errors"].extend(log.take())
+    md_raw = util.load_yaml(seeded["meta-data"])
+    if not isinstance(md_raw, dict):
+        report["errors"].append(
+            "meta-data is not a YAML mapping; cloud-init treats it as empty"
+        )
+    defaults = {"instance-id": "nocloud", "dsmode": "net"}
+    md = util.mergemanydict([mydata["meta-data"], defaults])
+    report["valid_seed"] = True
+    report["meta_data"] = jsonable(md)
+    report["instance_id"] = str(md.get("instance-id"))
+    report["hostname"] = jsonable(md.get("local-hostname"))
+    report["public_keys"] = jsonable(
+        sources.normalize_pubkey_data(md.get("public-keys"))
+    )
+    report["dsmode"] = md.get("dsmode")
+    if "instance-id" not in (md_raw or {}):
+        report["errors"].append(
+            "meta-data has no instance-id; cloud-init falls back to 'nocloud'"
+        )
+    report["user_data_raw"] = text(mydata["user-data"])
+    report["vendor_data_raw"] = text(mydata["vendor-data"])
+    report["user_data"] = judge_user_data(
+        mydata["user-data"], workdir, "user-data", log
+    )
+    report["vendor_data"] = judge_user_data(
+        mydata["vendor-data"] or None, workdir, "vendor-data", log
+    )
+    if "network-config" in seeded:
+        raw = seeded["network-config"]
+        report["network_config_raw"] = text(raw)
+        netcfg = mydata["network-config"]
+        if not raw.strip():
+            report["network_errors"].append(
+                "network-config file is empty; cloud-init ignores it"
+            )
+        elif not isinstance(netcfg, dict):
+            report["network_errors"].append(
+                "network-config does not load as a YAML mapping: %r" % netcfg
+            )
+        else:
+            report["network_config"] = jsonable(netcfg)
+            if "network" in netcfg:
+                report["network_errors"].append(
+                    "network-config has a top-level 'network:' wrapper; "
+                    "the NoCloud datasource passes it on unwrapped"
+                )
+            parse_state(netcfg, report, log)
+        path = os.path.join(seed, "network-config")
+        rendered, errs = net_convert(path, "yaml", workdir, [])
+        report["rendered_network"] = rendered
+        report["network_errors"].extend(errs)
+
+
+def judge_configdrive(seed, workdir, report, log):
+    try:
+        results = openstack.ConfigDriveReader(seed).read_v2()
+    except (openstack.NonReadable, openstack.BrokenMetadata) as exc:
+        report["valid_seed"] = False
+        report["errors"].append(
+            "ConfigDriveReader.read_v2: %s: %s" % (type(exc).__name__, exc)
+        )
+        report["errors"].extend(log.take())
+        return
+    except Exception as exc:
+        report["valid_seed"] = False
+        report["errors"].append(
+            "ConfigDriveReader.read_v2 raised %s: %s"
+            % (type(exc).__name__, exc)
+        )
+        return
+    report["errors"].extend(log.take())
+    report["valid_seed"] = True
+    md = util.mergemanydict(
+        [results.get("metadata", {}), ds_configdrive.DEFAULT_METADATA]
+    )
+    report["meta_data"] = jsonable(md)
+    report["instance_id"] = str(md.get("instance-id"))
+    report["hostname"] = jsonable(md.get("local-hostname"))
+    report["public_keys"] = jsonable(
+        sources.normalize_pubkey_data(md.get("public_keys"))
+    )
+    report["dsmode"] = results.get("dsmode")
+    report["injected_files"] = jsonable(results.get("files", {}))
+    report["network_eni"] = jsonable(results.get("network_config"))
+    report["ec2_metadata"] = jsonable(results.get("ec2-metadata"))
+
+    ud = results.get("userdata")
+    report["user_data_raw"] = text(ud)
+    report["user_data"] = judge_user_data(ud, workdir, "user-data", log)
+    vd = results.get("vendordata")
+    try:
+        vd_raw = sources.convert_vendordata(vd)
+    except ValueError as exc:
+        report["errors"].append("Invalid content in vendor-data: %s" % exc)
+        vd_raw = None
+    report["vendor_data_raw"] = jsonable(vd_raw)
+    report["vendor_data"] = judge_user_data(
+        vd_raw, workdir, "vendor-data", log
+    )
+
+    nd = results.get("networkdata")
+    if nd is not None:
+        report["network_config_raw"] = json.dumps(nd, sort_keys=True)
+        # The guest is assumed to have one NIC per link MAC, named eth0..N
+        # in link order, which is what a libvirt guest with those NICs sees.
+        macs = []
+        if isinstance(nd, dict):
+            for link in nd.get("links", []) or []:
+                mac = isinstance(link, dict) and link.get(
+                    "ethernet_mac_address"
+                )
+                if mac and mac.lower() not in [m for _, m in macs]:
+                    macs.append(("eth%d" % len(macs), mac.lower()))
+        report["assumed_macs"] = {m: n for n, m in macs}
+        try:
+            netcfg = openstack.convert_net_json(
+                nd, known_macs={m: n for n, m in macs}
+            )
+            report["network_config"] = jsonable(netcfg)
+            parse_state(netcfg, report, log)
+        except Exception as exc:
+            report["network_errors"].append(
+                "convert_net_json: %s: %s" % (type(exc).__name__, exc)
+            )
+        report["network_errors"].extend(log.take())
+        path = os.path.join(
+            seed, "openstack", "latest", "network_data.json"
+        )
+        if os.path.exists(path):
+            rendered, errs = net_convert(
+                path, "network_data.json", workdir, macs
+            )
+            report["rendered_network"] = rendered
+            report["network_errors"].extend(errs)
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write("usage: judge.py IMAGE\n")
+        return 2
+    need_tools()
+    image = os.path.abspath(argv[1])
+    if not os.path.isfile(image):
+        sys.stderr.write("judge: %s: not a regular file\n" % image)
+        return 2
+
+    log = LogCollector()
+    logging.getLogger().addHandler(log)
+    logging.getLogger().setLevel(logging.WARNING)
+
+    report = {
+        "image": image,
+        "cloud_init_version": ci_version.version_string(),
+        "fs_type": "",
+        "label": "",
+        "datasource": "",
+        "valid_seed": False,
+        "files": [],
+        "meta_data": None,
+        "instance_id": None,
+        "hostname": None,
+        "public_keys": [],
+        "dsmode": None,
+        "user_data_raw": None,
+        "vendor_data_raw": None,
+        "user_data": None,
+        "vendor_data": None,
+        "network_config_raw": None,
+        "network_config": None,
+        "network_state": None,
+        "rendered_network": {},
+        "network_errors": [],
+        "errors": [],
+    }
+    info, rc = probe(image)
+    report["fs_type"] = info.get("TYPE", "")
+    report["label"] = info.get("LABEL", "")
+    if rc != 0 and not info:
+        report["errors"].append(
+            "blkid found no filesystem signature (exit %d)" % rc
+        )
+    fstype, label = report["fs_type"], report["label"]
+    if fstype in SEED_FSTYPES and label in NOCLOUD_LABELS:
+        report["datasource"] = "NoCloud"
+    elif fstype in SEED_FSTYPES and label in CONFIGDRIVE_LABELS:
+        report["datasource"] = "ConfigDrive"
+    else:
+        report["errors"].append(
+            "not a cloud-init seed: TYPE=%r LABEL=%r (NoCloud needs "
+            "iso9660/vfat labelled cidata/CIDATA, ConfigDrive config-2/"
+            "CONFIG-2)" % (fstype, label)
+        )
+
+    workdir = tempfile.mkdtemp(prefix="vmpayload-judge-")
+    try:
+        seed = os.path.join(workdir, "seed")
+        os.mkdir(seed)
+        if fstype in SEED_FSTYPES and extract(image, fstype, seed, report):
+            report["files"] = list_files(seed)
+            if report["datasource"] == "NoCloud":
+                judge_nocloud(seed, workdir, report, log)
+            elif report["datasource"] == "ConfigDrive":
+                judge_configdrive(seed, workdir, report, log)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report["errors"].extend(log.take())
+    json.dump(jsonable(report), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo judge-script > /run/judge-script
