@@ -58,6 +58,9 @@ type SchemaResult struct {
 	Valid bool `json:"valid"`
 	// Messages are cloud-init's output lines.
 	Messages []string `json:"messages"`
+	// Deprecations are the schema lines flagged DEPRECATED (valid today,
+	// announced to break in a later cloud-init).
+	Deprecations []string `json:"deprecations"`
 }
 
 // Script is a shell-script (or boothook) part cloud-init would run.
@@ -101,6 +104,21 @@ func (u *UserData) SchemaErrors() []string {
 	for _, s := range u.Schema {
 		if !s.Valid {
 			out = append(out, fmt.Sprintf("%s: %s", s.Filename, strings.Join(s.Messages, "; ")))
+		}
+	}
+	return out
+}
+
+// Deprecations returns DEPRECATED schema messages of user-data and
+// vendor-data cloud-config parts.
+func (r *Report) Deprecations() []string {
+	var out []string
+	for _, u := range []*UserData{r.UserData, r.VendorData} {
+		if u == nil {
+			continue
+		}
+		for _, s := range u.Schema {
+			out = append(out, s.Deprecations...)
 		}
 	}
 	return out

@@ -199,7 +199,17 @@ def schema_check(payload, workdir, name):
         for m in (text(res.stdout) + "\n" + text(res.stderr)).splitlines()
         if m.strip()
     ]
-    return {"valid": res.returncode == 0, "messages": msgs}
+    deprecations = [
+        m.split(":", 1)[1].strip() if m.startswith("Cloud config schema")
+        else m
+        for m in msgs
+        if "DEPRECATED" in m
+    ]
+    return {
+        "valid": res.returncode == 0,
+        "messages": msgs,
+        "deprecations": deprecations,
+    }
 
 
 def judge_user_data(raw, workdir, tag, log):

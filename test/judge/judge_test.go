@@ -212,6 +212,15 @@ func TestJudge(t *testing.T) {
 					t.Errorf("schema errors = %q", r.SchemaErrors())
 				}
 			}},
+		{name: "deprecated keys pass but are reported", fsType: "iso9660", datasource: NoCloud, validSeed: true, ok: true,
+			build: genisoimage("cidata", files(map[string]string{
+				"user-data": "deprecated/user-data", "meta-data": "nocloud/meta-data"})),
+			check: func(t *testing.T, r *Report) {
+				d := r.Deprecations()
+				if !hasSubstring(d, "users.0.sudo") || !hasSubstring(d, "users.0.lock-passwd") {
+					t.Errorf("deprecations = %q", d)
+				}
+			}},
 		{name: "network-config version 3", fsType: "iso9660", datasource: NoCloud, validSeed: true,
 			build: genisoimage("cidata", files(map[string]string{
 				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
