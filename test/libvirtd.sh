@@ -1,0 +1,56 @@
+#!/bin/sh
+# Start virtlogd and libvirtd by hand (no systemd on CI machines) and wait
+# until the qemu:///system driver answers. Idempotent: running daemons are
+# left alone. Exit status is non-zero when libvirtd does not answer within
+# VMPAYLOAD_LIBVIRTD_WAIT seconds (default 60).
+set -eu
+
+wait_s=${VMPAYLOAD_LIBVIRTD_WAIT:-60}
+uri=qemu:///system
+
+log() { printf 'libvirtd.sh: %s\n' "$*" >&2; }
+
+if [ "$(id -u)" -ne 0 ]; then
+	log "must run as root (qemu:///system needs a privileged libvirtd)"
+	exit 1
+fi
+
+for bin in virtlogd libvirtd virsh; do
+	if ! command -v "$bin" >/dev/null 2>&1; then
+		log "$bin not found; install libvirt-daemon-system libvirt-clients"
+		exit 1
+	fi
+done
+
+# Runtime directories that a systemd unit / tmpfiles.d would normally create.
+mkdir -p /run/libvirt /var/lib/libvirt/qemu /var/cache/libvirt/qemu /var/log/libvirt/qemu
+
+running() { pgrep -x "$1" >/dev/null 2>&1; }
+
+if ! running virtlogd; then
+	log "starting virtlogd"
+	virtlogd -d
+fi
+if ! running libvirtd; then
+	# A stale pid file from a killed daemon makes libvirtd refuse to start.
+	if [ -f /run/libvirtd.pid ] && ! kill -0 "$(cat /run/libvirtd.pid 2>/dev/null)" 2>/dev/null; then
+		rm -f /run/libvirtd.pid
+	fi
+	log "starting libvirtd"
+	libvirtd -d
+fi
+
+i=0
+while :; do
+	if virsh -c "$uri" version >/dev/null 2>&1; then
+		log "libvirtd answers on $uri"
+		exit 0
+	fi
+	i=$((i + 1))
+	if [ "$i" -ge "$((wait_s * 4))" ]; then
+		log "libvirtd did not answer on $uri within ${wait_s}s"
+		virsh -c "$uri" version >&2 || true
+		exit 1
+	fi
+	sleep 0.25
+done
