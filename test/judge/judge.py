@@ -17,6 +17,7 @@ import copy
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -294,7 +295,9 @@ def judge_user_data(raw, workdir, tag, log):
 
 
 def net_convert(src_path, kind, workdir, macs):
-    rendered, errors = {}, []
+    """Run `cloud-init devel net-convert` for every output kind (in
+    parallel: each is a separate cloud-init start-up)."""
+    rendered, errors, procs = {}, [], []
     for okind in OUTPUT_KINDS:
         odir = os.path.join(workdir, "net-" + okind)
         argv = [
@@ -304,14 +307,22 @@ def net_convert(src_path, kind, workdir, macs):
         ]
         for name, mac in macs:
             argv += ["--mac", "%s,%s" % (name, mac)]
-        res = run(argv)
-        if res.returncode != 0:
-            lines = [
-                ln for ln in text(res.stderr).splitlines() if ln.strip()
+        procs.append((okind, odir, subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )))
+    for okind, odir, proc in procs:
+        _out, err = proc.communicate()
+        if proc.returncode != 0:
+            lines = [ln for ln in text(err).splitlines() if ln.strip()]
+            # Prefer the exception line of a traceback over its tail.
+            exc_lines = [
+                ln for ln in lines
+                if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", ln)
             ]
+            lines = exc_lines or lines
             errors.append(
                 "net-convert --kind %s --output-kind %s failed (exit %d): %s"
-                % (kind, okind, res.returncode,
+                % (kind, okind, proc.returncode,
                    lines[-1].strip() if lines else "")
             )
             continue

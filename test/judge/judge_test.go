@@ -231,6 +231,21 @@ func TestJudge(t *testing.T) {
 					t.Errorf("v3 network config rendered: %v %v", r.NetworkState, r.RenderedNetwork)
 				}
 			}},
+		{name: "22.4 rejects to: default routes", fsType: "iso9660", datasource: NoCloud, validSeed: true,
+			build: genisoimage("cidata", files(map[string]string{
+				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
+				"network-config": "route-default/network-config"})),
+			errSub: "Address default is not a valid ip address"},
+		{name: "network: wrapper is not unwrapped by NoCloud", fsType: "iso9660", datasource: NoCloud, validSeed: true,
+			build: genisoimage("cidata", files(map[string]string{
+				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
+				"network-config": "net-wrapper/network-config"})),
+			errSub: "top-level 'network:' wrapper",
+			check: func(t *testing.T, r *Report) {
+				if r.NetworkState != nil {
+					t.Errorf("wrapped config produced a network state: %v", r.NetworkState)
+				}
+			}},
 		{name: "config-2 without uuid", build: genisoimage("config-2", tree("configdrive-nouuid")),
 			fsType: "iso9660", datasource: ConfigDrive, validSeed: false, errSub: "No 'uuid' entry"},
 		{name: "vfat with wrong label", build: wrongLabelVfat, fsType: "vfat", datasource: "",
