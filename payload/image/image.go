@@ -1,0 +1,109 @@
+// Package image builds and reads the small read-only filesystem images that carry
+// cloud-init documents to a guest: ISO9660 with Rock Ridge (optionally Joliet) or
+// vfat (FAT12), labelled "cidata" (NoCloud) or "config-2" (OpenStack config drive).
+//
+// Images are built in memory with github.com/diskfs/go-diskfs, written to a
+// temporary file next to the destination, fsynced, read back and verified, and
+// only then renamed into place. On any error nothing is left behind.
+//
+// Choices made here (see also docs in the functions):
+//   - ISO images always carry Rock Ridge (what Linux cloud-init needs to see
+//     long lowercase names). Joliet is added only when every entry sits in the
+//     root directory (the cidata layout): go-diskfs v1.9.4 writes a wrong Joliet
+//     tree for nested directories, so config-2 images are Rock Ridge only.
+//   - Files in ISO images get mode 0444 and directories 0555 (owner = builder),
+//     so any guest user can read them.
+//   - vfat images are FAT12 sized from the content (minimum 1 MiB), which keeps
+//     the FAT type consistent with the cluster count as every FAT reader expects.
+//   - Output is not byte-for-byte deterministic: go-diskfs stamps the ISO
+//     volume descriptors with time.Now() and Rock Ridge TF entries with the
+//     workspace inode change time, and FAT directory entries with the current time
+//     unless SOURCE_DATE_EPOCH is set. Contents, names and labels are stable.
+package image
+
+import (
+	"errors"
+	"os"
+)
+
+// Media selects the filesystem type of a payload image.
+type Media string
+
+const (
+	// MediaISO is an ISO9660 image with Rock Ridge extensions.
+	MediaISO Media = "iso"
+	// MediaVFAT is a FAT12 image.
+	MediaVFAT Media = "vfat"
+)
+
+// FSType values reported in Info.FSType (the names blkid uses).
+const (
+	FSTypeISO9660 = "iso9660"
+	FSTypeVFAT    = "vfat"
+)
+
+// MaxContentBytes is the largest total size of all entry data accepted by Write.
+const MaxContentBytes = 16 << 20
+
+// MaxISOLabel and MaxVFATLabel are the longest labels each medium can carry.
+const (
+	MaxISOLabel  = 32
+	MaxVFATLabel = 11
+)
+
+// DefaultMode is the permission of a written image when Options.Mode is 0.
+const DefaultMode os.FileMode = 0o640
+
+// Entry is one file to place in an image. Path is slash-separated and relative
+// ("openstack/latest/meta_data.json"); parent directories are implied.
+type Entry struct {
+	Path string
+	Data []byte
+}
+
+// Spec describes an image to build.
+type Spec struct {
+	Media   Media
+	Label   string
+	Entries []Entry
+}
+
+// Options control how the image file is placed on the host.
+type Options struct {
+	// Mode is the permission of the image file; 0 means DefaultMode (0640).
+	Mode os.FileMode
+	// GID is the group to give the image file; -1 leaves it as created.
+	// 0 is a real group (root); callers that do not care must pass -1.
+	GID int
+}
+
+// FileInfo describes a regular file inside an image.
+type FileInfo struct {
+	Path string // slash-separated, relative, e.g. "openstack/latest/meta_data.json"
+	Size int64
+}
+
+// Info describes an image file.
+type Info struct {
+	Path   string     // path of the image on the host
+	Label  string     // volume label / identifier, trailing blanks removed
+	FSType string     // FSTypeISO9660 or FSTypeVFAT
+	Size   int64      // size of the image file in bytes
+	SHA256 string     // hex SHA-256 of the whole image file
+	Files  []FileInfo // regular files, sorted by Path
+}
+
+var (
+	// ErrInvalidSpec marks an input error in a Spec: unknown media, bad label,
+	// bad/duplicate entry path, or content too large. Retrying will not help.
+	ErrInvalidSpec = errors.New("invalid image spec")
+	// ErrTooLarge marks a Spec whose total content exceeds MaxContentBytes. Errors
+	// carrying it also match ErrInvalidSpec.
+	ErrTooLarge = errors.New("image content too large")
+	// ErrVerify marks an image that, read back after writing, did not match the
+	// spec (label, file list or file bytes).
+	ErrVerify = errors.New("image verification failed")
+	// ErrUnknownFormat marks a file that is neither an ISO9660 nor a FAT image,
+	// or one too damaged to read.
+	ErrUnknownFormat = errors.New("not a readable iso9660 or vfat image")
+)

@@ -1,0 +1,113 @@
+package image
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/iso9660"
+)
+
+const (
+	isoBlock       = 2048
+	isoPVDOffset   = 16 * isoBlock
+	isoFileMode    = 0o444
+	isoDirMode     = 0o555
+	maxImageBytes  = MaxContentBytes + 16<<20 // hard cap on any image we build
+	workspacePrefx = "vmpayload-iso-"
+)
+
+// buildISO renders spec into an ISO9660 image in memory and returns its bytes.
+// go-diskfs needs a workspace directory holding the tree; we create it ourselves
+// (so we can set modes and always remove it) under os.TempDir().
+func buildISO(ctx context.Context, spec Spec, dirs []string) (img []byte, err error) {
+	ws, err := os.MkdirTemp("", workspacePrefx)
+	if err != nil {
+		return nil, fmt.Errorf("create iso workspace: %w", err)
+	}
+	defer func() {
+		if rerr := removeWorkspace(ws); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(ws, filepath.FromSlash(d)), 0o755); err != nil {
+			return nil, fmt.Errorf("create workspace dir %q: %w", d, err)
+		}
+	}
+	joliet := true
+	for _, e := range spec.Entries {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("build iso: %w", err)
+		}
+		if strings.Contains(e.Path, "/") {
+			joliet = false
+		}
+		p := filepath.Join(ws, filepath.FromSlash(e.Path))
+		if err := os.WriteFile(p, e.Data, 0o644); err != nil {
+			return nil, fmt.Errorf("write workspace file %q: %w", e.Path, err)
+		}
+		if err := os.Chmod(p, isoFileMode); err != nil {
+			return nil, fmt.Errorf("chmod workspace file %q: %w", e.Path, err)
+		}
+	}
+	// Directories last (deepest first), so we could still write into them above.
+	for _, d := range slices.Backward(append([]string{"."}, dirs...)) {
+		if err := os.Chmod(filepath.Join(ws, filepath.FromSlash(d)), isoDirMode); err != nil {
+			return nil, fmt.Errorf("chmod workspace dir %q: %w", d, err)
+		}
+	}
+
+	mem := &memFile{max: maxImageBytes}
+	fsys, err := iso9660.Create(file.New(mem, false), 0, 0, isoBlock, ws)
+	if err != nil {
+		return nil, fmt.Errorf("create iso9660 filesystem: %w", err)
+	}
+	opts := iso9660.FinalizeOptions{
+		RockRidge:        true,
+		Joliet:           joliet,
+		VolumeIdentifier: spec.Label,
+	}
+	if err := fsys.Finalize(opts); err != nil {
+		return nil, fmt.Errorf("finalize iso9660 filesystem: %w", err)
+	}
+	// Finalize removes the workspace on success; removeWorkspace copes with that.
+	if len(mem.buf) < isoPVDOffset+isoBlock {
+		return nil, fmt.Errorf("finalize iso9660 filesystem: image only %d bytes", len(mem.buf))
+	}
+	blocks := int64(binary.LittleEndian.Uint32(mem.buf[isoPVDOffset+80:]))
+	size := blocks * isoBlock
+	if size > maxImageBytes || size < int64(len(mem.buf))-isoBlock || size < isoPVDOffset+isoBlock {
+		return nil, fmt.Errorf("finalize iso9660 filesystem: volume size %d blocks does not match %d written bytes", blocks, len(mem.buf))
+	}
+	// The last block may be only partly written; the volume is whole blocks.
+	if n := int64(len(mem.buf)); n < size {
+		mem.buf = append(mem.buf, make([]byte, size-n)...)
+	}
+	return mem.buf[:size], nil
+}
+
+// removeWorkspace makes every directory writable again (an unprivileged
+// builder could not unlink inside 0555 dirs) and removes the tree.
+func removeWorkspace(ws string) error {
+	if _, err := os.Lstat(ws); os.IsNotExist(err) {
+		return nil
+	}
+	_ = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(ws); err != nil {
+		return fmt.Errorf("remove iso workspace: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package image
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// validateSpec checks a Spec and returns the sorted set of implied directories.
+// Every error wraps ErrInvalidSpec.
+func validateSpec(spec Spec) (dirs []string, err error) {
+	switch spec.Media {
+	case MediaISO, MediaVFAT:
+	default:
+		return nil, fmt.Errorf("%w: unknown media %q (want %q or %q)", ErrInvalidSpec, spec.Media, MediaISO, MediaVFAT)
+	}
+	if err := validateLabel(spec.Media, spec.Label); err != nil {
+		return nil, err
+	}
+	if len(spec.Entries) == 0 {
+		return nil, fmt.Errorf("%w: no entries", ErrInvalidSpec)
+	}
+	var total int64
+	files := make(map[string]bool, len(spec.Entries))
+	dirSet := map[string]bool{}
+	for i, e := range spec.Entries {
+		if err := validatePath(spec.Media, e.Path); err != nil {
+			return nil, fmt.Errorf("%w: entry %d: %w", ErrInvalidSpec, i, err)
+		}
+		if files[e.Path] {
+			return nil, fmt.Errorf("%w: entry %d: duplicate path %q", ErrInvalidSpec, i, e.Path)
+		}
+		files[e.Path] = true
+		total += int64(len(e.Data))
+		if total > MaxContentBytes {
+			return nil, fmt.Errorf("%w: %w: total content exceeds %d bytes at entry %q", ErrInvalidSpec, ErrTooLarge, MaxContentBytes, e.Path)
+		}
+		for d := path.Dir(e.Path); d != "."; d = path.Dir(d) {
+			dirSet[d] = true
+		}
+	}
+	for d := range dirSet {
+		if files[d] {
+			return nil, fmt.Errorf("%w: %q is both a file and a directory", ErrInvalidSpec, d)
+		}
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs)
+	return dirs, nil
+}
+
+func validateLabel(m Media, label string) error {
+	limit := MaxISOLabel
+	bad := "" // characters not allowed besides controls and non-ASCII
+	if m == MediaVFAT {
+		limit = MaxVFATLabel
+		bad = "\"*+,./:;<=>?[\\]|"
+	}
+	if label == "" {
+		return fmt.Errorf("%w: empty label", ErrInvalidSpec)
+	}
+	if len(label) > limit {
+		return fmt.Errorf("%w: label %q is %d characters, %s allows at most %d", ErrInvalidSpec, label, len(label), m, limit)
+	}
+	if strings.TrimSpace(label) != label {
+		return fmt.Errorf("%w: label %q has leading or trailing blanks", ErrInvalidSpec, label)
+	}
+	for _, r := range label {
+		if r < 0x20 || r > 0x7e || strings.ContainsRune(bad, r) {
+			return fmt.Errorf("%w: label %q contains character %q not allowed on %s", ErrInvalidSpec, label, r, m)
+		}
+	}
+	return nil
+}
+
+// maxNameLen is the longest path component we accept: Rock Ridge and FAT long
+// names both handle 255, Joliet 64; we stay well inside all of them.
+const maxNameLen = 64
+
+func validatePath(m Media, p string) error {
+	if p == "" {
+		return fmt.Errorf("empty path")
+	}
+	if strings.HasPrefix(p, "/") {
+		return fmt.Errorf("path %q is absolute", p)
+	}
+	if strings.Contains(p, "\\") {
+		return fmt.Errorf("path %q contains a backslash", p)
+	}
+	if path.Clean(p) != p {
+		return fmt.Errorf("path %q is not clean (empty, '.' or '..' component, or trailing slash)", p)
+	}
+	depth := 0
+	for _, c := range strings.Split(p, "/") {
+		depth++
+		if c == ".." || c == "." || c == "" {
+			return fmt.Errorf("path %q has a %q component", p, c)
+		}
+		if len(c) > maxNameLen {
+			return fmt.Errorf("path %q: component %q longer than %d bytes", p, c, maxNameLen)
+		}
+		for _, r := range c {
+			if r < 0x20 || r > 0x7e {
+				return fmt.Errorf("path %q contains character %q (only printable ASCII allowed)", p, r)
+			}
+			if m == MediaVFAT && strings.ContainsRune("\"*:<>?|", r) {
+				return fmt.Errorf("path %q contains character %q not allowed on vfat", p, r)
+			}
+		}
+	}
+	if depth > 8 {
+		return fmt.Errorf("path %q is deeper than 8 levels", p)
+	}
+	return nil
+}

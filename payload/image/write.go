@@ -1,0 +1,174 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// tempPattern names the staging file next to the destination.
+const tempPattern = ".vmpayload-image-*.tmp"
+
+// Write builds the image described by spec and places it at out.
+//
+// The image is built in memory, written to a temporary file in
+// filepath.Dir(out) with opt.Mode and opt.GID applied, fsynced, read back and
+// checked (label, file list and every file's bytes), then renamed to out and
+// the directory fsynced. On any error nothing is left behind: no temporary file
+// and no go-diskfs workspace; an existing out is left untouched.
+//
+// Input problems wrap ErrInvalidSpec (and ErrTooLarge for oversized content);
+// I/O failures wrap the underlying *fs.PathError, so errors.Is(err,
+// syscall.ENOSPC) works; a cancelled ctx yields an error wrapping ctx.Err().
+func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error) {
+	dirs, err := validateSpec(spec)
+	if err != nil {
+		return Info{}, err
+	}
+	if out == "" {
+		return Info{}, fmt.Errorf("%w: empty output path", ErrInvalidSpec)
+	}
+	mode := opt.Mode.Perm()
+	if opt.Mode == 0 {
+		mode = DefaultMode
+	}
+	if err := ctx.Err(); err != nil {
+		return Info{}, fmt.Errorf("write image %s: %w", out, err)
+	}
+
+	var img []byte
+	switch spec.Media {
+	case MediaISO:
+		img, err = buildISO(ctx, spec, dirs)
+	case MediaVFAT:
+		img, err = buildVFAT(ctx, spec, dirs)
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("build %s image for %s: %w", spec.Media, out, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Info{}, fmt.Errorf("write image %s: %w", out, err)
+	}
+
+	dir := filepath.Dir(out)
+	tmp, err := os.CreateTemp(dir, tempPattern)
+	if err != nil {
+		return Info{}, fmt.Errorf("create temporary image in %s: %w", dir, err)
+	}
+	tmpName := tmp.Name()
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tmp.Close()
+			if rerr := os.Remove(tmpName); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				slog.Warn("remove temporary image", "path", tmpName, "err", rerr)
+			}
+		}
+	}()
+
+	if _, err := tmp.Write(img); err != nil {
+		return Info{}, fmt.Errorf("write temporary image: %w", err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return Info{}, fmt.Errorf("set mode %o on temporary image: %w", mode, err)
+	}
+	if opt.GID >= 0 {
+		if err := tmp.Chown(-1, opt.GID); err != nil {
+			return Info{}, fmt.Errorf("set group %d on temporary image: %w", opt.GID, err)
+		}
+	}
+	if err := tmp.Sync(); err != nil {
+		return Info{}, fmt.Errorf("sync temporary image: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return Info{}, fmt.Errorf("close temporary image: %w", err)
+	}
+
+	info, err := verify(tmpName, spec)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Info{}, fmt.Errorf("write image %s: %w", out, err)
+	}
+	if err := os.Rename(tmpName, out); err != nil {
+		return Info{}, fmt.Errorf("move image into place: %w", err)
+	}
+	committed = true
+	if err := syncDir(dir); err != nil {
+		// The image is in place and complete; only its durability is unknown.
+		return Info{}, err
+	}
+	info.Path = out
+	return info, nil
+}
+
+// verify reads the written image back with our own reader and compares it to spec.
+func verify(p string, spec Spec) (Info, error) {
+	info, err := Inspect(p)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
+	}
+	wantType := FSTypeISO9660
+	if spec.Media == MediaVFAT {
+		wantType = FSTypeVFAT
+	}
+	if info.FSType != wantType {
+		return Info{}, fmt.Errorf("%w: filesystem type %q, want %q", ErrVerify, info.FSType, wantType)
+	}
+	if info.Label != spec.Label {
+		return Info{}, fmt.Errorf("%w: label %q, want %q", ErrVerify, info.Label, spec.Label)
+	}
+	want := make([]string, 0, len(spec.Entries))
+	for _, e := range spec.Entries {
+		want = append(want, e.Path)
+	}
+	slices.Sort(want)
+	got := make([]string, 0, len(info.Files))
+	for _, f := range info.Files {
+		got = append(got, f.Path)
+	}
+	if !slices.Equal(got, want) {
+		return Info{}, fmt.Errorf("%w: files [%s], want [%s]", ErrVerify, strings.Join(got, " "), strings.Join(want, " "))
+	}
+	r, err := openImage(p)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: reopen: %w", ErrVerify, err)
+	}
+	defer r.close()
+	for _, e := range spec.Entries {
+		b, err := r.readFile(e.Path)
+		if err != nil {
+			return Info{}, fmt.Errorf("%w: read %q: %w", ErrVerify, e.Path, err)
+		}
+		if !bytes.Equal(b, e.Data) {
+			return Info{}, fmt.Errorf("%w: %q has %d bytes that differ from the %d requested", ErrVerify, e.Path, len(b), len(e.Data))
+		}
+	}
+	return info, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open directory %s to sync: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
