@@ -25,8 +25,33 @@ func Parse(data []byte) (*Job, Report) {
 	if j == nil {
 		return nil, r
 	}
-	r.Merge(j.Validate())
+	// A field that failed to decode is left empty; do not also report it
+	// (or what is under it) as missing or invalid.
+	var broken []string
+	for _, e := range r.Errors {
+		if e.Code == CodeType || e.Code == CodeOutOfRange {
+			broken = append(broken, e.Field)
+		}
+	}
+	for _, e := range j.Validate().Errors {
+		if !under(e.Field, broken) {
+			r.Errors = append(r.Errors, e)
+		}
+	}
 	return j, r
+}
+
+// under reports whether field is one of paths or lies inside one of them.
+func under(field string, paths []string) bool {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if field == p || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // Decode is Parse returning the report as an error (*ValidationError).
@@ -53,7 +78,7 @@ func decode(data []byte, r *Report) *Job {
 		r.Add("", CodeEncoding, "job document is not valid UTF-8 (line %d, column %d)", line, col)
 		return nil
 	}
-	tree, err := parseTree(data)
+	tree, err := parseTree(data, r)
 	if err != nil {
 		r.Errors = append(r.Errors, *err)
 		return nil
@@ -74,10 +99,20 @@ type object struct {
 	values map[string]any
 }
 
-func parseTree(data []byte) (any, *FieldError) {
+// parser reads a document into a tree of *object, []any, string, bool,
+// json.Number and nil. Duplicate keys are recorded and parsing goes on, so
+// they are reported together with every other problem.
+type parser struct {
+	dec        *json.Decoder
+	data       []byte
+	duplicates []FieldError
+}
+
+func parseTree(data []byte, r *Report) (any, *FieldError) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, ferr := parseValue(dec, data, "", 0)
+	p := &parser{dec: dec, data: data}
+	v, ferr := p.value("", 0)
 	if ferr != nil {
 		return nil, ferr
 	}
@@ -88,21 +123,32 @@ func parseTree(data []byte) (any, *FieldError) {
 	return v, nil
 }
 
+// syntaxError reports a JSON syntax error with the line and column of the
+// offending character. json.Decoder.Token reports offsets relative to the
+// value it was reading, so the position comes from a whole-document scan.
 func syntaxError(data []byte, dec *json.Decoder, err error) *FieldError {
 	off := dec.InputOffset()
+	msg := err.Error()
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off = se.Offset
+	if verr := json.Unmarshal(data, new(any)); errors.As(verr, &se) {
+		msg = se.Error()
+		off = se.Offset - 1 // Offset counts the offending byte
+		if msg == "unexpected end of JSON input" {
+			off = int64(len(data))
+		}
+	} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		msg = "unexpected end of JSON input"
+		off = int64(len(data))
+	}
+	if off < 0 {
+		off = 0
 	}
 	line, col := lineCol(data, off)
-	msg := err.Error()
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		msg = "unexpected end of JSON input"
-	}
 	return &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("%s at line %d, column %d", msg, line, col)}
 }
 
-func parseValue(dec *json.Decoder, data []byte, path string, depth int) (any, *FieldError) {
+func (p *parser) value(path string, depth int) (any, *FieldError) {
+	dec, data := p.dec, p.data
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, syntaxError(data, dec, err)
@@ -124,13 +170,14 @@ func parseValue(dec *json.Decoder, data []byte, path string, depth int) (any, *F
 			}
 			key, _ := kt.(string)
 			child := join(path, key)
-			v, ferr := parseValue(dec, data, child, depth+1)
+			line, col := lineCol(data, keyStart(data, dec.InputOffset()))
+			v, ferr := p.value(child, depth+1)
 			if ferr != nil {
 				return nil, ferr
 			}
 			if _, dup := o.values[key]; dup {
-				line, col := lineCol(data, dec.InputOffset())
-				return nil, &FieldError{Field: child, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (second at line %d, column %d)", quote(key), line, col)}
+				p.duplicates = append(p.duplicates, FieldError{Field: child, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(key), line, col)})
+				continue // the first occurrence wins
 			}
 			o.keys = append(o.keys, key)
 			o.values[key] = v
@@ -142,7 +189,7 @@ func parseValue(dec *json.Decoder, data []byte, path string, depth int) (any, *F
 	default: // '['
 		var list []any
 		for i := 0; dec.More(); i++ {
-			v, ferr := parseValue(dec, data, index(path, i), depth+1)
+			v, ferr := p.value(index(path, i), depth+1)
 			if ferr != nil {
 				return nil, ferr
 			}
@@ -176,7 +223,13 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 	switch dst.Kind() {
 	case reflect.Pointer:
 		n := reflect.New(dst.Type().Elem())
+		before := len(r.Errors)
 		decodeValue(n.Elem(), v, path, r)
+		for _, e := range r.Errors[before:] {
+			if e.Field == path && e.Code == CodeType {
+				return // wrong JSON type: leave the field unset
+			}
+		}
 		dst.Set(n)
 	case reflect.Struct:
 		obj, ok := v.(*object)
@@ -214,11 +267,14 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 			return
 		}
 		i, err := n.Int64()
-		if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+		switch {
+		case err == nil && i >= math.MinInt32 && i <= math.MaxInt32:
+			dst.SetInt(i)
+		case isIntegerLiteral(n.String()):
+			r.Add(path, CodeOutOfRange, "number %s is out of range", n.String())
+		default:
 			r.Add(path, CodeType, "expected an integer, got %s", n.String())
-			return
 		}
-		dst.SetInt(i)
 	case reflect.Slice:
 		list, ok := v.([]any)
 		if !ok {
@@ -240,7 +296,7 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 			r.Add(path, CodeType, "expected an object, got %s", describe(v))
 			return
 		}
-		dst.Set(reflect.ValueOf(toPlain(obj).(map[string]any)))
+		dst.Set(reflect.ValueOf(toPlain(obj, path, r).(map[string]any)))
 	default:
 		r.Add(path, CodeType, "cannot decode into %s", dst.Type())
 	}
@@ -275,29 +331,39 @@ func (c Command) MarshalJSON() ([]byte, error) {
 
 // toPlain converts a parsed tree to plain Go values (map[string]any, []any,
 // string, bool, json.Number turned into int64 or float64).
-func toPlain(v any) any {
+// A number that fits neither int64 nor a finite float64 is reported as
+// out of range.
+func toPlain(v any, path string, r *Report) any {
 	switch t := v.(type) {
 	case *object:
 		m := make(map[string]any, len(t.keys))
 		for _, k := range t.keys {
-			m[k] = toPlain(t.values[k])
+			m[k] = toPlain(t.values[k], join(path, k), r)
 		}
 		return m
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
-			out[i] = toPlain(e)
+			out[i] = toPlain(e, index(path, i), r)
 		}
 		return out
 	case json.Number:
 		if i, err := t.Int64(); err == nil {
 			return i
 		}
-		f, _ := t.Float64()
+		f, err := t.Float64()
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			r.Add(path, CodeOutOfRange, "number %s is out of range", t.String())
+			return nil
+		}
 		return f
 	default:
 		return v
 	}
+}
+
+func isIntegerLiteral(s string) bool {
+	return !strings.ContainsAny(s, ".eE")
 }
 
 func jsonFields(t reflect.Type) map[string]int {
@@ -332,6 +398,9 @@ func describe(v any) string {
 }
 
 func kindName(t reflect.Type) string {
+	if t == reflect.TypeOf(Command{}) {
+		return "a string (shell command) or an array of strings (argv)"
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
@@ -344,20 +413,42 @@ func kindName(t reflect.Type) string {
 	}
 }
 
+// lineCol turns a byte offset into a 1-based line and column; the column
+// counts characters, not bytes.
 func lineCol(data []byte, off int64) (line, col int) {
 	if off > int64(len(data)) {
 		off = int64(len(data))
 	}
 	line, col = 1, 1
 	for _, b := range data[:off] {
-		if b == '\n' {
+		switch {
+		case b == '\n':
 			line++
 			col = 1
-		} else {
+		case validRuneStart(b):
 			col++
 		}
 	}
 	return line, col
+}
+
+// keyStart finds the opening quote of the object key that ends just before
+// off (json.Decoder leaves InputOffset after the closing quote).
+func keyStart(data []byte, off int64) int64 {
+	i := off - 2 // the byte before the closing quote
+	for ; i >= 0; i-- {
+		if data[i] != '"' {
+			continue
+		}
+		n := 0
+		for k := i - 1; k >= 0 && data[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return i
+		}
+	}
+	return off
 }
 
 func invalidUTF8Offset(data []byte) int {

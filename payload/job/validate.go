@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -119,7 +120,12 @@ func (j *Job) Validate() Report {
 	}
 	validateUserData(j, &r)
 	if j.MetaData != nil {
+		keys := make([]string, 0, len(j.MetaData))
 		for k := range j.MetaData {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
 			if k == "" || hasControl(k) {
 				r.Add(join("meta_data", k), CodeInvalid, "meta-data key %s is empty or has control characters", quote(k))
 			}
@@ -161,7 +167,7 @@ func validateDomainXML(j *Job, r *Report) {
 		UUID    string   `xml:"uuid"`
 	}
 	if err := dec.Decode(&root); err != nil {
-		r.Add("domain_xml", CodeInvalid, "not a libvirt <domain> XML document: %v", err)
+		r.Add("domain_xml", CodeInvalid, "%s is not a libvirt <domain> XML document: %v", quote(j.DomainXML), err)
 		return
 	}
 	if root.Name == "" {
@@ -271,7 +277,7 @@ func validateUsers(users []User, r *Report) {
 		if u.PasswordHash != "" {
 			set = append(set, "password_hash")
 			if !cryptRE.MatchString(u.PasswordHash) {
-				r.Add(join(p, "password_hash"), CodeInvalid, "%s does not look like a crypt(3) hash such as \"$6$salt$hash\" (SHA-512); to give a plaintext password use \"password\"", quote(u.PasswordHash))
+				r.Add(join(p, "password_hash"), CodeInvalid, "the value (not shown) does not look like a crypt(3) hash such as \"$6$salt$hash\" (SHA-512); to give a plaintext password use \"password\"")
 			}
 		}
 		if u.PasswordSecret != "" {
@@ -423,7 +429,8 @@ func validateIP(p string, c *IPConfig, v6 bool, r *Report) {
 		r.Add(join(p, "address"), CodeInvalid, "%s is not an %s address", quote(c.Address), family)
 		return
 	}
-	if !v6 && pfx.Bits() < 32 && (pfx.Addr() == pfx.Masked().Addr() || pfx.Addr() == lastAddr(pfx)) {
+	// /31 (RFC 3021) and /32 have no network or broadcast address
+	if !v6 && pfx.Bits() < 31 && (pfx.Addr() == pfx.Masked().Addr() || pfx.Addr() == lastAddr(pfx)) {
 		r.Add(join(p, "address"), CodeInvalid, "%s is the network or broadcast address of its subnet", quote(c.Address))
 	}
 	if c.Gateway != "" {
@@ -439,6 +446,8 @@ func validateIP(p string, c *IPConfig, v6 bool, r *Report) {
 			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is not inside the subnet %s", quote(c.Gateway), pfx.Masked())
 		case gw == pfx.Addr():
 			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is the NIC's own address", quote(c.Gateway))
+		case !v6 && pfx.Bits() < 31 && (gw == pfx.Masked().Addr() || gw == lastAddr(pfx)):
+			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is the network or broadcast address of the subnet %s", quote(c.Gateway), pfx.Masked())
 		}
 	}
 }
@@ -473,7 +482,7 @@ func validateFiles(files []File, r *Report) {
 		case EncodingBase64:
 			b, err := base64.StdEncoding.DecodeString(f.Content)
 			if err != nil {
-				r.Add(join(p, "content"), CodeInvalid, "content is not valid base64: %v", err)
+				r.Add(join(p, "content"), CodeInvalid, "content %s is not valid base64: %v", quote(f.Content), err)
 			}
 			total += len(b)
 		default:
@@ -504,7 +513,7 @@ func validateUserData(j *Job, r *Report) {
 		set = append(set, "user_data_base64")
 		b, err := base64.StdEncoding.DecodeString(j.UserDataBase64)
 		if err != nil {
-			r.Add("user_data_base64", CodeInvalid, "not valid base64: %v", err)
+			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", quote(j.UserDataBase64), err)
 		} else {
 			validateUserDataText("user_data_base64", string(b), r)
 		}
@@ -516,7 +525,7 @@ func validateUserData(j *Job, r *Report) {
 	if len(set) > 1 {
 		r.Add("user_data", CodeConflict, "use only one of user_data, user_data_base64 and user_data_secret (got %s)", strings.Join(set, ", "))
 	}
-	if j.UserDataMode != "" && len(set) == 0 {
+	if j.UserDataMode == ModeReplace && len(set) == 0 {
 		r.Add("user_data_mode", CodeConflict, "user_data_mode %s needs user_data, user_data_base64 or user_data_secret", quote(string(j.UserDataMode)))
 	}
 }
@@ -568,21 +577,21 @@ func ClassifyUserData(s string) UserDataKind {
 
 func validateUserDataText(p, s string, r *Report) {
 	if strings.ContainsRune(s, 0) {
-		r.Add(p, CodeInvalid, "contains a NUL byte; binary user-data is not supported")
+		r.Add(p, CodeInvalid, "%s contains a NUL byte; binary user-data is not supported", quote(s))
 		return
 	}
 	switch ClassifyUserData(s) {
 	case KindCloudConfig:
 		if _, err := ParseYAMLMap(s); err != nil {
-			r.Add(p, CodeInvalid, "#cloud-config is not a valid YAML mapping: %v", err)
+			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping: %v", quote(s), err)
 		}
 	case KindArchive:
 		if err := checkYAML(s); err != nil {
-			r.Add(p, CodeInvalid, "#cloud-config-archive is not valid YAML: %v", err)
+			r.Add(p, CodeInvalid, "#cloud-config-archive %s is not valid YAML: %v", quote(s), err)
 		}
 	case KindMultipart:
 		if !strings.Contains(strings.ToLower(s), "boundary=") {
-			r.Add(p, CodeInvalid, "MIME user-data has no multipart boundary")
+			r.Add(p, CodeInvalid, "MIME user-data %s has no multipart boundary", quote(s))
 		}
 	case KindUnknown:
 		first, _, _ := strings.Cut(s, "\n")
@@ -649,11 +658,11 @@ func validateNetworkConfig(j *Job, r *Report) {
 	}
 	m, err := ParseYAMLMap(j.NetworkConfig)
 	if err != nil {
-		r.Add("network_config", CodeInvalid, "not a valid YAML mapping: %v", err)
+		r.Add("network_config", CodeInvalid, "%s is not a valid YAML mapping: %v", quote(j.NetworkConfig), err)
 		return
 	}
 	if _, wrapped := m["network"]; wrapped && m["version"] == nil {
-		r.Add("network_config", CodeInvalid, "the top-level \"network:\" wrapper is ignored by older cloud-init; start the document at \"version:\"")
+		r.Add("network_config", CodeInvalid, "%s has a top-level \"network:\" wrapper, which older cloud-init ignores; start the document at \"version:\"", quote(j.NetworkConfig))
 		return
 	}
 	v, ok := m["version"]
