@@ -1,0 +1,437 @@
+// Package cloudinit renders the cloud-init documents of a job: NoCloud
+// (meta-data, user-data, network-config, vendor-data) or OpenStack
+// config-drive v2 (openstack/latest/...). Every document is built from typed
+// structs and serialised with a YAML or JSON encoder; nothing is rendered
+// from text templates.
+package cloudinit
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/go-crypt/crypt/algorithm/shacrypt"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Input is a validated job with its indirect values resolved.
+type Input struct {
+	// Job is the job, with defaults applied (job.Job.WithDefaults).
+	Job job.Job
+	// UserData is the user's raw user-data, taken from user_data,
+	// user_data_base64 or user_data_secret; "" when the job has none.
+	UserData string
+	// Passwords holds, per entry of Job.Users, the plaintext password (from
+	// password or password_secret) to hash; "" where there is none.
+	Passwords []string
+}
+
+// Options tune rendering.
+type Options struct {
+	// Salt returns the salt for one password hash. nil means 16 random
+	// characters from crypt's alphabet; tests set it to get stable output.
+	Salt func() (string, error)
+}
+
+// File is one rendered document and its path inside the image.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// Documents is the rendered payload content.
+type Documents struct {
+	Format job.Format
+	// InstanceID is the instance-id the guest sees (meta-data instance-id,
+	// config-2 uuid).
+	InstanceID string
+	// ContentHash identifies the content (hex SHA-256 of the job's content
+	// fields, format and media); equal jobs give equal hashes even though
+	// password salts differ, so it can name the image file.
+	ContentHash string
+	// Files are the documents, in a stable order.
+	Files []File
+}
+
+// Size is the total number of content bytes.
+func (d *Documents) Size() int {
+	n := 0
+	for _, f := range d.Files {
+		n += len(f.Data)
+	}
+	return n
+}
+
+// Render builds the documents for in. A job that fails validation, or one
+// whose fields cannot be expressed in the chosen format, yields a
+// *job.ValidationError naming the fields.
+func Render(in Input, opt Options) (*Documents, error) {
+	j := in.Job.WithDefaults()
+	r := j.Validate()
+	checkRenderable(&j, in, &r)
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	if len(in.Passwords) != 0 && len(in.Passwords) != len(j.Users) {
+		return nil, fmt.Errorf("rendering: %d passwords given for %d users", len(in.Passwords), len(j.Users))
+	}
+	// in.Passwords carries resolved secrets; plain password fields count too.
+	plain := make([]string, len(j.Users))
+	for i, u := range j.Users {
+		plain[i] = u.Password
+		if i < len(in.Passwords) && in.Passwords[i] != "" {
+			plain[i] = in.Passwords[i]
+		}
+	}
+	in.Passwords = plain
+
+	contentHash, iidHash, err := identities(&j, in)
+	if err != nil {
+		return nil, err
+	}
+	iid := j.InstanceID
+	if iid == "" {
+		iid = uuidFromHash(iidHash)
+	}
+	if v, ok := j.MetaData[metaInstanceKey(j.Format)].(string); ok && v != "" {
+		iid = v
+	}
+
+	hashes := make([]string, len(j.Users))
+	for i, u := range j.Users {
+		switch {
+		case u.PasswordHash != "":
+			hashes[i] = u.PasswordHash
+		case i < len(in.Passwords) && in.Passwords[i] != "":
+			h, err := hashPassword(in.Passwords[i], opt.Salt)
+			if err != nil {
+				return nil, fmt.Errorf("hashing the password of users[%d]: %w", i, err)
+			}
+			hashes[i] = h
+		}
+	}
+	cc := buildCloudConfig(&j, hashes)
+	userData, err := assembleUserData(cc, in.UserData, j.UserDataMode, contentHash)
+	if err != nil {
+		return nil, err
+	}
+
+	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash}
+	switch j.Format {
+	case job.FormatConfigDrive:
+		err = renderConfigDrive(docs, &j, userData)
+	default:
+		err = renderNoCloud(docs, &j, userData)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n := docs.Size(); n > job.MaxContentBytes {
+		return nil, (&job.Report{Errors: []job.FieldError{{Code: job.CodeTooLarge,
+			Message: fmt.Sprintf("the rendered documents add up to %d bytes; the image limit is %d", n, job.MaxContentBytes)}}}).Err()
+	}
+	return docs, nil
+}
+
+func metaInstanceKey(f job.Format) string {
+	if f == job.FormatConfigDrive {
+		return "uuid"
+	}
+	return "instance-id"
+}
+
+// checkRenderable reports combinations the validator accepts in general but
+// this rendering cannot honour without dropping data.
+func checkRenderable(j *job.Job, in Input, r *job.Report) {
+	if j.Format == job.FormatConfigDrive && j.NetworkConfig != "" {
+		r.Add("network_config", job.CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns instead of network_config")
+	}
+	if j.UserDataMode == job.ModeReplace {
+		var lost []string
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"timezone", j.Timezone != ""}, {"users", len(j.Users) > 0}, {"files", len(j.Files) > 0},
+			{"runcmd", len(j.Runcmd) > 0}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
+			{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil},
+		} {
+			if f.set {
+				lost = append(lost, f.name)
+			}
+		}
+		if len(lost) > 0 {
+			r.Add("user_data_mode", job.CodeConflict, "mode \"replace\" writes the user's user-data verbatim, so %v would be dropped; use mode \"merge\" or move them into user_data", lost)
+		}
+	}
+	for i, u := range j.Users {
+		if u.PasswordSecret != "" && (i >= len(in.Passwords) || in.Passwords[i] == "") {
+			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeNotFound, "secret %q was not resolved", u.PasswordSecret)
+		}
+	}
+}
+
+// identities returns the content hash (everything that reaches the image)
+// and the instance hash (the same without format, media and pinned ids).
+// Plaintext passwords enter them only as a salted SHA-512 crypt with a
+// fixed salt, no weaker than the hash the image itself carries.
+func identities(j *job.Job, in Input) (content, instance string, err error) {
+	c := *j
+	c.ID, c.Domain, c.Action, c.DomainXML, c.PrebuiltImage = "", "", "", "", ""
+	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
+	c.Users = make([]job.User, len(j.Users))
+	for i, u := range j.Users {
+		if i < len(in.Passwords) && in.Passwords[i] != "" {
+			h, err := hashPassword(in.Passwords[i], func() (string, error) { return "vmpayload.iid", nil })
+			if err != nil {
+				return "", "", fmt.Errorf("deriving the content hash: %w", err)
+			}
+			u.Password, u.PasswordSecret = "", ""
+			u.PasswordHash = "derived:" + h
+		}
+		c.Users[i] = u
+	}
+	sum := func(v job.Job) (string, error) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", fmt.Errorf("deriving the content hash: %w", err)
+		}
+		s := sha256.Sum256(b)
+		return hex.EncodeToString(s[:]), nil
+	}
+	if content, err = sum(c); err != nil {
+		return "", "", err
+	}
+	c.Format, c.Media, c.InstanceID = "", "", ""
+	instance, err = sum(c)
+	return content, instance, err
+}
+
+// uuidFromHash shapes the first 16 bytes of a hex hash as an RFC 9562
+// version 8 (custom) UUID, so config-2 consumers that expect a UUID get one.
+func uuidFromHash(h string) string {
+	b, _ := hex.DecodeString(h[:32])
+	b[6] = b[6]&0x0f | 0x80
+	b[8] = b[8]&0x3f | 0x80
+	x := hex.EncodeToString(b)
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+const saltAlphabet = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+func randomSalt() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("reading random salt: %w", err)
+	}
+	for i := range b {
+		b[i] = saltAlphabet[int(b[i])%len(saltAlphabet)]
+	}
+	return string(b), nil
+}
+
+// hashPassword returns the SHA-512 crypt ("$6$salt$hash", 5000 rounds, the
+// form `openssl passwd -6` and `mkpasswd -m sha-512` produce) of plain.
+func hashPassword(plain string, salt func() (string, error)) (string, error) {
+	if salt == nil {
+		salt = randomSalt
+	}
+	s, err := salt()
+	if err != nil {
+		return "", err
+	}
+	h, err := shacrypt.New(shacrypt.WithVariant(shacrypt.VariantSHA512), shacrypt.WithIterations(shacrypt.IterationsDefaultOmitted))
+	if err != nil {
+		return "", fmt.Errorf("setting up SHA-512 crypt: %w", err)
+	}
+	d, err := h.HashWithSalt(plain, []byte(s))
+	if err != nil {
+		return "", fmt.Errorf("computing SHA-512 crypt: %w", err)
+	}
+	return d.Encode(), nil
+}
+
+// marshalYAML encodes v with two-space indentation.
+func marshalYAML(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encoding YAML: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encoding YAML: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// toMap converts a typed document to plain maps by a YAML round trip.
+func toMap(v any) (map[string]any, error) {
+	b, err := marshalYAML(v)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decoding generated YAML: %w", err)
+	}
+	return m, nil
+}
+
+func cloudConfigDoc(v any) ([]byte, error) {
+	b, err := marshalYAML(v)
+	if err != nil {
+		return nil, fmt.Errorf("rendering cloud-config: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(b), []byte("{}")) {
+		b = nil
+	}
+	return append([]byte("#cloud-config\n"), b...), nil
+}
+
+// assembleUserData combines the generated cloud-config with the user's
+// user-data according to mode.
+func assembleUserData(cc *CloudConfig, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
+	if user == "" {
+		return cloudConfigDoc(cc)
+	}
+	if mode == job.ModeReplace {
+		return []byte(user), nil
+	}
+	kind := job.ClassifyUserData(user)
+	if kind == job.KindCloudConfig {
+		gen, err := toMap(cc)
+		if err != nil {
+			return nil, err
+		}
+		um, err := job.ParseYAMLMap(user)
+		if err != nil {
+			return nil, fmt.Errorf("merging user_data: %w", err)
+		}
+		return cloudConfigDoc(DeepMerge(gen, um))
+	}
+	if cc.IsEmpty() {
+		return []byte(user), nil
+	}
+	gen, err := cloudConfigDoc(cc)
+	if err != nil {
+		return nil, err
+	}
+	parts := []Part{partFor(string(gen), "vmpayload.cfg")}
+	if kind == job.KindMultipart {
+		up, err := SplitMultipart(user)
+		if err != nil {
+			return nil, fmt.Errorf("merging user_data: %w", err)
+		}
+		parts = append(parts, up...)
+	} else {
+		parts = append(parts, partFor(user, "user-data"))
+	}
+	return JoinMultipart(parts, "vmpayload-"+contentHash[:24])
+}
+
+func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {
+	meta := map[string]any{"instance-id": d.InstanceID}
+	if j.Hostname != "" {
+		meta["local-hostname"] = j.Hostname
+	}
+	if len(j.SSHAuthorizedKeys) > 0 {
+		keys := make([]any, len(j.SSHAuthorizedKeys))
+		for i, k := range j.SSHAuthorizedKeys {
+			keys[i] = k
+		}
+		meta["public-keys"] = keys
+	}
+	for k, v := range j.MetaData {
+		meta[k] = v
+	}
+	md, err := marshalYAML(meta)
+	if err != nil {
+		return fmt.Errorf("rendering meta-data: %w", err)
+	}
+	d.Files = append(d.Files, File{"meta-data", md}, File{"user-data", userData})
+	if nc := buildNetworkV2(j); nc != nil {
+		b, err := marshalYAML(nc)
+		if err != nil {
+			return fmt.Errorf("rendering network-config: %w", err)
+		}
+		d.Files = append(d.Files, File{"network-config", b})
+	} else if j.NetworkConfig != "" {
+		d.Files = append(d.Files, File{"network-config", []byte(j.NetworkConfig)})
+	}
+	if j.VendorData != "" {
+		d.Files = append(d.Files, File{"vendor-data", []byte(j.VendorData)})
+	}
+	return nil
+}
+
+// OpenStackMeta is config-drive v2's openstack/latest/meta_data.json.
+type OpenStackMeta struct {
+	UUID             string            `json:"uuid"`
+	Hostname         string            `json:"hostname,omitempty"`
+	Name             string            `json:"name,omitempty"`
+	PublicKeys       map[string]string `json:"public_keys,omitempty"`
+	LaunchIndex      int               `json:"launch_index"`
+	AvailabilityZone string            `json:"availability_zone,omitempty"`
+}
+
+const configDriveDir = "openstack/latest/"
+
+func renderConfigDrive(d *Documents, j *job.Job, userData []byte) error {
+	m := OpenStackMeta{UUID: d.InstanceID, Hostname: j.Hostname, Name: j.Hostname}
+	if m.Name == "" {
+		m.Name = j.Domain
+	}
+	if len(j.SSHAuthorizedKeys) > 0 {
+		m.PublicKeys = map[string]string{}
+		for i, k := range j.SSHAuthorizedKeys {
+			m.PublicKeys[fmt.Sprintf("key-%d", i)] = k
+		}
+	}
+	meta := map[string]any{}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("rendering meta_data.json: %w", err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return fmt.Errorf("rendering meta_data.json: %w", err)
+	}
+	for k, v := range j.MetaData {
+		meta[k] = v
+	}
+	md, err := marshalJSON(meta)
+	if err != nil {
+		return fmt.Errorf("rendering meta_data.json: %w", err)
+	}
+	d.Files = append(d.Files, File{configDriveDir + "meta_data.json", md}, File{configDriveDir + "user_data", userData})
+	if nd := buildNetworkData(j); nd != nil {
+		b, err := marshalJSON(nd)
+		if err != nil {
+			return fmt.Errorf("rendering network_data.json: %w", err)
+		}
+		d.Files = append(d.Files, File{configDriveDir + "network_data.json", b})
+	}
+	if j.VendorData != "" {
+		b, err := marshalJSON(map[string]string{"cloud-init": j.VendorData})
+		if err != nil {
+			return fmt.Errorf("rendering vendor_data.json: %w", err)
+		}
+		d.Files = append(d.Files, File{configDriveDir + "vendor_data.json", b})
+	}
+	sort.SliceStable(d.Files, func(a, b int) bool { return d.Files[a].Path < d.Files[b].Path })
+	return nil
+}
+
+func marshalJSON(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

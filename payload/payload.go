@@ -1,0 +1,216 @@
+// Package payload turns a job into a cloud-init payload image: it resolves
+// the job's secrets, renders the documents (package cloudinit) and writes
+// the image (package image). The agent and the offline CLI both use it.
+package payload
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/vmpayload/vmpayload/payload/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/secrets"
+)
+
+// Labels of the two payload formats.
+const (
+	LabelNoCloud     = "cidata"
+	LabelConfigDrive = "config-2"
+)
+
+// Label returns the filesystem label cloud-init looks for with format f.
+func Label(f job.Format) string {
+	if f == job.FormatConfigDrive {
+		return LabelConfigDrive
+	}
+	return LabelNoCloud
+}
+
+// Extension returns the image file extension for media m.
+func Extension(m job.Media) string {
+	if m == job.MediaVFAT {
+		return ".img"
+	}
+	return ".iso"
+}
+
+// Options tune Render and Build.
+type Options struct {
+	// SecretsDir is where *_secret names resolve; "" makes secret
+	// references fail.
+	SecretsDir string
+	// Salt is passed to cloudinit.Options (tests only).
+	Salt func() (string, error)
+	// Mode and GID of the image file (see image.Options). GID -1 keeps it.
+	Mode os.FileMode
+	GID  int
+}
+
+// Rendered is a job's documents plus what is needed to write its image.
+type Rendered struct {
+	Job  job.Job // with defaults applied
+	Docs *cloudinit.Documents
+}
+
+// Render validates j, resolves its secrets and renders its documents.
+// Problems with the job come back as *job.ValidationError.
+func Render(j *job.Job, opt Options) (*Rendered, error) {
+	jj := j.WithDefaults()
+	in := cloudinit.Input{Job: jj, Passwords: make([]string, len(jj.Users))}
+	var r job.Report
+	sd := secrets.Dir(opt.SecretsDir)
+	for i, u := range jj.Users {
+		if u.PasswordSecret == "" {
+			continue
+		}
+		b, err := sd.Read(u.PasswordSecret)
+		if err != nil {
+			addSecretError(&r, fmt.Sprintf("users[%d].password_secret", i), u.PasswordSecret, err)
+			continue
+		}
+		in.Passwords[i] = strings.TrimRight(string(b), "\r\n")
+		if in.Passwords[i] == "" {
+			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeInvalid, "secret %q is empty", u.PasswordSecret)
+		}
+	}
+	switch {
+	case jj.UserData != "":
+		in.UserData = jj.UserData
+	case jj.UserDataBase64 != "":
+		b, err := base64.StdEncoding.DecodeString(jj.UserDataBase64)
+		if err == nil {
+			in.UserData = string(b)
+		} // else: Validate reports it
+	case jj.UserDataSecret != "":
+		b, err := sd.Read(jj.UserDataSecret)
+		if err != nil {
+			addSecretError(&r, "user_data_secret", jj.UserDataSecret, err)
+		} else {
+			in.UserData = string(b)
+			var sub job.Report
+			probe := job.Job{Version: job.Version, UserData: in.UserData}
+			for _, fe := range probe.Validate().Errors {
+				if fe.Field == "user_data" {
+					sub.Add("user_data_secret", fe.Code, "content of secret %q: %s", jj.UserDataSecret, fe.Message)
+				}
+			}
+			r.Merge(sub)
+		}
+	}
+	if err := r.Err(); err != nil {
+		// report the job's own problems too, so nothing is hidden
+		v := jj.Validate()
+		v.Merge(r)
+		return nil, v.Err()
+	}
+	docs, err := cloudinit.Render(in, cloudinit.Options{Salt: opt.Salt})
+	if err != nil {
+		return nil, err
+	}
+	return &Rendered{Job: jj, Docs: docs}, nil
+}
+
+func addSecretError(r *job.Report, field, name string, err error) {
+	switch {
+	case errors.Is(err, secrets.ErrNotFound):
+		r.Add(field, job.CodeNotFound, "secret %q does not exist in the secrets directory", name)
+	case errors.Is(err, secrets.ErrNoDir):
+		r.Add(field, job.CodeNotFound, "secret %q cannot be resolved: no secrets directory is configured", name)
+	case errors.Is(err, secrets.ErrInvalidName):
+		r.Add(field, job.CodeInvalid, "%q is not a secret name", name)
+	case errors.Is(err, secrets.ErrNotRegular):
+		r.Add(field, job.CodeInvalid, "secret %q is not a regular file (symlinks are refused)", name)
+	case errors.Is(err, secrets.ErrTooLarge):
+		r.Add(field, job.CodeTooLarge, "secret %q is larger than %d bytes", name, secrets.MaxSecretBytes)
+	default:
+		r.Add(field, job.CodeNotFound, "secret %q cannot be read: %v", name, errors.Unwrap(err))
+	}
+}
+
+// Spec returns the image spec for the rendered documents.
+func (r *Rendered) Spec() image.Spec {
+	s := image.Spec{Media: image.Media(r.Job.Media), Label: Label(r.Job.Format)}
+	for _, f := range r.Docs.Files {
+		s.Entries = append(s.Entries, image.Entry{Path: f.Path, Data: f.Data})
+	}
+	return s
+}
+
+// ImageName is the file name for the image of this content for a domain:
+// a new content gives a new name, so an image a domain may be reading is
+// never modified in place.
+func (r *Rendered) ImageName(prefix string) string {
+	return prefix + "-" + r.Docs.ContentHash[:16] + Extension(r.Job.Media)
+}
+
+// Result describes a built image.
+type Result struct {
+	Path        string   `json:"path"`
+	Format      string   `json:"format"`
+	Media       string   `json:"media"`
+	Label       string   `json:"label"`
+	Size        int64    `json:"size"`
+	SHA256      string   `json:"sha256"`
+	InstanceID  string   `json:"instance_id"`
+	ContentHash string   `json:"content_hash"`
+	Files       []string `json:"files,omitempty"`
+}
+
+// Write writes the rendered image to out atomically (see image.Write).
+func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, error) {
+	gid := opt.GID
+	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid})
+	if err != nil {
+		return Result{}, fmt.Errorf("writing the %s image %s: %w", r.Job.Media, out, err)
+	}
+	return r.result(info), nil
+}
+
+func (r *Rendered) result(info image.Info) Result {
+	res := Result{
+		Path: info.Path, Format: string(r.Job.Format), Media: string(r.Job.Media), Label: info.Label,
+		Size: info.Size, SHA256: info.SHA256, InstanceID: r.Docs.InstanceID, ContentHash: r.Docs.ContentHash,
+	}
+	for _, f := range info.Files {
+		res.Files = append(res.Files, f.Path)
+	}
+	return res
+}
+
+// Reuse checks that an existing image at path carries this content's label
+// and files and returns its description; the agent uses it to keep the image
+// of an unchanged re-submitted job instead of building a new one.
+func (r *Rendered) Reuse(path string) (Result, error) {
+	info, err := image.Inspect(path)
+	if err != nil {
+		return Result{}, fmt.Errorf("inspecting existing image %s: %w", path, err)
+	}
+	if info.Label != Label(r.Job.Format) {
+		return Result{}, fmt.Errorf("existing image %s has label %q, want %q", path, info.Label, Label(r.Job.Format))
+	}
+	want := map[string]bool{}
+	for _, f := range r.Docs.Files {
+		want[f.Path] = true
+	}
+	for _, f := range info.Files {
+		delete(want, f.Path)
+	}
+	if len(want) > 0 {
+		return Result{}, fmt.Errorf("existing image %s lacks %d of the expected files", path, len(want))
+	}
+	return r.result(info), nil
+}
+
+// Build renders j and writes its image to out.
+func Build(ctx context.Context, j *job.Job, out string, opt Options) (Result, error) {
+	r, err := Render(j, opt)
+	if err != nil {
+		return Result{}, err
+	}
+	return r.Write(ctx, out, opt)
+}
