@@ -1,0 +1,251 @@
+// Package domxml edits libvirt domain XML for vmpayload: it finds, adds,
+// replaces and removes the payload CD-ROM and answers the questions the
+// agent asks about a domain (name, UUID, machine type, referenced files).
+//
+// Every function parses the XML into an etree document and changes only the
+// elements it is about, so everything else (unknown elements, attributes,
+// comments, metadata, whitespace) survives unchanged. Nothing is round-tripped
+// through partial Go structs. Malformed input returns an error, never panics.
+package domxml
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// PayloadAlias is the device alias that marks the payload CD-ROM. libvirt
+// only keeps user-chosen aliases that start with "ua-", and it keeps them in
+// the inactive XML, so the alias identifies the drive across redefinitions.
+const PayloadAlias = "ua-vmpayload"
+
+// ErrInvalidXML is wrapped by every error caused by input that is not a
+// well-formed libvirt <domain> document.
+var ErrInvalidXML = errors.New("invalid domain XML")
+
+// ErrNoFreeTarget is wrapped when no free target device or drive address is
+// left on the chosen bus.
+var ErrNoFreeTarget = errors.New("no free target on bus")
+
+// parse reads domainXML and returns the document and its <domain> root.
+func parse(domainXML string) (*etree.Document, *etree.Element, error) {
+	if err := wellFormed(domainXML); err != nil {
+		return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
+	}
+	doc := etree.NewDocument()
+	if err := doc.ReadFromString(domainXML); err != nil {
+		return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
+	}
+	roots := 0
+	for _, t := range doc.Child {
+		if _, ok := t.(*etree.Element); ok {
+			roots++
+		}
+	}
+	root := doc.Root()
+	if root == nil || roots != 1 {
+		return nil, nil, fmt.Errorf("parsing domain XML: %w: want exactly one root element, got %d", ErrInvalidXML, roots)
+	}
+	if root.Space != "" || root.Tag != "domain" {
+		return nil, nil, fmt.Errorf("parsing domain XML: %w: root element is <%s>, want <domain>", ErrInvalidXML, root.FullTag())
+	}
+	return doc, root, nil
+}
+
+// wellFormed runs a strict tokenizer over the whole input: tags must match
+// and nothing but whitespace, comments and processing instructions may
+// surround the root element.
+func wellFormed(s string) error {
+	dec := xml.NewDecoder(strings.NewReader(s))
+	dec.Strict = true
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			if depth != 0 {
+				return errors.New("unexpected end of input")
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if depth == 0 && len(bytes.TrimSpace(t)) > 0 {
+				return errors.New("text outside the root element")
+			}
+		}
+	}
+}
+
+// serialize writes doc back to a string.
+func serialize(doc *etree.Document) (string, error) {
+	doc.WriteSettings.AttrSingleQuote = true
+	s, err := doc.WriteToString()
+	if err != nil {
+		return "", fmt.Errorf("writing domain XML: %w", err)
+	}
+	return s, nil
+}
+
+// DomainName returns the domain's <name>.
+func DomainName(domainXML string) (string, error) {
+	_, root, err := parse(domainXML)
+	if err != nil {
+		return "", err
+	}
+	el := root.SelectElement("name")
+	if el == nil || strings.TrimSpace(el.Text()) == "" {
+		return "", fmt.Errorf("reading domain name: %w: no <name>", ErrInvalidXML)
+	}
+	return strings.TrimSpace(el.Text()), nil
+}
+
+// DomainUUID returns the domain's <uuid>, or "" when the XML has none (libvirt
+// then generates one at definition time).
+func DomainUUID(domainXML string) (string, error) {
+	_, root, err := parse(domainXML)
+	if err != nil {
+		return "", err
+	}
+	el := root.SelectElement("uuid")
+	if el == nil {
+		return "", nil
+	}
+	return strings.TrimSpace(el.Text()), nil
+}
+
+// MachineInfo is what the domain says about its virtual hardware platform.
+type MachineInfo struct {
+	// Type is the domain type attribute: "kvm", "qemu", "test", ...
+	Type string
+	// Arch is <os><type arch=...>, possibly "".
+	Arch string
+	// Machine is <os><type machine=...>, possibly "" (libvirt then picks the
+	// architecture's default, "pc" on x86).
+	Machine string
+}
+
+// Machine returns the domain's type, architecture and machine type.
+func Machine(domainXML string) (MachineInfo, error) {
+	_, root, err := parse(domainXML)
+	if err != nil {
+		return MachineInfo{}, err
+	}
+	return machineOf(root), nil
+}
+
+func machineOf(root *etree.Element) MachineInfo {
+	mi := MachineInfo{Type: root.SelectAttrValue("type", "")}
+	if t := root.FindElement("./os/type"); t != nil {
+		mi.Arch = t.SelectAttrValue("arch", "")
+		mi.Machine = t.SelectAttrValue("machine", "")
+	}
+	return mi
+}
+
+// IsQ35 reports whether a machine type is a Q35 chipset ("q35",
+// "pc-q35-7.2", ...). Q35 has a SATA (AHCI) controller and no IDE bus.
+func IsQ35(machine string) bool {
+	return strings.Contains(machine, "q35")
+}
+
+// IsI440FX reports whether a machine type is the i440FX "pc" chipset ("pc",
+// "pc-i440fx-7.2", "pc-1.0", ...), which has an IDE bus and no SATA.
+func IsI440FX(machine string) bool {
+	return machine == "pc" || (strings.HasPrefix(machine, "pc-") && !IsQ35(machine))
+}
+
+// isX86 reports whether arch is an x86 architecture or unspecified.
+func isX86(arch string) bool {
+	switch arch {
+	case "", "x86_64", "i686", "i386":
+		return true
+	}
+	return false
+}
+
+// ReferencedFiles returns the file paths of every disk source in the domain,
+// including backing stores, in document order without duplicates. The agent
+// uses it to decide which payload images are still referenced (orphan GC).
+func ReferencedFiles(domainXML string) ([]string, error) {
+	_, root, err := parse(domainXML)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	seen := map[string]bool{}
+	for _, disk := range root.FindElements("./devices/disk") {
+		for _, src := range disk.FindElements(".//source[@file]") {
+			f := src.SelectAttrValue("file", "")
+			if f != "" && !seen[f] {
+				seen[f] = true
+				files = append(files, f)
+			}
+		}
+	}
+	return files, nil
+}
+
+// targetIndex converts a disk target name such as "hdc" or "sdab" into its
+// index (hdc -> 2, sdab -> 27) the way libvirt does, given the prefix.
+func targetIndex(dev, prefix string) (int, bool) {
+	if !strings.HasPrefix(dev, prefix) || len(dev) == len(prefix) {
+		return 0, false
+	}
+	idx := 0
+	for _, r := range dev[len(prefix):] {
+		if r < 'a' || r > 'z' {
+			return 0, false
+		}
+		idx = idx*26 + int(r-'a') + 1
+		if idx > 1<<20 {
+			return 0, false
+		}
+	}
+	return idx - 1, true
+}
+
+// targetName is the inverse of targetIndex.
+func targetName(prefix string, idx int) string {
+	var b []byte
+	for n := idx; n >= 0; n = n/26 - 1 {
+		b = append([]byte{byte('a' + n%26)}, b...)
+	}
+	return prefix + string(b)
+}
+
+// atoi parses a libvirt integer attribute (decimal or 0x hex).
+func atoi(s string) (int, bool) {
+	v, err := strconv.ParseInt(s, 0, 32)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// checkImagePath rejects paths libvirt would misinterpret.
+func checkImagePath(p string) error {
+	if p == "" {
+		return errors.New("image path is empty")
+	}
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("image path %q is not absolute", p)
+	}
+	if strings.ContainsRune(p, 0) {
+		return fmt.Errorf("image path %q contains a NUL byte", p)
+	}
+	return nil
+}

@@ -1,0 +1,557 @@
+package domxml
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// Bus is the bus a CD-ROM drive is attached to.
+type Bus string
+
+// Buses for the payload CD-ROM. BusAuto lets ChooseDevice decide.
+const (
+	BusAuto Bus = "auto"
+	BusSATA Bus = "sata"
+	BusIDE  Bus = "ide"
+	BusSCSI Bus = "scsi"
+)
+
+// ParseBus parses a bus override from configuration or a job: "auto" (or
+// ""), "sata", "ide" or "scsi", case-insensitively.
+func ParseBus(s string) (Bus, error) {
+	switch b := Bus(strings.ToLower(strings.TrimSpace(s))); b {
+	case "", BusAuto:
+		return BusAuto, nil
+	case BusSATA, BusIDE, BusSCSI:
+		return b, nil
+	}
+	return "", fmt.Errorf("parsing CD-ROM bus %q: want auto, sata, ide or scsi", s)
+}
+
+// DriveAddress is a libvirt <address type='drive'> of a disk.
+type DriveAddress struct {
+	Controller, Bus, Target, Unit int
+}
+
+// Device says where the payload CD-ROM sits: its bus, its target device name
+// ("hdc", "sda") and, when chosen explicitly (SCSI on a chosen controller) or
+// kept from an existing drive, its drive address.
+type Device struct {
+	Bus     Bus
+	Target  string
+	Address *DriveAddress
+}
+
+// PayloadDisk is the payload CD-ROM found in a domain.
+type PayloadDisk struct {
+	// Path is the source file, "" when the drive is empty (ejected, or the
+	// file was missing at start with startupPolicy='optional').
+	Path string
+	Device
+}
+
+// Option changes how the payload drive is written.
+type Option func(*options)
+
+type options struct {
+	noRelabel bool
+}
+
+// WithoutDACRelabel adds <seclabel model='dac' relabel='no'/> to the drive's
+// source, as oVirt does for its payload, so libvirt leaves the image's owner
+// alone. The caller must then make the image readable by the QEMU user
+// itself (e.g. mode 0640, group kvm).
+//
+// It is not the default: with relabelling, libvirt's DAC driver chowns the
+// image to the QEMU user while the domain runs and restores the owner
+// afterwards (also on a live media change), so images can stay 0600 root at
+// rest and no group setup is needed on the host. The directories on the path
+// must be traversable by the QEMU user either way.
+func WithoutDACRelabel() Option {
+	return func(o *options) { o.noRelabel = true }
+}
+
+// findPayloadDisk returns the first <disk> whose alias is PayloadAlias.
+func findPayloadDisk(root *etree.Element) *etree.Element {
+	for _, disk := range root.FindElements("./devices/disk") {
+		if a := disk.SelectElement("alias"); a != nil && a.SelectAttrValue("name", "") == PayloadAlias {
+			return disk
+		}
+	}
+	return nil
+}
+
+// readAddress reads a disk's <address type='drive'>, if any.
+func readAddress(disk *etree.Element) *DriveAddress {
+	a := disk.SelectElement("address")
+	if a == nil || a.SelectAttrValue("type", "") != "drive" {
+		return nil
+	}
+	var da DriveAddress
+	var ok bool
+	for _, f := range []struct {
+		attr string
+		dst  *int
+	}{{"controller", &da.Controller}, {"bus", &da.Bus}, {"target", &da.Target}, {"unit", &da.Unit}} {
+		v := a.SelectAttrValue(f.attr, "0")
+		if *f.dst, ok = atoi(v); !ok {
+			return nil
+		}
+	}
+	return &da
+}
+
+// FindPayload reports the payload CD-ROM of a domain (the disk with alias
+// PayloadAlias).
+func FindPayload(domainXML string) (PayloadDisk, bool, error) {
+	_, root, err := parse(domainXML)
+	if err != nil {
+		return PayloadDisk{}, false, err
+	}
+	disk := findPayloadDisk(root)
+	if disk == nil {
+		return PayloadDisk{}, false, nil
+	}
+	return payloadOf(disk), true, nil
+}
+
+func payloadOf(disk *etree.Element) PayloadDisk {
+	var p PayloadDisk
+	if src := disk.SelectElement("source"); src != nil {
+		p.Path = src.SelectAttrValue("file", "")
+	}
+	if t := disk.SelectElement("target"); t != nil {
+		p.Target = t.SelectAttrValue("dev", "")
+		p.Bus = Bus(t.SelectAttrValue("bus", ""))
+	}
+	p.Address = readAddress(disk)
+	return p
+}
+
+// ChooseDevice picks bus and target for a new payload CD-ROM.
+//
+// With BusAuto the bus is "scsi" when the domain has a <controller
+// type='scsi'> (hot-pluggable), else "sata" on Q35 machines (which have no
+// IDE), else "ide" on i440FX ("pc") machines or x86 domains without a machine
+// type. Other machines use sata or ide if the domain has such a controller
+// and scsi otherwise (libvirt adds a SCSI controller), like Nova.
+//
+// An explicit bus is honoured, except that ide on Q35 and sata on i440FX are
+// refused because QEMU has no such bus there.
+//
+// The target is the first name ("hdX" for ide, "sdX" for sata and scsi) not
+// used by any other disk and whose implied drive address is free. On SCSI the
+// drive gets an explicit address on the virtio-scsi controller (the
+// lowest-indexed one; any SCSI controller if none is virtio-scsi).
+func ChooseDevice(domainXML string, bus Bus) (Device, error) {
+	_, root, err := parse(domainXML)
+	if err != nil {
+		return Device{}, err
+	}
+	return chooseDevice(root, bus, nil)
+}
+
+// controllers returns the indexes of controllers of a type, in order, and the
+// index of the first one whose model is preferred ("" model means any).
+func controllers(root *etree.Element, typ, preferModel string) (idx []int, preferred int) {
+	preferred = -1
+	for _, c := range root.FindElements("./devices/controller") {
+		if c.SelectAttrValue("type", "") != typ {
+			continue
+		}
+		i, ok := atoi(c.SelectAttrValue("index", "0"))
+		if !ok {
+			continue
+		}
+		idx = append(idx, i)
+		if preferModel != "" && c.SelectAttrValue("model", "") == preferModel && (preferred < 0 || i < preferred) {
+			preferred = i
+		}
+	}
+	return idx, preferred
+}
+
+func chooseBus(root *etree.Element, bus Bus) (Bus, error) {
+	mi := machineOf(root)
+	switch bus {
+	case BusIDE:
+		if IsQ35(mi.Machine) {
+			return "", fmt.Errorf("choosing CD-ROM bus: machine %q has no IDE bus", mi.Machine)
+		}
+		return bus, nil
+	case BusSATA:
+		if IsI440FX(mi.Machine) {
+			return "", fmt.Errorf("choosing CD-ROM bus: machine %q has no SATA bus", mi.Machine)
+		}
+		return bus, nil
+	case BusSCSI:
+		return bus, nil
+	case BusAuto, "":
+	default:
+		return "", fmt.Errorf("choosing CD-ROM bus: unknown bus %q", bus)
+	}
+	if scsi, _ := controllers(root, "scsi", ""); len(scsi) > 0 {
+		return BusSCSI, nil
+	}
+	switch {
+	case IsQ35(mi.Machine):
+		return BusSATA, nil
+	case IsI440FX(mi.Machine), mi.Machine == "" && isX86(mi.Arch):
+		return BusIDE, nil
+	}
+	if sata, _ := controllers(root, "sata", ""); len(sata) > 0 {
+		return BusSATA, nil
+	}
+	if ide, _ := controllers(root, "ide", ""); len(ide) > 0 {
+		return BusIDE, nil
+	}
+	return BusSCSI, nil
+}
+
+type addrKey struct{ controller, bus, target, unit int }
+
+// chooseDevice picks the device; skip is a disk to ignore (being replaced).
+func chooseDevice(root *etree.Element, bus Bus, skip *etree.Element) (Device, error) {
+	b, err := chooseBus(root, bus)
+	if err != nil {
+		return Device{}, err
+	}
+	usedTargets := map[string]bool{}
+	usedAddr := map[addrKey]bool{}
+	for _, disk := range root.FindElements("./devices/disk") {
+		if disk == skip {
+			continue
+		}
+		t := disk.SelectElement("target")
+		if t == nil {
+			continue
+		}
+		dev := t.SelectAttrValue("dev", "")
+		usedTargets[dev] = true
+		dbus := Bus(t.SelectAttrValue("bus", ""))
+		if dbus == "" {
+			// libvirt derives the bus from the name when it is absent.
+			switch {
+			case strings.HasPrefix(dev, "hd"):
+				dbus = BusIDE
+			case strings.HasPrefix(dev, "sd"):
+				dbus = BusSCSI
+			}
+		}
+		if dbus != b {
+			continue
+		}
+		if a := readAddress(disk); a != nil {
+			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
+		} else if a, ok := impliedAddress(b, dev); ok {
+			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
+		}
+	}
+
+	switch b {
+	case BusIDE:
+		// i440FX has one IDE controller with two buses of two units.
+		for i := 0; i < 4; i++ {
+			name := targetName("hd", i)
+			a, _ := impliedAddress(b, name)
+			if !usedTargets[name] && !usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] {
+				return Device{Bus: b, Target: name}, nil
+			}
+		}
+		return Device{}, fmt.Errorf("choosing IDE target: %w: hda-hdd are taken", ErrNoFreeTarget)
+	case BusSATA:
+		sata, _ := controllers(root, "sata", "")
+		n := max(len(sata), 1)
+		for i := 0; i < 6*n; i++ {
+			name := targetName("sd", i)
+			a, _ := impliedAddress(b, name)
+			if !usedTargets[name] && !usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] {
+				return Device{Bus: b, Target: name}, nil
+			}
+		}
+		return Device{}, fmt.Errorf("choosing SATA target: %w: all %d ports are taken", ErrNoFreeTarget, 6*n)
+	}
+
+	// SCSI: explicit address on the preferred controller.
+	scsi, virtio := controllers(root, "scsi", "virtio-scsi")
+	ctrl, maxUnit := 0, 7
+	switch {
+	case virtio >= 0:
+		ctrl, maxUnit = virtio, 256
+	case len(scsi) > 0:
+		ctrl = scsi[0]
+		for _, i := range scsi[1:] {
+			ctrl = min(ctrl, i)
+		}
+	}
+	var dev Device
+	for u := 0; u < maxUnit; u++ {
+		if !usedAddr[addrKey{ctrl, 0, 0, u}] {
+			dev.Address = &DriveAddress{Controller: ctrl, Unit: u}
+			break
+		}
+	}
+	if dev.Address == nil {
+		return Device{}, fmt.Errorf("choosing SCSI unit on controller %d: %w", ctrl, ErrNoFreeTarget)
+	}
+	for i := 0; ; i++ {
+		name := targetName("sd", i)
+		if !usedTargets[name] {
+			dev.Bus, dev.Target = b, name
+			return dev, nil
+		}
+	}
+}
+
+// impliedAddress is the drive address libvirt assigns to a disk without an
+// explicit <address>, derived from its target name.
+func impliedAddress(b Bus, dev string) (DriveAddress, bool) {
+	switch b {
+	case BusIDE:
+		i, ok := targetIndex(dev, "hd")
+		if !ok {
+			return DriveAddress{}, false
+		}
+		return DriveAddress{Controller: i / 4, Bus: (i % 4) / 2, Unit: i % 2}, true
+	case BusSATA:
+		i, ok := targetIndex(dev, "sd")
+		if !ok {
+			return DriveAddress{}, false
+		}
+		return DriveAddress{Controller: i / 6, Unit: i % 6}, true
+	case BusSCSI:
+		i, ok := targetIndex(dev, "sd")
+		if !ok {
+			return DriveAddress{}, false
+		}
+		return DriveAddress{Controller: i / 7, Unit: i % 7}, true
+	}
+	return DriveAddress{}, false
+}
+
+// buildDisk creates the payload <disk> element (unindented).
+func buildDisk(imagePath string, dev Device, o options) *etree.Element {
+	disk := etree.NewElement("disk")
+	disk.CreateAttr("type", "file")
+	disk.CreateAttr("device", "cdrom")
+	drv := disk.CreateElement("driver")
+	drv.CreateAttr("name", "qemu")
+	drv.CreateAttr("type", "raw")
+	src := disk.CreateElement("source")
+	src.CreateAttr("file", imagePath)
+	src.CreateAttr("startupPolicy", "optional")
+	if o.noRelabel {
+		sl := src.CreateElement("seclabel")
+		sl.CreateAttr("model", "dac")
+		sl.CreateAttr("relabel", "no")
+	}
+	tgt := disk.CreateElement("target")
+	tgt.CreateAttr("dev", dev.Target)
+	tgt.CreateAttr("bus", string(dev.Bus))
+	disk.CreateElement("readonly")
+	disk.CreateElement("alias").CreateAttr("name", PayloadAlias)
+	if a := dev.Address; a != nil {
+		ad := disk.CreateElement("address")
+		ad.CreateAttr("type", "drive")
+		ad.CreateAttr("controller", strconv.Itoa(a.Controller))
+		ad.CreateAttr("bus", strconv.Itoa(a.Bus))
+		ad.CreateAttr("target", strconv.Itoa(a.Target))
+		ad.CreateAttr("unit", strconv.Itoa(a.Unit))
+	}
+	return disk
+}
+
+// indent lays out el's descendants with one more step of step than base.
+func indent(el *etree.Element, base, step string) {
+	kids := el.ChildElements()
+	if len(kids) == 0 {
+		return
+	}
+	for _, k := range kids {
+		el.InsertChildAt(k.Index(), etree.NewText("\n"+base+step))
+		indent(k, base+step, step)
+	}
+	el.AddChild(etree.NewText("\n" + base))
+}
+
+// PayloadDeviceXML renders the payload drive as a single <disk> element for
+// Domain.UpdateDeviceFlags (media change) or AttachDeviceFlags (hotplug).
+func PayloadDeviceXML(imagePath string, dev Device, opts ...Option) (string, error) {
+	if err := checkImagePath(imagePath); err != nil {
+		return "", fmt.Errorf("rendering payload disk: %w", err)
+	}
+	if dev.Target == "" {
+		return "", fmt.Errorf("rendering payload disk: no target device")
+	}
+	switch dev.Bus {
+	case BusIDE, BusSATA, BusSCSI:
+	default:
+		return "", fmt.Errorf("rendering payload disk: unsupported bus %q", dev.Bus)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	disk := buildDisk(imagePath, dev, o)
+	indent(disk, "", "  ")
+	doc := etree.NewDocumentWithRoot(disk)
+	return serialize(doc)
+}
+
+// SetPayloadCDROM puts the payload CD-ROM with imagePath into a domain
+// definition and returns the new XML, the drive's device and whether an
+// existing payload drive was replaced.
+//
+// An existing payload drive (alias PayloadAlias) keeps its position, bus,
+// target, address and <boot> order; only its medium and flags are rewritten,
+// and bus is ignored (remove the drive first to move it). Otherwise a new
+// drive is added after the last <disk> on the bus ChooseDevice picks.
+// Everything else in the document is left as it was.
+func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (string, Device, bool, error) {
+	if err := checkImagePath(imagePath); err != nil {
+		return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
+	}
+	doc, root, err := parse(domainXML)
+	if err != nil {
+		return "", Device{}, false, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	devices := root.SelectElement("devices")
+	if devices == nil {
+		devices = root.CreateElement("devices")
+	}
+
+	if old := findPayloadDisk(root); old != nil {
+		cur := payloadOf(old)
+		dev := cur.Device
+		if dev.Target == "" || (dev.Bus != BusIDE && dev.Bus != BusSATA && dev.Bus != BusSCSI) {
+			// A broken drive under our alias: choose afresh.
+			if dev, err = chooseDevice(root, bus, old); err != nil {
+				return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
+			}
+		}
+		disk := buildDisk(imagePath, Device{Bus: dev.Bus, Target: dev.Target}, o)
+		if b := old.SelectElement("boot"); b != nil {
+			disk.InsertChildAt(disk.SelectElement("alias").Index(), b.Copy())
+		}
+		if a := old.SelectElement("address"); a != nil {
+			disk.AddChild(a.Copy())
+		}
+		indent(disk, leadingIndent(old), indentStep(root))
+		devices.InsertChildAt(old.Index(), disk)
+		devices.RemoveChild(old)
+		out, err := serialize(doc)
+		return out, dev, true, err
+	}
+
+	dev, err := chooseDevice(root, bus, nil)
+	if err != nil {
+		return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
+	}
+	disk := buildDisk(imagePath, dev, o)
+	insertDevice(devices, disk, indentStep(root))
+	out, err := serialize(doc)
+	return out, dev, false, err
+}
+
+// RemovePayloadCDROM removes every drive with alias PayloadAlias and reports
+// whether there was one.
+func RemovePayloadCDROM(domainXML string) (string, bool, error) {
+	doc, root, err := parse(domainXML)
+	if err != nil {
+		return "", false, err
+	}
+	removed := false
+	for disk := findPayloadDisk(root); disk != nil; disk = findPayloadDisk(root) {
+		parent := disk.Parent()
+		i := disk.Index()
+		// Drop the indentation that preceded the element too.
+		if i > 0 {
+			if cd, ok := parent.Child[i-1].(*etree.CharData); ok && cd.IsWhitespace() {
+				parent.RemoveChildAt(i - 1)
+			}
+		}
+		parent.RemoveChild(disk)
+		removed = true
+	}
+	if !removed {
+		return domainXML, false, nil
+	}
+	out, err := serialize(doc)
+	return out, true, err
+}
+
+// leadingIndent returns the whitespace after the last newline before el, or
+// "" when el is not preceded by indentation.
+func leadingIndent(el *etree.Element) string {
+	p, i := el.Parent(), el.Index()
+	if p == nil || i == 0 {
+		return ""
+	}
+	cd, ok := p.Child[i-1].(*etree.CharData)
+	if !ok || !cd.IsWhitespace() {
+		return ""
+	}
+	s := cd.Data
+	if j := strings.LastIndexByte(s, '\n'); j >= 0 {
+		return s[j+1:]
+	}
+	return ""
+}
+
+// indentStep guesses the document's indentation unit from the first child
+// of the root; libvirt uses two spaces.
+func indentStep(root *etree.Element) string {
+	for _, k := range root.ChildElements() {
+		if s := leadingIndent(k); s != "" {
+			return s
+		}
+	}
+	return "  "
+}
+
+// insertDevice adds disk to <devices> after the last <disk> (or after
+// <emulator>, or first), indented like its siblings.
+func insertDevice(devices, disk *etree.Element, step string) {
+	var after *etree.Element
+	for _, k := range devices.ChildElements() {
+		if k.Tag == "disk" || (after == nil && k.Tag == "emulator") {
+			after = k
+		}
+	}
+	base := ""
+	if after != nil {
+		base = leadingIndent(after)
+	} else if kids := devices.ChildElements(); len(kids) > 0 {
+		base = leadingIndent(kids[0])
+	} else {
+		base = leadingIndent(devices) + step
+	}
+	indent(disk, base, step)
+	switch {
+	case after != nil:
+		i := after.Index() + 1
+		devices.InsertChildAt(i, disk)
+		devices.InsertChildAt(i, etree.NewText("\n"+base))
+	case len(devices.ChildElements()) > 0:
+		first := devices.ChildElements()[0]
+		i := first.Index()
+		devices.InsertChildAt(i, etree.NewText("\n"+base))
+		devices.InsertChildAt(i, disk)
+	default:
+		for _, t := range append([]etree.Token(nil), devices.Child...) {
+			if cd, ok := t.(*etree.CharData); ok && cd.IsWhitespace() {
+				devices.RemoveChild(cd)
+			}
+		}
+		devices.AddChild(etree.NewText("\n" + base))
+		devices.AddChild(disk)
+		devices.AddChild(etree.NewText("\n" + leadingIndent(devices)))
+	}
+}
