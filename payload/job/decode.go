@@ -116,10 +116,15 @@ func parseTree(data []byte, r *Report) (any, *FieldError) {
 	if ferr != nil {
 		return nil, ferr
 	}
+	end := dec.InputOffset()
 	if _, err := dec.Token(); err != io.EOF {
-		line, col := lineCol(data, dec.InputOffset())
+		for end < int64(len(data)) && strings.IndexByte(" \t\r\n", data[end]) >= 0 {
+			end++
+		}
+		line, col := lineCol(data, end)
 		return nil, &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("unexpected data after the job object at line %d, column %d", line, col)}
 	}
+	r.Errors = append(r.Errors, p.duplicates...)
 	return v, nil
 }
 

@@ -594,8 +594,7 @@ func validateUserDataText(p, s string, r *Report) {
 			r.Add(p, CodeInvalid, "MIME user-data %s has no multipart boundary", quote(s))
 		}
 	case KindUnknown:
-		first, _, _ := strings.Cut(s, "\n")
-		r.Add(p, CodeInvalid, "cloud-init would ignore this: the first line %s is not \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or a MIME header", quote(first))
+		r.Add(p, CodeInvalid, "cloud-init would ignore %s: its first line is not \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or a MIME header", quote(s))
 	}
 }
 
