@@ -9,43 +9,34 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// NetworkV2 is cloud-init's network-config version 2 (netplan-like), the
-// NoCloud network-config document. It starts at "version:" with no
-// "network:" wrapper, which older cloud-init releases require.
-type NetworkV2 struct {
-	Version   int                 `yaml:"version"`
-	Ethernets map[string]Ethernet `yaml:"ethernets"`
+// NetworkV1 is cloud-init's network-config version 1, the NoCloud
+// network-config document. Version 1 is cloud-init's native format: 22.4
+// renders it correctly for ifupdown (ENI), while its v2 translation there
+// turns an IPv6 default route into "::/64" and drops SLAAC. The document
+// starts at "version:" with no "network:" wrapper, which older releases need.
+type NetworkV1 struct {
+	Version int        `yaml:"version"`
+	Config  []ConfigV1 `yaml:"config"`
 }
 
-// Ethernet is one physical interface in network-config v2.
-type Ethernet struct {
-	Match       Match        `yaml:"match"`
-	SetName     string       `yaml:"set-name"`
-	MTU         int          `yaml:"mtu,omitempty"`
-	DHCP4       bool         `yaml:"dhcp4"`
-	DHCP6       bool         `yaml:"dhcp6"`
-	AcceptRA    *bool        `yaml:"accept-ra,omitempty"`
-	Addresses   []string     `yaml:"addresses,omitempty"`
-	Routes      []RouteV2    `yaml:"routes,omitempty"`
-	Nameservers *Nameservers `yaml:"nameservers,omitempty"`
+// ConfigV1 is one entry of a v1 config list: a physical interface or the
+// global nameserver settings.
+type ConfigV1 struct {
+	Type       string     `yaml:"type"`
+	Name       string     `yaml:"name,omitempty"`
+	MACAddress string     `yaml:"mac_address,omitempty"`
+	MTU        int        `yaml:"mtu,omitempty"`
+	AcceptRA   *bool      `yaml:"accept-ra,omitempty"`
+	Subnets    []SubnetV1 `yaml:"subnets,omitempty"`
+	Address    []string   `yaml:"address,omitempty"`
+	Search     []string   `yaml:"search,omitempty"`
 }
 
-// Match selects the guest interface by MAC address.
-type Match struct {
-	MACAddress string `yaml:"macaddress"`
-}
-
-// RouteV2 is a route; default routes use 0.0.0.0/0 or ::/0 because
-// cloud-init 22.4 rejects "to: default".
-type RouteV2 struct {
-	To  string `yaml:"to"`
-	Via string `yaml:"via"`
-}
-
-// Nameservers is a v2 DNS block.
-type Nameservers struct {
-	Addresses []string `yaml:"addresses,omitempty"`
-	Search    []string `yaml:"search,omitempty"`
+// SubnetV1 is an address configuration of a v1 physical interface.
+type SubnetV1 struct {
+	Type    string `yaml:"type"`
+	Address string `yaml:"address,omitempty"`
+	Gateway string `yaml:"gateway,omitempty"`
 }
 
 // nicName is the guest interface name used for nics[i].
@@ -56,45 +47,42 @@ func nicName(n job.NIC, i int) string {
 	return fmt.Sprintf("eth%d", i)
 }
 
-func buildNetworkV2(j *job.Job) *NetworkV2 {
+func buildNetworkV1(j *job.Job) *NetworkV1 {
 	if len(j.NICs) == 0 {
 		return nil
 	}
-	nc := &NetworkV2{Version: 2, Ethernets: map[string]Ethernet{}}
+	nc := &NetworkV1{Version: 1}
 	for i, n := range j.NICs {
-		name := nicName(n, i)
-		e := Ethernet{Match: Match{MACAddress: strings.ToLower(n.MAC)}, SetName: name, MTU: n.MTU}
+		e := ConfigV1{Type: "physical", Name: nicName(n, i), MACAddress: strings.ToLower(n.MAC), MTU: n.MTU}
 		if c := n.IPv4; c != nil {
 			switch c.Method {
 			case job.MethodDHCP:
-				e.DHCP4 = true
+				e.Subnets = append(e.Subnets, SubnetV1{Type: "dhcp4"})
 			case job.MethodStatic:
-				e.Addresses = append(e.Addresses, c.Address)
-				if c.Gateway != "" {
-					e.Routes = append(e.Routes, RouteV2{To: "0.0.0.0/0", Via: c.Gateway})
-				}
+				e.Subnets = append(e.Subnets, SubnetV1{Type: "static", Address: c.Address, Gateway: c.Gateway})
 			}
 		}
 		if c := n.IPv6; c != nil {
 			switch c.Method {
 			case job.MethodDHCP:
-				e.DHCP6 = true
+				e.Subnets = append(e.Subnets, SubnetV1{Type: "dhcp6"})
 			case job.MethodSLAAC:
-				e.AcceptRA = ptr(true)
+				e.Subnets = append(e.Subnets, SubnetV1{Type: "ipv6_slaac"})
 			case job.MethodStatic:
-				e.Addresses = append(e.Addresses, c.Address)
+				e.Subnets = append(e.Subnets, SubnetV1{Type: "static6", Address: c.Address, Gateway: c.Gateway})
 				e.AcceptRA = ptr(false)
-				if c.Gateway != "" {
-					e.Routes = append(e.Routes, RouteV2{To: "::/0", Via: c.Gateway})
-				}
 			case job.MethodNone:
 				e.AcceptRA = ptr(false)
 			}
 		}
-		if j.DNS != nil && (len(j.DNS.Nameservers) > 0 || len(j.DNS.Search) > 0) {
-			e.Nameservers = &Nameservers{Addresses: j.DNS.Nameservers, Search: j.DNS.Search}
+		if len(e.Subnets) == 0 {
+			// link up without addresses
+			e.Subnets = append(e.Subnets, SubnetV1{Type: "manual"})
 		}
-		nc.Ethernets[name] = e
+		nc.Config = append(nc.Config, e)
+	}
+	if j.DNS != nil && (len(j.DNS.Nameservers) > 0 || len(j.DNS.Search) > 0) {
+		nc.Config = append(nc.Config, ConfigV1{Type: "nameserver", Address: j.DNS.Nameservers, Search: j.DNS.Search})
 	}
 	return nc
 }

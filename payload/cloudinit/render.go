@@ -356,7 +356,7 @@ func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {
 		return fmt.Errorf("rendering meta-data: %w", err)
 	}
 	d.Files = append(d.Files, File{"meta-data", md}, File{"user-data", userData})
-	if nc := buildNetworkV2(j); nc != nil {
+	if nc := buildNetworkV1(j); nc != nil {
 		b, err := marshalYAML(nc)
 		if err != nil {
 			return fmt.Errorf("rendering network-config: %w", err)

@@ -1,0 +1,448 @@
+package payload_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/judge"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+const examplesDir = "../configs/examples"
+const secretsDir = "../configs/examples/secrets"
+
+// fixedSalt makes password hashes stable for golden files.
+func fixedSalt() (string, error) { return "goldensalt", nil }
+
+type example struct {
+	name string
+	job  *job.Job
+}
+
+// buildableExamples returns every example job that produces an image
+// (attach of a prebuilt image and detach do not).
+func buildableExamples(t *testing.T) []example {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(examplesDir, "*.json"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("want at least 10 example jobs in %s, found %d (%v)", examplesDir, len(paths), err)
+	}
+	var out []example
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := job.Decode(data)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if j.PrebuiltImage != "" || j.Action == job.ActionDetach {
+			continue
+		}
+		out = append(out, example{strings.TrimSuffix(filepath.Base(p), ".json"), j})
+	}
+	return out
+}
+
+// TestGolden compares every rendered document of every example with its
+// golden file. Run with -update to rewrite them after an intended change.
+func TestGolden(t *testing.T) {
+	for _, ex := range buildableExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			r, err := payload.Render(ex.job, payload.Options{SecretsDir: secretsDir, Salt: fixedSalt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join("testdata", "golden", ex.name)
+			if *update {
+				os.RemoveAll(dir)
+			}
+			var want []string
+			for _, f := range r.Docs.Files {
+				want = append(want, f.Path)
+				gp := filepath.Join(dir, filepath.FromSlash(f.Path))
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(gp), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(gp, f.Data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				g, err := os.ReadFile(gp)
+				if err != nil {
+					t.Fatalf("missing golden file (run go test -update): %v", err)
+				}
+				if string(g) != string(f.Data) {
+					t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", f.Path, gp, f.Data, g)
+				}
+			}
+			// no stale golden files for documents no longer rendered
+			var have []string
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(dir, p)
+					have = append(have, filepath.ToSlash(rel))
+				}
+				return nil
+			})
+			sort.Strings(want)
+			sort.Strings(have)
+			if !reflect.DeepEqual(want, have) {
+				t.Errorf("documents %v, golden files %v", want, have)
+			}
+		})
+	}
+}
+
+// TestExamplesJudgedByCloudInit builds every example image and has real
+// cloud-init read it; every field of the job must come through.
+func TestExamplesJudgedByCloudInit(t *testing.T) {
+	ctx := context.Background()
+	if err := judge.CheckEnvironment(ctx); err != nil {
+		t.Fatalf("the cloud-init judge cannot run here (make test installs it): %v", err)
+	}
+	for _, ex := range buildableExamples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			out := filepath.Join(dir, "seed"+payload.Extension(ex.job.WithDefaults().Media))
+			r, err := payload.Render(ex.job, payload.Options{SecretsDir: secretsDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.Write(ctx, out, payload.Options{GID: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := judge.Judge(ctx, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAgainstJob(t, ex.job.WithDefaults(), res, rep)
+		})
+	}
+}
+
+func checkAgainstJob(t *testing.T, j job.Job, res payload.Result, rep *judge.Report) {
+	t.Helper()
+	if !rep.OK() {
+		t.Fatalf("cloud-init complains: valid_seed=%v datasource=%q errors=%q", rep.ValidSeed, rep.Datasource, rep.AllErrors())
+	}
+	wantDS, wantLabel := judge.NoCloud, "cidata"
+	if j.Format == job.FormatConfigDrive {
+		wantDS, wantLabel = judge.ConfigDrive, "config-2"
+	}
+	if rep.Datasource != wantDS || !strings.EqualFold(rep.Label, wantLabel) {
+		t.Errorf("datasource %q label %q, want %q %q", rep.Datasource, rep.Label, wantDS, wantLabel)
+	}
+	wantFS := map[job.Media]string{job.MediaISO: "iso9660", job.MediaVFAT: "vfat"}[j.Media]
+	if rep.FSType != wantFS {
+		t.Errorf("blkid type %q, want %q", rep.FSType, wantFS)
+	}
+	if rep.InstanceID != res.InstanceID {
+		t.Errorf("cloud-init's instance-id %q, build reported %q", rep.InstanceID, res.InstanceID)
+	}
+	if j.InstanceID != "" && rep.InstanceID != j.InstanceID {
+		t.Errorf("instance-id %q, job pinned %q", rep.InstanceID, j.InstanceID)
+	}
+	if j.Hostname != "" && rep.Hostname != j.Hostname {
+		t.Errorf("hostname %q, want %q", rep.Hostname, j.Hostname)
+	}
+	for _, k := range j.SSHAuthorizedKeys {
+		if !contains(rep.PublicKeys, k) {
+			t.Errorf("public key %q missing from cloud-init's public keys %q", k, rep.PublicKeys)
+		}
+	}
+	cc := rep.MergedCloudConfig()
+	if j.UserDataMode == job.ModeReplace {
+		if strings.TrimSpace(rep.UserDataRaw) != strings.TrimSpace(j.UserData) {
+			t.Errorf("replace mode: user-data %q, want the job's verbatim", rep.UserDataRaw)
+		}
+	}
+	if j.Timezone != "" && cc["timezone"] != j.Timezone {
+		t.Errorf("timezone %v, want %q", cc["timezone"], j.Timezone)
+	}
+	if j.SSHPasswordAuth != nil && cc["ssh_pwauth"] != *j.SSHPasswordAuth {
+		t.Errorf("ssh_pwauth %v, want %v", cc["ssh_pwauth"], *j.SSHPasswordAuth)
+	}
+	checkUsers(t, j, cc)
+	checkFiles(t, j, cc)
+	checkRuncmd(t, j, cc)
+	checkUserData(t, j, rep)
+	checkNetwork(t, j, rep)
+	if j.VendorData != "" && rep.VendorData == nil {
+		t.Errorf("vendor-data missing")
+	}
+	for k, v := range j.MetaData {
+		got, _ := json.Marshal(rep.MetaData[k])
+		want, _ := json.Marshal(v)
+		if string(got) != string(want) {
+			t.Errorf("meta-data %q = %s, want %s", k, got, want)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func checkUsers(t *testing.T, j job.Job, cc map[string]any) {
+	users, _ := cc["users"].([]any)
+	byName := map[string]map[string]any{}
+	for _, u := range users {
+		if m, ok := u.(map[string]any); ok {
+			byName[fmt.Sprint(m["name"])] = m
+		}
+	}
+	if len(j.Users) > 0 && !reflect.DeepEqual(users[0], "default") {
+		t.Errorf("first user %v, want the image's default user kept", users[0])
+	}
+	for i, u := range j.Users {
+		m := byName[u.Name]
+		if m == nil {
+			t.Errorf("users[%d] %q not in cloud-init's users %v", i, u.Name, users)
+			continue
+		}
+		hash, _ := m["passwd"].(string)
+		if strings.Contains(fmt.Sprint(cc), u.Password) && u.Password != "" {
+			t.Errorf("users[%d]: plaintext password reached the image", i)
+		}
+		plain := u.Password
+		if u.PasswordSecret != "" {
+			b, err := os.ReadFile(filepath.Join(secretsDir, u.PasswordSecret))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain = strings.TrimRight(string(b), "\n")
+		}
+		switch {
+		case plain != "":
+			if !strings.HasPrefix(hash, "$6$") {
+				t.Errorf("users[%d]: passwd %q is not a SHA-512 crypt hash", i, hash)
+			}
+			ok, err := judge.HashVerifies(hash, plain)
+			if err != nil || !ok {
+				t.Errorf("users[%d]: hash %q does not verify against the job's password (%v)", i, hash, err)
+			}
+			if m["lock_passwd"] != false && (u.LockPassword == nil || !*u.LockPassword) {
+				t.Errorf("users[%d]: password given but lock_passwd=%v", i, m["lock_passwd"])
+			}
+		case u.PasswordHash != "":
+			if hash != u.PasswordHash {
+				t.Errorf("users[%d]: passwd %q, want the job's hash %q", i, hash, u.PasswordHash)
+			}
+		}
+		keys := fmt.Sprint(m["ssh_authorized_keys"])
+		for _, k := range u.SSHAuthorizedKeys {
+			if !strings.Contains(keys, k) {
+				t.Errorf("users[%d]: key %q missing", i, k)
+			}
+		}
+		if u.Shell != "" && m["shell"] != u.Shell {
+			t.Errorf("users[%d]: shell %v, want %q", i, m["shell"], u.Shell)
+		}
+		if u.Sudo != "" && fmt.Sprint(m["sudo"]) != u.Sudo {
+			t.Errorf("users[%d]: sudo %v, want %q", i, m["sudo"], u.Sudo)
+		}
+		for _, g := range u.Groups {
+			if !strings.Contains(fmt.Sprint(m["groups"]), g) {
+				t.Errorf("users[%d]: group %q missing from %v", i, g, m["groups"])
+			}
+		}
+	}
+}
+
+func checkFiles(t *testing.T, j job.Job, cc map[string]any) {
+	wf, _ := cc["write_files"].([]any)
+	byPath := map[string]map[string]any{}
+	for _, f := range wf {
+		if m, ok := f.(map[string]any); ok {
+			byPath[fmt.Sprint(m["path"])] = m
+		}
+	}
+	for i, f := range j.Files {
+		m := byPath[f.Path]
+		if m == nil {
+			t.Errorf("files[%d] %q not in write_files", i, f.Path)
+			continue
+		}
+		if fmt.Sprint(m["content"]) != f.Content {
+			t.Errorf("files[%d]: content %q, want %q", i, m["content"], f.Content)
+		}
+		if f.Encoding == job.EncodingBase64 && m["encoding"] != "b64" {
+			t.Errorf("files[%d]: encoding %v, want b64", i, m["encoding"])
+		}
+		if f.Permissions != "" && strings.TrimLeft(fmt.Sprint(m["permissions"]), "0") != strings.TrimLeft(f.Permissions, "0") {
+			t.Errorf("files[%d]: permissions %v, want %s", i, m["permissions"], f.Permissions)
+		}
+		if f.Owner != "" && m["owner"] != f.Owner {
+			t.Errorf("files[%d]: owner %v, want %s", i, m["owner"], f.Owner)
+		}
+	}
+}
+
+func checkRuncmd(t *testing.T, j job.Job, cc map[string]any) {
+	got := fmt.Sprint(cc["runcmd"])
+	for i, c := range j.Runcmd {
+		want := c.Shell
+		if c.IsArgv() {
+			want = fmt.Sprint(toAny(c.Argv))
+		}
+		if !strings.Contains(got, want) {
+			t.Errorf("runcmd[%d] %q not in cloud-init's runcmd %s", i, want, got)
+		}
+	}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+func checkUserData(t *testing.T, j job.Job, rep *judge.Report) {
+	ud := j.UserData
+	if j.UserDataSecret != "" {
+		b, err := os.ReadFile(filepath.Join(secretsDir, j.UserDataSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ud = string(b)
+	}
+	if ud == "" || j.UserDataMode == job.ModeReplace {
+		return
+	}
+	switch job.ClassifyUserData(ud) {
+	case job.KindCloudConfig:
+		um, err := job.ParseYAMLMap(ud)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := rep.MergedCloudConfig()
+		for k, v := range um {
+			got := fmt.Sprint(cc[k])
+			if l, ok := v.([]any); ok {
+				for _, e := range l {
+					if !strings.Contains(got, fmt.Sprint(e)) {
+						t.Errorf("merged %s lacks the user's %v: %s", k, e, got)
+					}
+				}
+			} else if got != fmt.Sprint(v) {
+				t.Errorf("merged %s = %s, want the user's %v", k, got, v)
+			}
+		}
+	case job.KindScript:
+		found := false
+		for _, s := range rep.Scripts() {
+			found = found || strings.TrimSpace(s.Content) == strings.TrimSpace(ud)
+		}
+		if !found {
+			t.Errorf("the user's script is not among cloud-init's script parts %+v", rep.Scripts())
+		}
+	case job.KindMultipart:
+		if len(rep.Scripts()) == 0 || len(rep.Parts()) < 3 {
+			t.Errorf("multipart user-data: %d parts, %d scripts; want the generated part and both user parts", len(rep.Parts()), len(rep.Scripts()))
+		}
+		if !strings.Contains(fmt.Sprint(rep.MergedCloudConfig()["runcmd"]), "part-one") {
+			t.Errorf("the user's cloud-config part is not in the merged config: %v", rep.MergedCloudConfig())
+		}
+	}
+}
+
+// checkNetwork asserts that cloud-init's parsed network state has every NIC
+// of the job with its MAC, MTU and addresses.
+func checkNetwork(t *testing.T, j job.Job, rep *judge.Report) {
+	if len(j.NICs) == 0 && j.NetworkConfig == "" {
+		if rep.NetworkConfigRaw != "" {
+			t.Errorf("network-config present without network settings: %q", rep.NetworkConfigRaw)
+		}
+		return
+	}
+	state, _ := json.Marshal(rep.NetworkState)
+	ifaces, _ := rep.NetworkState["interfaces"].(map[string]any)
+	if len(ifaces) == 0 {
+		t.Fatalf("cloud-init derived no interfaces: %s", state)
+	}
+	for i, n := range j.NICs {
+		var iface map[string]any
+		for _, v := range ifaces {
+			m, _ := v.(map[string]any)
+			if strings.EqualFold(fmt.Sprint(m["mac_address"]), n.MAC) {
+				iface = m
+			}
+		}
+		if iface == nil {
+			t.Errorf("nics[%d]: no interface with MAC %s in %s", i, n.MAC, state)
+			continue
+		}
+		if n.Name != "" && iface["name"] != n.Name {
+			t.Errorf("nics[%d]: name %v, want %s", i, iface["name"], n.Name)
+		}
+		if n.MTU != 0 && fmt.Sprint(iface["mtu"]) != fmt.Sprint(n.MTU) {
+			t.Errorf("nics[%d]: mtu %v, want %d", i, iface["mtu"], n.MTU)
+		}
+		sub, _ := json.Marshal(iface["subnets"])
+		for _, c := range []*job.IPConfig{n.IPv4, n.IPv6} {
+			if c == nil {
+				continue
+			}
+			switch c.Method {
+			case job.MethodStatic:
+				p := netip.MustParsePrefix(c.Address)
+				if !strings.Contains(string(sub), `"`+p.Addr().String()) || !strings.Contains(string(sub), fmt.Sprintf(`"prefix":%d`, p.Bits())) {
+					t.Errorf("nics[%d]: address %s not in subnets %s", i, c.Address, sub)
+				}
+				if c.Gateway != "" && !strings.Contains(string(sub), c.Gateway) {
+					t.Errorf("nics[%d]: gateway %s not in subnets %s", i, c.Gateway, sub)
+				}
+			case job.MethodDHCP:
+				if !strings.Contains(string(sub), "dhcp") {
+					t.Errorf("nics[%d]: no DHCP subnet in %s", i, sub)
+				}
+			case job.MethodSLAAC:
+				if !strings.Contains(string(sub), "slaac") && !strings.Contains(string(sub), "ipv6_slaac") {
+					t.Errorf("nics[%d]: no SLAAC subnet in %s", i, sub)
+				}
+			}
+		}
+	}
+	if j.DNS != nil {
+		for _, ns := range j.DNS.Nameservers {
+			if !strings.Contains(string(state), ns) {
+				t.Errorf("nameserver %s not in network state", ns)
+			}
+		}
+		for _, s := range j.DNS.Search {
+			if !strings.Contains(string(state), s) {
+				t.Errorf("search domain %s not in network state", s)
+			}
+		}
+	}
+	for kind, files := range rep.RenderedNetwork {
+		if len(files) == 0 {
+			t.Errorf("cloud-init rendered no %s files", kind)
+		}
+	}
+}
