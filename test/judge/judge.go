@@ -25,6 +25,10 @@ import (
 // The python3 first on PATH may be a different installation without it.
 const Python = "/usr/bin/python3"
 
+// python is the interpreter actually run; tests replace it to prove the
+// judge fails loudly without cloudinit.
+var python = Python
+
 // Datasource names reported in Report.Datasource.
 const (
 	// NoCloud is an iso9660/vfat filesystem labelled cidata or CIDATA.
@@ -134,6 +138,8 @@ type Report struct {
 	FSType string `json:"fs_type"`
 	// Label is blkid's LABEL.
 	Label string `json:"label"`
+	// LabelFatboot is blkid's LABEL_FATBOOT (vfat boot-sector label).
+	LabelFatboot string `json:"label_fatboot"`
 	// Datasource is NoCloud, ConfigDrive, or "" when not a seed.
 	Datasource string `json:"datasource"`
 	// ValidSeed is true when cloud-init's reader accepted the tree.
@@ -265,10 +271,10 @@ func CheckEnvironment(ctx context.Context) error {
 		return fmt.Errorf("judge: required tools not on PATH: %s (apt-get install util-linux xorriso mtools cloud-init)",
 			strings.Join(missing, ", "))
 	}
-	out, err := exec.CommandContext(ctx, Python, "-c", "import cloudinit.sources.helpers.openstack, cloudinit.user_data").CombinedOutput()
+	out, err := exec.CommandContext(ctx, python, "-c", "import cloudinit.sources.helpers.openstack, cloudinit.user_data").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("judge: %s cannot import cloudinit (apt-get install cloud-init): %w: %s",
-			Python, err, strings.TrimSpace(string(out)))
+			python, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -290,7 +296,7 @@ func Judge(ctx context.Context, imagePath string) (*Report, error) {
 		return nil, fmt.Errorf("judge: resolving image path %q: %w", imagePath, err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, Python, script, abs)
+	cmd := exec.CommandContext(ctx, python, script, abs)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -336,14 +342,14 @@ func hashVerifies(ctx context.Context, hash, plaintext string) (bool, error) {
 
 // runCrypt checks hash with Python's crypt module (handles rounds=).
 func runCrypt(ctx context.Context, hash, plaintext string) (bool, error) {
-	cmd := exec.CommandContext(ctx, Python, "-W", "ignore", "-c",
+	cmd := exec.CommandContext(ctx, python, "-W", "ignore", "-c",
 		"import crypt,sys; sys.stdout.write(crypt.crypt(sys.stdin.read(), sys.argv[1]))", hash)
 	cmd.Stdin = strings.NewReader(plaintext)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return false, fmt.Errorf("judge: checking hash with %s crypt: %w: %s", Python, err, strings.TrimSpace(stderr.String()))
+		return false, fmt.Errorf("judge: checking hash with %s crypt: %w: %s", python, err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out) == hash, nil
 }

@@ -278,6 +278,30 @@ def judge_user_data(raw, workdir, tag, log):
                 {"filename": filename, "content_type": ctype,
                  "content": ptext}
             )
+            if ctype in handlers.PART_CONTENT_TYPES:
+                # Never run user part-handlers; say what cloud-init would do.
+                out["errors"].append(
+                    "part %s is a part-handler (custom code cloud-init would "
+                    "load and run); the judge does not run it" % filename
+                )
+            elif ctype == "text/jinja2":
+                out["errors"].append(
+                    "part %s is a jinja template; rendering needs instance "
+                    "data, the judge does not render it" % filename
+                )
+            else:
+                # Let cloud-init's own walker say it will ignore the part.
+                handlers.walker_callback(
+                    {
+                        "handlers": helpers.ContentHandlers(),
+                        "excluded": [],
+                        "data": None,
+                        "frequency": None,
+                    },
+                    filename,
+                    payload,
+                    headers,
+                )
 
     try:
         handlers.walk(msg, callback, {})
@@ -559,8 +583,13 @@ def main(argv):
         report["errors"].append(
             "blkid found no filesystem signature (exit %d)" % rc
         )
+    report["label_fatboot"] = info.get("LABEL_FATBOOT", "")
     fstype, label = report["fs_type"], report["label"]
-    if fstype in SEED_FSTYPES and label in NOCLOUD_LABELS:
+    # DataSourceNoCloud._get_devices: LABEL=CIDATA, LABEL=cidata or
+    # LABEL_FATBOOT=cidata; DataSourceConfigDrive: LABEL only.
+    if fstype in SEED_FSTYPES and (
+        label in NOCLOUD_LABELS or report["label_fatboot"] == "cidata"
+    ):
         report["datasource"] = "NoCloud"
     elif fstype in SEED_FSTYPES and label in CONFIGDRIVE_LABELS:
         report["datasource"] = "ConfigDrive"

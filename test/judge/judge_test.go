@@ -102,11 +102,19 @@ func multipart(t *testing.T, dir string) string {
 	return d
 }
 
-func wrongLabelVfat(t *testing.T, dir string) string {
-	out := filepath.Join(dir, "wrong.img")
-	mustRun(t, "mkfs.vfat", "-C", "-n", "WRONG", out, "1024")
-	mustRun(t, "mcopy", "-i", out, testdata(t, "nocloud", "user-data"), testdata(t, "nocloud", "meta-data"), "::")
-	return out
+// vfatImage makes a 1 MiB vfat image labelled label holding the named
+// testdata paths (files or directories) at its root.
+func vfatImage(label string, paths ...string) builder {
+	return func(t *testing.T, dir string) string {
+		out := filepath.Join(dir, "seed.vfat")
+		mustRun(t, "mkfs.vfat", "-C", "-n", label, out, "1024")
+		args := []string{"-s", "-i", out}
+		for _, p := range paths {
+			args = append(args, testdata(t, strings.Split(p, "/")...))
+		}
+		mustRun(t, "mcopy", append(args, "::")...)
+		return out
+	}
 }
 
 func hasSubstring(list []string, sub string) bool {
@@ -248,8 +256,40 @@ func TestJudge(t *testing.T) {
 			}},
 		{name: "config-2 without uuid", build: genisoimage("config-2", tree("configdrive-nouuid")),
 			fsType: "iso9660", datasource: ConfigDrive, validSeed: false, errSub: "No 'uuid' entry"},
-		{name: "vfat with wrong label", build: wrongLabelVfat, fsType: "vfat", datasource: "",
+		{name: "vfat with wrong label", build: vfatImage("WRONG", "nocloud/user-data", "nocloud/meta-data"), fsType: "vfat", datasource: "",
 			validSeed: false, errSub: "not a cloud-init seed"},
+		{name: "vfat CIDATA made by mkfs.vfat", build: vfatImage("CIDATA", "nocloud/user-data", "nocloud/meta-data"),
+			fsType: "vfat", datasource: NoCloud, validSeed: true, ok: true,
+			check: func(t *testing.T, r *Report) {
+				if r.Label != "CIDATA" || !reflect.DeepEqual(r.Files, []string{"meta-data", "user-data"}) {
+					t.Errorf("label %q files %q", r.Label, r.Files)
+				}
+			}},
+		{name: "vfat config-2", build: vfatImage("config-2", "configdrive/openstack"), fsType: "vfat",
+			datasource: ConfigDrive, validSeed: true, ok: true,
+			check: func(t *testing.T, r *Report) {
+				if r.InstanceID != "6f1c2c43-0d6e-4d0e-9a57-3f4f7b0d2a11" {
+					t.Errorf("instance-id = %q", r.InstanceID)
+				}
+			}},
+		{name: "include urls recorded not fetched", fsType: "iso9660", datasource: NoCloud, validSeed: true, ok: true,
+			build: genisoimage("cidata", files(map[string]string{
+				"user-data": "include/user-data", "meta-data": "multipart/meta-data"})),
+			check: func(t *testing.T, r *Report) {
+				want := []string{"http://example.invalid/a.yaml", "https://example.invalid/b"}
+				if !reflect.DeepEqual(r.UserData.Includes, want) || r.MergedCloudConfig() != nil {
+					t.Errorf("includes = %q merged = %v", r.UserData.Includes, r.MergedCloudConfig())
+				}
+			}},
+		{name: "plain text user-data is ignored by cloud-init", fsType: "iso9660", datasource: NoCloud, validSeed: true,
+			build: genisoimage("cidata", files(map[string]string{
+				"user-data": "plaintext/user-data", "meta-data": "multipart/meta-data"})),
+			errSub: "Unhandled non-multipart",
+			check: func(t *testing.T, r *Report) {
+				if len(r.UserData.Unknown) != 1 || r.MergedCloudConfig() != nil {
+					t.Errorf("unknown = %v merged = %v", r.UserData.Unknown, r.MergedCloudConfig())
+				}
+			}},
 		{name: "multipart merge", build: genisoimage("cidata", multipart), fsType: "iso9660",
 			datasource: NoCloud, validSeed: true, ok: true,
 			check: func(t *testing.T, r *Report) {
@@ -273,6 +313,7 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			img := tc.build(t, t.TempDir())
 			r, err := Judge(ctx, img)
 			if err != nil {
@@ -337,5 +378,25 @@ func TestCheckEnvironmentNamesMissingTools(t *testing.T) {
 	}
 	if _, err := Judge(context.Background(), "nonexistent.img"); err == nil {
 		t.Error("Judge succeeded with an empty PATH")
+	}
+}
+
+func TestCheckEnvironmentWithoutCloudinit(t *testing.T) {
+	// A Python that cannot see dist-packages (-S) stands in for a machine
+	// whose /usr/bin/python3 lacks Debian's cloud-init.
+	wrapper := filepath.Join(t.TempDir(), "python-without-cloudinit")
+	script := "#!/bin/sh\nexec " + Python + " -S \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	saved := python
+	python = wrapper
+	t.Cleanup(func() { python = saved })
+	err := CheckEnvironment(context.Background())
+	if err == nil {
+		t.Fatal("CheckEnvironment succeeded with a Python lacking cloudinit")
+	}
+	if !strings.Contains(err.Error(), "cannot import cloudinit") {
+		t.Errorf("error %q does not say cloudinit is missing", err)
 	}
 }
