@@ -175,12 +175,14 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 			}
 			key, _ := kt.(string)
 			child := join(path, key)
-			line, col := lineCol(data, keyStart(data, dec.InputOffset()))
+			keyEnd := dec.InputOffset()
 			v, ferr := p.value(child, depth+1)
 			if ferr != nil {
 				return nil, ferr
 			}
 			if _, dup := o.values[key]; dup {
+				// the position is computed only here: lineCol is linear
+				line, col := lineCol(data, keyStart(data, keyEnd))
 				p.duplicates = append(p.duplicates, FieldError{Field: child, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(key), line, col)})
 				continue // the first occurrence wins
 			}
