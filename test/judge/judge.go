@@ -113,21 +113,6 @@ func (u *UserData) SchemaErrors() []string {
 	return out
 }
 
-// Deprecations returns DEPRECATED schema messages of user-data and
-// vendor-data cloud-config parts.
-func (r *Report) Deprecations() []string {
-	var out []string
-	for _, u := range []*UserData{r.UserData, r.VendorData} {
-		if u == nil {
-			continue
-		}
-		for _, s := range u.Schema {
-			out = append(out, s.Deprecations...)
-		}
-	}
-	return out
-}
-
 // Report is what real cloud-init makes of one image.
 type Report struct {
 	// Image is the absolute path judged.
@@ -186,39 +171,42 @@ type Report struct {
 	AssumedMACs map[string]string `json:"assumed_macs"`
 	// Errors are cloud-init's complaints about the seed itself.
 	Errors []string `json:"errors"`
+
+	// Parts are UserData.Parts (user-data after cloud-init's processor).
+	Parts []Part `json:"-"`
+	// MergedCloudConfig is UserData.MergedCloudConfig: the user-data
+	// cloud-config as cloud-init merges it; nil when there is none.
+	MergedCloudConfig map[string]any `json:"-"`
+	// Scripts are UserData.Scripts: shell-script and boothook parts.
+	Scripts []Script `json:"-"`
+	// SchemaErrors are the messages of user-data and vendor-data
+	// cloud-config parts that fail `cloud-init schema`.
+	SchemaErrors []string `json:"-"`
+	// Deprecations are DEPRECATED schema messages (still valid in 22.4).
+	Deprecations []string `json:"-"`
 }
 
-// MergedCloudConfig returns the merged user-data cloud-config, or nil.
-func (r *Report) MergedCloudConfig() map[string]any {
-	if r.UserData == nil {
-		return nil
+// fill sets the convenience fields derived from UserData and VendorData.
+func (r *Report) fill() {
+	r.Parts, r.MergedCloudConfig, r.Scripts = nil, nil, nil
+	r.SchemaErrors, r.Deprecations = nil, nil
+	if u := r.UserData; u != nil {
+		r.Parts = u.Parts
+		r.MergedCloudConfig = u.MergedCloudConfig
+		r.Scripts = u.Scripts
 	}
-	return r.UserData.MergedCloudConfig
-}
-
-// SchemaErrors returns schema failures of user-data and vendor-data parts.
-func (r *Report) SchemaErrors() []string {
-	out := r.UserData.SchemaErrors()
+	r.SchemaErrors = append(r.SchemaErrors, r.UserData.SchemaErrors()...)
 	for _, e := range r.VendorData.SchemaErrors() {
-		out = append(out, "vendor-data "+e)
+		r.SchemaErrors = append(r.SchemaErrors, "vendor-data "+e)
 	}
-	return out
-}
-
-// Scripts returns the user-data shell-script parts.
-func (r *Report) Scripts() []Script {
-	if r.UserData == nil {
-		return nil
+	for _, u := range []*UserData{r.UserData, r.VendorData} {
+		if u == nil {
+			continue
+		}
+		for _, s := range u.Schema {
+			r.Deprecations = append(r.Deprecations, s.Deprecations...)
+		}
 	}
-	return r.UserData.Scripts
-}
-
-// Parts returns the user-data parts.
-func (r *Report) Parts() []Part {
-	if r.UserData == nil {
-		return nil
-	}
-	return r.UserData.Parts
 }
 
 // AllErrors returns every complaint in the report: seed, user-data,
@@ -233,7 +221,7 @@ func (r *Report) AllErrors() []string {
 			out = append(out, "vendor-data: "+e)
 		}
 	}
-	out = append(out, r.SchemaErrors()...)
+	out = append(out, r.SchemaErrors...)
 	out = append(out, r.NetworkErrors...)
 	return out
 }
@@ -306,6 +294,7 @@ func Judge(ctx context.Context, imagePath string) (*Report, error) {
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		return nil, fmt.Errorf("judge: decoding report for %s: %w", abs, err)
 	}
+	r.fill()
 	return &r, nil
 }
 

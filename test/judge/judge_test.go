@@ -145,7 +145,7 @@ func TestJudge(t *testing.T) {
 		if !reflect.DeepEqual(r.Files, []string{"meta-data", "network-config", "user-data"}) {
 			t.Errorf("files = %q", r.Files)
 		}
-		cc := r.MergedCloudConfig()
+		cc := r.MergedCloudConfig
 		if cc["hostname"] != "judge-vm" {
 			t.Errorf("merged hostname = %v", cc["hostname"])
 		}
@@ -198,11 +198,14 @@ func TestJudge(t *testing.T) {
 				if got := r.InjectedFiles["/etc/vmpayload/injected.conf"]; got != "injected=yes\n" {
 					t.Errorf("injected file = %q", got)
 				}
-				if _, ok := r.MergedCloudConfig()["runcmd"]; !ok {
-					t.Errorf("user_data runcmd missing: %v", r.MergedCloudConfig())
+				if _, ok := r.MergedCloudConfig["runcmd"]; !ok {
+					t.Errorf("user_data runcmd missing: %v", r.MergedCloudConfig)
 				}
 				if !strings.Contains(r.RenderedNetwork["eni"]["etc/network/interfaces.d/50-cloud-init"], "address 198.51.100.7/24") {
 					t.Errorf("eni rendering = %v", r.RenderedNetwork["eni"])
+				}
+				if r.VendorData == nil || r.VendorData.MergedCloudConfig["timezone"] != "Etc/UTC" {
+					t.Errorf("vendor-data = %+v", r.VendorData)
 				}
 				if r.AssumedMACs["52:54:00:ab:cd:01"] != "eth0" {
 					t.Errorf("assumed macs = %v", r.AssumedMACs)
@@ -216,15 +219,15 @@ func TestJudge(t *testing.T) {
 				"user-data": "bad-schema/user-data", "meta-data": "nocloud/meta-data"})),
 			errSub: "users: 3 is not of type",
 			check: func(t *testing.T, r *Report) {
-				if len(r.SchemaErrors()) != 1 {
-					t.Errorf("schema errors = %q", r.SchemaErrors())
+				if len(r.SchemaErrors) != 1 {
+					t.Errorf("schema errors = %q", r.SchemaErrors)
 				}
 			}},
 		{name: "deprecated keys pass but are reported", fsType: "iso9660", datasource: NoCloud, validSeed: true, ok: true,
 			build: genisoimage("cidata", files(map[string]string{
 				"user-data": "deprecated/user-data", "meta-data": "nocloud/meta-data"})),
 			check: func(t *testing.T, r *Report) {
-				d := r.Deprecations()
+				d := r.Deprecations
 				if !hasSubstring(d, "users.0.sudo") || !hasSubstring(d, "users.0.lock-passwd") {
 					t.Errorf("deprecations = %q", d)
 				}
@@ -277,8 +280,8 @@ func TestJudge(t *testing.T) {
 				"user-data": "include/user-data", "meta-data": "multipart/meta-data"})),
 			check: func(t *testing.T, r *Report) {
 				want := []string{"http://example.invalid/a.yaml", "https://example.invalid/b"}
-				if !reflect.DeepEqual(r.UserData.Includes, want) || r.MergedCloudConfig() != nil {
-					t.Errorf("includes = %q merged = %v", r.UserData.Includes, r.MergedCloudConfig())
+				if !reflect.DeepEqual(r.UserData.Includes, want) || r.MergedCloudConfig != nil {
+					t.Errorf("includes = %q merged = %v", r.UserData.Includes, r.MergedCloudConfig)
 				}
 			}},
 		{name: "plain text user-data is ignored by cloud-init", fsType: "iso9660", datasource: NoCloud, validSeed: true,
@@ -286,8 +289,28 @@ func TestJudge(t *testing.T) {
 				"user-data": "plaintext/user-data", "meta-data": "multipart/meta-data"})),
 			errSub: "Unhandled non-multipart",
 			check: func(t *testing.T, r *Report) {
-				if len(r.UserData.Unknown) != 1 || r.MergedCloudConfig() != nil {
-					t.Errorf("unknown = %v merged = %v", r.UserData.Unknown, r.MergedCloudConfig())
+				if len(r.UserData.Unknown) != 1 || r.MergedCloudConfig != nil {
+					t.Errorf("unknown = %v merged = %v", r.UserData.Unknown, r.MergedCloudConfig)
+				}
+			}},
+		{name: "config-2 link without name or mac", build: genisoimage("config-2", tree("configdrive-badlink")),
+			fsType: "iso9660", datasource: ConfigDrive, validSeed: true, errSub: "No mac_address or name entry",
+			check: func(t *testing.T, r *Report) {
+				if r.NetworkConfig != nil || r.InstanceID != "0b9f2b0e-5c55-4b8e-9d55-6f1f0c7a9e01" {
+					t.Errorf("network config %v, instance-id %q", r.NetworkConfig, r.InstanceID)
+				}
+			}},
+		{name: "nocloud vendor-data script", fsType: "iso9660", datasource: NoCloud, validSeed: true, ok: true,
+			build: genisoimage("cidata", files(map[string]string{
+				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
+				"vendor-data": "vendor/vendor-data"})),
+			check: func(t *testing.T, r *Report) {
+				if r.VendorData == nil || len(r.VendorData.Scripts) != 1 ||
+					!strings.Contains(r.VendorData.Scripts[0].Content, "echo vendor") {
+					t.Errorf("vendor-data = %+v", r.VendorData)
+				}
+				if len(r.Scripts) != 0 {
+					t.Errorf("user-data scripts = %v", r.Scripts)
 				}
 			}},
 		{name: "multipart merge", build: genisoimage("cidata", multipart), fsType: "iso9660",
@@ -302,12 +325,12 @@ func TestJudge(t *testing.T) {
 					"runcmd":   []any{"echo first"},
 					"bootcmd":  []any{"echo second"},
 				}
-				if got := r.MergedCloudConfig(); !reflect.DeepEqual(got, want) {
+				if got := r.MergedCloudConfig; !reflect.DeepEqual(got, want) {
 					t.Errorf("merged = %#v\nwant %#v", got, want)
 				}
-				if len(r.Parts()) != 4 || len(r.Scripts()) != 1 ||
-					!strings.Contains(r.Scripts()[0].Content, "judge-script") {
-					t.Errorf("parts = %d, scripts = %v", len(r.Parts()), r.Scripts())
+				if len(r.Parts) != 4 || len(r.Scripts) != 1 ||
+					!strings.Contains(r.Scripts[0].Content, "judge-script") {
+					t.Errorf("parts = %d, scripts = %v", len(r.Parts), r.Scripts)
 				}
 			}},
 	}
