@@ -1,0 +1,35 @@
+# vmpayload — see README.md. The two set-up commands are `make demo` and `make test`.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+GO_TEST_TIMEOUT ?= 75m
+
+.PHONY: all build deps demo test test-fast bench packages clean
+
+all: build
+
+build:
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/vmpayload ./cmd/vmpayload
+
+deps:
+	@bash test/deps.sh
+
+# The demo: the agent on libvirt's embedded test driver with a sample job.
+demo: deps build
+	@bash test/demo.sh
+
+# The full test suite: installs what it needs, starts libvirtd, runs every test.
+test: deps build
+	@bash test/libvirtd.sh
+	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_E2E=1 go test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+
+# Unit tests only (no libvirtd, no guests).
+test-fast:
+	go test -count=1 ./...
+
+bench: deps build
+	@bash test/bench.sh
+
+clean:
+	rm -rf bin dist

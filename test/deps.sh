@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what vmpayload's build, tests and demo need on Debian 12: apt
+# packages (only the missing ones) and the Go modules. Idempotent; run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(
+  # build
+  gcc pkg-config libvirt-dev git ca-certificates
+  # judges and peers of payload images
+  cloud-init xorriso mtools dosfstools genisoimage cloud-image-utils util-linux openssl whois
+  # libvirt and qemu for integration and guest tests
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
+  # guest images
+  mmdebstrap e2fsprogs
+  # packaging checks and benchmarks
+  rpm dpkg-dev hyperfine
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "deps: Go is not installed (expected /usr/local/go)" >&2; exit 1; }
+go mod download
+echo "deps: ok"
