@@ -47,7 +47,7 @@ var (
 func (j *Job) Validate() Report {
 	var r Report
 	if j.Version == 0 {
-		r.Add("version", CodeRequired, "version is required and must be %d", Version)
+		r.Add("version", CodeRequired, "version is missing (or 0); it is required and must be %d", Version)
 	} else if j.Version != Version {
 		r.Add("version", CodeUnsupported, "job format version %d is not supported; this agent reads version %d", j.Version, Version)
 	}
