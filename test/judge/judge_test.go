@@ -214,6 +214,14 @@ func TestJudge(t *testing.T) {
 		{name: "missing meta-data", fsType: "iso9660", datasource: NoCloud, validSeed: false,
 			build:  genisoimage("cidata", files(map[string]string{"user-data": "nocloud/user-data"})),
 			errSub: "Missing required files: meta-data"},
+		{name: "iso without rock ridge or joliet", fsType: "iso9660", datasource: NoCloud, validSeed: false,
+			build: func(t *testing.T, dir string) string {
+				src := files(map[string]string{"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data"})(t, dir)
+				out := filepath.Join(dir, "plain.iso")
+				mustRun(t, "genisoimage", "-quiet", "-V", "cidata", "-o", out, src)
+				return out
+			},
+			errSub: "Missing required files: user-data,meta-data"},
 		{name: "schema failure users: 3", fsType: "iso9660", datasource: NoCloud, validSeed: true,
 			build: genisoimage("cidata", files(map[string]string{
 				"user-data": "bad-schema/user-data", "meta-data": "nocloud/meta-data"})),
