@@ -29,6 +29,7 @@ const (
 	ERR_INVALID_DOMAIN        = ErrorNumber(C.VIR_ERR_INVALID_DOMAIN)
 	ERR_INVALID_ARG           = ErrorNumber(C.VIR_ERR_INVALID_ARG)
 	ERR_OPERATION_FAILED      = ErrorNumber(C.VIR_ERR_OPERATION_FAILED)
+	ERR_XML_DETAIL            = ErrorNumber(C.VIR_ERR_XML_DETAIL)
 	ERR_XML_ERROR             = ErrorNumber(C.VIR_ERR_XML_ERROR)
 	ERR_SYSTEM_ERROR          = ErrorNumber(C.VIR_ERR_SYSTEM_ERROR)
 	ERR_RPC                   = ErrorNumber(C.VIR_ERR_RPC)

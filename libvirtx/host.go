@@ -1,0 +1,654 @@
+package libvirtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrDisconnected is wrapped by errors of Host calls made while the
+// connection to libvirtd is down (or that found it broken). Such errors are
+// transient: the host reconnects by itself, so the caller should retry later.
+var ErrDisconnected = errors.New("libvirt connection is down")
+
+// ErrClosed is returned by Host calls after Close.
+var ErrClosed = errors.New("libvirt host is closed")
+
+// IsNotFound reports whether err says the domain does not exist.
+func IsNotFound(err error) bool {
+	var le Error
+	return errors.As(err, &le) && le.Code == ERR_NO_DOMAIN
+}
+
+// IsDisconnected reports whether err is transient because the connection to
+// libvirtd was lost (see ErrDisconnected).
+func IsDisconnected(err error) bool {
+	return errors.Is(err, ErrDisconnected)
+}
+
+// IsUnsupported reports whether the driver does not support the operation
+// (e.g. device changes on test:///default, IDE/SATA hotplug on qemu).
+func IsUnsupported(err error) bool {
+	var le Error
+	if !errors.As(err, &le) {
+		return false
+	}
+	switch le.Code {
+	case ERR_NO_SUPPORT, ERR_OPERATION_UNSUPPORTED, ERR_CONFIG_UNSUPPORTED:
+		return true
+	}
+	return false
+}
+
+// connectionBroken reports whether a libvirt error may mean the connection
+// itself failed, so that it is worth asking IsAlive.
+func connectionBroken(err error) bool {
+	var le Error
+	if !errors.As(err, &le) {
+		return false
+	}
+	switch le.Code {
+	case ERR_RPC, ERR_NO_CONNECT, ERR_INVALID_CONN, ERR_SYSTEM_ERROR, ERR_OPERATION_TIMEOUT:
+		return true
+	}
+	return le.Domain == FROM_RPC || le.Domain == FROM_REMOTE
+}
+
+// EventType is the kind of a Host event.
+type EventType int
+
+// Host event types. The first four are domain lifecycle events; the last two
+// describe the connection. After EventReconnected, events that happened while
+// disconnected are lost: rescan with ListDomains.
+const (
+	EventDefined EventType = iota + 1
+	EventUndefined
+	EventStarted
+	EventStopped
+	EventDisconnected
+	EventReconnected
+)
+
+// String names the event type.
+func (t EventType) String() string {
+	switch t {
+	case EventDefined:
+		return "defined"
+	case EventUndefined:
+		return "undefined"
+	case EventStarted:
+		return "started"
+	case EventStopped:
+		return "stopped"
+	case EventDisconnected:
+		return "disconnected"
+	case EventReconnected:
+		return "reconnected"
+	}
+	return "unknown"
+}
+
+// Event is a domain lifecycle or connection event. Name and UUID are empty for
+// connection events. Detail is libvirt's event detail code.
+type Event struct {
+	Type   EventType
+	Name   string
+	UUID   string
+	Detail int
+}
+
+// DomainInfo describes a domain as the agent sees it.
+type DomainInfo struct {
+	Name   string
+	UUID   string
+	Active bool
+	// InactiveXML is the persistent definition (DOMAIN_XML_INACTIVE), the one
+	// to edit and redefine.
+	InactiveXML string
+}
+
+// Host is what the agent needs from libvirt. It is the seam that lets the
+// agent be tested without a daemon. All methods are safe for concurrent use.
+// Errors can be classified with IsNotFound, IsDisconnected and IsUnsupported.
+type Host interface {
+	// Domain looks a domain up by UUID (when the argument looks like one) or
+	// by name.
+	Domain(ctx context.Context, nameOrUUID string) (DomainInfo, error)
+	// DefineXML defines or redefines a persistent domain.
+	DefineXML(ctx context.Context, xml string) (DomainInfo, error)
+	// Start boots a defined domain.
+	Start(ctx context.Context, uuid string) error
+	// UpdateDevice changes a device in place, e.g. a CD-ROM's medium.
+	UpdateDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error
+	// AttachDevice adds a device.
+	AttachDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error
+	// DetachDevice removes a device.
+	DetachDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error
+	// ListDomains lists every domain, active or not.
+	ListDomains(ctx context.Context) ([]DomainInfo, error)
+	// Events delivers lifecycle events of all domains and connection events,
+	// in order. It is closed by Close.
+	Events() <-chan Event
+	// Reconnects counts successful reconnections since the host was opened.
+	Reconnects() uint64
+	// Close stops reconnecting, closes the connection and the Events channel.
+	Close() error
+}
+
+// HostOptions tune a LibvirtHost. Zero values pick the defaults.
+type HostOptions struct {
+	// Logger receives connection state changes. Default slog.Default().
+	Logger *slog.Logger
+	// KeepAliveInterval is the keepalive period in seconds (default 5) and
+	// KeepAliveCount the unanswered messages before the connection is
+	// declared dead (default 3).
+	KeepAliveInterval int
+	KeepAliveCount    uint
+	// MinBackoff and MaxBackoff bound the delay between reconnection attempts
+	// (defaults 100ms and 5s); the delay doubles after each failure.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxQueuedEvents caps events waiting to be read from Events (default
+	// 65536); beyond it the oldest are dropped with a warning.
+	MaxQueuedEvents int
+}
+
+func (o *HostOptions) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.KeepAliveInterval <= 0 {
+		o.KeepAliveInterval = 5
+	}
+	if o.KeepAliveCount == 0 {
+		o.KeepAliveCount = 3
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(5*time.Second, o.MinBackoff)
+	}
+	if o.MaxQueuedEvents <= 0 {
+		o.MaxQueuedEvents = 65536
+	}
+}
+
+var (
+	eventLoopOnce sync.Once
+	eventLoopErr  error
+)
+
+// startEventLoop registers libvirt's default event loop once per process and
+// runs it in a goroutine for the life of the process.
+func startEventLoop() error {
+	eventLoopOnce.Do(func() {
+		if eventLoopErr = EventRegisterDefaultImpl(); eventLoopErr != nil {
+			eventLoopErr = fmt.Errorf("registering libvirt default event loop: %w", eventLoopErr)
+			return
+		}
+		go func() {
+			for {
+				if err := EventRunDefaultImpl(); err != nil {
+					slog.Error("libvirt event loop iteration failed", "err", err)
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	})
+	return eventLoopErr
+}
+
+// LibvirtHost implements Host over one libvirt connection, kept for the
+// host's whole life and replaced only when it is lost (libvirtd restart,
+// keepalive timeout): the test driver's state lives in its connection.
+type LibvirtHost struct {
+	uri  string
+	opts HostOptions
+	log  *slog.Logger
+
+	// dial opens a connection; tests replace it to inject failures.
+	dial func(uri string) (*Connect, error)
+
+	mu     sync.RWMutex // guards conn, gen, cbID, closed; read-held during calls
+	conn   *Connect     // nil while disconnected
+	gen    uint64       // generation of conn
+	cbID   int          // lifecycle callback id on conn
+	closed bool
+
+	nextGen    atomic.Uint64
+	reconnects atomic.Uint64
+	lost       chan uint64 // generations reported lost; never blocks callbacks
+	done       chan struct{}
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+
+	evMu     sync.Mutex
+	evQueue  []Event
+	evSignal chan struct{}
+	events   chan Event
+}
+
+var _ Host = (*LibvirtHost)(nil)
+
+// OpenHost connects to uri ("qemu:///system", "test:///default", ...) and
+// starts the event loop, event delivery and the reconnection supervisor. The
+// first connection must succeed; later losses are repaired in the
+// background.
+func OpenHost(uri string, opts HostOptions) (*LibvirtHost, error) {
+	return openHost(uri, opts, NewConnect)
+}
+
+func openHost(uri string, opts HostOptions, dial func(string) (*Connect, error)) (*LibvirtHost, error) {
+	opts.defaults()
+	if err := startEventLoop(); err != nil {
+		return nil, err
+	}
+	h := &LibvirtHost{
+		uri:      uri,
+		opts:     opts,
+		log:      opts.Logger.With("uri", uri),
+		dial:     dial,
+		lost:     make(chan uint64, 16),
+		done:     make(chan struct{}),
+		evSignal: make(chan struct{}, 1),
+		events:   make(chan Event),
+	}
+	conn, gen, cbID, err := h.connect()
+	if err != nil {
+		return nil, err
+	}
+	h.conn, h.gen, h.cbID = conn, gen, cbID
+	h.wg.Add(2)
+	go h.supervise()
+	go h.pump()
+	return h, nil
+}
+
+// connect opens a connection and registers keepalive, the close callback and
+// lifecycle events on it.
+func (h *LibvirtHost) connect() (*Connect, uint64, int, error) {
+	conn, err := h.dial(h.uri)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("connecting to libvirt at %s: %w", h.uri, err)
+	}
+	gen := h.nextGen.Add(1)
+	if err := conn.SetKeepAlive(h.opts.KeepAliveInterval, h.opts.KeepAliveCount); err != nil {
+		if !IsUnsupported(err) {
+			conn.Close()
+			return nil, 0, 0, fmt.Errorf("enabling keepalive on %s: %w", h.uri, err)
+		}
+		h.log.Debug("libvirt driver has no keepalive", "err", err)
+	}
+	if err := conn.RegisterCloseCallback(func(_ *Connect, reason ConnectCloseReason) {
+		h.log.Warn("libvirt connection closed", "reason", reason.String())
+		h.reportLost(gen)
+	}); err != nil {
+		conn.Close()
+		return nil, 0, 0, fmt.Errorf("registering close callback on %s: %w", h.uri, err)
+	}
+	cbID, err := conn.DomainEventLifecycleRegister(nil, h.onLifecycle)
+	if err != nil {
+		conn.UnregisterCloseCallback()
+		conn.Close()
+		return nil, 0, 0, fmt.Errorf("registering lifecycle events on %s: %w", h.uri, err)
+	}
+	return conn, gen, cbID, nil
+}
+
+// teardown releases a connection that is being dropped. Errors are expected
+// when the peer is gone and are only logged.
+func (h *LibvirtHost) teardown(conn *Connect, cbID int) {
+	if err := conn.DomainEventDeregister(cbID); err != nil {
+		h.log.Debug("deregistering lifecycle events", "err", err)
+	}
+	if err := conn.UnregisterCloseCallback(); err != nil {
+		h.log.Debug("unregistering close callback", "err", err)
+	}
+	if _, err := conn.Close(); err != nil {
+		h.log.Debug("closing libvirt connection", "err", err)
+	}
+}
+
+// reportLost tells the supervisor that connection generation gen failed. It
+// never blocks: it may run inside libvirt callbacks or calls.
+func (h *LibvirtHost) reportLost(gen uint64) {
+	select {
+	case h.lost <- gen:
+	default:
+	}
+}
+
+// supervise drops lost connections and reconnects with backoff.
+func (h *LibvirtHost) supervise() {
+	defer h.wg.Done()
+	for {
+		var gen uint64
+		select {
+		case <-h.done:
+			return
+		case gen = <-h.lost:
+		}
+		h.mu.Lock()
+		if h.closed || h.conn == nil || gen != h.gen {
+			h.mu.Unlock()
+			continue
+		}
+		old, oldCB := h.conn, h.cbID
+		h.conn = nil
+		h.mu.Unlock()
+		h.log.Warn("libvirt connection lost; reconnecting")
+		h.emit(Event{Type: EventDisconnected})
+		h.teardown(old, oldCB)
+
+		delay := h.opts.MinBackoff
+		for attempt := 1; ; attempt++ {
+			conn, gen, cbID, err := h.connect()
+			if err == nil {
+				h.mu.Lock()
+				if h.closed {
+					h.mu.Unlock()
+					h.teardown(conn, cbID)
+					return
+				}
+				h.conn, h.gen, h.cbID = conn, gen, cbID
+				h.mu.Unlock()
+				n := h.reconnects.Add(1)
+				h.log.Info("libvirt connection re-established", "attempts", attempt, "reconnects", n)
+				h.emit(Event{Type: EventReconnected})
+				break
+			}
+			h.log.Debug("reconnecting to libvirt failed", "attempt", attempt, "retry_in", delay, "err", err)
+			select {
+			case <-h.done:
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, h.opts.MaxBackoff)
+		}
+	}
+}
+
+// onLifecycle turns libvirt lifecycle events into Host events. It runs on
+// the event loop and must not block.
+func (h *LibvirtHost) onLifecycle(_ *Connect, d *Domain, ev *DomainEventLifecycle) {
+	var t EventType
+	switch ev.Event {
+	case DOMAIN_EVENT_DEFINED:
+		t = EventDefined
+	case DOMAIN_EVENT_UNDEFINED:
+		t = EventUndefined
+	case DOMAIN_EVENT_STARTED:
+		t = EventStarted
+	case DOMAIN_EVENT_STOPPED:
+		t = EventStopped
+	default:
+		return
+	}
+	name, err := d.GetName()
+	if err != nil {
+		h.log.Warn("reading name of event domain", "err", err)
+	}
+	uuid, err := d.GetUUIDString()
+	if err != nil {
+		h.log.Warn("reading UUID of event domain", "err", err)
+	}
+	h.emit(Event{Type: t, Name: name, UUID: uuid, Detail: ev.Detail})
+}
+
+// emit queues an event for delivery on Events without blocking.
+func (h *LibvirtHost) emit(ev Event) {
+	h.evMu.Lock()
+	if len(h.evQueue) >= h.opts.MaxQueuedEvents {
+		h.log.Warn("event queue full; dropping oldest event", "dropped", h.evQueue[0].Type.String())
+		h.evQueue = h.evQueue[1:]
+	}
+	h.evQueue = append(h.evQueue, ev)
+	h.evMu.Unlock()
+	select {
+	case h.evSignal <- struct{}{}:
+	default:
+	}
+}
+
+// pump delivers queued events in order until Close.
+func (h *LibvirtHost) pump() {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-h.evSignal:
+		}
+		for {
+			h.evMu.Lock()
+			if len(h.evQueue) == 0 {
+				h.evMu.Unlock()
+				break
+			}
+			ev := h.evQueue[0]
+			h.evQueue = h.evQueue[1:]
+			h.evMu.Unlock()
+			select {
+			case h.events <- ev:
+			case <-h.done:
+				return
+			}
+		}
+	}
+}
+
+// Events implements Host.
+func (h *LibvirtHost) Events() <-chan Event { return h.events }
+
+// Reconnects implements Host.
+func (h *LibvirtHost) Reconnects() uint64 { return h.reconnects.Load() }
+
+// Connected reports whether a connection is currently established.
+func (h *LibvirtHost) Connected() bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.conn != nil
+}
+
+// Close implements Host.
+func (h *LibvirtHost) Close() error {
+	h.closeOnce.Do(func() {
+		h.mu.Lock()
+		h.closed = true
+		conn, cbID := h.conn, h.cbID
+		h.conn = nil
+		h.mu.Unlock()
+		close(h.done)
+		h.wg.Wait()
+		if conn != nil {
+			h.teardown(conn, cbID)
+		}
+		close(h.events)
+	})
+	return nil
+}
+
+// withConn runs fn on the current connection. Failures that turn out to be a
+// dead connection are reported to the supervisor and wrapped with
+// ErrDisconnected.
+func (h *LibvirtHost) withConn(ctx context.Context, op string, fn func(c *Connect) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	if h.conn == nil {
+		return fmt.Errorf("%s: %w", op, ErrDisconnected)
+	}
+	err := fn(h.conn)
+	if err == nil {
+		return nil
+	}
+	if connectionBroken(err) {
+		if alive, aerr := h.conn.IsAlive(); aerr != nil || !alive {
+			h.reportLost(h.gen)
+			return fmt.Errorf("%s: %w: %w", op, ErrDisconnected, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// looksLikeUUID reports whether s has the shape of a textual UUID (with or
+// without dashes).
+func looksLikeUUID(s string) bool {
+	hex := 0
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9', r >= 'a' && r <= 'f', r >= 'A' && r <= 'F':
+			hex++
+		case r == '-':
+		default:
+			return false
+		}
+	}
+	return hex == 32 && (len(s) == 32 || len(s) == 36)
+}
+
+// lookup finds a domain by UUID or name on c. The caller frees it.
+func lookup(c *Connect, nameOrUUID string) (*Domain, error) {
+	if looksLikeUUID(nameOrUUID) {
+		d, err := c.LookupDomainByUUIDString(nameOrUUID)
+		if err == nil || !IsNotFound(err) {
+			return d, err
+		}
+	}
+	return c.LookupDomainByName(nameOrUUID)
+}
+
+// info reads the DomainInfo of d.
+func info(d *Domain) (DomainInfo, error) {
+	var di DomainInfo
+	var err error
+	if di.Name, err = d.GetName(); err != nil {
+		return DomainInfo{}, err
+	}
+	if di.UUID, err = d.GetUUIDString(); err != nil {
+		return DomainInfo{}, err
+	}
+	if di.Active, err = d.IsActive(); err != nil {
+		return DomainInfo{}, err
+	}
+	if di.InactiveXML, err = d.GetXMLDesc(DOMAIN_XML_INACTIVE); err != nil {
+		return DomainInfo{}, err
+	}
+	return di, nil
+}
+
+// onDomain looks up nameOrUUID and runs fn on it.
+func (h *LibvirtHost) onDomain(ctx context.Context, op, nameOrUUID string, fn func(d *Domain) error) error {
+	return h.withConn(ctx, op, func(c *Connect) error {
+		d, err := lookup(c, nameOrUUID)
+		if err != nil {
+			return err
+		}
+		defer d.Free()
+		return fn(d)
+	})
+}
+
+// Domain implements Host.
+func (h *LibvirtHost) Domain(ctx context.Context, nameOrUUID string) (DomainInfo, error) {
+	var di DomainInfo
+	err := h.onDomain(ctx, "looking up domain "+nameOrUUID, nameOrUUID, func(d *Domain) error {
+		var err error
+		di, err = info(d)
+		return err
+	})
+	return di, err
+}
+
+// DefineXML implements Host.
+func (h *LibvirtHost) DefineXML(ctx context.Context, xml string) (DomainInfo, error) {
+	var di DomainInfo
+	err := h.withConn(ctx, "defining domain", func(c *Connect) error {
+		d, err := c.DomainDefineXML(xml)
+		if err != nil {
+			return err
+		}
+		defer d.Free()
+		di, err = info(d)
+		return err
+	})
+	return di, err
+}
+
+// Start implements Host.
+func (h *LibvirtHost) Start(ctx context.Context, uuid string) error {
+	return h.onDomain(ctx, "starting domain "+uuid, uuid, func(d *Domain) error { return d.Create() })
+}
+
+// Destroy stops a running domain at once. It is not part of Host; tests and
+// tools use it.
+func (h *LibvirtHost) Destroy(ctx context.Context, uuid string) error {
+	return h.onDomain(ctx, "destroying domain "+uuid, uuid, func(d *Domain) error { return d.Destroy() })
+}
+
+// Undefine removes a domain's persistent definition. It is not part of Host;
+// tests and tools use it.
+func (h *LibvirtHost) Undefine(ctx context.Context, uuid string) error {
+	return h.onDomain(ctx, "undefining domain "+uuid, uuid, func(d *Domain) error { return d.Undefine() })
+}
+
+// UpdateDevice implements Host.
+func (h *LibvirtHost) UpdateDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error {
+	return h.onDomain(ctx, "updating device of domain "+uuid, uuid, func(d *Domain) error {
+		return d.UpdateDeviceFlags(deviceXML, flags)
+	})
+}
+
+// AttachDevice implements Host.
+func (h *LibvirtHost) AttachDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error {
+	return h.onDomain(ctx, "attaching device to domain "+uuid, uuid, func(d *Domain) error {
+		return d.AttachDeviceFlags(deviceXML, flags)
+	})
+}
+
+// DetachDevice implements Host.
+func (h *LibvirtHost) DetachDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error {
+	return h.onDomain(ctx, "detaching device from domain "+uuid, uuid, func(d *Domain) error {
+		return d.DetachDeviceFlags(deviceXML, flags)
+	})
+}
+
+// ListDomains implements Host. Domains that vanish while being listed are
+// left out.
+func (h *LibvirtHost) ListDomains(ctx context.Context) ([]DomainInfo, error) {
+	var out []DomainInfo
+	err := h.withConn(ctx, "listing domains", func(c *Connect) error {
+		doms, err := c.ListAllDomains(0)
+		if err != nil {
+			return err
+		}
+		var firstErr error
+		for i := range doms {
+			if firstErr == nil {
+				di, err := info(&doms[i])
+				switch {
+				case err == nil:
+					out = append(out, di)
+				case IsNotFound(err):
+				default:
+					firstErr = err
+				}
+			}
+			doms[i].Free()
+		}
+		return firstErr
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,323 @@
+package libvirtx
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+)
+
+// eventBound bounds every wait for an event; it is a safety net against a
+// hung test, not a timing assertion.
+const eventBound = 2 * time.Minute
+
+func openTestHost(t *testing.T, uri string) *LibvirtHost {
+	t.Helper()
+	h, err := OpenHost(uri, HostOptions{})
+	if err != nil {
+		t.Fatalf("OpenHost(%q): %v", uri, err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// waitEvent reads events until one matches, failing on channel close or
+// after eventBound.
+func waitEvent(t *testing.T, h Host, match func(Event) bool, what string) Event {
+	t.Helper()
+	timeout := time.After(eventBound)
+	for {
+		select {
+		case ev, ok := <-h.Events():
+			if !ok {
+				t.Fatalf("events closed while waiting for %s", what)
+			}
+			if match(ev) {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s event within %v", what, eventBound)
+		}
+	}
+}
+
+func isEvent(typ EventType, uuid string) func(Event) bool {
+	return func(ev Event) bool { return ev.Type == typ && (uuid == "" || ev.UUID == uuid) }
+}
+
+func TestHostDomainLifecycle(t *testing.T) {
+	h := openTestHost(t, "test:///default")
+	ctx := context.Background()
+	di, err := h.DefineXML(ctx, testDomainXML("vmpx-host", ""))
+	if err != nil {
+		t.Fatalf("DefineXML: %v", err)
+	}
+	if di.Name != "vmpx-host" || di.Active || !looksLikeUUID(di.UUID) || !strings.Contains(di.InactiveXML, "<name>vmpx-host</name>") {
+		t.Fatalf("DefineXML info = %+v", di)
+	}
+	ev := waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined")
+	if ev.Name != "vmpx-host" {
+		t.Errorf("defined event name %q", ev.Name)
+	}
+
+	for _, ref := range []string{di.Name, di.UUID, strings.ReplaceAll(di.UUID, "-", ""), strings.ToUpper(di.UUID)} {
+		got, err := h.Domain(ctx, ref)
+		if err != nil || got.UUID != di.UUID {
+			t.Errorf("Domain(%q) = %+v, %v", ref, got, err)
+		}
+	}
+
+	if err := h.Start(ctx, di.UUID); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitEvent(t, h, isEvent(EventStarted, di.UUID), "started")
+	if got, err := h.Domain(ctx, di.UUID); err != nil || !got.Active {
+		t.Errorf("after start: %+v, %v", got, err)
+	}
+
+	// Redefining with the payload drive keeps the UUID and fires "defined".
+	x, _, _, err := domxml.SetPayloadCDROM(di.InactiveXML, "/var/lib/vmpayload/p.iso", domxml.BusAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, err := h.DefineXML(ctx, x)
+	if err != nil || re.UUID != di.UUID {
+		t.Fatalf("redefine: %+v, %v", re, err)
+	}
+	waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined (update)")
+	if p, found, err := domxml.FindPayload(re.InactiveXML); err != nil || !found || p.Path != "/var/lib/vmpayload/p.iso" {
+		t.Errorf("payload after redefine: %+v %v %v", p, found, err)
+	}
+
+	if err := h.Destroy(ctx, di.UUID); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	waitEvent(t, h, isEvent(EventStopped, di.UUID), "stopped")
+	if err := h.Undefine(ctx, di.UUID); err != nil {
+		t.Fatalf("Undefine: %v", err)
+	}
+	waitEvent(t, h, isEvent(EventUndefined, di.UUID), "undefined")
+	if _, err := h.Domain(ctx, di.UUID); !IsNotFound(err) || IsDisconnected(err) {
+		t.Errorf("Domain after undefine: err = %v, want not found", err)
+	}
+}
+
+func TestHostErrors(t *testing.T) {
+	h := openTestHost(t, nodeURI(t))
+	ctx := context.Background()
+	const running = "6695eb01-f6a4-8304-79aa-97f2502e193f"
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	tests := []struct {
+		name                   string
+		call                   func() error
+		notFound, unsupp, disc bool
+		is                     error
+	}{
+		{name: "missing name", call: func() error { _, err := h.Domain(ctx, "vmpx-none"); return err }, notFound: true},
+		{name: "missing uuid", call: func() error { _, err := h.Domain(ctx, "00000000-0000-0000-0000-000000000000"); return err }, notFound: true},
+		{name: "start missing", call: func() error { return h.Start(ctx, "vmpx-none") }, notFound: true},
+		{name: "update unsupported", call: func() error {
+			return h.UpdateDevice(ctx, running, "<disk/>", DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG)
+		}, unsupp: true},
+		{name: "attach unsupported", call: func() error { return h.AttachDevice(ctx, running, "<disk/>", DOMAIN_DEVICE_MODIFY_CONFIG) }, unsupp: true},
+		{name: "detach unsupported", call: func() error { return h.DetachDevice(ctx, running, "<disk/>", DOMAIN_DEVICE_MODIFY_CONFIG) }, unsupp: true},
+		{name: "canceled", call: func() error { _, err := h.ListDomains(canceled); return err }, is: context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if err == nil {
+				t.Fatal("want error")
+			}
+			if IsNotFound(err) != tt.notFound || IsUnsupported(err) != tt.unsupp || IsDisconnected(err) != tt.disc {
+				t.Errorf("%v: notFound=%v unsupported=%v disconnected=%v", err, IsNotFound(err), IsUnsupported(err), IsDisconnected(err))
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("%v is not %v", err, tt.is)
+			}
+		})
+	}
+}
+
+func TestHostListDomainsNodeFile(t *testing.T) {
+	h := openTestHost(t, nodeURI(t))
+	doms, err := h.ListDomains(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doms) != 2 {
+		t.Fatalf("ListDomains = %d domains, want 2", len(doms))
+	}
+	byName := map[string]DomainInfo{}
+	for _, d := range doms {
+		byName[d.Name] = d
+	}
+	run, ok := byName["vmpx-node-running"]
+	if !ok || !run.Active || run.UUID != "6695eb01-f6a4-8304-79aa-97f2502e193f" {
+		t.Fatalf("vmpx-node-running = %+v", run)
+	}
+	// The user alias survives in the inactive XML: the agent finds its drive.
+	p, found, err := domxml.FindPayload(run.InactiveXML)
+	if err != nil || !found || p.Path != "/var/lib/vmpayload/payload/old.iso" || p.Target != "hdc" {
+		t.Errorf("FindPayload = %+v, %v, %v", p, found, err)
+	}
+	files, err := domxml.ReferencedFiles(run.InactiveXML)
+	if err != nil || len(files) != 1 {
+		t.Errorf("ReferencedFiles = %q, %v", files, err)
+	}
+}
+
+// TestHostKeepsOneConnection checks that state created through the host is
+// still there on later calls. The test driver's state lives only while a
+// connection to it is open (the second half proves that premise here), so
+// this fails if the host reopened its connection per call.
+func TestHostKeepsOneConnection(t *testing.T) {
+	h, err := OpenHost("test:///default", HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	di, err := h.DefineXML(ctx, testDomainXML("vmpx-keep", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := h.Domain(ctx, di.UUID); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	h.Close()
+	other := openTestHost(t, "test:///default")
+	if _, err := other.Domain(ctx, di.UUID); !IsNotFound(err) {
+		t.Errorf("test driver state outlived its connection: err = %v", err)
+	}
+}
+
+func TestHostClose(t *testing.T) {
+	h, err := OpenHost("test:///default", HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, ok := <-h.Events(); ok {
+		t.Error("Events not closed")
+	}
+	if _, err := h.ListDomains(context.Background()); !errors.Is(err, ErrClosed) || IsDisconnected(err) {
+		t.Errorf("call after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestHostReconnectMachinery drives the reconnection path without a daemon:
+// the connection is reported lost (as the close callback does) and the
+// first two redials fail. libvirtd restarts are covered by
+// TestLibvirtdReconnect.
+func TestHostReconnectMachinery(t *testing.T) {
+	var dials, failUntil atomic.Int32
+	dial := func(uri string) (*Connect, error) {
+		n := dials.Add(1)
+		if n > 1 && n <= failUntil.Load() {
+			return nil, Error{Code: ERR_SYSTEM_ERROR, Domain: FROM_RPC, Message: "injected dial failure", Level: ERR_ERROR}
+		}
+		return NewConnect(uri)
+	}
+	h, err := openHost("test:///default", HostOptions{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond}, dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+
+	for round := 1; round <= 2; round++ {
+		failUntil.Store(dials.Load() + 2) // the next two dials fail
+		h.mu.RLock()
+		gen := h.gen
+		h.mu.RUnlock()
+		h.reportLost(gen + 100) // a stale generation is ignored
+		h.reportLost(gen)
+		waitEvent(t, h, isEvent(EventDisconnected, ""), "disconnected")
+		waitEvent(t, h, isEvent(EventReconnected, ""), "reconnected")
+		if got := h.Reconnects(); got != uint64(round) {
+			t.Fatalf("Reconnects = %d, want %d", got, round)
+		}
+		// The new connection works and delivers events.
+		di, err := h.DefineXML(ctx, testDomainXML("vmpx-reconn", ""))
+		if err != nil {
+			t.Fatalf("DefineXML after reconnect: %v", err)
+		}
+		waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined after reconnect")
+	}
+	if d := dials.Load(); d != 1+2*3 {
+		t.Errorf("dials = %d, want 7 (1 + 2 rounds of 2 failures and 1 success)", d)
+	}
+}
+
+func TestHostCallsWhileDisconnected(t *testing.T) {
+	block := make(chan struct{})
+	var dials atomic.Int32
+	dial := func(uri string) (*Connect, error) {
+		if dials.Add(1) > 1 {
+			<-block
+		}
+		return NewConnect(uri)
+	}
+	h, err := openHost("test:///default", HostOptions{}, dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.reportLost(h.gen)
+	waitEvent(t, h, isEvent(EventDisconnected, ""), "disconnected")
+	ctx := context.Background()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Domain", func() error { _, err := h.Domain(ctx, "x"); return err }},
+		{"DefineXML", func() error { _, err := h.DefineXML(ctx, "<domain/>"); return err }},
+		{"Start", func() error { return h.Start(ctx, "x") }},
+		{"UpdateDevice", func() error { return h.UpdateDevice(ctx, "x", "<disk/>", 0) }},
+		{"ListDomains", func() error { _, err := h.ListDomains(ctx); return err }},
+	}
+	for _, c := range calls {
+		if err := c.call(); !IsDisconnected(err) || IsNotFound(err) {
+			t.Errorf("%s while disconnected: %v, want ErrDisconnected", c.name, err)
+		}
+	}
+	if h.Connected() {
+		t.Error("Connected() = true while disconnected")
+	}
+	close(block)
+	waitEvent(t, h, isEvent(EventReconnected, ""), "reconnected")
+	if _, err := h.ListDomains(ctx); err != nil {
+		t.Errorf("ListDomains after reconnect: %v", err)
+	}
+}
+
+func TestLooksLikeUUID(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		want bool
+	}{
+		{"6695eb01-f6a4-8304-79aa-97f2502e193f", true},
+		{"6695eb01f6a4830479aa97f2502e193f", true},
+		{"6695EB01-F6A4-8304-79AA-97F2502E193F", true},
+		{"vmpx-host", false},
+		{"6695eb01-f6a4-8304-79aa-97f2502e193", false},
+		{"6695eb01-f6a4-8304-79aa-97f2502e193g", false},
+		{"", false},
+	} {
+		if got := looksLikeUUID(tt.s); got != tt.want {
+			t.Errorf("looksLikeUUID(%q) = %v", tt.s, got)
+		}
+	}
+}
