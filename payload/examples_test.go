@@ -168,7 +168,7 @@ func checkAgainstJob(t *testing.T, j job.Job, res payload.Result, rep *judge.Rep
 			t.Errorf("public key %q missing from cloud-init's public keys %q", k, rep.PublicKeys)
 		}
 	}
-	cc := rep.MergedCloudConfig()
+	cc := rep.MergedCloudConfig
 	if j.UserDataMode == job.ModeReplace {
 		if strings.TrimSpace(rep.UserDataRaw) != strings.TrimSpace(j.UserData) {
 			t.Errorf("replace mode: user-data %q, want the job's verbatim", rep.UserDataRaw)
@@ -340,7 +340,7 @@ func checkUserData(t *testing.T, j job.Job, rep *judge.Report) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cc := rep.MergedCloudConfig()
+		cc := rep.MergedCloudConfig
 		for k, v := range um {
 			got := fmt.Sprint(cc[k])
 			if l, ok := v.([]any); ok {
@@ -355,18 +355,18 @@ func checkUserData(t *testing.T, j job.Job, rep *judge.Report) {
 		}
 	case job.KindScript:
 		found := false
-		for _, s := range rep.Scripts() {
+		for _, s := range rep.Scripts {
 			found = found || strings.TrimSpace(s.Content) == strings.TrimSpace(ud)
 		}
 		if !found {
-			t.Errorf("the user's script is not among cloud-init's script parts %+v", rep.Scripts())
+			t.Errorf("the user's script is not among cloud-init's script parts %+v", rep.Scripts)
 		}
 	case job.KindMultipart:
-		if len(rep.Scripts()) == 0 || len(rep.Parts()) < 3 {
-			t.Errorf("multipart user-data: %d parts, %d scripts; want the generated part and both user parts", len(rep.Parts()), len(rep.Scripts()))
+		if len(rep.Scripts) == 0 || len(rep.Parts) < 3 {
+			t.Errorf("multipart user-data: %d parts, %d scripts; want the generated part and both user parts", len(rep.Parts), len(rep.Scripts))
 		}
-		if !strings.Contains(fmt.Sprint(rep.MergedCloudConfig()["runcmd"]), "part-one") {
-			t.Errorf("the user's cloud-config part is not in the merged config: %v", rep.MergedCloudConfig())
+		if !strings.Contains(fmt.Sprint(rep.MergedCloudConfig["runcmd"]), "part-one") {
+			t.Errorf("the user's cloud-config part is not in the merged config: %v", rep.MergedCloudConfig)
 		}
 	}
 }

@@ -1,0 +1,456 @@
+// Package engine runs one job against libvirt: it renders and writes the
+// payload image, puts the payload CD-ROM into the domain (inactive XML for a
+// stopped domain, a media change or SCSI hot-plug for a running one), starts
+// the domain when asked, and removes images that are no longer referenced.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Observer receives timings and counts; the agent's metrics implement it.
+type Observer interface {
+	BuildDone(d time.Duration)
+	AttachDone(d time.Duration)
+	ImageRemoved(reason string)
+	Retry()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) BuildDone(time.Duration)  {}
+func (nopObserver) AttachDone(time.Duration) {}
+func (nopObserver) ImageRemoved(string)      {}
+func (nopObserver) Retry()                   {}
+
+// Engine runs jobs. Its fields are set once before use.
+type Engine struct {
+	Host          libvirtx.Host
+	PayloadDir    string
+	SecretsDir    string
+	DefaultFormat job.Format
+	Bus           domxml.Bus
+	ImageMode     os.FileMode
+	ImageGID      int // -1 keeps the agent's group
+	Log           *slog.Logger
+	Observer      Observer
+	// RetryBackoff bounds the wait between attempts while libvirt is
+	// unreachable (default 200ms doubling to 5s).
+	RetryBackoff time.Duration
+}
+
+func (e *Engine) obs() Observer {
+	if e.Observer == nil {
+		return nopObserver{}
+	}
+	return e.Observer
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
+// failure is an error with the result code it maps to.
+type failure struct {
+	code, field string
+	err         error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+func fail(code string, format string, args ...any) error {
+	return &failure{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// Run executes j and returns its final result (state done or failed). The
+// result's ID, Source and ReceivedAt are taken from base. While libvirt is
+// unreachable the job is retried until ctx ends; it then returns ctx's error
+// and no result, so the caller can leave the job to be run again.
+func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
+	jj := *j
+	if jj.Format == "" && e.DefaultFormat != "" {
+		jj.Format = e.DefaultFormat
+	}
+	jj = jj.WithDefaults()
+	backoff := e.RetryBackoff
+	if backoff <= 0 {
+		backoff = 200 * time.Millisecond
+	}
+	for attempt := 1; ; attempt++ {
+		r := base
+		r.Domain, r.Action, r.Attempts = jj.Domain, string(jj.Action), attempt
+		err := e.run(ctx, &jj, &r)
+		if err == nil {
+			r.State = result.StateDone
+			return r, nil
+		}
+		if libvirtx.IsDisconnected(err) && ctx.Err() == nil {
+			e.obs().Retry()
+			e.log().Warn("libvirt unreachable; retrying job", "job", r.ID, "domain", jj.Domain, "attempt", attempt, "err", err)
+			select {
+			case <-ctx.Done():
+				return result.Result{}, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		if ctx.Err() != nil {
+			return result.Result{}, ctx.Err()
+		}
+		var ve *job.ValidationError
+		var f *failure
+		switch {
+		case errors.As(err, &ve):
+			r.Fail(result.CodeInvalidJob, ve.Error(), ve.Errors[0].Field)
+			r.Errors = ve.Errors
+		case errors.As(err, &f):
+			r.Fail(f.code, err.Error(), f.field)
+		case libvirtx.IsUnsupported(err):
+			r.Fail(result.CodeUnsupported, err.Error(), "")
+		case isIO(err):
+			r.Fail(result.CodeIO, err.Error(), "")
+		default:
+			r.Fail(result.CodeLibvirt, err.Error(), "")
+		}
+		return r, nil
+	}
+}
+
+func isIO(err error) bool {
+	var pe *os.PathError
+	var le *os.LinkError
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)
+}
+
+func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
+	if r := j.Validate(); !r.OK() {
+		return r.Err()
+	}
+	if j.Domain == "" {
+		return (&job.Report{Errors: []job.FieldError{{Field: "domain", Code: job.CodeRequired, Message: "the agent needs the libvirt domain (name or UUID) the payload is for"}}}).Err()
+	}
+	var rendered *payload.Rendered
+	if j.Action != job.ActionDetach && j.PrebuiltImage == "" {
+		var err error
+		if rendered, err = payload.Render(j, payload.Options{SecretsDir: e.SecretsDir}); err != nil {
+			return err
+		}
+	}
+	dom, err := e.Host.Domain(ctx, j.Domain)
+	if libvirtx.IsNotFound(err) && j.DomainXML != "" && j.Action != job.ActionDetach {
+		if dom, err = e.Host.DefineXML(ctx, j.DomainXML); err != nil {
+			if libvirtx.IsDisconnected(err) {
+				return err
+			}
+			return &failure{code: result.CodeDefineFailed, field: "domain_xml", err: fmt.Errorf("defining the domain from domain_xml: %w", err)}
+		}
+		e.log().Info("defined domain from job", "domain", dom.Name, "uuid", dom.UUID)
+	}
+	if libvirtx.IsNotFound(err) {
+		return &failure{code: result.CodeDomainNotFound, field: "domain", err: fmt.Errorf("domain %q does not exist on this host (give domain_xml to define it)", j.Domain)}
+	}
+	if err != nil {
+		return fmt.Errorf("looking up domain %q: %w", j.Domain, err)
+	}
+	r.DomainUUID = dom.UUID
+	r.Domain = dom.Name
+
+	if j.Action == job.ActionDetach {
+		return e.detach(ctx, dom, r)
+	}
+
+	// The payload image.
+	var imgPath string
+	t0 := time.Now()
+	if j.PrebuiltImage != "" {
+		p, err := checkPrebuilt(j.PrebuiltImage)
+		if err != nil {
+			return err
+		}
+		imgPath = j.PrebuiltImage
+		r.Payload = p
+	} else {
+		imgPath = filepath.Join(e.PayloadDir, rendered.ImageName(dom.UUID))
+		res, reused, err := e.writeImage(ctx, rendered, imgPath)
+		if err != nil {
+			return err
+		}
+		r.Payload = &result.Payload{Path: res.Path, Format: res.Format, Media: res.Media, Label: res.Label,
+			Size: res.Size, SHA256: res.SHA256, InstanceID: res.InstanceID, Reused: reused}
+		e.obs().BuildDone(time.Since(t0))
+	}
+
+	t1 := time.Now()
+	old, dev, err := e.attach(ctx, dom, imgPath, j.Action == job.ActionStart, r)
+	if err != nil {
+		return err
+	}
+	e.obs().AttachDone(time.Since(t1))
+	r.Device = &result.Device{Bus: string(dev.Bus), Target: dev.Target}
+	if old != "" && old != imgPath {
+		e.removeImage(old, "superseded")
+	}
+	return nil
+}
+
+// writeImage writes the rendered image unless an identical one (same content
+// hash in its name) is already there and intact.
+func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path string) (payload.Result, bool, error) {
+	if _, err := os.Lstat(path); err == nil {
+		if res, err := rd.Reuse(path); err == nil {
+			return res, true, nil
+		} else {
+			e.log().Warn("existing image is damaged; rebuilding it", "path", path, "err", err)
+		}
+	}
+	res, err := rd.Write(ctx, path, payload.Options{Mode: e.ImageMode, GID: e.ImageGID})
+	if err != nil {
+		if errors.Is(err, image.ErrInvalidSpec) || errors.Is(err, image.ErrTooLarge) {
+			return res, false, &failure{code: result.CodeInvalidJob, err: err}
+		}
+		return res, false, err
+	}
+	return res, false, nil
+}
+
+func checkPrebuilt(p string) (*result.Payload, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q: %w", p, err)}
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q is not a regular file", p)}
+	}
+	info, err := image.Inspect(p)
+	if err != nil {
+		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q is not a readable ISO9660 or vfat image: %w", p, err)}
+	}
+	label := strings.ToLower(info.Label)
+	format := ""
+	switch label {
+	case payload.LabelNoCloud:
+		format = string(job.FormatNoCloud)
+	case payload.LabelConfigDrive:
+		format = string(job.FormatConfigDrive)
+	default:
+		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q has label %q; cloud-init looks for \"cidata\" or \"config-2\"", p, info.Label)}
+	}
+	media := string(job.MediaISO)
+	if info.FSType == image.FSTypeVFAT {
+		media = string(job.MediaVFAT)
+	}
+	return &result.Payload{Path: p, Format: format, Media: media, Label: info.Label, Size: info.Size, SHA256: info.SHA256, Prebuilt: true}, nil
+}
+
+func (e *Engine) domOpts() []domxml.Option {
+	if e.ImageGID >= 0 {
+		// The image's group lets qemu read it; libvirt must not chown it.
+		return []domxml.Option{domxml.WithoutDACRelabel()}
+	}
+	return nil
+}
+
+// attach puts imgPath into the domain's payload drive and starts the domain
+// when start is set. It returns the image the drive held before.
+func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath string, start bool, r *result.Result) (string, domxml.Device, error) {
+	cur, found, err := domxml.FindPayload(dom.InactiveXML)
+	if err != nil {
+		return "", domxml.Device{}, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
+	}
+	old := ""
+	if found {
+		old = cur.Path
+	}
+	if !dom.Active {
+		xml, dev, _, err := domxml.SetPayloadCDROM(dom.InactiveXML, imgPath, e.Bus, e.domOpts()...)
+		if err != nil {
+			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
+		}
+		if xml != dom.InactiveXML {
+			if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+				return "", dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
+			}
+		}
+		r.DomainState = "shut off"
+		if start {
+			if err := e.Host.Start(ctx, dom.UUID); err != nil {
+				return "", dev, fmt.Errorf("starting %s: %w", dom.Name, err)
+			}
+			r.DomainState = "running"
+		}
+		return old, dev, nil
+	}
+	r.DomainState = "running"
+	if found {
+		dev := cur.Device
+		x, err := domxml.PayloadDeviceXML(imgPath, dev, e.domOpts()...)
+		if err != nil {
+			return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
+		}
+		if err := e.Host.UpdateDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
+			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
+		}
+		return old, dev, nil
+	}
+	dev, err := domxml.ChooseDevice(dom.InactiveXML, domxml.BusSCSI)
+	if err != nil || (e.Bus != domxml.BusAuto && e.Bus != domxml.BusSCSI) || !hasSCSI(dom.InactiveXML) {
+		return "", dev, fail(result.CodeDomainRunning, "domain %s is running and has no payload drive, and a CD-ROM can only be hot-plugged on a SCSI controller: stop the domain or give it a SCSI controller (virtio-scsi)", dom.Name)
+	}
+	x, err := domxml.PayloadDeviceXML(imgPath, dev, e.domOpts()...)
+	if err != nil {
+		return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
+	}
+	if err := e.Host.AttachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
+		return "", dev, fmt.Errorf("hot-plugging the payload drive into running domain %s: %w", dom.Name, err)
+	}
+	return "", dev, nil
+}
+
+func hasSCSI(xml string) bool {
+	d, err := domxml.ChooseDevice(xml, domxml.BusAuto)
+	return err == nil && d.Bus == domxml.BusSCSI
+}
+
+// detach removes the payload drive from the domain and deletes its image.
+func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.Result) error {
+	cur, found, err := domxml.FindPayload(dom.InactiveXML)
+	if err != nil {
+		return fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
+	}
+	r.DomainState = "shut off"
+	if dom.Active {
+		r.DomainState = "running"
+	}
+	if !found {
+		return nil // nothing to detach: the outcome the job asks for
+	}
+	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target}
+	if dom.Active {
+		// Eject the medium from the live drive (IDE/SATA drives cannot be
+		// unplugged while running); the drive leaves the definition below.
+		x, err := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
+		if err == nil {
+			x, err = ejected(x)
+		}
+		if err != nil {
+			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
+		}
+		if err := e.Host.UpdateDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE); err != nil {
+			return fmt.Errorf("ejecting the payload of running domain %s: %w", dom.Name, err)
+		}
+	}
+	xml, _, err := domxml.RemovePayloadCDROM(dom.InactiveXML)
+	if err != nil {
+		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
+	}
+	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
+	}
+	if cur.Path != "" {
+		e.removeImage(cur.Path, "detach")
+	}
+	return nil
+}
+
+// ejected drops the <source> of a single-disk XML, which libvirt reads as
+// "eject the medium".
+func ejected(diskXML string) (string, error) {
+	i := strings.Index(diskXML, "<source ")
+	if i < 0 {
+		return diskXML, nil
+	}
+	j := strings.Index(diskXML[i:], "/>")
+	if j < 0 {
+		return "", fmt.Errorf("unexpected payload disk XML")
+	}
+	return diskXML[:i] + diskXML[i+j+2:], nil
+}
+
+// Owns reports whether path is an image this agent manages: a file directly
+// in the payload directory.
+func (e *Engine) Owns(path string) bool {
+	if path == "" || e.PayloadDir == "" {
+		return false
+	}
+	return filepath.Dir(filepath.Clean(path)) == filepath.Clean(e.PayloadDir)
+}
+
+// removeImage deletes an image of ours; prebuilt images elsewhere are never
+// touched.
+func (e *Engine) removeImage(path, reason string) {
+	if !e.Owns(path) {
+		return
+	}
+	if err := os.Remove(path); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			e.log().Warn("removing payload image failed", "path", path, "reason", reason, "err", err)
+		}
+		return
+	}
+	e.obs().ImageRemoved(reason)
+	e.log().Info("removed payload image", "path", path, "reason", reason)
+}
+
+// RemoveDomainImages deletes the images of a domain that is gone (undefined).
+func (e *Engine) RemoveDomainImages(uuid string) {
+	if uuid == "" {
+		return
+	}
+	matches, _ := filepath.Glob(filepath.Join(e.PayloadDir, uuid+"-*"))
+	for _, m := range matches {
+		e.removeImage(m, "undefined")
+	}
+}
+
+// CollectOrphans removes images in the payload directory that no defined
+// domain references, and leftover temp files. Run it before jobs start.
+func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
+	doms, err := e.Host.ListDomains(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("listing domains for orphan collection: %w", err)
+	}
+	used := map[string]bool{}
+	for _, d := range doms {
+		files, err := domxml.ReferencedFiles(d.InactiveXML)
+		if err != nil {
+			return 0, fmt.Errorf("reading the definition of %s: %w", d.Name, err)
+		}
+		for _, f := range files {
+			used[filepath.Clean(f)] = true
+		}
+	}
+	ents, err := os.ReadDir(e.PayloadDir)
+	if err != nil {
+		return 0, fmt.Errorf("listing payload directory: %w", err)
+	}
+	n := 0
+	for _, ent := range ents {
+		p := filepath.Join(e.PayloadDir, ent.Name())
+		if ent.IsDir() || used[p] {
+			continue
+		}
+		e.removeImage(p, "orphan")
+		n++
+	}
+	return n, nil
+}

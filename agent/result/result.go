@@ -1,0 +1,104 @@
+// Package result defines the result document of a job: the same JSON in the
+// spool's done/ and failed/ directories and in the socket API.
+package result
+
+import (
+	"time"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// State is where a job is in its life.
+type State string
+
+// Job states. Only StateDone and StateFailed are final.
+const (
+	StateQueued  State = "queued"
+	StateRunning State = "running"
+	StateDone    State = "done"
+	StateFailed  State = "failed"
+)
+
+// Final reports whether s is a final state.
+func (s State) Final() bool { return s == StateDone || s == StateFailed }
+
+// Error codes of failed jobs, in Error.Code. Validation problems use
+// CodeInvalidJob with the job package's per-field errors in Result.Errors.
+const (
+	CodeInvalidJob     = "invalid_job"      // the job document failed validation
+	CodeDomainNotFound = "domain_not_found" // no such domain and no domain_xml to define it
+	CodeDomainRunning  = "domain_running"   // running domain without a payload drive and no SCSI bus to hot-plug one
+	CodeDefineFailed   = "define_failed"    // libvirt refused domain_xml
+	CodePrebuiltImage  = "prebuilt_image"   // prebuilt_image missing, unreadable or not a cloud-init seed
+	CodeIO             = "io_error"         // a filesystem error writing the image (e.g. disk full)
+	CodeLibvirt        = "libvirt_error"    // libvirt refused an operation
+	CodeUnsupported    = "unsupported"      // the hypervisor driver cannot do what the job needs
+	CodeBadFile        = "bad_file"         // the spool file is not a regular file, or unreadable
+	CodeShutdown       = "shutdown"         // never written: jobs interrupted by shutdown are re-run
+	CodeInternal       = "internal"         // a bug
+)
+
+// Error is the main error of a failed job.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// Payload describes the image attached to the domain.
+type Payload struct {
+	Path       string `json:"path"`
+	Format     string `json:"format"`
+	Media      string `json:"media"`
+	Label      string `json:"label"`
+	Size       int64  `json:"size"`
+	SHA256     string `json:"sha256"`
+	InstanceID string `json:"instance_id"`
+	// Reused is true when an identical image already existed and was kept.
+	Reused bool `json:"reused"`
+	// Prebuilt is true for a job's prebuilt_image.
+	Prebuilt bool `json:"prebuilt,omitempty"`
+}
+
+// Device is the payload CD-ROM in the domain.
+type Device struct {
+	Bus    string `json:"bus"`
+	Target string `json:"target"`
+}
+
+// Result is a job's outcome (or, in the API, its current state).
+type Result struct {
+	ID          string           `json:"id"`
+	Domain      string           `json:"domain"`
+	DomainUUID  string           `json:"domain_uuid"`
+	Action      string           `json:"action"`
+	State       State            `json:"state"`
+	Payload     *Payload         `json:"payload"`
+	Device      *Device          `json:"device"`
+	DomainState string           `json:"domain_state"`
+	Error       *Error           `json:"error"`
+	Errors      []job.FieldError `json:"errors"`
+	Source      string           `json:"source,omitempty"`
+	Attempts    int              `json:"attempts,omitempty"`
+	ReceivedAt  time.Time        `json:"received_at"`
+	FinishedAt  *time.Time       `json:"finished_at"`
+	DurationMS  int64            `json:"duration_ms"`
+	// Claim ties a result to one claim of a spool file, so that a job found
+	// in processing/ after a crash is not run twice.
+	Claim string `json:"claim,omitempty"`
+}
+
+// Fail marks r failed with the given code and message.
+func (r *Result) Fail(code, msg, field string) {
+	r.State = StateFailed
+	r.Error = &Error{Code: code, Message: msg, Field: field}
+}
+
+// Finish stamps the finish time and duration.
+func (r *Result) Finish(now time.Time) {
+	t := now.UTC()
+	r.FinishedAt = &t
+	if !r.ReceivedAt.IsZero() {
+		r.DurationMS = now.Sub(r.ReceivedAt).Milliseconds()
+	}
+}

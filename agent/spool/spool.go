@@ -1,0 +1,405 @@
+// Package spool implements vmpayload's spool directory protocol.
+//
+// Writers put a job in incoming/ by writing a dot file or a *.tmp file in the
+// same directory and renaming it to NAME.json. The agent claims a job by
+// renaming it into processing/, runs it, writes the result to done/ID.json or
+// failed/ID.json (write to a temp file, fsync, rename) and then removes the
+// job (done) or keeps it as failed/ID.job.json, mode 0600, so it can be fixed
+// and dropped again. A job found in processing/ at start-up was interrupted
+// and is run again, unless its result was already written: each result
+// carries the claim token of the run that wrote it, so the outcome of every
+// job is written exactly once.
+package spool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Subdirectories of a spool.
+const (
+	Incoming   = "incoming"
+	Processing = "processing"
+	Done       = "done"
+	Failed     = "failed"
+)
+
+// DirMode is the mode of the spool's subdirectories.
+const DirMode = 0o700
+
+// ErrExists is returned by Put when a job with the same id is queued.
+var ErrExists = errors.New("a job with this id is already queued")
+
+// Spool is a spool directory.
+type Spool struct {
+	Root string
+}
+
+// Open creates the spool's directories if needed (mode 0700) and returns it.
+func Open(root string) (*Spool, error) {
+	s := &Spool{Root: root}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("creating spool directory %s: %w", root, err)
+	}
+	for _, d := range []string{Incoming, Processing, Done, Failed} {
+		p := filepath.Join(root, d)
+		if err := os.Mkdir(p, DirMode); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("creating spool directory %s: %w", p, err)
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return nil, fmt.Errorf("checking spool directory %s: %w", p, err)
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("spool directory %s is not a directory (symlinks are refused)", p)
+		}
+		if st.Mode().Perm() != DirMode {
+			if err := os.Chmod(p, DirMode); err != nil {
+				return nil, fmt.Errorf("setting mode of %s: %w", p, err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Dir returns the path of a subdirectory.
+func (s *Spool) Dir(sub string) string { return filepath.Join(s.Root, sub) }
+
+// IsJobName reports whether a file name in incoming/ is a job ready to be
+// claimed: NAME.json, not a dot file (a writer's temp file).
+func IsJobName(name string) bool {
+	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") && len(name) > len(".json") &&
+		!strings.ContainsAny(name, "/\x00")
+}
+
+// IDFromName derives a job id from a spool file name: the name without
+// ".json", with characters outside the id alphabet replaced by "_".
+func IDFromName(name string) string {
+	stem := strings.TrimSuffix(name, ".json")
+	b := []byte(stem)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	id := string(b)
+	if len(id) > 128 {
+		id = id[:128]
+	}
+	if id == "" || id[0] == '.' || id[0] == '-' || id[0] == '_' {
+		id = "job" + id
+	}
+	return id
+}
+
+// list returns the job names in a subdirectory, oldest first.
+func (s *Spool) list(sub string) ([]string, error) {
+	d := s.Dir(sub)
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", d, err)
+	}
+	type item struct {
+		name string
+		mod  int64
+	}
+	var items []item
+	for _, e := range ents {
+		if !IsJobName(e.Name()) {
+			continue
+		}
+		var mod int64
+		if info, err := e.Info(); err == nil {
+			mod = info.ModTime().UnixNano()
+		}
+		items = append(items, item{e.Name(), mod})
+	}
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].mod != items[j].mod {
+			return items[i].mod < items[j].mod
+		}
+		return items[i].name < items[j].name
+	})
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.name
+	}
+	return out, nil
+}
+
+// Pending lists the jobs waiting in incoming/, oldest first.
+func (s *Spool) Pending() ([]string, error) { return s.list(Incoming) }
+
+// Interrupted lists the jobs left in processing/ (by a crash), oldest first.
+func (s *Spool) Interrupted() ([]string, error) { return s.list(Processing) }
+
+// Claimed is a job file taken into processing/.
+type Claimed struct {
+	// Name is the spool file name (NAME.json).
+	Name string
+	// Path is the file's path in processing/.
+	Path string
+	// Token identifies this claim (see Result.Claim).
+	Token string
+	// Data is the file's content, unless ReadErr is set.
+	Data []byte
+	// ReadErr says why the content could not be read (not a regular file,
+	// a symlink, too large, an I/O error); the job fails with it.
+	ReadErr error
+}
+
+// Claim moves incoming/name into processing/ and reads it. It returns
+// os.ErrNotExist (wrapped) when another claimer got there first.
+func (s *Spool) Claim(name string) (*Claimed, error) {
+	if !IsJobName(name) {
+		return nil, fmt.Errorf("claiming %q: not a job file name", name)
+	}
+	src, dst := filepath.Join(s.Dir(Incoming), name), filepath.Join(s.Dir(Processing), name)
+	if _, err := os.Lstat(dst); err == nil {
+		// A job of the same name is running: leave this one for later.
+		return nil, fmt.Errorf("claiming %s: %w", name, ErrExists)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("claiming %s: %w", name, ErrExists)
+		}
+		return nil, fmt.Errorf("claiming %s: %w", name, &os.PathError{Op: "rename", Path: src, Err: err})
+	}
+	if err := syncDir(s.Dir(Processing)); err != nil {
+		return nil, err
+	}
+	return s.open(name)
+}
+
+// Reclaim opens a job left in processing/ by an earlier run.
+func (s *Spool) Reclaim(name string) (*Claimed, error) { return s.open(name) }
+
+func (s *Spool) open(name string) (*Claimed, error) {
+	p := filepath.Join(s.Dir(Processing), name)
+	c := &Claimed{Name: name, Path: p}
+	st, err := os.Lstat(p)
+	if err != nil {
+		return nil, fmt.Errorf("reading claimed job %s: %w", p, err)
+	}
+	// The token is stable for the file's life in processing/: rename sets
+	// its ctime, nothing the agent does afterwards changes it.
+	sys, _ := st.Sys().(*syscall.Stat_t)
+	if sys != nil {
+		c.Token = fmt.Sprintf("%s@%d.%d/%d", name, sys.Ctim.Sec, sys.Ctim.Nsec, sys.Ino)
+	} else {
+		c.Token = fmt.Sprintf("%s@%d", name, st.ModTime().UnixNano())
+	}
+	c.Data, c.ReadErr = readJobFile(p)
+	return c, nil
+}
+
+// readJobFile reads a job without following symlinks and refuses anything
+// but a regular file of at most job.MaxJobBytes.
+func readJobFile(p string) ([]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, errors.New("the spool file is a symlink; symlinks are refused")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the spool file: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading the spool file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("the spool file is not a regular file (%s)", st.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, job.MaxJobBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the spool file: %w", err)
+	}
+	return data, nil
+}
+
+// ResultPath returns where the result of a job with this id and state goes.
+func (s *Spool) ResultPath(id string, st result.State) string {
+	sub := Done
+	if st == result.StateFailed {
+		sub = Failed
+	}
+	return filepath.Join(s.Dir(sub), id+".json")
+}
+
+// Finished reports whether the claim already has its result (written before
+// a crash), and returns it.
+func (s *Spool) Finished(c *Claimed, id string) (result.Result, bool) {
+	for _, st := range []result.State{result.StateDone, result.StateFailed} {
+		r, err := s.ReadResult(id, st)
+		if err == nil && r.Claim == c.Token {
+			return r, true
+		}
+	}
+	return result.Result{}, false
+}
+
+// ReadResult reads the result file of id in the given final state.
+func (s *Spool) ReadResult(id string, st result.State) (result.Result, error) {
+	var r result.Result
+	b, err := os.ReadFile(s.ResultPath(id, st))
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("reading result of %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// Lookup returns the newest final result of id, if any.
+func (s *Spool) Lookup(id string) (result.Result, bool) {
+	var best result.Result
+	found := false
+	for _, st := range []result.State{result.StateDone, result.StateFailed} {
+		r, err := s.ReadResult(id, st)
+		if err != nil {
+			continue
+		}
+		if !found || (r.FinishedAt != nil && best.FinishedAt != nil && r.FinishedAt.After(*best.FinishedAt)) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// Complete records a claim's final result: it writes the result file
+// atomically, removes a stale result of the other state, and removes the
+// job (done) or keeps it as failed/ID.job.json with mode 0600 (failed).
+// Each step is idempotent, so Complete can be repeated after a crash.
+func (s *Spool) Complete(c *Claimed, r result.Result) error {
+	r.Claim = c.Token
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding result of %s: %w", r.ID, err)
+	}
+	dst := s.ResultPath(r.ID, r.State)
+	if err := WriteFileAtomic(dst, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("writing result of %s: %w", r.ID, err)
+	}
+	other := result.StateFailed
+	if r.State == result.StateFailed {
+		other = result.StateDone
+	}
+	if err := os.Remove(s.ResultPath(r.ID, other)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the stale result of %s: %w", r.ID, err)
+	}
+	return s.retire(c, r)
+}
+
+func (s *Spool) retire(c *Claimed, r result.Result) error {
+	if r.State == result.StateFailed && c.ReadErr == nil {
+		keep := filepath.Join(s.Dir(Failed), r.ID+".job.json")
+		if err := os.Chmod(c.Path, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("keeping failed job %s: %w", r.ID, err)
+		}
+		if err := os.Rename(c.Path, keep); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("keeping failed job %s: %w", r.ID, err)
+		}
+	} else if err := os.Remove(c.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing finished job %s: %w", c.Path, err)
+	}
+	return syncDir(s.Dir(Processing))
+}
+
+// Put writes a job into incoming/ the way writers must: a dot temp file in
+// the same directory, fsynced, then renamed to ID.json. It refuses an id that
+// is already waiting or running.
+func (s *Spool) Put(id string, data []byte) error {
+	name := id + ".json"
+	for _, sub := range []string{Incoming, Processing} {
+		if _, err := os.Lstat(filepath.Join(s.Dir(sub), name)); err == nil {
+			return fmt.Errorf("queueing job %s: %w", id, ErrExists)
+		}
+	}
+	dst := filepath.Join(s.Dir(Incoming), name)
+	tmp, err := os.CreateTemp(s.Dir(Incoming), "."+id+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("queueing job %s: %w", id, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("queueing job %s: %w", id, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("queueing job %s: %w", id, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("queueing job %s: %w", id, err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp.Name(), unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("queueing job %s: %w", id, ErrExists)
+		}
+		return fmt.Errorf("queueing job %s: %w", id, err)
+	}
+	return syncDir(s.Dir(Incoming))
+}
+
+// WriteFileAtomic writes data to path via a temp file in the same directory,
+// fsyncs it and renames it into place, then fsyncs the directory. On error
+// nothing is left behind.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
