@@ -124,13 +124,16 @@ func openImage(p string) (r *reader, err error) {
 
 	switch {
 	case len(head) >= isoPVDOffset+isoBlock && head[isoPVDOffset] == 1 && string(head[isoPVDOffset+1:isoPVDOffset+6]) == "CD001":
+		if err := checkISO(f, r.size); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnknownFormat, p, err)
+		}
 		fsys, err := iso9660.Read(b, r.size, 0, isoBlock)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: read iso9660: %w", ErrUnknownFormat, p, err)
 		}
 		r.fsys, r.fstype = fsys, FSTypeISO9660
 	default:
-		kind, lbl, ok := fatKind(head)
+		kind, lbl, ok := fatKind(head, r.size)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s: no iso9660 descriptor or FAT boot sector", ErrUnknownFormat, p)
 		}
@@ -153,7 +156,9 @@ func openImage(p string) (r *reader, err error) {
 
 // fatKind recognises a FAT boot sector and returns the FAT type by cluster
 // count (the rule every FAT driver uses) and the label in the boot sector.
-func fatKind(bs []byte) (kind int, label string, ok bool) {
+// fileSize bounds the volume: a volume larger than the file is rejected, so
+// the go-diskfs reader never sizes buffers from fields pointing past the file.
+func fatKind(bs []byte, fileSize int64) (kind int, label string, ok bool) {
 	if len(bs) < 512 || bs[510] != 0x55 || bs[511] != 0xaa {
 		return 0, "", false
 	}
@@ -175,6 +180,9 @@ func fatKind(bs []byte) (kind int, label string, ok bool) {
 	}
 	if (bps != 512 && bps != 1024 && bps != 2048 && bps != 4096) || spc == 0 || spc&(spc-1) != 0 ||
 		rsvd == 0 || nfats == 0 || fatSz == 0 || tot == 0 {
+		return 0, "", false
+	}
+	if int64(tot)*int64(bps) > fileSize {
 		return 0, "", false
 	}
 	rootSecs := (rootEnt*32 + bps - 1) / bps
