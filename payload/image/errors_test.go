@@ -41,6 +41,7 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 		spec  Spec
 		outFn func(t *testing.T) (dir, out string) // where to write
 		is    []error                              // errors.Is must hold for each
+		tmpFn func(t *testing.T) string            // TMPDIR (go-diskfs workspace) to use
 	}{
 		{name: "unknown media", spec: Spec{"udf", "cidata", cidataEntries()}, is: []error{ErrInvalidSpec}},
 		{name: "empty label", spec: Spec{MediaISO, "", cidataEntries()}, is: []error{ErrInvalidSpec}},
@@ -83,6 +84,11 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 			is: []error{syscall.ENOSPC},
 		},
 		{
+			name: "workspace disk full", spec: Spec{MediaISO, "cidata", append(cidataEntries(), Entry{"big", bigData(256 << 10)})},
+			tmpFn: func(t *testing.T) string { return mountTmpfs(t, "size=64k") },
+			is:    []error{syscall.ENOSPC},
+		},
+		{
 			name: "disk full vfat", spec: Spec{MediaVFAT, "cidata", cidataEntries()},
 			outFn: func(t *testing.T) (string, string) {
 				d := mountTmpfs(t, "size=64k")
@@ -94,6 +100,9 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpdir := t.TempDir()
+			if tc.tmpFn != nil {
+				tmpdir = tc.tmpFn(t)
+			}
 			t.Setenv("TMPDIR", tmpdir)
 			ctx := tc.ctx
 			if ctx == nil {

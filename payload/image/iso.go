@@ -25,7 +25,8 @@ const (
 
 // buildISO renders spec into an ISO9660 image in memory and returns its bytes.
 // go-diskfs needs a workspace directory holding the tree; we create it ourselves
-// (so we can set modes and always remove it) under os.TempDir().
+// under os.TempDir() ($TMPDIR), so we can set modes and always remove it. It
+// holds a copy of the content (at most MaxContentBytes) while the build runs.
 func buildISO(ctx context.Context, spec Spec, dirs []string) (img []byte, err error) {
 	ws, err := os.MkdirTemp("", workspacePrefx)
 	if err != nil {
