@@ -1,0 +1,531 @@
+// Package agent is vmpayload's host daemon: it takes jobs from the spool
+// directory and the unix socket API, runs them on a worker pool (jobs for the
+// same domain one after another, different domains in parallel), writes each
+// outcome exactly once, follows domain lifecycle events to remove payloads of
+// domains that are gone, and collects orphaned images at start-up.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/vmpayload/vmpayload/agent/engine"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Errors of Submit that the API maps to status codes.
+var (
+	ErrQueueFull    = errors.New("the job queue is full; retry later")
+	ErrDuplicate    = errors.New("a job with this id is already queued or running")
+	ErrShuttingDown = errors.New("the agent is shutting down")
+)
+
+// Options configure an Agent.
+type Options struct {
+	Host           libvirtx.Host
+	SpoolDir       string
+	PayloadDir     string
+	SecretsDir     string
+	Workers        int
+	QueueLimit     int
+	RescanInterval time.Duration
+	DefaultFormat  job.Format
+	Bus            domxml.Bus
+	ImageMode      os.FileMode
+	ImageGID       int
+	Log            *slog.Logger
+	Metrics        Metrics
+}
+
+// Metrics records what the agent does; see agent/metrics for the
+// Prometheus implementation. A nil Metrics records nothing.
+type Metrics interface {
+	engine.Observer
+	JobReceived(source string)
+	JobFinished(outcome string, d time.Duration)
+	QueueDepth(n int)
+	InFlight(n int)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) BuildDone(time.Duration)           {}
+func (nopMetrics) AttachDone(time.Duration)          {}
+func (nopMetrics) ImageRemoved(string)               {}
+func (nopMetrics) Retry()                            {}
+func (nopMetrics) JobReceived(string)                {}
+func (nopMetrics) JobFinished(string, time.Duration) {}
+func (nopMetrics) QueueDepth(int)                    {}
+func (nopMetrics) InFlight(int)                      {}
+
+// task is a claimed job waiting for or in execution.
+type task struct {
+	claimed *spool.Claimed
+	job     *job.Job // nil when the file did not parse
+	report  job.Report
+	base    result.Result
+	key     string // serialisation key: the domain
+}
+
+// Agent is the daemon. Create it with New, then call Run.
+type Agent struct {
+	opt   Options
+	log   *slog.Logger
+	spool *spool.Spool
+	eng   atomic.Pointer[engine.Engine]
+	met   Metrics
+
+	reg    *registry
+	events *hub
+
+	mu       sync.Mutex
+	pending  map[string][]*task // per domain key, FIFO
+	active   map[string]bool
+	ready    chan string
+	queued   int // tasks claimed and not finished
+	inflight atomic.Int64
+	closing  bool
+
+	scan chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New prepares an agent: it creates the spool and payload directories.
+func New(opt Options) (*Agent, error) {
+	if opt.Host == nil {
+		return nil, errors.New("agent: no libvirt host")
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = 4
+	}
+	if opt.QueueLimit <= 0 {
+		opt.QueueLimit = 10000
+	}
+	if opt.RescanInterval <= 0 {
+		opt.RescanInterval = 30 * time.Second
+	}
+	if opt.Bus == "" {
+		opt.Bus = domxml.BusAuto
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
+		pending: map[string][]*task{}, active: map[string]bool{},
+		ready: make(chan string, opt.QueueLimit+opt.Workers), scan: make(chan struct{}, 1)}
+	if a.met == nil {
+		a.met = nopMetrics{}
+	}
+	sp, err := spool.Open(opt.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
+	a.spool = sp
+	if err := os.MkdirAll(opt.PayloadDir, 0o711); err != nil {
+		return nil, fmt.Errorf("creating payload directory %s: %w", opt.PayloadDir, err)
+	}
+	a.setEngine(opt)
+	return a, nil
+}
+
+func (a *Agent) setEngine(opt Options) {
+	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
+		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
+		Log: opt.Log, Observer: a.met})
+}
+
+// Reload applies the settings that can change without a restart: default
+// format, CD-ROM bus, image mode and group, secrets directory, rescan
+// interval. Others (URI, directories, workers, socket) need a restart.
+func (a *Agent) Reload(opt Options) {
+	cur := a.opt
+	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir
+	if opt.Log != nil {
+		cur.Log = opt.Log
+		a.log = opt.Log
+	}
+	a.setEngine(cur)
+	a.log.Info("configuration reloaded")
+}
+
+// Spool returns the agent's spool.
+func (a *Agent) Spool() *spool.Spool { return a.spool }
+
+// Run starts the agent and blocks until ctx is cancelled; then it stops
+// taking jobs, lets running jobs finish and returns. Claimed jobs that did
+// not start stay in processing/ and run at the next start.
+func (a *Agent) Run(ctx context.Context, ready func()) error {
+	if n, err := a.eng.Load().CollectOrphans(ctx); err != nil {
+		a.log.Warn("orphan collection failed", "err", err)
+	} else if n > 0 {
+		a.log.Info("removed orphaned payload images", "count", n)
+	}
+	if err := a.recover(); err != nil {
+		return err
+	}
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching the spool: %w", err)
+	}
+	defer watcher.Close()
+	if err := watcher.Add(a.spool.Dir(spool.Incoming)); err != nil {
+		return fmt.Errorf("watching %s: %w", a.spool.Dir(spool.Incoming), err)
+	}
+
+	// Workers run jobs on a context that outlives ctx, so that a shutdown
+	// lets running jobs finish.
+	workCtx, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	for i := 0; i < a.opt.Workers; i++ {
+		a.wg.Add(1)
+		go a.worker(workCtx)
+	}
+	lifeDone := make(chan struct{})
+	go func() { defer close(lifeDone); a.lifecycle(workCtx) }()
+
+	a.poke()
+	if ready != nil {
+		ready()
+	}
+	a.log.Info("agent running", "spool", a.opt.SpoolDir, "payload_dir", a.opt.PayloadDir, "workers", a.opt.Workers)
+	ticker := time.NewTicker(a.opt.RescanInterval)
+	defer ticker.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case ev, ok := <-watcher.Events:
+			if !ok {
+				break loop
+			}
+			if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Write) {
+				a.intake()
+			}
+		case err, ok := <-watcher.Errors:
+			if !ok {
+				break loop
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				a.log.Warn("spool watch overflowed; rescanning")
+			} else {
+				a.log.Warn("spool watch error; rescanning", "err", err)
+			}
+			a.intake()
+		case <-a.scan:
+			a.intake()
+		case <-ticker.C:
+			a.intake()
+		}
+	}
+
+	a.log.Info("shutting down: finishing running jobs")
+	a.mu.Lock()
+	a.closing = true
+	a.mu.Unlock()
+	close(a.ready)
+	a.wg.Wait()
+	stopWork()
+	<-lifeDone
+	a.log.Info("agent stopped")
+	return nil
+}
+
+// poke asks the intake loop for a rescan.
+func (a *Agent) poke() {
+	select {
+	case a.scan <- struct{}{}:
+	default:
+	}
+}
+
+// recover re-queues jobs left in processing/ by a crash; those whose result
+// was already written are only retired.
+func (a *Agent) recover() error {
+	names, err := a.spool.Interrupted()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		c, err := a.spool.Reclaim(name)
+		if err != nil {
+			a.log.Warn("cannot reopen interrupted job", "file", name, "err", err)
+			continue
+		}
+		t := a.prepare(c, "spool")
+		if res, done := a.spool.Finished(c, t.base.ID); done {
+			if err := a.spool.Complete(c, res); err != nil {
+				a.log.Error("retiring finished job", "id", t.base.ID, "err", err)
+			}
+			continue
+		}
+		a.log.Info("re-running interrupted job", "id", t.base.ID, "file", name)
+		a.enqueue(t)
+	}
+	return nil
+}
+
+// intake claims waiting jobs from incoming/ while the queue has room.
+func (a *Agent) intake() {
+	names, err := a.spool.Pending()
+	if err != nil {
+		a.log.Error("listing the spool", "err", err)
+		return
+	}
+	for _, name := range names {
+		a.mu.Lock()
+		full, closing := a.queued >= a.opt.QueueLimit, a.closing
+		a.mu.Unlock()
+		if full || closing {
+			return
+		}
+		c, err := a.spool.Claim(name)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, spool.ErrExists) {
+				a.log.Warn("claiming job failed", "file", name, "err", err)
+			}
+			continue
+		}
+		t := a.prepare(c, "spool")
+		a.met.JobReceived(t.base.Source)
+		a.enqueue(t)
+	}
+}
+
+// prepare parses a claimed file into a task.
+func (a *Agent) prepare(c *spool.Claimed, source string) *task {
+	t := &task{claimed: c}
+	t.base = result.Result{ID: spool.IDFromName(c.Name), Source: source, State: result.StateQueued, ReceivedAt: time.Now().UTC()}
+	if st, err := os.Lstat(c.Path); err == nil {
+		t.base.ReceivedAt = st.ModTime().UTC()
+	}
+	if c.ReadErr == nil {
+		j, rep := job.Parse(c.Data)
+		t.job, t.report = j, rep
+		if j != nil && j.ID != "" && rep.OK() {
+			t.base.ID = j.ID
+		}
+		if j != nil {
+			t.base.Domain, t.base.Action = j.Domain, string(j.WithDefaults().Action)
+		}
+	}
+	t.key = strings.ToLower(t.base.Domain)
+	return t
+}
+
+func (a *Agent) enqueue(t *task) {
+	a.mu.Lock()
+	a.queued++
+	q := a.queued
+	a.reg.set(t.base)
+	if a.active[t.key] {
+		a.pending[t.key] = append(a.pending[t.key], t)
+		a.mu.Unlock()
+	} else {
+		a.active[t.key] = true
+		a.pending[t.key] = append(a.pending[t.key], t)
+		a.mu.Unlock()
+		a.ready <- t.key
+	}
+	a.met.QueueDepth(q)
+	a.events.publish(Event{Kind: "job", Type: "received", ID: t.base.ID, Domain: t.base.Domain})
+}
+
+// worker runs the tasks of one domain key at a time.
+func (a *Agent) worker(ctx context.Context) {
+	defer a.wg.Done()
+	for key := range a.ready {
+		for {
+			a.mu.Lock()
+			if a.closing || len(a.pending[key]) == 0 {
+				if len(a.pending[key]) == 0 {
+					delete(a.pending, key)
+				}
+				delete(a.active, key)
+				a.mu.Unlock()
+				break
+			}
+			t := a.pending[key][0]
+			a.pending[key] = a.pending[key][1:]
+			a.mu.Unlock()
+			a.execute(ctx, t)
+		}
+	}
+}
+
+func (a *Agent) execute(ctx context.Context, t *task) {
+	a.met.InFlight(int(a.inflight.Add(1)))
+	defer func() { a.met.InFlight(int(a.inflight.Add(-1))) }()
+	running := t.base
+	running.State = result.StateRunning
+	a.reg.set(running)
+	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain})
+
+	var res result.Result
+	switch {
+	case t.claimed.ReadErr != nil:
+		res = t.base
+		res.Fail(result.CodeBadFile, t.claimed.ReadErr.Error(), "")
+	case !t.report.OK():
+		res = t.base
+		res.Fail(result.CodeInvalidJob, (&t.report).Err().Error(), t.report.Errors[0].Field)
+		res.Errors = t.report.Errors
+	default:
+		var err error
+		res, err = a.eng.Load().Run(ctx, t.job, t.base)
+		if err != nil {
+			// shut down while libvirt was unreachable: leave the job in
+			// processing/ for the next start
+			a.log.Warn("job interrupted; it runs again at the next start", "id", t.base.ID, "err", err)
+			a.finishCount()
+			return
+		}
+	}
+	res.Finish(time.Now())
+	if res.Errors == nil {
+		res.Errors = []job.FieldError{}
+	}
+	if err := a.spool.Complete(t.claimed, res); err != nil {
+		a.log.Error("writing job result", "id", res.ID, "err", err)
+	}
+	a.reg.set(res)
+	a.met.JobFinished(string(res.State), time.Duration(res.DurationMS)*time.Millisecond)
+	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID}
+	attrs := []any{"id", res.ID, "domain", res.Domain, "action", res.Action, "state", res.State, "duration_ms", res.DurationMS}
+	if res.Error != nil {
+		ev.Error = res.Error.Code
+		attrs = append(attrs, "code", res.Error.Code, "field", res.Error.Field, "error", res.Error.Message)
+		a.log.Warn("job failed", attrs...)
+	} else {
+		if res.Payload != nil {
+			attrs = append(attrs, "image", res.Payload.Path, "reused", res.Payload.Reused)
+		}
+		a.log.Info("job done", attrs...)
+	}
+	a.events.publish(ev)
+	a.finishCount()
+}
+
+func (a *Agent) finishCount() {
+	a.mu.Lock()
+	a.queued--
+	q := a.queued
+	a.mu.Unlock()
+	a.met.QueueDepth(q)
+	a.poke() // room for more
+}
+
+// lifecycle follows libvirt events until ctx ends.
+func (a *Agent) lifecycle(ctx context.Context) {
+	evs := a.opt.Host.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-evs:
+			if !ok {
+				return
+			}
+			kind := "domain"
+			if ev.Type == libvirtx.EventDisconnected || ev.Type == libvirtx.EventReconnected {
+				kind = "libvirt"
+				a.log.Info("libvirt connection "+ev.Type.String(), "reconnects", a.opt.Host.Reconnects())
+			}
+			if ev.Type == libvirtx.EventUndefined {
+				a.eng.Load().RemoveDomainImages(ev.UUID)
+			}
+			a.events.publish(Event{Kind: kind, Type: ev.Type.String(), Domain: ev.Name, UUID: ev.UUID})
+		}
+	}
+}
+
+// Submit validates a job posted to the API and queues it through the spool,
+// so that it survives a crash like any dropped file. It returns the job id.
+func (a *Agent) Submit(data []byte) (string, error) {
+	j, rep := job.Parse(data)
+	if rep.OK() && j.Domain == "" {
+		rep.Add("domain", job.CodeRequired, "the agent needs the libvirt domain (name or UUID) the payload is for")
+	}
+	if err := rep.Err(); err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	full, closing := a.queued >= a.opt.QueueLimit, a.closing
+	a.mu.Unlock()
+	if closing {
+		return "", ErrShuttingDown
+	}
+	if full {
+		return "", ErrQueueFull
+	}
+	id := j.ID
+	if id == "" {
+		id = newID()
+	}
+	if err := a.spool.Put(id, data); err != nil {
+		if errors.Is(err, spool.ErrExists) {
+			return "", ErrDuplicate
+		}
+		return "", err
+	}
+	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", ReceivedAt: time.Now().UTC()})
+	a.met.JobReceived("socket")
+	a.poke()
+	return id, nil
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "job-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
+}
+
+// Job returns the current state of a job: from memory for jobs of this run,
+// else from the spool's result files.
+func (a *Agent) Job(id string) (result.Result, bool) {
+	if r, ok := a.reg.get(id); ok {
+		return r, true
+	}
+	return a.spool.Lookup(id)
+}
+
+// Wait blocks until job id is final or ctx ends.
+func (a *Agent) Wait(ctx context.Context, id string) (result.Result, bool) {
+	if r, ok := a.reg.wait(ctx, id); ok {
+		return r, true
+	}
+	return a.spool.Lookup(id)
+}
+
+// Jobs lists up to n jobs of this run, newest first.
+func (a *Agent) Jobs(n int) []result.Result { return a.reg.list(n) }
+
+// Subscribe streams events until cancel is called.
+func (a *Agent) Subscribe() (<-chan Event, func()) { return a.events.subscribe() }
+
+// Health reports the agent's state for /healthz.
+func (a *Agent) Health() map[string]any {
+	a.mu.Lock()
+	q := a.queued
+	a.mu.Unlock()
+	conn := "connected"
+	if c, ok := a.opt.Host.(interface{ Connected() bool }); ok && !c.Connected() {
+		conn = "disconnected"
+	}
+	return map[string]any{"status": "ok", "libvirt": conn, "queued": q, "in_flight": a.inflight.Load(), "libvirt_reconnects": a.opt.Host.Reconnects()}
+}

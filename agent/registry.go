@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+)
+
+// registry tracks jobs the agent knows of in this run: queued, running and
+// recently finished. Finished jobs beyond its capacity are forgotten; their
+// results stay readable from the spool.
+type registry struct {
+	mu       sync.Mutex
+	entries  map[string]*entry
+	finished []string // ids in finishing order, for eviction
+	capacity int
+}
+
+type entry struct {
+	res  result.Result
+	done chan struct{}
+}
+
+func newRegistry(capacity int) *registry {
+	return &registry{entries: map[string]*entry{}, capacity: capacity}
+}
+
+// set records a job's current state and wakes waiters when it is final.
+func (r *registry) set(res result.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[res.ID]
+	if e == nil || e.res.State.Final() && !res.State.Final() {
+		// a new run of an id replaces the finished one
+		e = &entry{done: make(chan struct{})}
+		r.entries[res.ID] = e
+	}
+	e.res = res
+	if res.State.Final() {
+		select {
+		case <-e.done:
+		default:
+			close(e.done)
+		}
+		r.finished = append(r.finished, res.ID)
+		for len(r.finished) > r.capacity {
+			old := r.finished[0]
+			r.finished = r.finished[1:]
+			if oe := r.entries[old]; oe != nil && oe.res.State.Final() {
+				delete(r.entries, old)
+			}
+		}
+	}
+}
+
+func (r *registry) get(id string) (result.Result, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[id]
+	if e == nil {
+		return result.Result{}, false
+	}
+	return e.res, true
+}
+
+// wait blocks until id is final or ctx ends, and returns its latest state.
+func (r *registry) wait(ctx context.Context, id string) (result.Result, bool) {
+	r.mu.Lock()
+	e := r.entries[id]
+	r.mu.Unlock()
+	if e == nil {
+		return result.Result{}, false
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+	}
+	return r.get(id)
+}
+
+// list returns up to n jobs, newest received first.
+func (r *registry) list(n int) []result.Result {
+	r.mu.Lock()
+	out := make([]result.Result, 0, len(r.entries))
+	for _, e := range r.entries {
+		out = append(out, e.res)
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
+			return out[i].ReceivedAt.After(out[j].ReceivedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Event is one line of the /v1/events stream.
+type Event struct {
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"` // "job" or "domain" or "libvirt"
+	Type   string    `json:"type"` // job: received|running|done|failed; domain: defined|undefined|started|stopped; libvirt: disconnected|reconnected
+	ID     string    `json:"id,omitempty"`
+	Domain string    `json:"domain,omitempty"`
+	UUID   string    `json:"uuid,omitempty"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// hub fans events out to subscribers. A subscriber that does not keep up
+// loses events rather than slowing the agent down.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan Event]struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[chan Event]struct{}{}} }
+
+func (h *hub) publish(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+func (h *hub) subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, 256)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.subs, ch)
+			h.mu.Unlock()
+		})
+	}
+}

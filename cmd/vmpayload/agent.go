@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent"
+	"github.com/vmpayload/vmpayload/agent/api"
+	"github.com/vmpayload/vmpayload/agent/config"
+	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+func init() {
+	register(command{name: "agent", usage: "[--config FILE] [--print-config] [--KEY VALUE ...]",
+		summary: "run the host agent: spool and socket intake, libvirt attach and start, lifecycle", run: runAgent})
+}
+
+// agentOptions turns a configuration into agent options.
+func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.Options, error) {
+	bus, err := domxml.ParseBus(c.CDROMBus)
+	if err != nil {
+		return agent.Options{}, err
+	}
+	gid, err := c.ImageGID()
+	if err != nil {
+		return agent.Options{}, err
+	}
+	return agent.Options{Host: host, SpoolDir: c.SpoolDir, PayloadDir: c.PayloadDir, SecretsDir: c.SecretsDir,
+		Workers: c.Workers, QueueLimit: c.QueueLimit, RescanInterval: c.RescanInterval,
+		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log}, nil
+}
+
+func runAgent(args []string, stdout, stderr io.Writer) int {
+	c := command{name: "agent", usage: "[--config FILE] [--print-config] [--KEY VALUE ...]",
+		summary: "Run the host agent. Every configuration key is also a flag (key with dashes); flags override the file."}
+	fs := newFlags(c, stderr)
+	printCfg := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
+	cfg, err := config.Resolve(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vmpayload agent: %v\n", err)
+		return exitUsage
+	}
+	if *printCfg {
+		b, err := cfg.YAML()
+		if err != nil {
+			fmt.Fprintf(stderr, "vmpayload agent: %v\n", err)
+			return exitUsage
+		}
+		stdout.Write(b)
+		return exitOK
+	}
+	log, err := cfg.Logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "vmpayload agent: %v\n", err)
+		return exitUsage
+	}
+	slog.SetDefault(log)
+	if err := serveAgent(cfg, args, log); err != nil {
+		log.Error("agent failed", "err", err)
+		return 1
+	}
+	return exitOK
+}
+
+func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	// libvirtd may still be starting (or restarting): wait for it.
+	var host *libvirtx.LibvirtHost
+	for delay := 200 * time.Millisecond; ; delay = min(delay*2, 5*time.Second) {
+		var err error
+		host, err = libvirtx.OpenHost(cfg.LibvirtURI, libvirtx.HostOptions{Logger: log})
+		if err == nil {
+			break
+		}
+		log.Warn("connecting to libvirt; retrying", "uri", cfg.LibvirtURI, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+	defer host.Close()
+
+	met := newAgentMetrics(host)
+	opts, err := agentOptions(cfg, host, log)
+	if err != nil {
+		return err
+	}
+	opts.Metrics = met
+	a, err := agent.New(opts)
+	if err != nil {
+		return err
+	}
+	sockGID, err := cfg.SocketGID()
+	if err != nil {
+		return err
+	}
+	l, err := api.Listen(cfg.Socket, sockGID)
+	if err != nil {
+		return err
+	}
+	srv := &api.Server{Backend: a, Log: log, Metrics: met.write}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(l) }()
+	defer os.Remove(cfg.Socket)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			_ = agent.Notify("RELOADING=1")
+			fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			fs.Bool("print-config", false, "")
+			nc, err := config.Resolve(fs, args)
+			if err != nil {
+				log.Error("reloading configuration failed; keeping the old one", "err", err)
+				_ = agent.Notify("READY=1")
+				continue
+			}
+			nlog, err := nc.Logger(os.Stderr)
+			if err == nil {
+				slog.SetDefault(nlog)
+			}
+			no, err := agentOptions(nc, host, nlog)
+			if err != nil {
+				log.Error("reloading configuration failed; keeping the old one", "err", err)
+			} else {
+				a.Reload(no)
+			}
+			_ = agent.Notify("READY=1")
+		}
+	}()
+
+	runErr := a.Run(ctx, func() {
+		_ = agent.Notify("READY=1\nSTATUS=running")
+	})
+	_ = agent.Notify("STOPPING=1")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutCtx)
+	if err := <-srvErr; err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
