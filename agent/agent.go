@@ -103,6 +103,8 @@ type Agent struct {
 
 	scan chan struct{}
 	wg   sync.WaitGroup
+
+	viaSocket sync.Map // ids queued through the API, for Result.Source
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -302,7 +304,9 @@ func (a *Agent) intake() {
 			continue
 		}
 		t := a.prepare(c, "spool")
-		a.met.JobReceived(t.base.Source)
+		if t.base.Source == "spool" {
+			a.met.JobReceived("spool") // socket jobs were counted by Submit
+		}
 		a.enqueue(t)
 	}
 }
@@ -319,6 +323,9 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		t.job, t.report = j, rep
 		if j != nil && j.ID != "" && rep.OK() {
 			t.base.ID = j.ID
+		}
+		if _, ok := a.viaSocket.LoadAndDelete(t.base.ID); ok {
+			t.base.Source = "socket"
 		}
 		if j != nil {
 			t.base.Domain, t.base.Action = j.Domain, string(j.WithDefaults().Action)
@@ -483,6 +490,7 @@ func (a *Agent) Submit(data []byte) (string, error) {
 		}
 		return "", err
 	}
+	a.viaSocket.Store(id, true)
 	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", ReceivedAt: time.Now().UTC()})
 	a.met.JobReceived("socket")
 	a.poke()

@@ -301,6 +301,10 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		return old, dev, nil
 	}
 	r.DomainState = "running"
+	if found && cur.Path == imgPath {
+		// Same content already in the drive (a re-submitted job): nothing to change.
+		return old, cur.Device, nil
+	}
 	if found {
 		dev := cur.Device
 		x, err := domxml.PayloadDeviceXML(imgPath, dev, e.domOpts()...)

@@ -1,0 +1,111 @@
+package metrics
+
+import "time"
+
+// Label values of the Agent metrics.
+const (
+	OutcomeDone   = "done"
+	OutcomeFailed = "failed"
+
+	SourceSpool  = "spool"
+	SourceSocket = "socket"
+
+	ReasonUndefined  = "undefined"  // the domain was undefined
+	ReasonOrphan     = "orphan"     // no domain refers to the image
+	ReasonSuperseded = "superseded" // a newer payload replaced it
+	ReasonDetach     = "detach"     // a detach job removed it
+)
+
+// DurationBuckets are histogram bucket bounds in seconds from 5ms to 10
+// minutes, for job phases that take milliseconds to minutes.
+func DurationBuckets() []float64 {
+	return []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+}
+
+// Agent holds the metrics the vmpayload agent records, registered in
+// Registry. Labelled series with known label values exist from the start
+// (at 0), so dashboards see them before the first event.
+type Agent struct {
+	// Registry is where all the metrics below are registered; serve it with
+	// Registry.Handler or Registry.WriteTo.
+	Registry *Registry
+
+	// Jobs is vmpayload_jobs_total{outcome="done|failed"}.
+	Jobs *CounterVec
+	// JobsReceived is vmpayload_jobs_received_total{source="spool|socket"}.
+	JobsReceived *CounterVec
+	// JobDuration is vmpayload_job_duration_seconds, from receipt to finish.
+	JobDuration *Histogram
+	// Build is vmpayload_build_seconds, payload image builds.
+	Build *Histogram
+	// Attach is vmpayload_attach_seconds, libvirt define/update/start.
+	Attach *Histogram
+	// LibvirtReconnects is vmpayload_libvirt_reconnects_total, read from the
+	// function given to SetLibvirtReconnects.
+	LibvirtReconnects *Func
+	// QueueDepth is vmpayload_queue_depth, jobs waiting for a worker.
+	QueueDepth *Gauge
+	// JobsInFlight is vmpayload_jobs_in_flight, jobs being worked on.
+	JobsInFlight *Gauge
+	// ImagesRemoved is vmpayload_images_removed_total{reason=...} with
+	// reasons undefined, orphan, superseded and detach.
+	ImagesRemoved *CounterVec
+	// JobRetries is vmpayload_job_retries_total.
+	JobRetries *Counter
+}
+
+// NewAgent returns the agent's metrics in a new registry.
+func NewAgent() *Agent {
+	r := NewRegistry()
+	a := &Agent{
+		Registry:     r,
+		Jobs:         r.CounterVec("jobs_total", "Jobs finished, by outcome.", "outcome"),
+		JobsReceived: r.CounterVec("jobs_received_total", "Jobs received, by intake source.", "source"),
+		JobDuration: r.Histogram("job_duration_seconds",
+			"Time from receiving a job to finishing it, in seconds.", DurationBuckets()),
+		Build: r.Histogram("build_seconds", "Time to build a payload image, in seconds.", DurationBuckets()),
+		Attach: r.Histogram("attach_seconds",
+			"Time for libvirt define, device update and domain start, in seconds.", DurationBuckets()),
+		LibvirtReconnects: r.CounterFunc("libvirt_reconnects_total", "Reconnections to libvirt.", nil),
+		QueueDepth:        r.Gauge("queue_depth", "Jobs waiting for a worker."),
+		JobsInFlight:      r.Gauge("jobs_in_flight", "Jobs being worked on."),
+		ImagesRemoved: r.CounterVec("images_removed_total",
+			"Payload images removed, by reason.", "reason"),
+		JobRetries: r.Counter("job_retries_total", "Job attempts retried after a transient failure."),
+	}
+	for _, o := range []string{OutcomeDone, OutcomeFailed} {
+		a.Jobs.With(o)
+	}
+	for _, s := range []string{SourceSpool, SourceSocket} {
+		a.JobsReceived.With(s)
+	}
+	for _, reason := range []string{ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach} {
+		a.ImagesRemoved.With(reason)
+	}
+	return a
+}
+
+// SetLibvirtReconnects sets the function vmpayload_libvirt_reconnects_total
+// reads (for example the libvirt connection's reconnect count).
+func (a *Agent) SetLibvirtReconnects(fn func() uint64) {
+	if fn == nil {
+		a.LibvirtReconnects.Set(nil)
+		return
+	}
+	a.LibvirtReconnects.Set(func() float64 { return float64(fn()) })
+}
+
+// JobReceived counts a job received from source (SourceSpool or
+// SourceSocket).
+func (a *Agent) JobReceived(source string) { a.JobsReceived.With(source).Inc() }
+
+// JobFinished counts a finished job with outcome (OutcomeDone or
+// OutcomeFailed) and records the time since it was received.
+func (a *Agent) JobFinished(outcome string, received time.Time) {
+	a.Jobs.With(outcome).Inc()
+	a.JobDuration.Since(received)
+}
+
+// ImageRemoved counts a payload image removed for reason (ReasonUndefined,
+// ReasonOrphan, ReasonSuperseded or ReasonDetach).
+func (a *Agent) ImageRemoved(reason string) { a.ImagesRemoved.With(reason).Inc() }

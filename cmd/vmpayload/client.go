@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/config"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+func init() {
+	register(command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait] [--timeout 10m] JOB.json|-",
+		summary: "hand a job to the agent (socket API; falls back to the spool directory)", run: runSubmit})
+	register(command{name: "status", usage: "[--socket PATH] [--spool-dir DIR] [--json] [ID]",
+		summary: "show a job's result, or the agent's recent jobs", run: runStatus})
+}
+
+// client talks HTTP over the agent's unix socket.
+type client struct {
+	http *http.Client
+}
+
+func newClient(socket string) *client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}
+	return &client{http: &http.Client{Transport: tr}}
+}
+
+func (c *client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://vmpayload"+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decoding the agent's answer (HTTP %d): %w", resp.StatusCode, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+type apiAnswer struct {
+	ID     string           `json:"id"`
+	Error  string           `json:"error"`
+	Errors []job.FieldError `json:"errors"`
+}
+
+func clientDefaults(fsSocket, fsSpool *string) {
+	d := config.Default()
+	if c, err := config.Load(config.DefaultPath); err == nil {
+		d = c
+	}
+	if *fsSocket == "" {
+		*fsSocket = d.Socket
+	}
+	if *fsSpool == "" {
+		*fsSpool = d.SpoolDir
+	}
+}
+
+func runSubmit(args []string, stdout, stderr io.Writer) int {
+	c := command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait] [--timeout 10m] JOB.json|-", summary: "hand a job to the agent"}
+	fs := newFlags(c, stderr)
+	socket := fs.String("socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
+	spoolDir := fs.String("spool-dir", "", "spool directory used when the socket is unreachable")
+	wait := fs.Bool("wait", false, "wait for the result and print it; exit 1 if the job failed")
+	timeout := fs.Duration("timeout", 10*time.Minute, "how long --wait waits")
+	pos, code, ok := parseOrUsage(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	clientDefaults(socket, spoolDir)
+	data, err := readInput(pos[0], job.MaxJobBytes)
+	if err != nil {
+		fmt.Fprintf(stderr, "vmpayload submit: %v\n", err)
+		return exitUsage
+	}
+	// Validate locally first: the same checks the agent makes.
+	j, rep := job.Parse(data)
+	if !rep.OK() {
+		printReport(stderr, rep.Errors)
+		return exitInvalid
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	cl := newClient(*socket)
+	var ans apiAnswer
+	status, err := cl.do(ctx, http.MethodPost, "/v1/jobs", data, &ans)
+	if err != nil && status == 0 {
+		// No agent on the socket: use the spool, which the agent reads at start.
+		return submitSpool(ctx, *spoolDir, j, data, *wait, stdout, stderr, err)
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "vmpayload submit: %v\n", err)
+		return exitUsage
+	case status == http.StatusBadRequest:
+		printReport(stderr, ans.Errors)
+		return exitInvalid
+	case status != http.StatusAccepted:
+		fmt.Fprintf(stderr, "vmpayload submit: the agent answered %d: %s\n", status, ans.Error)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "queued %s\n", ans.ID)
+	if !*wait {
+		return exitOK
+	}
+	last := result.State("")
+	for {
+		var res result.Result
+		status, err := cl.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(ans.ID)+"?wait=2s", nil, &res)
+		if err != nil || status != http.StatusOK {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "vmpayload submit: timed out waiting for %s (last state %s)\n", ans.ID, last)
+				return exitUsage
+			}
+			fmt.Fprintf(stderr, "vmpayload submit: asking for %s: HTTP %d %v\n", ans.ID, status, err)
+			return exitUsage
+		}
+		if res.State != last {
+			fmt.Fprintf(stderr, "%s %s\n", ans.ID, res.State)
+			last = res.State
+		}
+		if res.State.Final() {
+			return printResult(stdout, res)
+		}
+	}
+}
+
+func submitSpool(ctx context.Context, dir string, j *job.Job, data []byte, wait bool, stdout, stderr io.Writer, why error) int {
+	sp := &spool.Spool{Root: dir}
+	id := j.ID
+	if id == "" {
+		id = fmt.Sprintf("submit-%d", time.Now().UnixNano())
+	}
+	if err := sp.Put(id, data); err != nil {
+		fmt.Fprintf(stderr, "vmpayload submit: the agent socket is unreachable (%v) and writing to the spool failed: %v\n", why, err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "queued %s in %s (agent socket unreachable)\n", id, filepath.Join(dir, spool.Incoming))
+	if !wait {
+		return exitOK
+	}
+	for {
+		if res, ok := sp.Lookup(id); ok {
+			return printResult(stdout, res)
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "vmpayload submit: timed out waiting for %s\n", id)
+			return exitUsage
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func printResult(w io.Writer, res result.Result) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(res)
+	if res.State == result.StateFailed {
+		return exitInvalid
+	}
+	return exitOK
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	c := command{name: "status", usage: "[--socket PATH] [--spool-dir DIR] [--json] [ID]", summary: "show a job's result or recent jobs"}
+	fs := newFlags(c, stderr)
+	socket := fs.String("socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
+	spoolDir := fs.String("spool-dir", "", "spool directory read when the socket is unreachable")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, code, ok := parseOrUsage(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	clientDefaults(socket, spoolDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(*socket)
+	if len(pos) == 1 {
+		var res result.Result
+		status, err := cl.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(pos[0]), nil, &res)
+		if err != nil && status == 0 {
+			r, ok := (&spool.Spool{Root: *spoolDir}).Lookup(pos[0])
+			if !ok {
+				fmt.Fprintf(stderr, "vmpayload status: agent unreachable (%v) and no result for %q in %s\n", err, pos[0], *spoolDir)
+				return exitInvalid
+			}
+			res, status, err = r, http.StatusOK, nil
+		}
+		if status == http.StatusNotFound {
+			fmt.Fprintf(stderr, "vmpayload status: no job %q\n", pos[0])
+			return exitInvalid
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "vmpayload status: %v\n", err)
+			return exitUsage
+		}
+		return printResult(stdout, res)
+	}
+	var list struct {
+		Jobs []result.Result `json:"jobs"`
+	}
+	if _, err := cl.do(ctx, http.MethodGet, "/v1/jobs", nil, &list); err != nil {
+		fmt.Fprintf(stderr, "vmpayload status: %v\n", err)
+		return exitUsage
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(list)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "%-40s %-8s %-24s %s\n", "ID", "STATE", "DOMAIN", "DETAIL")
+	for _, r := range list.Jobs {
+		detail := ""
+		if r.Error != nil {
+			detail = r.Error.Code + ": " + r.Error.Message
+		} else if r.Payload != nil {
+			detail = r.Payload.Path
+		}
+		fmt.Fprintf(stdout, "%-40s %-8s %-24s %s\n", r.ID, r.State, r.Domain, detail)
+	}
+	return exitOK
+}
