@@ -484,14 +484,19 @@ func (a *Agent) Submit(data []byte) (string, error) {
 	if id == "" {
 		id = newID()
 	}
+	if cur, ok := a.reg.get(id); ok && !cur.State.Final() {
+		return "", ErrDuplicate
+	}
+	a.viaSocket.Store(id, true)
+	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", ReceivedAt: time.Now().UTC()})
 	if err := a.spool.Put(id, data); err != nil {
+		a.viaSocket.Delete(id)
+		a.reg.forget(id)
 		if errors.Is(err, spool.ErrExists) {
 			return "", ErrDuplicate
 		}
 		return "", err
 	}
-	a.viaSocket.Store(id, true)
-	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", ReceivedAt: time.Now().UTC()})
 	a.met.JobReceived("socket")
 	a.poke()
 	return id, nil

@@ -56,6 +56,15 @@ func (r *registry) set(res result.Result) {
 	}
 }
 
+// forget drops a non-final entry (a submission that could not be queued).
+func (r *registry) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil && !e.res.State.Final() {
+		delete(r.entries, id)
+	}
+}
+
 func (r *registry) get(id string) (result.Result, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
