@@ -23,7 +23,11 @@ const fuzzHangLimit = 60 * time.Second
 // 30-100 KiB, and minimizing each new input of that size under the default 60 s
 // budget stalls the fuzzer at 0 execs/sec:
 //
-//	go test ./payload/image -run XXX -fuzz FuzzInspect -fuzzminimizetime 0 -fuzztime 5m
+//	go test ./payload/image -run XXX -fuzz FuzzInspect -fuzzminimizetime 0 -fuzztime 500000x
+//
+// A count (Nx) rather than a duration avoids the Go coordinator race that ends
+// duration-bounded runs with a bare "context deadline exceeded" and no crasher
+// (golang/go#75804).
 func FuzzInspect(f *testing.F) {
 	dir := f.TempDir()
 	for i, spec := range []Spec{
