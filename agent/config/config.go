@@ -161,7 +161,9 @@ func FlagName(key string) string { return strings.ReplaceAll(key, "_", "-") }
 // Load reads the YAML file at path over the defaults. Decoding is strict:
 // unknown keys, duplicate keys and values of the wrong type are errors that
 // name the key and its line; all of them are reported together. An empty
-// file, or path "", gives the defaults. Load does not call Validate.
+// file, or path "", gives the defaults; a key with an empty (null) value
+// keeps its default. On error Load returns Default() with the error. Load does
+// not call Validate.
 func Load(path string) (Config, error) {
 	c := Default()
 	if path == "" {
@@ -172,7 +174,7 @@ func Load(path string) (Config, error) {
 		return c, fmt.Errorf("config: %w", err)
 	}
 	if err := decode(data, &c); err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
+		return Default(), fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }

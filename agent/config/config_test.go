@@ -129,6 +129,9 @@ func TestLoad(t *testing.T) {
 				if !strings.Contains(err.Error(), path) {
 					t.Errorf("error %q does not name the file", err)
 				}
+				if got != Default() {
+					t.Errorf("Load returned %+v with its error, want Default()", got)
+				}
 				return
 			}
 			if err != nil {

@@ -287,9 +287,13 @@ func TestConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	scrapes := make(chan string, 1000)
+	first := make(chan struct{}) // closed after the first scrape
 	go func() {
 		defer close(scrapes)
-		for {
+		for i := 0; ; i++ {
+			if i == 1 {
+				close(first)
+			}
 			select {
 			case <-stop:
 				return
@@ -304,6 +308,7 @@ func TestConcurrent(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
+	<-first
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -328,7 +333,9 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
+	nscrapes := 0
 	for s := range scrapes {
+		nscrapes++
 		fams := parse(t, s)
 		for _, name := range []string{"vmpayload_job_duration_seconds", "vmpayload_build_seconds"} {
 			h := fams[name].Metric[0].GetHistogram()
@@ -345,6 +352,9 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 
+	if nscrapes == 0 {
+		t.Error("no scrape ran")
+	}
 	const total = workers * perWorker
 	fams := parse(t, exposition(t, a.Registry))
 	counter := func(name, label, value string) float64 {
