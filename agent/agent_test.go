@@ -85,7 +85,8 @@ func startAgent(t *testing.T, uri string, prep func(payloadDir string)) *harness
 		t.Fatal(err)
 	}
 	h.host = host
-	a, err := agent.New(agent.Options{Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: h.payload,
+	prom := agent.NewPrometheus(host)
+	a, err := agent.New(agent.Options{Metrics: prom, Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: h.payload,
 		SecretsDir: filepath.Join(dir, "secrets"), Workers: 3, RescanInterval: 200 * time.Millisecond, ImageGID: -1, Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func startAgent(t *testing.T, uri string, prep func(payloadDir string)) *harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &api.Server{Backend: a, Log: log}
+	srv := &api.Server{Backend: a, Log: log, Metrics: prom.Write}
 	go srv.Serve(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -416,6 +417,18 @@ func TestSocketAPI(t *testing.T) {
 		t.Fatalf("healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	resp, err = c.Get("http://x/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`vmpayload_jobs_total{outcome="done"} 1`, `vmpayload_jobs_received_total{source="socket"} 1`,
+		`vmpayload_build_seconds_count 1`, `vmpayload_attach_seconds_count 1`, `vmpayload_libvirt_reconnects_total 0`} {
+		if !strings.Contains(string(mb), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, mb)
+		}
+	}
 	// result file also on disk, same document
 	fr, ok := h.spool.Lookup("api-1")
 	if !ok || fr.Payload == nil || fr.Payload.SHA256 != r.Payload.SHA256 {

@@ -96,7 +96,7 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 	}
 	defer host.Close()
 
-	met := newAgentMetrics(host)
+	met := agent.NewPrometheus(host)
 	opts, err := agentOptions(cfg, host, log)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &api.Server{Backend: a, Log: log, Metrics: met.write}
+	srv := &api.Server{Backend: a, Log: log, Metrics: met.Write}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(l) }()
 	defer os.Remove(cfg.Socket)
