@@ -3,26 +3,22 @@ module github.com/vmpayload/vmpayload
 go 1.26.0
 
 require (
-	github.com/anchore/go-lzo v0.1.0 // indirect
-	github.com/beevik/etree v1.8.1 // indirect
-	github.com/diskfs/go-diskfs v1.9.4 // indirect
+	github.com/beevik/etree v1.8.1
+	github.com/diskfs/go-diskfs v1.9.4
+	github.com/fsnotify/fsnotify v1.10.1
+	github.com/go-crypt/crypt v0.14.15
+	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/common v0.73.1
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/crypto v0.58.0
+	golang.org/x/sys v0.49.0
+)
+
+require (
 	github.com/djherbis/times v1.6.0 // indirect
 	github.com/elliotwutingfeng/asciiset v0.0.0-20260129054604-cfde2086bc57 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/go-crypt/crypt v0.14.15 // indirect
 	github.com/go-crypt/x v0.4.16 // indirect
-	github.com/google/uuid v1.6.0 // indirect
-	github.com/klauspost/compress v1.18.5 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pandatix/go-abnf v0.5.3 // indirect
-	github.com/pierrec/lz4/v4 v4.1.26 // indirect
-	github.com/pkg/xattr v0.4.12 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.73.1 // indirect
-	github.com/sirupsen/logrus v1.9.4 // indirect
-	github.com/ulikunitz/xz v0.5.15 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
