@@ -203,8 +203,10 @@ if [[ -n $score ]] && awk -v s="$score" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s <
 else
 	bad "exposure score \"$score\" > $MAX_EXPOSURE:"; sed 's/^/    /' <<<"$sec" | grep -v '✓'
 fi
-check "systemd-analyze security --threshold=$MAX_EXPOSURE" \
-	quiet systemd-analyze security --offline=true --threshold="$MAX_EXPOSURE" --no-pager "$unit"
+# --threshold takes the score times ten (0..100); exits non-zero above it
+threshold=$(awk -v m="$MAX_EXPOSURE" 'BEGIN { printf "%d", m * 10 }')
+check "systemd-analyze security --threshold=$threshold" \
+	quiet systemd-analyze security --offline=true --threshold="$threshold" --no-pager "$unit"
 
 # ---------------------------------------------------------------- install the .deb
 export DEBIAN_FRONTEND=noninteractive
