@@ -3,6 +3,7 @@ package libvirtx
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -320,4 +321,26 @@ func TestLooksLikeUUID(t *testing.T) {
 			t.Errorf("looksLikeUUID(%q) = %v", tt.s, got)
 		}
 	}
+}
+
+func BenchmarkHostDomain(b *testing.B) {
+	h, err := OpenHost(nodeURIb(b), HostOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := h.Domain(ctx, "6695eb01-f6a4-8304-79aa-97f2502e193f"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func nodeURIb(b *testing.B) string {
+	abs, err := filepath.Abs(filepath.Join("testdata", "node.xml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return "test://" + abs
 }

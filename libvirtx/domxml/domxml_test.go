@@ -319,6 +319,29 @@ func TestParseBus(t *testing.T) {
 	}
 }
 
+func TestHotpluggable(t *testing.T) {
+	for _, tt := range []struct {
+		b    Bus
+		want bool
+	}{{BusSCSI, true}, {BusSATA, false}, {BusIDE, false}, {BusAuto, false}} {
+		if got := tt.b.Hotpluggable(); got != tt.want {
+			t.Errorf("%s.Hotpluggable() = %v", tt.b, got)
+		}
+	}
+}
+
+func BenchmarkSetPayloadCDROM(b *testing.B) {
+	in, err := os.ReadFile(filepath.Join("testdata", "q35-scsi.xml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, _, _, err := SetPayloadCDROM(string(in), "/var/lib/vmpayload/x.iso", BusAuto); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestTargetNames(t *testing.T) {
 	for _, tt := range []struct {
 		name string

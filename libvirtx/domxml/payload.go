@@ -31,6 +31,12 @@ func ParseBus(s string) (Bus, error) {
 	return "", fmt.Errorf("parsing CD-ROM bus %q: want auto, sata, ide or scsi", s)
 }
 
+// Hotpluggable reports whether QEMU can add a CD-ROM on this bus to a
+// running domain. Only SCSI (on a virtio-scsi or other SCSI controller) can;
+// on IDE and SATA libvirt fails with "Bus ... does not support hotplugging"
+// (an internal error, not ERR_NO_SUPPORT), so check before trying.
+func (b Bus) Hotpluggable() bool { return b == BusSCSI }
+
 // DriveAddress is a libvirt <address type='drive'> of a disk.
 type DriveAddress struct {
 	Controller, Bus, Target, Unit int

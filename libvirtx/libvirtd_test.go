@@ -1,0 +1,400 @@
+package libvirtx
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+)
+
+// Integration tests against the real libvirtd (qemu:///system). They run only
+// with VMPAYLOAD_LIBVIRTD=1, which the Makefile sets after test/libvirtd.sh
+// has started the daemons. They define small TCG domains named vmpx-test-*
+// that boot nothing (no bootable device, no network) and remove them again.
+
+const systemURI = "qemu:///system"
+
+func needLibvirtd(t *testing.T) {
+	t.Helper()
+	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
+		t.Skip("real-libvirtd test: set VMPAYLOAD_LIBVIRTD=1 after running test/libvirtd.sh (make test does both)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("VMPAYLOAD_LIBVIRTD=1 but not root: qemu:///system tests need root")
+	}
+}
+
+func uniqueName(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "vmpx-test-" + hex.EncodeToString(b)
+}
+
+// mediaDir makes a directory the QEMU user can traverse holding small media
+// files, removed at the end of the test.
+func mediaDir(t *testing.T, names ...string) map[string]string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vmpx-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		// Any file is a valid raw CD-ROM medium; 32 sectors of a marker.
+		if err := os.WriteFile(p, []byte(strings.Repeat(n, 64*1024/len(n))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths[n] = p
+	}
+	return paths
+}
+
+// qemuDomainXML is a tiny TCG domain that stays running at the firmware's
+// "no bootable device" loop. It has no network device.
+func qemuDomainXML(name, machine string, virtioSCSI bool) string {
+	ctrl := ""
+	if virtioSCSI {
+		ctrl = "<controller type='scsi' index='0' model='virtio-scsi'/>"
+	}
+	return fmt.Sprintf(`<domain type='qemu'>
+  <name>%s</name>
+  <memory unit='MiB'>48</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='%s'>hvm</type>
+    <boot dev='cdrom'/>
+  </os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    %s
+    <memballoon model='none'/>
+  </devices>
+</domain>`, name, machine, ctrl)
+}
+
+// cleanupDomain destroys and undefines the named domain through its own
+// connection, whatever state the host under test is in.
+func cleanupDomain(t *testing.T, name string) {
+	t.Cleanup(func() {
+		c, err := NewConnect(systemURI)
+		if err != nil {
+			t.Errorf("cleanup of %s: %v", name, err)
+			return
+		}
+		defer c.Close()
+		d, err := c.LookupDomainByName(name)
+		if err != nil {
+			if !IsNotFound(err) {
+				t.Errorf("cleanup of %s: %v", name, err)
+			}
+			return
+		}
+		defer d.Free()
+		if active, _ := d.IsActive(); active {
+			if err := d.Destroy(); err != nil {
+				t.Errorf("cleanup: destroying %s: %v", name, err)
+			}
+		}
+		if err := d.Undefine(); err != nil {
+			t.Errorf("cleanup: undefining %s: %v", name, err)
+		}
+	})
+}
+
+// liveXML reads the running definition through a separate connection.
+func liveXML(t *testing.T, uuid string) string {
+	t.Helper()
+	c, err := NewConnect(systemURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d, err := c.LookupDomainByUUIDString(uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free()
+	x, err := d.GetXMLDesc(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func payloadPath(t *testing.T, x string) string {
+	t.Helper()
+	p, found, err := domxml.FindPayload(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		return ""
+	}
+	return p.Path
+}
+
+// defineAndStart defines xml through h, starts it and waits for "started".
+func defineAndStart(t *testing.T, h *LibvirtHost, name, xml string) DomainInfo {
+	t.Helper()
+	ctx := context.Background()
+	cleanupDomain(t, name)
+	di, err := h.DefineXML(ctx, xml)
+	if err != nil {
+		t.Fatalf("DefineXML: %v", err)
+	}
+	waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined")
+	if err := h.Start(ctx, di.UUID); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitEvent(t, h, isEvent(EventStarted, di.UUID), "started")
+	return di
+}
+
+// stopAndUndefine destroys and undefines through h and checks the events.
+func stopAndUndefine(t *testing.T, h *LibvirtHost, uuid string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := h.Destroy(ctx, uuid); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	waitEvent(t, h, isEvent(EventStopped, uuid), "stopped")
+	if err := h.Undefine(ctx, uuid); err != nil {
+		t.Fatalf("Undefine: %v", err)
+	}
+	waitEvent(t, h, isEvent(EventUndefined, uuid), "undefined")
+	if _, err := h.Domain(ctx, uuid); !IsNotFound(err) {
+		t.Errorf("Domain after undefine: %v, want not found", err)
+	}
+}
+
+// TestLibvirtdMediaChange: a Q35 domain gets the payload on SATA in its
+// definition, boots, and has its medium changed live and in the config.
+func TestLibvirtdMediaChange(t *testing.T) {
+	needLibvirtd(t)
+	media := mediaDir(t, "one.iso", "two.iso")
+	h := openTestHost(t, systemURI)
+	ctx := context.Background()
+	name := uniqueName(t)
+
+	x, dev, replaced, err := domxml.SetPayloadCDROM(qemuDomainXML(name, "q35", false), media["one.iso"], domxml.BusAuto)
+	if err != nil || replaced || dev.Bus != domxml.BusSATA {
+		t.Fatalf("SetPayloadCDROM: dev=%+v replaced=%v err=%v", dev, replaced, err)
+	}
+	di := defineAndStart(t, h, name, x)
+	if got := payloadPath(t, liveXML(t, di.UUID)); got != media["one.iso"] {
+		t.Fatalf("live payload = %q, want %q", got, media["one.iso"])
+	}
+
+	// SATA CD-ROMs cannot be hot-plugged: a second drive on the next free
+	// port is refused live (this is why the agent changes media instead).
+	cur, err := h.Domain(ctx, di.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := domxml.ChooseDevice(cur.InactiveXML, domxml.BusAuto)
+	if err != nil || next.Bus != domxml.BusSATA || next.Target == dev.Target {
+		t.Fatalf("ChooseDevice for a second drive = %+v, %v", next, err)
+	}
+	other, err := domxml.PayloadDeviceXML(media["two.iso"], next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other = strings.Replace(other, domxml.PayloadAlias, "ua-vmpx-other", 1)
+	if err := h.AttachDevice(ctx, di.UUID, other, DOMAIN_DEVICE_MODIFY_LIVE); err == nil || IsDisconnected(err) {
+		t.Errorf("live SATA CD-ROM hotplug: err = %v, want a libvirt refusal", err)
+	} else {
+		t.Logf("live SATA hotplug refused as expected: %v", err)
+	}
+
+	// Media change on the existing drive, live and persistent.
+	p, found, err := domxml.FindPayload(cur.InactiveXML)
+	if err != nil || !found {
+		t.Fatalf("payload in inactive XML: %v %v", found, err)
+	}
+	upd, err := domxml.PayloadDeviceXML(media["two.iso"], p.Device)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.UpdateDevice(ctx, di.UUID, upd, DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
+		t.Fatalf("UpdateDevice: %v", err)
+	}
+	if got := payloadPath(t, liveXML(t, di.UUID)); got != media["two.iso"] {
+		t.Errorf("live payload after change = %q, want %q", got, media["two.iso"])
+	}
+	cur, err = h.Domain(ctx, di.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := payloadPath(t, cur.InactiveXML); got != media["two.iso"] {
+		t.Errorf("config payload after change = %q, want %q", got, media["two.iso"])
+	}
+	stopAndUndefine(t, h, di.UUID)
+}
+
+// TestLibvirtdSCSIHotplug: a running domain with a virtio-scsi controller
+// gets the payload CD-ROM hot-plugged, replaced and unplugged.
+//
+// libvirt 9.0 cannot change the medium of a CD-ROM hot-plugged in the current
+// run ("blockdev-remove-medium: Tray ... is not open", with or without
+// FORCE); a drive present at boot changes fine. So a hot-plugged payload is
+// replaced by detach + attach, and after a restart by a media change.
+func TestLibvirtdSCSIHotplug(t *testing.T) {
+	needLibvirtd(t)
+	media := mediaDir(t, "a.iso", "b.iso")
+	h := openTestHost(t, systemURI)
+	ctx := context.Background()
+	name := uniqueName(t)
+	di := defineAndStart(t, h, name, qemuDomainXML(name, "pc", true))
+
+	dev, err := domxml.ChooseDevice(di.InactiveXML, domxml.BusAuto)
+	if err != nil || dev.Bus != domxml.BusSCSI {
+		t.Fatalf("ChooseDevice = %+v, %v; want scsi", dev, err)
+	}
+	diskA, err := domxml.PayloadDeviceXML(media["a.iso"], dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diskB, err := domxml.PayloadDeviceXML(media["b.iso"], dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const both = DOMAIN_DEVICE_MODIFY_LIVE | DOMAIN_DEVICE_MODIFY_CONFIG
+	check := func(step, wantLive, wantConfig string) {
+		t.Helper()
+		if got := payloadPath(t, liveXML(t, di.UUID)); got != wantLive {
+			t.Fatalf("%s: live payload = %q, want %q", step, got, wantLive)
+		}
+		cur, err := h.Domain(ctx, di.UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := payloadPath(t, cur.InactiveXML); got != wantConfig {
+			t.Fatalf("%s: config payload = %q, want %q", step, got, wantConfig)
+		}
+	}
+
+	if err := h.AttachDevice(ctx, di.UUID, diskA, both); err != nil {
+		t.Fatalf("AttachDevice (SCSI hotplug): %v", err)
+	}
+	check("hotplug", media["a.iso"], media["a.iso"])
+
+	if err := h.DetachDevice(ctx, di.UUID, diskA, both); err != nil {
+		t.Fatalf("DetachDevice: %v", err)
+	}
+	if err := h.AttachDevice(ctx, di.UUID, diskB, both); err != nil {
+		t.Fatalf("AttachDevice after detach: %v", err)
+	}
+	check("replug", media["b.iso"], media["b.iso"])
+
+	// After a restart the drive is present at boot: media change works.
+	if err := h.Destroy(ctx, di.UUID); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, h, isEvent(EventStopped, di.UUID), "stopped")
+	if err := h.Start(ctx, di.UUID); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, h, isEvent(EventStarted, di.UUID), "started again")
+	if err := h.UpdateDevice(ctx, di.UUID, diskA, both); err != nil {
+		t.Fatalf("UpdateDevice on a boot-time SCSI drive: %v", err)
+	}
+	check("media change", media["a.iso"], media["a.iso"])
+
+	if err := h.DetachDevice(ctx, di.UUID, diskA, both); err != nil {
+		t.Fatalf("DetachDevice: %v", err)
+	}
+	check("unplug", "", "")
+	stopAndUndefine(t, h, di.UUID)
+}
+
+// TestLibvirtdReconnect stops libvirtd while a domain runs and starts it
+// again: calls in between fail as disconnected, the host reconnects by
+// itself and the guest survives. It restarts libvirtd promptly (other
+// tests on the machine share it).
+func TestLibvirtdReconnect(t *testing.T) {
+	needLibvirtd(t)
+	script, err := filepath.Abs(filepath.Join("..", "test", "libvirtd.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := func() {
+		out, err := exec.Command(script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("restarting libvirtd with %s: %v\n%s", script, err, out)
+		}
+	}
+	t.Cleanup(restart) // whatever happens, leave libvirtd running
+
+	h, err := OpenHost(systemURI, HostOptions{MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ctx := context.Background()
+	name := uniqueName(t)
+	di := defineAndStart(t, h, name, qemuDomainXML(name, "pc", false))
+
+	pidText, err := os.ReadFile("/run/libvirtd.pid")
+	if err != nil {
+		t.Fatalf("reading libvirtd pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil || pid <= 1 {
+		t.Fatalf("bad libvirtd pid %q", pidText)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("stopping libvirtd (pid %d): %v", pid, err)
+	}
+	waitEvent(t, h, isEvent(EventDisconnected, ""), "disconnected")
+	deadline := time.Now().Add(eventBound)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("libvirtd (pid %d) did not exit within %v", pid, eventBound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := h.Domain(ctx, di.UUID); !IsDisconnected(err) {
+		t.Errorf("Domain while libvirtd is down: %v, want ErrDisconnected", err)
+	}
+	if err := h.Start(ctx, di.UUID); !IsDisconnected(err) {
+		t.Errorf("Start while libvirtd is down: %v, want ErrDisconnected", err)
+	}
+	if got := h.Reconnects(); got != 0 {
+		t.Errorf("Reconnects before restart = %d", got)
+	}
+
+	restart()
+	waitEvent(t, h, isEvent(EventReconnected, ""), "reconnected")
+	if got := h.Reconnects(); got != 1 {
+		t.Errorf("Reconnects = %d, want 1", got)
+	}
+	cur, err := h.Domain(ctx, di.UUID)
+	if err != nil {
+		t.Fatalf("Domain after reconnect: %v", err)
+	}
+	if !cur.Active {
+		t.Errorf("guest did not survive the libvirtd restart")
+	}
+	// Events flow on the new connection.
+	stopAndUndefine(t, h, di.UUID)
+}
