@@ -194,14 +194,14 @@ func (s *Spool) open(name string) (*Claimed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading claimed job %s: %w", p, err)
 	}
-	// The token is stable for the file's life in processing/: rename sets
-	// its ctime, nothing the agent does afterwards changes it.
+	// The token is stable for the file's life in processing/ (rename and
+	// chmod keep inode, size and mtime) and differs for a file dropped again.
 	sys, _ := st.Sys().(*syscall.Stat_t)
+	var ino uint64
 	if sys != nil {
-		c.Token = fmt.Sprintf("%s@%d.%d/%d", name, sys.Ctim.Sec, sys.Ctim.Nsec, sys.Ino)
-	} else {
-		c.Token = fmt.Sprintf("%s@%d", name, st.ModTime().UnixNano())
+		ino = sys.Ino
 	}
+	c.Token = fmt.Sprintf("%s@%d/%d/%d", name, st.ModTime().UnixNano(), ino, st.Size())
 	c.Data, c.ReadErr = readJobFile(p)
 	return c, nil
 }

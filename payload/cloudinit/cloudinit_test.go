@@ -1,0 +1,121 @@
+package cloudinit
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+func TestDeepMerge(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		base, over, out map[string]any
+	}{
+		{"scalars: user wins", map[string]any{"a": 1, "b": "x"}, map[string]any{"a": 2}, map[string]any{"a": 2, "b": "x"}},
+		{"lists append", map[string]any{"l": []any{1, 2}}, map[string]any{"l": []any{3}}, map[string]any{"l": []any{1, 2, 3}}},
+		{"maps merge recursively", map[string]any{"m": map[string]any{"x": 1, "y": map[string]any{"z": 1}}},
+			map[string]any{"m": map[string]any{"y": map[string]any{"w": 2}}},
+			map[string]any{"m": map[string]any{"x": 1, "y": map[string]any{"z": 1, "w": 2}}}},
+		{"type change: user wins", map[string]any{"k": []any{1}}, map[string]any{"k": "s"}, map[string]any{"k": "s"}},
+		{"new keys", map[string]any{}, map[string]any{"n": nil}, map[string]any{"n": nil}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(c.base)
+			got := DeepMerge(c.base, c.over)
+			if !reflect.DeepEqual(got, c.out) {
+				t.Errorf("got %v, want %v", got, c.out)
+			}
+			if len(c.base) != before {
+				t.Errorf("base modified")
+			}
+		})
+	}
+}
+
+func TestMultipartRoundTrip(t *testing.T) {
+	parts := []Part{partFor("#cloud-config\na: 1\n", "one"), partFor("#!/bin/sh\necho hi\n", "two")}
+	doc, err := JoinMultipart(parts, "b-123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := SplitMultipart(string(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || string(got[1].Body) != "#!/bin/sh\necho hi\n" || !strings.HasPrefix(got[1].Header.Get("Content-Type"), "text/x-shellscript") {
+		t.Fatalf("round trip: %+v", got)
+	}
+	for _, bad := range []string{"Content-Type: text/plain\n\nx", "Content-Type: multipart/mixed\n\nx", "Content-Type: multipart/mixed; boundary=Q\n\nno parts"} {
+		if _, err := SplitMultipart(bad); err == nil {
+			t.Errorf("SplitMultipart(%q) accepted", bad)
+		}
+	}
+}
+
+func render(t *testing.T, j job.Job) *Documents {
+	t.Helper()
+	d, err := Render(Input{Job: j}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestInstanceIDStableForIdenticalContent(t *testing.T) {
+	base := job.Job{Version: 1, Hostname: "h", Users: []job.User{{Name: "u", Password: "pw-1"}}}
+	a, b := render(t, base), render(t, base)
+	if a.InstanceID != b.InstanceID || a.ContentHash != b.ContentHash {
+		t.Errorf("identical jobs gave %s/%s and %s/%s", a.InstanceID, a.ContentHash, b.InstanceID, b.ContentHash)
+	}
+	// random salt: the documents differ, the identity does not
+	if string(a.Files[1].Data) == string(b.Files[1].Data) {
+		t.Errorf("password salt is not random")
+	}
+	other := base
+	other.Users = []job.User{{Name: "u", Password: "pw-2"}}
+	if c := render(t, other); c.InstanceID == a.InstanceID {
+		t.Errorf("a changed password kept the instance-id")
+	}
+	// job identity fields do not change the instance
+	moved := base
+	moved.ID, moved.Domain = "another", "vm2"
+	if c := render(t, moved); c.InstanceID != a.InstanceID || c.ContentHash != a.ContentHash {
+		t.Errorf("id/domain changed the content identity")
+	}
+	// media changes the image, not the instance
+	vfat := base
+	vfat.Media = job.MediaVFAT
+	if c := render(t, vfat); c.InstanceID != a.InstanceID || c.ContentHash == a.ContentHash {
+		t.Errorf("media: iid %s vs %s, hash %s vs %s", c.InstanceID, a.InstanceID, c.ContentHash, a.ContentHash)
+	}
+	pinned := base
+	pinned.InstanceID = "i-pinned"
+	if c := render(t, pinned); c.InstanceID != "i-pinned" {
+		t.Errorf("pinned instance id ignored: %s", c.InstanceID)
+	}
+	for _, f := range a.Files {
+		if strings.Contains(string(f.Data), "pw-1") {
+			t.Errorf("%s holds the plaintext password", f.Path)
+		}
+	}
+}
+
+func TestRenderRefusesWhatItCannotExpress(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		j     job.Job
+		field string
+	}{
+		{"configdrive with raw network_config", job.Job{Version: 1, Format: job.FormatConfigDrive, NetworkConfig: "version: 2\nethernets: {}\n"}, "network_config"},
+		{"replace drops generated config", job.Job{Version: 1, UserData: "#!/bin/sh\n", UserDataMode: job.ModeReplace, Runcmd: []job.Command{{Shell: "x"}}}, "user_data_mode"},
+		{"unresolved secret", job.Job{Version: 1, Users: []job.User{{Name: "u", PasswordSecret: "s"}}}, "users[0].password_secret"},
+	} {
+		_, err := Render(Input{Job: c.j}, Options{})
+		ve, ok := err.(*job.ValidationError)
+		if !ok || ve.Errors[0].Field != c.field {
+			t.Errorf("%s: %v, want an error on %s", c.name, err, c.field)
+		}
+	}
+}
