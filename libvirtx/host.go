@@ -154,6 +154,11 @@ type HostOptions struct {
 	// MaxQueuedEvents caps events waiting to be read from Events (default
 	// 65536); beyond it the oldest are dropped with a warning.
 	MaxQueuedEvents int
+	// RetryInitialConnect makes OpenHost succeed even when the first
+	// connection fails: the host starts disconnected (calls fail with
+	// ErrDisconnected) and connects in the background, counting that as a
+	// reconnect and sending EventReconnected.
+	RetryInitialConnect bool
 }
 
 func (o *HostOptions) defaults() {
@@ -236,8 +241,8 @@ var _ Host = (*LibvirtHost)(nil)
 
 // OpenHost connects to uri ("qemu:///system", "test:///default", ...) and
 // starts the event loop, event delivery and the reconnection supervisor. The
-// first connection must succeed; later losses are repaired in the
-// background.
+// first connection must succeed unless opts.RetryInitialConnect is set;
+// later losses are repaired in the background.
 func OpenHost(uri string, opts HostOptions) (*LibvirtHost, error) {
 	return openHost(uri, opts, NewConnect)
 }
@@ -258,12 +263,19 @@ func openHost(uri string, opts HostOptions, dial func(string) (*Connect, error))
 		events:   make(chan Event),
 	}
 	conn, gen, cbID, err := h.connect()
-	if err != nil {
+	down := false
+	switch {
+	case err == nil:
+		h.conn, h.gen, h.cbID = conn, gen, cbID
+	case opts.RetryInitialConnect:
+		h.log.Warn("libvirt not reachable yet; retrying in the background", "err", err)
+		h.emit(Event{Type: EventDisconnected})
+		down = true
+	default:
 		return nil, err
 	}
-	h.conn, h.gen, h.cbID = conn, gen, cbID
 	h.wg.Add(2)
-	go h.supervise()
+	go h.supervise(down)
 	go h.pump()
 	return h, nil
 }
@@ -322,10 +334,17 @@ func (h *LibvirtHost) reportLost(gen uint64) {
 	}
 }
 
-// supervise drops lost connections and reconnects with backoff.
-func (h *LibvirtHost) supervise() {
+// supervise drops lost connections and reconnects with backoff. down says
+// the host starts without a connection (HostOptions.RetryInitialConnect).
+func (h *LibvirtHost) supervise(down bool) {
 	defer h.wg.Done()
 	for {
+		if down {
+			if !h.redial() {
+				return
+			}
+			down = false
+		}
 		var gen uint64
 		select {
 		case <-h.done:
@@ -343,32 +362,37 @@ func (h *LibvirtHost) supervise() {
 		h.log.Warn("libvirt connection lost; reconnecting")
 		h.emit(Event{Type: EventDisconnected})
 		h.teardown(old, oldCB)
+		down = true
+	}
+}
 
-		delay := h.opts.MinBackoff
-		for attempt := 1; ; attempt++ {
-			conn, gen, cbID, err := h.connect()
-			if err == nil {
-				h.mu.Lock()
-				if h.closed {
-					h.mu.Unlock()
-					h.teardown(conn, cbID)
-					return
-				}
-				h.conn, h.gen, h.cbID = conn, gen, cbID
+// redial connects again, retrying with exponential backoff, and installs the
+// new connection. It returns false when the host was closed meanwhile.
+func (h *LibvirtHost) redial() bool {
+	delay := h.opts.MinBackoff
+	for attempt := 1; ; attempt++ {
+		conn, gen, cbID, err := h.connect()
+		if err == nil {
+			h.mu.Lock()
+			if h.closed {
 				h.mu.Unlock()
-				n := h.reconnects.Add(1)
-				h.log.Info("libvirt connection re-established", "attempts", attempt, "reconnects", n)
-				h.emit(Event{Type: EventReconnected})
-				break
+				h.teardown(conn, cbID)
+				return false
 			}
-			h.log.Debug("reconnecting to libvirt failed", "attempt", attempt, "retry_in", delay, "err", err)
-			select {
-			case <-h.done:
-				return
-			case <-time.After(delay):
-			}
-			delay = min(2*delay, h.opts.MaxBackoff)
+			h.conn, h.gen, h.cbID = conn, gen, cbID
+			h.mu.Unlock()
+			n := h.reconnects.Add(1)
+			h.log.Info("libvirt connection established", "attempts", attempt, "reconnects", n)
+			h.emit(Event{Type: EventReconnected})
+			return true
 		}
+		h.log.Debug("connecting to libvirt failed", "attempt", attempt, "retry_in", delay, "err", err)
+		select {
+		case <-h.done:
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, h.opts.MaxBackoff)
 	}
 }
 

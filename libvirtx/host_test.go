@@ -304,6 +304,39 @@ func TestHostCallsWhileDisconnected(t *testing.T) {
 	}
 }
 
+func TestHostRetryInitialConnect(t *testing.T) {
+	release := make(chan struct{})
+	var dials atomic.Int32
+	dial := func(uri string) (*Connect, error) {
+		if dials.Add(1) == 1 {
+			return nil, Error{Code: ERR_SYSTEM_ERROR, Domain: FROM_RPC, Message: "injected: daemon not up", Level: ERR_ERROR}
+		}
+		<-release
+		return NewConnect(uri)
+	}
+	if _, err := openHost("test:///default", HostOptions{}, dial); err == nil || !strings.Contains(err.Error(), "daemon not up") {
+		t.Fatalf("without RetryInitialConnect: err = %v, want the dial error", err)
+	}
+	dials.Store(0)
+	h, err := openHost("test:///default", HostOptions{RetryInitialConnect: true, MinBackoff: time.Millisecond}, dial)
+	if err != nil {
+		t.Fatalf("with RetryInitialConnect: %v", err)
+	}
+	defer h.Close()
+	waitEvent(t, h, isEvent(EventDisconnected, ""), "disconnected")
+	if _, err := h.ListDomains(context.Background()); !IsDisconnected(err) {
+		t.Errorf("call before the first connection: %v, want ErrDisconnected", err)
+	}
+	close(release)
+	waitEvent(t, h, isEvent(EventReconnected, ""), "reconnected")
+	if _, err := h.ListDomains(context.Background()); err != nil {
+		t.Errorf("call after connecting: %v", err)
+	}
+	if got := h.Reconnects(); got != 1 {
+		t.Errorf("Reconnects = %d, want 1", got)
+	}
+}
+
 func TestLooksLikeUUID(t *testing.T) {
 	for _, tt := range []struct {
 		s    string
