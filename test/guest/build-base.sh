@@ -123,6 +123,9 @@ esac
 img="$here/image"
 mmdebstrap --variant=apt --mode=root --format=directory \
 	--include="$common,$extra" \
+	--essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/usr/share/initramfs-tools/modules.d"' \
+	--essential-hook='printf "MODULES=list\n" > "$1/etc/initramfs-tools/conf.d/vmpayload-e2e.conf"' \
+	--essential-hook="install -m 0644 '$img/modules' \"\$1/usr/share/initramfs-tools/modules.d/vmpayload-e2e\"" \
 	--aptopt='Acquire::Retries "3"' \
 	--dpkgopt='path-exclude=/usr/share/doc/*' \
 	--dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -137,12 +140,11 @@ mmdebstrap --variant=apt --mode=root --format=directory \
 	--customize-hook='printf "LANG=C.UTF-8\n" > "$1/etc/default/locale"' \
 	--customize-hook='printf "debian\n" > "$1/etc/hostname"' \
 	--customize-hook='printf "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n" > "$1/etc/hosts"' \
-	--customize-hook='if [ -d "$1/etc/network" ]; then printf "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n" > "$1/etc/network/interfaces"; fi' \
+	--customize-hook='if [ -x "$1/sbin/ifup" ] || [ -x "$1/usr/sbin/ifup" ]; then printf "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n" > "$1/etc/network/interfaces"; fi' \
 	--customize-hook='rm -f "$1"/etc/ssh/ssh_host_*' \
 	--customize-hook='if [ ! -L "$1/etc/resolv.conf" ]; then : > "$1/etc/resolv.conf"; fi' \
 	--customize-hook="install -m 0644 '$img/modules' \"\$1/etc/initramfs-tools/modules\"" \
-	--customize-hook='printf "MODULES=list\n" > "$1/etc/initramfs-tools/conf.d/vmpayload-e2e.conf"' \
-	--customize-hook='chroot "$1" update-initramfs -u -k all >/dev/null' \
+	--customize-hook='cmp -s "$1/etc/initramfs-tools/modules" "$1/usr/share/initramfs-tools/modules.d/vmpayload-e2e" || chroot "$1" update-initramfs -u -k all >/dev/null' \
 	--customize-hook='chroot "$1" sh -c "lsinitramfs /boot/initrd.img-*" > "$1/root/.vmpx-initrd-list"' \
 	--customize-hook='chroot "$1" dpkg-query -W -f "\${Package}=\${Version}\n" > "$1/root/.vmpx-packages"' \
 	--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin; : > "$1/etc/machine-id"; rm -f "$1/var/lib/dbus/machine-id"' \

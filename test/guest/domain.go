@@ -166,6 +166,43 @@ func Prepare(ctx context.Context, img *Image, opts Options) (*Guest, error) {
 	return g, nil
 }
 
+// FixKVMDevice gives /dev/kvm the owner and mode udev would (root:kvm
+// 0660) when it is root-only, as on machines without udev. libvirt 9.0
+// otherwise finds KVM "enabled when probing but not available now" for the
+// libvirt-qemu user, throws its capabilities cache away on every lookup and
+// re-probes qemu, making each define or start take a minute. It returns
+// whether it changed anything.
+func FixKVMDevice() (bool, error) {
+	st, err := os.Stat("/dev/kvm")
+	if err != nil {
+		return false, nil
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || st.Mode().Perm()&0o060 == 0o060 && sys.Gid != 0 {
+		return false, nil
+	}
+	out, err := exec.Command("getent", "group", "kvm").Output()
+	if err != nil {
+		return false, fmt.Errorf("fixing /dev/kvm: no kvm group: %w", err)
+	}
+	f := strings.Split(strings.TrimSpace(string(out)), ":")
+	if len(f) < 3 {
+		return false, fmt.Errorf("fixing /dev/kvm: bad group entry %q", out)
+	}
+	var gid int
+	if _, err := fmt.Sscan(f[2], &gid); err != nil {
+		return false, fmt.Errorf("fixing /dev/kvm: kvm gid %q: %w", f[2], err)
+	}
+	if err := os.Chown("/dev/kvm", 0, gid); err != nil {
+		return false, fmt.Errorf("fixing /dev/kvm: %w", err)
+	}
+	if err := os.Chmod("/dev/kvm", 0o660); err != nil {
+		return false, fmt.Errorf("fixing /dev/kvm: %w", err)
+	}
+	slog.Info("set /dev/kvm to root:kvm 0660 (no udev on this machine)")
+	return true, nil
+}
+
 // MakeTraversable adds o+x to every directory from dir up to / that lacks
 // it, so libvirt-qemu (uid 64055) can reach files below dir.
 func MakeTraversable(dir string) error {
@@ -517,10 +554,10 @@ func (g *Guest) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if g.defined {
-		if _, err := Virsh(ctx, g.URI, "undefine", g.Name); err != nil && !strings.Contains(err.Error(), "failed to get domain") {
-			errs = append(errs, err)
-		}
+	// Undefine even when Define reported failure: a define cut short by a
+	// libvirtd restart may still have taken effect. The name is this guest's.
+	if _, err := Virsh(ctx, g.URI, "undefine", g.Name); err != nil && g.defined && !strings.Contains(err.Error(), "failed to get domain") {
+		errs = append(errs, err)
 	}
 	if g.ownDir {
 		errs = append(errs, os.RemoveAll(g.Dir))
@@ -557,7 +594,7 @@ var transient = []string{
 // Virsh runs `virsh -c uri args...` and returns stdout. Failures that look
 // like a briefly absent libvirtd are retried for up to 60 s.
 func Virsh(ctx context.Context, uri string, args ...string) (string, error) {
-	deadline := time.Now().Add(60 * time.Second)
+	var deadline time.Time // set at the first transient failure
 	for attempt := 1; ; attempt++ {
 		cmd := exec.CommandContext(ctx, "virsh", append([]string{"-q", "-c", uri}, args...)...)
 		var stderr strings.Builder
@@ -578,6 +615,9 @@ func Virsh(ctx context.Context, uri string, args ...string) (string, error) {
 			if ws, ok := ee.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				retry = false
 			}
+		}
+		if retry && deadline.IsZero() {
+			deadline = time.Now().Add(60 * time.Second)
 		}
 		if !retry || time.Now().After(deadline) || ctx.Err() != nil {
 			return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, msg)
