@@ -14,6 +14,26 @@
 // backoff when the daemon goes away. Errors from the shim can be classified
 // with IsNotFound, IsDisconnected and IsUnsupported.
 //
+// Putting a payload on a domain (with package domxml), as verified against
+// libvirt 9.0 / QEMU 7.2 by the VMPAYLOAD_LIBVIRTD=1 tests:
+//
+//   - Stopped domain: domxml.SetPayloadCDROM on DomainInfo.InactiveXML,
+//     DefineXML, Start.
+//   - Running domain that has the payload drive (domxml.FindPayload): render
+//     domxml.PayloadDeviceXML(newPath, found.Device) and UpdateDevice with
+//     DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG (media change;
+//     works on IDE, SATA and SCSI drives present when the domain started).
+//     A drive hot-plugged during the current run cannot change media in
+//     libvirt 9.0 ("Tray ... is not open", even with FORCE): DetachDevice and
+//     AttachDevice it instead.
+//   - Running domain without the drive: if domxml.ChooseDevice picks a bus
+//     that is Hotpluggable (SCSI), AttachDevice with LIVE|CONFIG; otherwise
+//     only the definition can change (DefineXML), effective at next start.
+//
+// The test driver (test:///default) supports define/start/events but no
+// device changes (IsUnsupported), and its state lives as long as at least
+// one connection to it is open in the process.
+//
 // Building requires pkg-config and the libvirt development headers
 // (Debian: apt-get install libvirt-dev pkg-config).
 package libvirtx

@@ -187,32 +187,45 @@ func stopAndUndefine(t *testing.T, h *LibvirtHost, uuid string) {
 	}
 }
 
-// TestLibvirtdMediaChange: a Q35 domain gets the payload on SATA in its
-// definition, boots, and has its medium changed live and in the config.
+// TestLibvirtdMediaChange: a domain gets the payload in its definition on
+// the machine's default bus, boots, refuses a second hot-plugged drive on
+// that bus and has its medium changed live and in the config.
 func TestLibvirtdMediaChange(t *testing.T) {
 	needLibvirtd(t)
+	for _, tt := range []struct {
+		machine string
+		bus     domxml.Bus
+	}{
+		{"q35", domxml.BusSATA},
+		{"pc", domxml.BusIDE},
+	} {
+		t.Run(tt.machine, func(t *testing.T) { testMediaChange(t, tt.machine, tt.bus) })
+	}
+}
+
+func testMediaChange(t *testing.T, machine string, wantBus domxml.Bus) {
 	media := mediaDir(t, "one.iso", "two.iso")
 	h := openTestHost(t, systemURI)
 	ctx := context.Background()
 	name := uniqueName(t)
 
-	x, dev, replaced, err := domxml.SetPayloadCDROM(qemuDomainXML(name, "q35", false), media["one.iso"], domxml.BusAuto)
-	if err != nil || replaced || dev.Bus != domxml.BusSATA {
-		t.Fatalf("SetPayloadCDROM: dev=%+v replaced=%v err=%v", dev, replaced, err)
+	x, dev, replaced, err := domxml.SetPayloadCDROM(qemuDomainXML(name, machine, false), media["one.iso"], domxml.BusAuto)
+	if err != nil || replaced || dev.Bus != wantBus {
+		t.Fatalf("SetPayloadCDROM: dev=%+v replaced=%v err=%v, want bus %s", dev, replaced, err, wantBus)
 	}
 	di := defineAndStart(t, h, name, x)
 	if got := payloadPath(t, liveXML(t, di.UUID)); got != media["one.iso"] {
 		t.Fatalf("live payload = %q, want %q", got, media["one.iso"])
 	}
 
-	// SATA CD-ROMs cannot be hot-plugged: a second drive on the next free
-	// port is refused live (this is why the agent changes media instead).
+	// SATA and IDE CD-ROMs cannot be hot-plugged: a second drive on the next
+	// free port is refused live (this is why the agent changes media).
 	cur, err := h.Domain(ctx, di.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next, err := domxml.ChooseDevice(cur.InactiveXML, domxml.BusAuto)
-	if err != nil || next.Bus != domxml.BusSATA || next.Target == dev.Target {
+	if err != nil || next.Bus != wantBus || next.Bus.Hotpluggable() || next.Target == dev.Target {
 		t.Fatalf("ChooseDevice for a second drive = %+v, %v", next, err)
 	}
 	other, err := domxml.PayloadDeviceXML(media["two.iso"], next)
@@ -221,9 +234,9 @@ func TestLibvirtdMediaChange(t *testing.T) {
 	}
 	other = strings.Replace(other, domxml.PayloadAlias, "ua-vmpx-other", 1)
 	if err := h.AttachDevice(ctx, di.UUID, other, DOMAIN_DEVICE_MODIFY_LIVE); err == nil || IsDisconnected(err) {
-		t.Errorf("live SATA CD-ROM hotplug: err = %v, want a libvirt refusal", err)
+		t.Errorf("live %s CD-ROM hotplug: err = %v, want a libvirt refusal", wantBus, err)
 	} else {
-		t.Logf("live SATA hotplug refused as expected: %v", err)
+		t.Logf("live %s hotplug refused as expected: %v", wantBus, err)
 	}
 
 	// Media change on the existing drive, live and persistent.
