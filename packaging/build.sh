@@ -35,6 +35,7 @@ fi
 go run ./packaging/gendocs -bin "$VMPAYLOAD_BUILD/vmpayload" -out "$VMPAYLOAD_BUILD/docs" \
 	-version "$VMPAYLOAD_VERSION" -date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)"
 
+# nfpm v2.44.0: the "tool" of packaging/tools/go.mod
 (cd packaging/tools && go build -o "../../$VMPAYLOAD_BUILD/nfpm" github.com/goreleaser/nfpm/v2/cmd/nfpm)
 
 for f in "${formats[@]}"; do

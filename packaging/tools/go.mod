@@ -1,9 +1,10 @@
-// Build-time tools for packaging; kept out of the product's go.mod.
+// Build-time tools for packaging (nfpm v2.44.0, the last release the module
+// proxy here serves all dependencies of), kept out of the product's go.mod.
 module github.com/vmpayload/vmpayload/packaging/tools
 
 go 1.26.0
 
-require github.com/goreleaser/nfpm/v2 v2.44.0
+require github.com/goreleaser/nfpm/v2 v2.44.0 // indirect
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
@@ -63,3 +64,5 @@ require (
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+tool github.com/goreleaser/nfpm/v2/cmd/nfpm
