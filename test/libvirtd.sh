@@ -27,21 +27,26 @@ mkdir -p /run/libvirt /var/lib/libvirt/qemu /var/cache/libvirt/qemu /var/log/lib
 
 running() { pgrep -x "$1" >/dev/null 2>&1; }
 
-if ! running virtlogd; then
-	log "starting virtlogd"
-	virtlogd -d
-fi
-if ! running libvirtd; then
-	# A stale pid file from a killed daemon makes libvirtd refuse to start.
-	if [ -f /run/libvirtd.pid ] && ! kill -0 "$(cat /run/libvirtd.pid 2>/dev/null)" 2>/dev/null; then
-		rm -f /run/libvirtd.pid
+ensure_daemons() {
+	if ! running virtlogd; then
+		log "starting virtlogd"
+		virtlogd -d
 	fi
-	log "starting libvirtd"
-	libvirtd -d
-fi
+	if ! running libvirtd; then
+		# A stale pid file from a killed daemon is harmless (libvirtd locks
+		# it), but remove it so it does not mislead anyone.
+		if [ -f /run/libvirtd.pid ] && ! kill -0 "$(cat /run/libvirtd.pid 2>/dev/null)" 2>/dev/null; then
+			rm -f /run/libvirtd.pid
+		fi
+		log "starting libvirtd"
+		libvirtd -d
+	fi
+}
 
 i=0
 while :; do
+	# Also covers a libvirtd that was still shutting down when we looked.
+	ensure_daemons
 	if virsh -c "$uri" version >/dev/null 2>&1; then
 		log "libvirtd answers on $uri"
 		exit 0
