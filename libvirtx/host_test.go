@@ -337,6 +337,60 @@ func TestHostRetryInitialConnect(t *testing.T) {
 	}
 }
 
+// TestHostConcurrentCallsDuringReconnects runs calls from several goroutines
+// while the connection is dropped and re-established repeatedly: every call
+// either succeeds or fails as disconnected, and nothing deadlocks.
+func TestHostConcurrentCallsDuringReconnects(t *testing.T) {
+	h, err := OpenHost("test:///default", HostOptions{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	go func() { // drain events so the queue stays small
+		for range h.Events() {
+		}
+	}()
+	ctx := context.Background()
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := h.ListDomains(ctx); err != nil && !IsDisconnected(err) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	const rounds = 20
+	for r := uint64(1); r <= rounds; r++ {
+		h.mu.RLock()
+		gen := h.gen
+		h.mu.RUnlock()
+		h.reportLost(gen)
+		deadline := time.Now().Add(eventBound)
+		for h.Reconnects() < r {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no reconnect within %v", r, eventBound)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(stop)
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("call failed with a non-transient error: %v", err)
+		}
+	}
+}
+
 func TestLooksLikeUUID(t *testing.T) {
 	for _, tt := range []struct {
 		s    string
