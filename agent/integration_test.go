@@ -1,0 +1,1026 @@
+package agent_test
+
+// Integration tests of the real vmpayload binary against a real libvirtd
+// (qemu:///system) and the libvirt test driver. They run only with
+// VMPAYLOAD_LIBVIRTD=1, which the Makefile sets after test/libvirtd.sh has
+// started the daemons. The agent is driven only from outside — job files
+// dropped into its spool the writer's way and HTTP on its unix socket — and
+// checked only from outside: virsh dumpxml/domstate, blkid, xorriso and the
+// spool's result files. Domains are small TCG guests named vmpx-int-* that
+// boot nothing; every test undefines the domains it made.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+)
+
+const systemURI = "qemu:///system"
+
+// resultWait bounds every wait for an agent outcome; TCG and host noise make
+// single operations slow, so it is generous. It is a deadline, not a timing
+// assertion.
+const resultWait = 180 * time.Second
+
+func needLibvirtd(t testing.TB) {
+	t.Helper()
+	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
+		t.Skip("real-libvirtd integration test: set VMPAYLOAD_LIBVIRTD=1 after running test/libvirtd.sh (make test does both)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("VMPAYLOAD_LIBVIRTD=1 but not root: qemu:///system tests need root")
+	}
+	for _, tool := range []string{"virsh", "blkid", "xorriso", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: %v", tool, err)
+		}
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// agentBinary builds cmd/vmpayload once per test binary into a temp
+// directory (removed by TestMain's cleanup hook) and returns its path.
+func agentBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vmpx-int-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binCleanup = func() { os.RemoveAll(dir) }
+		p := filepath.Join(dir, "vmpayload")
+		cmd := exec.Command("go", "build", "-o", p, "github.com/vmpayload/vmpayload/cmd/vmpayload")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		binPath = p
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// binCleanup removes the built binary; TestMain runs it after all tests.
+var binCleanup = func() {}
+
+func randHex(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// workDir makes a per-test directory that the QEMU user (libvirt-qemu) can
+// traverse, under /var/tmp (t.TempDir under /tmp is 0700), removed at the end.
+func workDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "vmpx-int-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// agentProc is one running `vmpayload agent` process.
+type agentProc struct {
+	t       testing.TB
+	bin     string
+	uri     string
+	dir     string
+	spool   string
+	payload string
+	sock    string
+	logPath string
+	extra   []string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	client  *http.Client
+}
+
+// newAgent prepares (but does not start) an agent on uri with its own
+// spool, payload directory, secrets directory and socket under a fresh
+// work directory.
+func newAgent(t testing.TB, uri string, extra ...string) *agentProc {
+	t.Helper()
+	dir := workDir(t)
+	a := &agentProc{t: t, bin: agentBinary(t), uri: uri, dir: dir, spool: filepath.Join(dir, "spool"),
+		payload: filepath.Join(dir, "payload"), sock: filepath.Join(dir, "agent.sock"), logPath: filepath.Join(dir, "agent.log"), extra: extra}
+	a.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", a.sock)
+	}}}
+	t.Cleanup(func() {
+		a.stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(a.logPath); err == nil {
+				t.Logf("agent log (%s):\n%s", a.logPath, tail(string(b), 200))
+			}
+		}
+	})
+	return a
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// start runs the agent and waits until its socket answers /healthz.
+func (a *agentProc) start() {
+	a.t.Helper()
+	args := append([]string{"agent", "--config", "", "--libvirt-uri", a.uri, "--spool-dir", a.spool,
+		"--payload-dir", a.payload, "--socket", a.sock, "--secrets-dir", filepath.Join(a.dir, "secrets"),
+		"--rescan-interval", "1s", "--log-level", "debug"}, a.extra...)
+	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer logf.Close()
+	a.cmd = exec.Command(a.bin, args...)
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	if err := a.cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	a.exited = make(chan struct{})
+	go func(c *exec.Cmd, ch chan struct{}) { _ = c.Wait(); close(ch) }(a.cmd, a.exited)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := a.client.Get("http://agent/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-a.exited:
+			b, _ := os.ReadFile(a.logPath)
+			a.t.Fatalf("agent exited at start-up:\n%s", b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatal("agent socket did not answer /healthz")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for the agent to exit (SIGKILL after 60s).
+func (a *agentProc) stop() {
+	if a.cmd == nil || a.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-a.exited:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(60 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.exited
+	}
+}
+
+// kill sends SIGKILL to the agent and waits until it is gone.
+func (a *agentProc) kill() {
+	a.t.Helper()
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		a.t.Fatal(err)
+	}
+	<-a.exited
+}
+
+// drop writes a job into incoming/ the way writers must: a dot temp file,
+// then rename.
+func (a *agentProc) drop(name string, job map[string]any) {
+	a.t.Helper()
+	b, err := json.Marshal(job)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	in := filepath.Join(a.spool, "incoming")
+	if err := os.MkdirAll(in, 0o700); err != nil {
+		a.t.Fatal(err)
+	}
+	tmp := filepath.Join(in, "."+name+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		a.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(in, name+".json")); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// readResult reads done/<id>.json or failed/<id>.json, whichever exists.
+func (a *agentProc) readResult(id string) (result.Result, string, bool) {
+	for _, d := range []string{"done", "failed"} {
+		b, err := os.ReadFile(filepath.Join(a.spool, d, id+".json"))
+		if err != nil {
+			continue
+		}
+		var r result.Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			continue // being replaced; read again
+		}
+		return r, d, true
+	}
+	return result.Result{}, "", false
+}
+
+// result waits for the result of id whose claim differs from notClaim (""
+// accepts any) and for the job to leave processing/.
+func (a *agentProc) result(id, notClaim string) result.Result {
+	a.t.Helper()
+	deadline := time.Now().Add(resultWait)
+	for time.Now().Before(deadline) {
+		if r, _, ok := a.readResult(id); ok && (notClaim == "" || r.Claim != notClaim) {
+			if _, err := os.Stat(filepath.Join(a.spool, "processing", id+".json")); err != nil {
+				return r
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.t.Fatalf("no result for job %s", id)
+	return result.Result{}
+}
+
+// run drops a job and waits for its result.
+func (a *agentProc) run(id string, job map[string]any) result.Result {
+	a.t.Helper()
+	job["id"] = id
+	old, _, _ := a.readResult(id)
+	a.drop(id, job)
+	return a.result(id, old.Claim)
+}
+
+// metrics fetches /metrics and returns the value of the named sample.
+func (a *agentProc) metric(name string) float64 {
+	a.t.Helper()
+	resp, err := a.client.Get("http://agent/metrics")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				a.t.Fatal(err)
+			}
+			return v
+		}
+	}
+	a.t.Fatalf("metric %s not in /metrics", name)
+	return 0
+}
+
+// images lists the *.iso / *.img files in the payload directory.
+func (a *agentProc) images() []string {
+	a.t.Helper()
+	ents, err := os.ReadDir(a.payload)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, filepath.Join(a.payload, e.Name()))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// --- virsh ---
+
+func virsh(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("virsh", append([]string{"-q", "-c", systemURI}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// qemuXML is a small TCG domain that sits in SeaBIOS with nothing to boot.
+func qemuXML(name, machine, extraDevices string) string {
+	return fmt.Sprintf(`<domain type='qemu'>
+  <name>%s</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    %s
+    <memballoon model='none'/>
+  </devices>
+</domain>`, name, machine, extraDevices)
+}
+
+const virtioSCSI = "<controller type='scsi' index='0' model='virtio-scsi'/>"
+
+// domainName returns a unique domain name vmpx-int-<test>-<rand> and
+// registers its destroy+undefine at cleanup.
+func domainName(t testing.TB, test string) string {
+	t.Helper()
+	name := "vmpx-int-" + test + "-" + randHex(t, 3)
+	t.Cleanup(func() { removeDomain(name) })
+	return name
+}
+
+// removeDomain destroys and undefines name if it exists.
+func removeDomain(name string) {
+	_ = exec.Command("virsh", "-q", "-c", systemURI, "destroy", name).Run()
+	_ = exec.Command("virsh", "-q", "-c", systemURI, "undefine", name).Run()
+}
+
+// defineDomain defines a stopped qemu domain through virsh.
+func defineDomain(t testing.TB, dir, name, machine, extra string) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".xml")
+	if err := os.WriteFile(p, []byte(qemuXML(name, machine, extra)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	virsh(t, "define", p)
+	return strings.TrimSpace(virsh(t, "domuuid", name))
+}
+
+func domstate(t testing.TB, name string) string {
+	t.Helper()
+	return strings.TrimSpace(virsh(t, "domstate", name))
+}
+
+type xmlDisk struct {
+	Type   string `xml:"type,attr"`
+	Device string `xml:"device,attr"`
+	Source *struct {
+		File          string `xml:"file,attr"`
+		StartupPolicy string `xml:"startupPolicy,attr"`
+	} `xml:"source"`
+	Target struct {
+		Dev string `xml:"dev,attr"`
+		Bus string `xml:"bus,attr"`
+	} `xml:"target"`
+	ReadOnly *struct{} `xml:"readonly"`
+	Alias    struct {
+		Name string `xml:"name,attr"`
+	} `xml:"alias"`
+}
+
+// payloadDrives returns the disks with alias ua-vmpayload in the domain's
+// live (inactive=false) or persistent definition, as virsh shows them.
+func payloadDrives(t testing.TB, name string, inactive bool) []xmlDisk {
+	t.Helper()
+	args := []string{"dumpxml", name}
+	if inactive {
+		args = append(args, "--inactive")
+	}
+	var d struct {
+		Disks []xmlDisk `xml:"devices>disk"`
+	}
+	if err := xml.Unmarshal([]byte(virsh(t, args...)), &d); err != nil {
+		t.Fatal(err)
+	}
+	var out []xmlDisk
+	for _, k := range d.Disks {
+		if k.Alias.Name == "ua-vmpayload" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// checkDrive asserts exactly one payload drive on bus holding path (an
+// empty path: an ejected drive) in the live or persistent definition.
+func checkDrive(t testing.TB, name string, inactive bool, bus, path string) xmlDisk {
+	t.Helper()
+	which := "live"
+	if inactive {
+		which = "persistent"
+	}
+	ds := payloadDrives(t, name, inactive)
+	if len(ds) != 1 {
+		t.Fatalf("%s definition of %s has %d payload drives, want 1: %+v", which, name, len(ds), ds)
+	}
+	d := ds[0]
+	src := ""
+	if d.Source != nil {
+		src = d.Source.File
+	}
+	if d.Type != "file" || d.Device != "cdrom" || d.ReadOnly == nil || d.Target.Bus != bus || d.Target.Dev == "" || src != path {
+		t.Fatalf("%s payload drive of %s = %+v (source %q), want file cdrom readonly on %s with source %q", which, name, d, src, bus, path)
+	}
+	if path != "" && d.Source.StartupPolicy != "optional" {
+		t.Fatalf("%s payload drive of %s has startupPolicy %q, want optional", which, name, d.Source.StartupPolicy)
+	}
+	return d
+}
+
+// checkImage asserts the image's label and that its meta-data names host.
+func checkImage(t testing.TB, img, host string) {
+	t.Helper()
+	out, err := exec.Command("blkid", "-p", "-s", "LABEL", "-o", "value", img).Output()
+	if err != nil {
+		t.Fatalf("blkid -p %s: %v", img, err)
+	}
+	if l := strings.TrimSpace(string(out)); l != "cidata" {
+		t.Fatalf("label of %s = %q, want cidata", img, l)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("xorriso", "-osirrox", "on", "-indev", img, "-extract", "/", dir).CombinedOutput(); err != nil {
+		t.Fatalf("xorriso extract %s: %v\n%s", img, err, out)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "meta-data"))
+	if err != nil {
+		t.Fatalf("image %s: %v", img, err)
+	}
+	if !strings.Contains(string(md), "local-hostname: "+host) {
+		t.Fatalf("meta-data of %s does not name host %s:\n%s", img, host, md)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "user-data")); err != nil {
+		t.Fatalf("image %s: %v", img, err)
+	}
+}
+
+func mustDone(t testing.TB, r result.Result) {
+	t.Helper()
+	if r.State != result.StateDone || r.Error != nil {
+		t.Fatalf("job %s: state %s, error %+v", r.ID, r.State, r.Error)
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// waitFor polls cond until it holds or resultWait passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(resultWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func job(domain, host, action string) map[string]any {
+	return map[string]any{"version": 1, "domain": domain, "hostname": host, "action": action}
+}
+
+// TestAgentLibvirtd runs the agent binary against qemu:///system.
+func TestAgentLibvirtd(t *testing.T) {
+	needLibvirtd(t)
+	a := newAgent(t, systemURI)
+	a.start()
+
+	t.Run("StoppedPCStart", func(t *testing.T) {
+		name := domainName(t, "pc")
+		defineDomain(t, a.dir, name, "pc", "")
+		r := a.run("pc-start-"+randHex(t, 3), job(name, "pc-host", "start"))
+		mustDone(t, r)
+		if r.Device == nil || r.Device.Bus != "ide" || r.DomainState != "running" || r.Payload == nil || r.Payload.Reused {
+			t.Fatalf("result %+v device %+v payload %+v", r, r.Device, r.Payload)
+		}
+		if filepath.Dir(r.Payload.Path) != a.payload {
+			t.Fatalf("image %s outside the payload dir %s", r.Payload.Path, a.payload)
+		}
+		d := checkDrive(t, name, true, "ide", r.Payload.Path)
+		if d.Target.Dev != r.Device.Target {
+			t.Errorf("target %s in XML, %s in result", d.Target.Dev, r.Device.Target)
+		}
+		checkDrive(t, name, false, "ide", r.Payload.Path)
+		if s := domstate(t, name); s != "running" {
+			t.Fatalf("domstate %s = %q", name, s)
+		}
+		checkImage(t, r.Payload.Path, "pc-host")
+	})
+
+	t.Run("BusChoice", func(t *testing.T) {
+		for _, c := range []struct{ machine, extra, bus string }{
+			{"q35", "", "sata"},
+			{"pc", virtioSCSI, "scsi"},
+			{"q35", virtioSCSI, "scsi"},
+		} {
+			name := domainName(t, "bus")
+			defineDomain(t, a.dir, name, c.machine, c.extra)
+			r := a.run("bus-"+randHex(t, 3), job(name, "bus-host", "start"))
+			mustDone(t, r)
+			if r.Device == nil || r.Device.Bus != c.bus {
+				t.Fatalf("%s %q: device %+v, want bus %s", c.machine, c.extra, r.Device, c.bus)
+			}
+			checkDrive(t, name, true, c.bus, r.Payload.Path)
+			checkDrive(t, name, false, c.bus, r.Payload.Path)
+			if s := domstate(t, name); s != "running" {
+				t.Fatalf("domstate %s = %q", name, s)
+			}
+		}
+	})
+
+	t.Run("ResubmitAndNewContent", func(t *testing.T) {
+		name := domainName(t, "resub")
+		defineDomain(t, a.dir, name, "pc", "")
+		id := "resub-" + randHex(t, 3)
+		r1 := a.run(id, job(name, "first-host", "attach"))
+		mustDone(t, r1)
+		// The same job again (same id and content): same image, one drive.
+		r2 := a.run(id, job(name, "first-host", "attach"))
+		mustDone(t, r2)
+		if !r2.Payload.Reused || r2.Payload.Path != r1.Payload.Path {
+			t.Fatalf("re-submit: payload %+v, first %+v", r2.Payload, r1.Payload)
+		}
+		checkDrive(t, name, true, "ide", r1.Payload.Path)
+		if got := a.images(); len(got) != 1 || got[0] != r1.Payload.Path {
+			t.Fatalf("payload dir %v, want only %s", got, r1.Payload.Path)
+		}
+		// New content: a new image, the old one deleted, still one drive.
+		r3 := a.run("resub-new-"+randHex(t, 3), job(name, "second-host", "attach"))
+		mustDone(t, r3)
+		if r3.Payload.Path == r1.Payload.Path || r3.Payload.Reused {
+			t.Fatalf("new content reused the image: %+v", r3.Payload)
+		}
+		if exists(r1.Payload.Path) {
+			t.Fatalf("superseded image %s still there", r1.Payload.Path)
+		}
+		checkDrive(t, name, true, "ide", r3.Payload.Path)
+		checkImage(t, r3.Payload.Path, "second-host")
+		if s := domstate(t, name); s != "shut off" {
+			t.Fatalf("attach started the domain: %q", s)
+		}
+	})
+
+	t.Run("RunningMediaChange", func(t *testing.T) {
+		name := domainName(t, "media")
+		defineDomain(t, a.dir, name, "pc", "")
+		r1 := a.run("media-1-"+randHex(t, 3), job(name, "media-one", "start"))
+		mustDone(t, r1)
+		r2 := a.run("media-2-"+randHex(t, 3), job(name, "media-two", "start"))
+		mustDone(t, r2)
+		if r2.Payload.Path == r1.Payload.Path {
+			t.Fatal("new content, same image")
+		}
+		checkDrive(t, name, false, "ide", r2.Payload.Path)
+		checkDrive(t, name, true, "ide", r2.Payload.Path)
+		if exists(r1.Payload.Path) {
+			t.Fatalf("superseded image %s still there", r1.Payload.Path)
+		}
+		checkImage(t, r2.Payload.Path, "media-two")
+		if s := domstate(t, name); s != "running" {
+			t.Fatalf("domstate %q", s)
+		}
+	})
+
+	t.Run("RunningHotplugSCSI", func(t *testing.T) {
+		name := domainName(t, "hotplug")
+		defineDomain(t, a.dir, name, "pc", virtioSCSI)
+		virsh(t, "start", name)
+		r := a.run("hotplug-"+randHex(t, 3), job(name, "hot-host", "attach"))
+		mustDone(t, r)
+		if r.Device == nil || r.Device.Bus != "scsi" {
+			t.Fatalf("device %+v", r.Device)
+		}
+		checkDrive(t, name, false, "scsi", r.Payload.Path)
+		checkDrive(t, name, true, "scsi", r.Payload.Path)
+	})
+
+	t.Run("RunningNoSCSI", func(t *testing.T) {
+		name := domainName(t, "noscsi")
+		defineDomain(t, a.dir, name, "pc", "")
+		virsh(t, "start", name)
+		id := "noscsi-" + randHex(t, 3)
+		r := a.run(id, job(name, "no-host", "attach"))
+		if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeDomainRunning {
+			t.Fatalf("result %+v error %+v", r, r.Error)
+		}
+		if !strings.Contains(r.Error.Message, "stop the domain") || !strings.Contains(r.Error.Message, "SCSI controller") {
+			t.Fatalf("message %q does not tell to stop the domain or add a SCSI controller", r.Error.Message)
+		}
+		if !exists(filepath.Join(a.spool, "failed", id+".json")) || !exists(filepath.Join(a.spool, "failed", id+".job.json")) {
+			t.Fatal("failed/ lacks the result or the kept job")
+		}
+		if n := len(payloadDrives(t, name, true)) + len(payloadDrives(t, name, false)); n != 0 {
+			t.Fatalf("%d payload drives after a failed job", n)
+		}
+	})
+
+	t.Run("DetachStopped", func(t *testing.T) {
+		name := domainName(t, "detstop")
+		defineDomain(t, a.dir, name, "q35", "")
+		r1 := a.run("detstop-a-"+randHex(t, 3), job(name, "det-host", "attach"))
+		mustDone(t, r1)
+		checkDrive(t, name, true, "sata", r1.Payload.Path)
+		r2 := a.run("detstop-d-"+randHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
+		mustDone(t, r2)
+		if n := len(payloadDrives(t, name, true)); n != 0 {
+			t.Fatalf("%d payload drives after detach", n)
+		}
+		if exists(r1.Payload.Path) {
+			t.Fatalf("image %s kept after detach", r1.Payload.Path)
+		}
+	})
+
+	t.Run("DetachRunning", func(t *testing.T) {
+		name := domainName(t, "detrun")
+		defineDomain(t, a.dir, name, "pc", "")
+		r1 := a.run("detrun-a-"+randHex(t, 3), job(name, "det-host", "start"))
+		mustDone(t, r1)
+		r2 := a.run("detrun-d-"+randHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
+		mustDone(t, r2)
+		if n := len(payloadDrives(t, name, true)); n != 0 {
+			t.Fatalf("%d payload drives in the persistent config after detach", n)
+		}
+		// Live: the IDE drive cannot be unplugged; its medium is ejected.
+		for _, d := range payloadDrives(t, name, false) {
+			if d.Source != nil && d.Source.File != "" {
+				t.Fatalf("live payload drive still holds %s", d.Source.File)
+			}
+		}
+		if exists(r1.Payload.Path) {
+			t.Fatalf("image %s kept after detach", r1.Payload.Path)
+		}
+		if s := domstate(t, name); s != "running" {
+			t.Fatalf("domstate %q", s)
+		}
+	})
+
+	t.Run("DomainXMLDefines", func(t *testing.T) {
+		name := domainName(t, "define")
+		j := job(name, "defined-host", "start")
+		j["domain_xml"] = qemuXML(name, "pc", "")
+		r := a.run("define-"+randHex(t, 3), j)
+		mustDone(t, r)
+		if s := domstate(t, name); s != "running" {
+			t.Fatalf("domstate %q", s)
+		}
+		if uuid := strings.TrimSpace(virsh(t, "domuuid", name)); uuid != r.DomainUUID {
+			t.Fatalf("uuid %s, result %s", uuid, r.DomainUUID)
+		}
+		checkDrive(t, name, true, "ide", r.Payload.Path)
+		checkDrive(t, name, false, "ide", r.Payload.Path)
+	})
+
+	t.Run("UnknownDomain", func(t *testing.T) {
+		name := "vmpx-int-missing-" + randHex(t, 3)
+		id := "missing-" + randHex(t, 3)
+		r := a.run(id, job(name, "nobody", "start"))
+		_, dir, _ := a.readResult(id)
+		if dir != "failed" || r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeDomainNotFound ||
+			r.Error.Field != "domain" || !strings.Contains(r.Error.Message, name) {
+			t.Fatalf("result in %s: %+v error %+v", dir, r, r.Error)
+		}
+		if exists(filepath.Join(a.spool, "done", id+".json")) {
+			t.Fatal("result in done/ too")
+		}
+	})
+
+	t.Run("UndefineRemovesImage", func(t *testing.T) {
+		name := domainName(t, "undef")
+		defineDomain(t, a.dir, name, "pc", "")
+		r := a.run("undef-"+randHex(t, 3), job(name, "undef-host", "start"))
+		mustDone(t, r)
+		if !exists(r.Payload.Path) {
+			t.Fatal("no image")
+		}
+		virsh(t, "destroy", name)
+		if !exists(r.Payload.Path) {
+			t.Fatal("image removed when the domain stopped")
+		}
+		virsh(t, "undefine", name)
+		waitFor(t, "the agent to remove "+r.Payload.Path, func() bool { return !exists(r.Payload.Path) })
+	})
+}
+
+// TestAgentOrphanGC checks that images no defined domain references are
+// removed at start-up and referenced ones kept.
+func TestAgentOrphanGC(t *testing.T) {
+	needLibvirtd(t)
+	a := newAgent(t, systemURI)
+	if err := os.MkdirAll(a.payload, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	name := domainName(t, "gc")
+	uuid := "9d0d3a8e-1111-4222-8333-" + randHex(t, 6)
+	keep := filepath.Join(a.payload, uuid+"-00000000deadbeef.iso")
+	stray := filepath.Join(a.payload, "5a5a5a5a-0000-4000-8000-000000000000-0123456789abcdef.iso")
+	for _, p := range []string{keep, stray} {
+		if err := os.WriteFile(p, []byte("not really an iso"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := qemuXML(name, "pc", fmt.Sprintf(`<disk type='file' device='cdrom'><driver name='qemu' type='raw'/><source file='%s' startupPolicy='optional'/><target dev='hdc' bus='ide'/><readonly/><alias name='ua-vmpayload'/></disk>`, keep))
+	x = strings.Replace(x, "<name>", "<uuid>"+uuid+"</uuid><name>", 1)
+	p := filepath.Join(a.dir, "gc.xml")
+	if err := os.WriteFile(p, []byte(x), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	virsh(t, "define", p)
+
+	a.start()
+	// Collection runs before the first job: once a job has a result, it is over.
+	r := a.run("gc-probe", job("vmpx-int-gc-nonexistent", "x", "start"))
+	if r.State != result.StateFailed {
+		t.Fatalf("probe %+v", r)
+	}
+	if exists(stray) {
+		t.Errorf("orphan %s not removed", stray)
+	}
+	if !exists(keep) {
+		t.Errorf("image %s of defined domain %s removed", keep, name)
+	}
+}
+
+// outcome counts the result files of ids and checks the spool is drained:
+// every id has exactly one result (done/ or failed/, never both) and
+// nothing is left in incoming/ or processing/.
+func outcome(t testing.TB, a *agentProc, ids []string) (done, failed int) {
+	t.Helper()
+	for _, id := range ids {
+		d := exists(filepath.Join(a.spool, "done", id+".json"))
+		f := exists(filepath.Join(a.spool, "failed", id+".json"))
+		switch {
+		case d && f:
+			t.Errorf("job %s has results in done/ and failed/", id)
+		case d:
+			done++
+		case f:
+			failed++
+			r, _, _ := a.readResult(id)
+			t.Logf("job %s failed: %+v", id, r.Error)
+		default:
+			t.Errorf("job %s has no result", id)
+		}
+	}
+	for _, sub := range []string{"incoming", "processing"} {
+		ents, err := os.ReadDir(filepath.Join(a.spool, sub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 0 {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%s/ not empty: %v", sub, names)
+		}
+	}
+	return done, failed
+}
+
+// waitAll waits until every id has a result file and has left processing/.
+func waitAll(t testing.TB, a *agentProc, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		a.result(id, "")
+	}
+}
+
+// countResults returns how many of ids have a result file.
+func countResults(a *agentProc, ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if _, _, ok := a.readResult(id); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// libvirtdPID returns the pid of the running libvirtd (from its pid file,
+// checked against the process name).
+func libvirtdPID(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/run/libvirtd.pid")
+	if err != nil {
+		t.Fatalf("libvirtd pid file: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("libvirtd pid file: %v", err)
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) != "libvirtd" {
+		t.Fatalf("pid %d from /run/libvirtd.pid is not libvirtd (%q, %v)", pid, comm, err)
+	}
+	return pid
+}
+
+// TestAgentLibvirtdRestart kills libvirtd (SIGKILL, by its pid) while a
+// burst of jobs is being processed and starts it again at once: every job
+// must finish done with exactly one result, and the agent must count the
+// reconnection. libvirtd is shared with other tests, so this runs only with
+// VMPAYLOAD_LIBVIRTD_RESTART=1 (test/agent/sandbox.sh runs it against a
+// private libvirtd).
+func TestAgentLibvirtdRestart(t *testing.T) {
+	needLibvirtd(t)
+	if os.Getenv("VMPAYLOAD_LIBVIRTD_RESTART") != "1" {
+		t.Skip("kills and restarts libvirtd: set VMPAYLOAD_LIBVIRTD_RESTART=1 (or run test/agent/sandbox.sh, which uses a private libvirtd)")
+	}
+	a := newAgent(t, systemURI)
+	a.start()
+	const domains, perDomain = 5, 4
+	var names []string
+	for i := 0; i < domains; i++ {
+		name := domainName(t, "restart")
+		defineDomain(t, a.dir, name, "pc", "")
+		names = append(names, name)
+	}
+	var ids []string
+	for k := 0; k < perDomain; k++ {
+		for i, name := range names {
+			id := fmt.Sprintf("restart-%d-%d", i, k)
+			j := job(name, fmt.Sprintf("restart-%d-%d", i, k), "start")
+			j["id"] = id
+			a.drop(id, j)
+			ids = append(ids, id)
+		}
+	}
+	// Kill libvirtd once the burst is under way (some results, not all).
+	waitFor(t, "the first results", func() bool { return countResults(a, ids) >= 2 })
+	pid := libvirtdPID(t)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "libvirtd to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	killedAt := countResults(a, ids)
+	restartLibvirtd(t)
+	t.Logf("libvirtd killed after %d of %d results; restarted", killedAt, len(ids))
+
+	waitAll(t, a, ids)
+	done, failed := outcome(t, a, ids)
+	if done != len(ids) || failed != 0 {
+		t.Errorf("%d done, %d failed of %d", done, failed, len(ids))
+	}
+	waitFor(t, "reconnects metric", func() bool { return a.metric("vmpayload_libvirt_reconnects_total") >= 1 })
+	for i, name := range names {
+		r, _, _ := a.readResult(fmt.Sprintf("restart-%d-%d", i, perDomain-1))
+		checkDrive(t, name, true, "ide", r.Payload.Path)
+		checkDrive(t, name, false, "ide", r.Payload.Path)
+		if s := domstate(t, name); s != "running" {
+			t.Errorf("domstate %s = %q", name, s)
+		}
+	}
+}
+
+// restartLibvirtd starts libvirtd again with test/libvirtd.sh (which
+// removes a stale pid file and waits until qemu:///system answers).
+func restartLibvirtd(t testing.TB) {
+	t.Helper()
+	out, err := exec.Command("sh", "../test/libvirtd.sh").CombinedOutput()
+	if err != nil {
+		t.Fatalf("restarting libvirtd: %v\n%s", err, out)
+	}
+}
+
+// testNode writes a test-driver node file with one stopped domain.
+func testNode(t testing.TB, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "node.xml")
+	x := `<node><domain type='test'><name>vmpx-int-node</name><memory>65536</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain></node>`
+	if err := os.WriteFile(p, []byte(x), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func testDomainXML(name string) string {
+	return fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`, name)
+}
+
+// TestAgentKilledMidBurst kills the agent with SIGKILL while ~50 jobs are
+// in flight on the test driver and starts it again: every job ends with
+// exactly one result file and the spool is drained.
+func TestAgentKilledMidBurst(t *testing.T) {
+	needLibvirtd(t)
+	a := newAgent(t, "test:///default")
+	a.uri = "test://" + testNode(t, a.dir)
+	a.start()
+	const n = 50
+	var ids []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("burst-%02d", i)
+		name := fmt.Sprintf("vmpx-int-burst-%02d", i)
+		j := job(name, name, "start")
+		j["id"] = id
+		j["domain_xml"] = testDomainXML(name)
+		a.drop(id, j)
+		ids = append(ids, id)
+	}
+	waitFor(t, "the first results", func() bool { return countResults(a, ids) >= 5 })
+	a.kill()
+	killedAt := countResults(a, ids)
+	t.Logf("agent killed after %d of %d results", killedAt, n)
+	a.start()
+	waitAll(t, a, ids)
+	done, failed := outcome(t, a, ids)
+	if done+failed != n {
+		t.Errorf("%d done + %d failed, want %d results", done, failed, n)
+	}
+	if done != n {
+		t.Errorf("%d of %d jobs done", done, n)
+	}
+}
+
+// BenchmarkSpoolToRunning measures the latency from dropping a job file
+// (with domain_xml and action start) to its done result, i.e. the domain
+// running, on the test driver and on qemu:///system. It reports p50/p95.
+// Run: VMPAYLOAD_LIBVIRTD=1 go test ./agent -run '^$' -bench SpoolToRunning -benchtime 50x
+func BenchmarkSpoolToRunning(b *testing.B) {
+	needLibvirtd(b)
+	for _, c := range []struct {
+		name, uri string
+		xml       func(string) string
+	}{
+		{"test-default", "test:///default", testDomainXML},
+		{"qemu-system", systemURI, func(n string) string { return qemuXML(n, "pc", "") }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			a := newAgent(b, c.uri)
+			a.start()
+			var lat []time.Duration
+			for i := 0; i < b.N; i++ {
+				name := fmt.Sprintf("vmpx-int-bench-%s-%d", randHex(b, 3), i)
+				if c.uri == systemURI {
+					b.Cleanup(func() { removeDomain(name) })
+				}
+				id := fmt.Sprintf("bench-%d", i)
+				j := job(name, name, "start")
+				j["id"] = id
+				j["domain_xml"] = c.xml(name)
+				t0 := time.Now()
+				a.drop(id, j)
+				for {
+					if _, err := os.Stat(filepath.Join(a.spool, "done", id+".json")); err == nil {
+						break
+					}
+					if _, err := os.Stat(filepath.Join(a.spool, "failed", id+".json")); err == nil {
+						r, _, _ := a.readResult(id)
+						b.Fatalf("job failed: %+v", r.Error)
+					}
+					time.Sleep(200 * time.Microsecond)
+				}
+				lat = append(lat, time.Since(t0))
+				if c.uri == systemURI {
+					b.StopTimer()
+					removeDomain(name)
+					b.StartTimer()
+				}
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			pct := func(p float64) float64 {
+				return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+			}
+			b.ReportMetric(pct(0.50), "p50-ms")
+			b.ReportMetric(pct(0.95), "p95-ms")
+		})
+	}
+}
+
+// TestMain removes the agent binary built for these tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	binCleanup()
+	os.Exit(code)
+}
