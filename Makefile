@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GO_TEST_TIMEOUT ?= 75m
 
-.PHONY: all build deps demo test test-fast bench packages clean
+.PHONY: all build deps demo test test-fast bench packages test-packages clean
 
 all: build
 
@@ -23,6 +23,7 @@ demo: deps build
 test: deps build
 	@bash test/libvirtd.sh
 	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_E2E=1 go test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+	@bash test/packaging/check.sh
 
 # Unit tests only (no libvirtd, no guests).
 test-fast:
@@ -30,6 +31,14 @@ test-fast:
 
 bench: deps build
 	@bash test/bench.sh
+
+# dist/vmpayload_<ver>_amd64.deb and dist/vmpayload-<ver>.x86_64.rpm
+packages:
+	@bash packaging/build.sh
+
+# Packaging checks (as root): build both packages, check them, install, remove and purge the .deb.
+test-packages:
+	@bash test/packaging/check.sh
 
 clean:
 	rm -rf bin dist

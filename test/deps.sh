@@ -14,7 +14,7 @@ PKGS=(
   # guest images
   mmdebstrap e2fsprogs
   # packaging checks and benchmarks
-  rpm dpkg-dev hyperfine
+  rpm dpkg-dev hyperfine systemd man-db curl jq passwd
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -308,14 +308,14 @@ func (s *Spool) Complete(c *Claimed, r result.Result) error {
 
 func (s *Spool) retire(c *Claimed, r result.Result) error {
 	if r.State == result.StateFailed && c.ReadErr == nil {
+		// Keep a copy the agent owns with mode 0600 (the dropped file may
+		// belong to another user, and chmod of it would need CAP_FOWNER).
 		keep := filepath.Join(s.Dir(Failed), r.ID+".job.json")
-		if err := os.Chmod(c.Path, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := WriteFileAtomic(keep, c.Data, 0o600); err != nil {
 			return fmt.Errorf("keeping failed job %s: %w", r.ID, err)
 		}
-		if err := os.Rename(c.Path, keep); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("keeping failed job %s: %w", r.ID, err)
-		}
-	} else if err := os.Remove(c.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	}
+	if err := os.Remove(c.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing finished job %s: %w", c.Path, err)
 	}
 	return syncDir(s.Dir(Processing))
