@@ -40,9 +40,7 @@ func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.
 		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log}, nil
 }
 
-func runAgent(args []string, stdout, stderr io.Writer) int {
-	c := command{name: "agent", usage: "[--config FILE] [--print-config] [--KEY VALUE ...]",
-		summary: "Run the host agent. Every configuration key is also a flag (key with dashes); flags override the file."}
+func runAgent(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	printCfg := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
 	cfg, err := config.Resolve(fs, args)

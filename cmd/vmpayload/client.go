@@ -82,8 +82,7 @@ func clientDefaults(fsSocket, fsSpool *string) {
 	}
 }
 
-func runSubmit(args []string, stdout, stderr io.Writer) int {
-	c := command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait] [--timeout 10m] JOB.json|-", summary: "hand a job to the agent"}
+func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	socket := fs.String("socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
 	spoolDir := fs.String("spool-dir", "", "spool directory used when the socket is unreachable")
@@ -183,17 +182,14 @@ func submitSpool(ctx context.Context, dir string, j *job.Job, data []byte, wait 
 }
 
 func printResult(w io.Writer, res result.Result) int {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(res)
+	printJSON(w, res)
 	if res.State == result.StateFailed {
 		return exitInvalid
 	}
 	return exitOK
 }
 
-func runStatus(args []string, stdout, stderr io.Writer) int {
-	c := command{name: "status", usage: "[--socket PATH] [--spool-dir DIR] [--json] [ID]", summary: "show a job's result or recent jobs"}
+func runStatus(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	socket := fs.String("socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
 	spoolDir := fs.String("spool-dir", "", "spool directory read when the socket is unreachable")
@@ -239,9 +235,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(list)
+		printJSON(stdout, list)
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "%-40s %-8s %-24s %s\n", "ID", "STATE", "DOMAIN", "DETAIL")

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,7 +21,7 @@ type command struct {
 	name    string
 	usage   string // arguments after the name
 	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
+	run     func(c command, args []string, stdout, stderr io.Writer) int
 }
 
 // exit codes shared by the subcommands
@@ -43,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 1 {
 			for _, c := range commands {
 				if c.name == args[1] {
-					return c.run([]string{"-h"}, stdout, stderr)
+					return c.run(c, []string{"-h"}, stdout, stderr)
 				}
 			}
 		}
@@ -55,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
+			return c.run(c, args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "vmpayload: unknown command %q\n\n", args[0])
@@ -133,6 +134,13 @@ func readInput(name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	return b, nil
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 func plural(n int, word string) string {

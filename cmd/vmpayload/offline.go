@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,20 +20,20 @@ func init() {
 		summary: "check a job document; prints one \"field: message\" line per problem", run: runValidate})
 	register(command{name: "inspect", usage: "[--json] [--cat PATH] IMAGE",
 		summary: "show a payload image's label, filesystem type and files", run: runInspect})
-	register(command{name: "version", usage: "", summary: "print the version", run: func(args []string, stdout, _ io.Writer) int {
+	register(command{name: "version", usage: "", summary: "print the version", run: func(_ command, args []string, stdout, _ io.Writer) int {
 		fmt.Fprintf(stdout, "vmpayload %s\n", version)
 		return exitOK
 	}})
 }
 
-// readJob reads and parses a job, printing problems to stderr.
-func readJob(name string, stderr io.Writer) (*job.Job, []byte, int) {
+// readJob reads a job document, printing a read error to stderr.
+func readJob(name string, stderr io.Writer) ([]byte, int) {
 	data, err := readInput(name, job.MaxJobBytes)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload: %v\n", err)
-		return nil, nil, exitUsage
+		return nil, exitUsage
 	}
-	return nil, data, 0
+	return data, 0
 }
 
 func printReport(w io.Writer, errs []job.FieldError) {
@@ -43,8 +42,7 @@ func printReport(w io.Writer, errs []job.FieldError) {
 	}
 }
 
-func runValidate(args []string, stdout, stderr io.Writer) int {
-	c := command{name: "validate", usage: "[--json] JOB.json|-", summary: "check a job document"}
+func runValidate(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	asJSON := fs.Bool("json", false, "print {\"valid\": bool, \"errors\": [{field, code, message}]} instead of text")
 	pos, code, ok := parseOrUsage(fs, args)
@@ -55,7 +53,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	_, data, code := readJob(pos[0], stderr)
+	data, code := readJob(pos[0], stderr)
 	if code != 0 {
 		return code
 	}
@@ -68,9 +66,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		if out.Errors == nil {
 			out.Errors = []job.FieldError{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+		printJSON(stdout, out)
 	} else if rep.OK() {
 		fmt.Fprintf(stdout, "%s: valid\n", pos[0])
 	} else {
@@ -82,8 +78,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func runBuild(args []string, stdout, stderr io.Writer) int {
-	c := command{name: "build", usage: "[--secrets-dir DIR] [--mode 0640] [--json] -o OUT JOB.json|-", summary: "write a job's payload image"}
+func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	out := fs.String("o", "", "output image path (required)")
 	secretsDir := fs.String("secrets-dir", "", "directory where password_secret and user_data_secret names resolve")
@@ -102,7 +97,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vmpayload build: --mode %q is not an octal permission such as 0640\n", *mode)
 		return exitUsage
 	}
-	_, data, code := readJob(pos[0], stderr)
+	data, code := readJob(pos[0], stderr)
 	if code != 0 {
 		return code
 	}
@@ -121,9 +116,7 @@ func runBuild(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
+		printJSON(stdout, res)
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "%s: %s %s label=%s size=%d instance-id=%s sha256=%s\n",
@@ -140,8 +133,7 @@ func printErr(w io.Writer, err error) {
 	fmt.Fprintf(w, "vmpayload: %v\n", err)
 }
 
-func runInspect(args []string, stdout, stderr io.Writer) int {
-	c := command{name: "inspect", usage: "[--json] [--cat PATH] IMAGE", summary: "show a payload image"}
+func runInspect(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	asJSON := fs.Bool("json", false, "print the description as JSON")
 	cat := fs.String("cat", "", "print the file at this path inside the image instead")
@@ -168,9 +160,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(info)
+		printJSON(stdout, info)
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "image:   %s\nlabel:   %s\nfstype:  %s\nsize:    %d\nsha256:  %s\nfiles:   %s\n", info.Path, info.Label, info.FSType, info.Size, info.SHA256, plural(len(info.Files), "file"))
