@@ -23,6 +23,9 @@
 //     domxml.PayloadDeviceXML(newPath, found.Device) and UpdateDevice with
 //     DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG (media change;
 //     works on IDE, SATA and SCSI drives present when the domain started).
+//     While the guest uses the drive (e.g. SeaBIOS probing IDE drives in the
+//     first seconds after start) it fails transiently with "Tray ... is not
+//     open": IsTrayBusy recognises that; retry a bounded number of times.
 //     A drive hot-plugged during the current run cannot change media in
 //     libvirt 9.0 ("Tray ... is not open", even with FORCE): DetachDevice and
 //     AttachDevice it instead.

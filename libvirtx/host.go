@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,22 @@ func IsUnsupported(err error) bool {
 		return true
 	}
 	return false
+}
+
+// IsTrayBusy reports whether a live media change failed because QEMU could
+// not get the CD-ROM tray open or keep it open: the guest is using the drive
+// (firmware probing it at POST, an OS that locked or closed the tray). It is
+// usually transient, so retry a bounded number of times. libvirt 9.0 reports
+// it as an internal error, so the message is what identifies it. It also
+// persists for drives hot-plugged in the current run: fall back to detach +
+// attach there.
+func IsTrayBusy(err error) bool {
+	var le Error
+	if !errors.As(err, &le) {
+		return false
+	}
+	m := strings.ToLower(le.Message)
+	return strings.Contains(m, "tray") && (strings.Contains(m, "not open") || strings.Contains(m, "timed out"))
 }
 
 // connectionBroken reports whether a libvirt error may mean the connection

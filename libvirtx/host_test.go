@@ -3,6 +3,7 @@ package libvirtx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -388,6 +389,36 @@ func TestHostConcurrentCallsDuringReconnects(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Errorf("call failed with a non-transient error: %v", err)
 		}
+	}
+}
+
+func TestErrorClassifiers(t *testing.T) {
+	lv := func(code ErrorNumber, dom ErrorDomain, msg string) error {
+		return fmt.Errorf("doing something: %w", Error{Code: code, Domain: dom, Message: msg, Level: ERR_ERROR})
+	}
+	tests := []struct {
+		name                               string
+		err                                error
+		notFound, disc, unsupported, trayB bool
+	}{
+		{"no domain", lv(ERR_NO_DOMAIN, FROM_QEMU, "Domain not found"), true, false, false, false},
+		{"no support", lv(ERR_NO_SUPPORT, FROM_DOMAIN, "not supported"), false, false, true, false},
+		{"operation unsupported", lv(ERR_OPERATION_UNSUPPORTED, FROM_QEMU, "x"), false, false, true, false},
+		{"tray not open", lv(ERR_INTERNAL_ERROR, FROM_QEMU, "internal error: unable to execute QEMU command 'blockdev-remove-medium': Tray of device 'ua-vmpayload' is not open"), false, false, false, true},
+		{"tray timeout", lv(ERR_OPERATION_FAILED, FROM_QEMU, "timed out waiting to open tray of 'hdc'"), false, false, false, true},
+		{"other internal", lv(ERR_INTERNAL_ERROR, FROM_QEMU, "Bus 'ide.0' does not support hotplugging"), false, false, false, false},
+		{"disconnected", fmt.Errorf("x: %w: %w", ErrDisconnected, Error{Code: ERR_RPC}), false, true, false, false},
+		{"plain", errors.New("plain"), false, false, false, false},
+		{"nil", nil, false, false, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if IsNotFound(tt.err) != tt.notFound || IsDisconnected(tt.err) != tt.disc ||
+				IsUnsupported(tt.err) != tt.unsupported || IsTrayBusy(tt.err) != tt.trayB {
+				t.Errorf("%v: notFound=%v disconnected=%v unsupported=%v trayBusy=%v", tt.err,
+					IsNotFound(tt.err), IsDisconnected(tt.err), IsUnsupported(tt.err), IsTrayBusy(tt.err))
+			}
+		})
 	}
 }
 
