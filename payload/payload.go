@@ -49,6 +49,9 @@ type Options struct {
 	// Mode and GID of the image file (see image.Options). GID -1 keeps it.
 	Mode os.FileMode
 	GID  int
+	// NoSync skips the image's fsyncs (see image.Options.NoSync); the agent
+	// never sets it.
+	NoSync bool
 }
 
 // Rendered is a job's documents plus what is needed to write its image.
@@ -164,7 +167,7 @@ type Result struct {
 // Write writes the rendered image to out atomically (see image.Write).
 func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, error) {
 	gid := opt.GID
-	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid})
+	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid, NoSync: opt.NoSync})
 	if err != nil {
 		return Result{}, fmt.Errorf("writing the %s image %s: %w", r.Job.Media, out, err)
 	}

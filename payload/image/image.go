@@ -75,6 +75,13 @@ type Options struct {
 	// GID is the group to give the image file; -1 leaves it as created.
 	// 0 is a real group (root); callers that do not care must pass -1.
 	GID int
+	// NoSync skips the fsync of the image file and of its directory. The
+	// write stays atomic (temporary file, verified, renamed into place), but
+	// after a power loss the image may be missing or empty. It is for one-shot
+	// builds whose caller decides about durability, like `vmpayload build`
+	// (genisoimage and cloud-localds do not fsync either); the agent never
+	// sets it.
+	NoSync bool
 }
 
 // FileInfo describes a regular file inside an image.

@@ -22,7 +22,7 @@ const tempPattern = ".vmpayload-image-*.tmp"
 // The image is built in memory, written to a temporary file in
 // filepath.Dir(out) with opt.Mode and opt.GID applied, fsynced, read back and
 // checked (label, file list and every file's bytes), then renamed to out and
-// the directory fsynced. On any error nothing is left behind: no temporary file
+// the directory fsynced (both fsyncs are skipped with opt.NoSync). On any error nothing is left behind: no temporary file
 // and no go-diskfs workspace; an existing out is left untouched.
 //
 // Input problems wrap ErrInvalidSpec (and ErrTooLarge for oversized content);
@@ -85,8 +85,10 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 			return Info{}, fmt.Errorf("set group %d on temporary image: %w", opt.GID, err)
 		}
 	}
-	if err := tmp.Sync(); err != nil {
-		return Info{}, fmt.Errorf("sync temporary image: %w", err)
+	if !opt.NoSync {
+		if err := tmp.Sync(); err != nil {
+			return Info{}, fmt.Errorf("sync temporary image: %w", err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return Info{}, fmt.Errorf("close temporary image: %w", err)
@@ -103,6 +105,10 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 		return Info{}, fmt.Errorf("move image into place: %w", err)
 	}
 	committed = true
+	if opt.NoSync {
+		info.Path = out
+		return info, nil
+	}
 	if err := syncDir(dir); err != nil {
 		// The image is in place and complete; only its durability is unknown.
 		return Info{}, err
