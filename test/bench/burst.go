@@ -1,0 +1,185 @@
+package main
+
+import (
+	"crypto/md5"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// burstResult is what the burst benchmark measured.
+type burstResult struct {
+	jobs, done, failed, lost int
+	firstError               string
+	wall                     time.Duration // drop -> last finished_at
+	latency                  samples       // received_at -> finished_at per job
+	hwm, rss                 int64
+	peer                     time.Duration // the same images with genisoimage, workers in parallel
+	peerWorkers              int
+}
+
+// domainUUID derives a stable UUID for bench domain i.
+func domainUUID(i int) string {
+	s := md5.Sum([]byte(fmt.Sprintf("vmpx-bench-%d", i)))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", s[0:4], s[4:6], s[6:8], s[8:10], s[10:16])
+}
+
+// nodeXML is a libvirt test-driver node file with n stopped domains.
+func nodeXML(n int) string {
+	var b strings.Builder
+	b.WriteString("<node>\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'><name>bench-%04d</name><uuid>%s</uuid>`+
+			`<memory>65536</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os><devices/>`+
+			"<test:runstate>5</test:runstate></domain>\n", i, domainUUID(i))
+	}
+	b.WriteString("</node>\n")
+	return b.String()
+}
+
+// burst drops n typical start jobs (one per domain) into the spool of the
+// agent binary running on a test-driver node file with n stopped domains,
+// all at once, and waits for every result.
+func burst(bin, work string, n, workers int) (burstResult, error) {
+	br := burstResult{jobs: n}
+	dir := filepath.Join(work, "burst")
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return br, err
+	}
+	node := filepath.Join(dir, "node.xml")
+	if err := os.WriteFile(node, []byte(nodeXML(n)), 0o644); err != nil {
+		return br, err
+	}
+	a, err := startAgent(bin, "test://"+node, dir, "--workers", fmt.Sprint(workers), "--log-level", "info")
+	if err != nil {
+		return br, err
+	}
+	defer a.stop()
+
+	// Stage the files next to the spool (same file system), then rename
+	// them into incoming/ back to back: "dropped at once".
+	stage := filepath.Join(dir, "stage")
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		return br, err
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("burst-%04d", i)
+		j := makeJob("typical", "nocloud", fmt.Sprintf("bench-%04d", i), fmt.Sprintf("bench-%04d", i))
+		j["id"], j["action"] = ids[i], "start"
+		if err := os.WriteFile(filepath.Join(stage, ids[i]+".json"), jobBytes(j), 0o600); err != nil {
+			return br, err
+		}
+	}
+	incoming := filepath.Join(a.spool, "incoming")
+	t0 := time.Now()
+	for _, id := range ids {
+		if err := os.Rename(filepath.Join(stage, id+".json"), filepath.Join(incoming, id+".json")); err != nil {
+			return br, err
+		}
+	}
+	// Wait until every job has its result and left processing/.
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		nd, _ := os.ReadDir(filepath.Join(a.spool, "done"))
+		nf, _ := os.ReadDir(filepath.Join(a.spool, "failed"))
+		np, _ := os.ReadDir(filepath.Join(a.spool, "processing"))
+		ni, _ := os.ReadDir(incoming)
+		results := countResults(nd) + countResults(nf)
+		if results >= n && len(np) == 0 && len(ni) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			break // counted as lost below
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if br.hwm, err = procStatus(a.cmd.Process.Pid, "VmHWM"); err != nil {
+		return br, err
+	}
+	if br.rss, err = procStatus(a.cmd.Process.Pid, "VmRSS"); err != nil {
+		return br, err
+	}
+	var last time.Time
+	for _, id := range ids {
+		r, ok := a.readResult(id)
+		if !ok || r.FinishedAt == nil {
+			br.lost++
+			continue
+		}
+		if r.Error != nil {
+			br.failed++
+			if br.firstError == "" {
+				br.firstError = r.Error.Code + ": " + r.Error.Message
+			}
+		} else {
+			br.done++
+		}
+		if r.FinishedAt.After(last) {
+			last = *r.FinishedAt
+		}
+		br.latency = append(br.latency, r.FinishedAt.Sub(r.ReceivedAt))
+	}
+	br.wall = last.Sub(t0)
+
+	// The peer: the same 1000 images built with genisoimage, as many in
+	// parallel as the agent has workers (what a forking orchestrator does).
+	// Only the image build is counted; no libvirt work at all.
+	src := filepath.Join(dir, "peer-src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return br, err
+	}
+	imgs, _ := filepath.Glob(filepath.Join(a.payload, "*.iso"))
+	if len(imgs) == 0 {
+		return br, fmt.Errorf("burst: no images in %s", a.payload)
+	}
+	// Extract one image's files as the peer's input: all jobs are the same size.
+	for _, name := range []string{"user-data", "meta-data", "network-config"} {
+		out, err := exec.Command(bin, "inspect", "--cat", name, imgs[0]).Output()
+		if err != nil {
+			return br, fmt.Errorf("inspect --cat %s: %w", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(src, name), out, 0o644); err != nil {
+			return br, err
+		}
+	}
+	br.peerWorkers = workers
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var peerErr atomic.Value
+	p0 := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				out := filepath.Join(dir, fmt.Sprintf("peer-%d.iso", w))
+				if o, err := exec.Command("genisoimage", "-quiet", "-o", out, "-J", "-r", "-V", "cidata", src).CombinedOutput(); err != nil {
+					peerErr.Store(fmt.Errorf("genisoimage: %w: %s", err, o))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	br.peer = time.Since(p0)
+	if e, ok := peerErr.Load().(error); ok {
+		return br, e
+	}
+	return br, nil
+}
+
+func countResults(ents []os.DirEntry) int {
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".json") && !strings.HasSuffix(e.Name(), ".job.json") && !strings.HasPrefix(e.Name(), ".") {
+			n++
+		}
+	}
+	return n
+}

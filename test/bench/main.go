@@ -1,0 +1,212 @@
+// Command bench measures vmpayload against the tools it replaces, in one
+// run, and prints one Markdown report: payload builds (in-process, as a
+// process, cloud-localds, genisoimage on the same files), a 1000-job burst
+// through the agent on libvirt's test driver, the idle agent, and a real
+// qemu:///system domain start against a plain `virsh start`. Variants are
+// measured alternately in the same run and reported as ratios against a
+// peer, because the machine is noisy. `make bench` runs it through
+// test/bench.sh, which also writes the report into docs/benchmarks.md
+// between the markers there.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func main() {
+	bin := flag.String("bin", "bin/vmpayload", "the vmpayload binary")
+	work := flag.String("work", "", "work directory (default: a new one under /var/tmp, removed at the end)")
+	doc := flag.String("doc", "", "Markdown file to put the report into, between <!-- bench:begin --> and <!-- bench:end -->")
+	sections := flag.String("sections", "build,burst,idle,real", "comma-separated sections to run")
+	rounds := flag.Int("rounds", 40, "build benchmark: rounds (each runs every variant; in-process variants 5 times)")
+	jobs := flag.Int("jobs", 1000, "burst: number of jobs (and test-driver domains)")
+	workers := flag.Int("workers", 4, "burst: agent workers")
+	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
+	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
+	flag.Parse()
+
+	if *work == "" {
+		d, err := os.MkdirTemp("/var/tmp", "vmpx-bench-")
+		if err != nil {
+			fatal(err)
+		}
+		*work = d
+		defer os.RemoveAll(d)
+	}
+	if err := os.Chmod(*work, 0o711); err != nil {
+		fatal(err)
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(*sections, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	var rep bytes.Buffer
+	fmt.Fprintf(&rep, "Run %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine())
+
+	if want["build"] {
+		progress("build: %d rounds per case", *rounds)
+		var rows []buildRow
+		for _, size := range sizes {
+			for _, format := range []string{"nocloud", "configdrive"} {
+				row, err := buildCase(*bin, *work, size, format, *rounds)
+				if err != nil {
+					fatal(err)
+				}
+				progress("  %s/%s: in-process p50 %s ms", size, format, ms(row.inproc.pct(50)))
+				rows = append(rows, row)
+			}
+		}
+		writeBuild(&rep, rows)
+	}
+	if want["burst"] {
+		progress("burst: %d jobs, %d workers", *jobs, *workers)
+		br, err := burst(*bin, *work, *jobs, *workers)
+		if err != nil {
+			fatal(err)
+		}
+		writeBurst(&rep, br)
+	}
+	haveLibvirtd := exec.Command("virsh", "-q", "-c", realURI, "version").Run() == nil
+	if want["idle"] {
+		uri := "test:///default"
+		if haveLibvirtd {
+			uri = realURI
+		}
+		progress("idle: %s on %s", *idleFor, uri)
+		ir, err := idle(*bin, *work, uri, *idleFor)
+		if err != nil {
+			fatal(err)
+		}
+		writeIdle(&rep, ir)
+	}
+	if want["real"] {
+		if !haveLibvirtd {
+			fmt.Fprintf(&rep, "### Real domain\n\nskipped: %s does not answer (run `bash test/libvirtd.sh`).\n\n", realURI)
+		} else {
+			progress("real domain: %d rounds on %s", *realRounds, realURI)
+			rr, err := realDomain(*bin, *work, *realRounds)
+			if err != nil {
+				fatal(err)
+			}
+			writeReal(&rep, rr)
+		}
+	}
+	os.Stdout.Write(rep.Bytes())
+	if *doc != "" {
+		if err := putReport(*doc, rep.Bytes()); err != nil {
+			fatal(err)
+		}
+		progress("report written to %s", *doc)
+	}
+}
+
+func progress(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+	os.Exit(1)
+}
+
+// machine describes the host: cores, CPU model, kernel, Go.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%d cores, %s, Linux %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
+}
+
+// putReport replaces the text between the markers in doc with rep.
+func putReport(doc string, rep []byte) error {
+	const begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+	old, err := os.ReadFile(doc)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	s := string(old)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	var out string
+	if i < 0 || j < i {
+		out = s + "\n" + begin + "\n" + string(rep) + end + "\n"
+	} else {
+		out = s[:i+len(begin)] + "\n" + string(rep) + s[j:]
+	}
+	return os.WriteFile(doc, []byte(out), 0o644)
+}
+
+func writeBuild(w io.Writer, rows []buildRow) {
+	fmt.Fprintf(w, "### Build: one payload image (ms, p50 / p99)\n\n")
+	fmt.Fprintf(w, "| job | format | image | in-process | in-process + fsync | render only | `vmpayload build` | cloud-localds | genisoimage -J -r | cloud-localds ÷ in-process | genisoimage ÷ in-process | cloud-localds ÷ `vmpayload build` |\n")
+	fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	pp := func(s samples) string {
+		if len(s) == 0 {
+			return "–"
+		}
+		return ms(s.pct(50)) + " / " + ms(s.pct(99))
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %d KiB | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.size, r.format, r.imageBytes>>10,
+			pp(r.inproc), pp(r.inprocSync), pp(r.render), pp(r.proc), pp(r.localds), pp(r.geniso),
+			ratio(r.localds.pct(50), r.inproc.pct(50)), ratio(r.geniso.pct(50), r.inproc.pct(50)), ratio(r.localds.pct(50), r.proc.pct(50)))
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(w, "\n%d in-process and %d process samples per cell; ratios are of p50s.\n\n", len(rows[0].inproc), len(rows[0].proc))
+	}
+}
+
+func writeBurst(w io.Writer, b burstResult) {
+	fmt.Fprintf(w, "### Agent burst: %d start jobs dropped at once (test driver, %d stopped domains, %d workers)\n\n", b.jobs, b.jobs, b.peerWorkers)
+	tput := 0.0
+	if b.wall > 0 {
+		tput = float64(b.done+b.failed) / b.wall.Seconds()
+	}
+	fmt.Fprintf(w, "| wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | done / failed / lost | peer: %d × genisoimage, %d parallel | peer ÷ agent |\n", b.jobs, b.peerWorkers)
+	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "| %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %d / %d / %d | %s ms | %s |\n\n", ms(b.wall), tput,
+		ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), b.done, b.failed, b.lost, ms(b.peer), ratio(b.peer, b.wall))
+	if b.firstError != "" {
+		fmt.Fprintf(w, "First failure: `%s`\n\n", b.firstError)
+	}
+}
+
+func writeIdle(w io.Writer, r idleResult) {
+	fmt.Fprintf(w, "### Idle agent (%s, %s window)\n\n", r.uri, r.window)
+	fmt.Fprintf(w, "| CPU time (utime+stime) | CPU share | voluntary context switches | RSS | peak RSS | peer: libvirtd CPU, same window |\n")
+	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|--:|\n")
+	peer := "–"
+	if r.peerPID > 0 {
+		peer = ms(r.peerCPU) + " ms"
+	}
+	fmt.Fprintf(w, "| %s ms | %.3f %% | %d | %.1f MiB | %.1f MiB | %s |\n\n", ms(r.cpu), 100*r.cpu.Seconds()/r.window.Seconds(), r.wakeups,
+		float64(r.rss)/(1<<20), float64(r.hwm)/(1<<20), peer)
+}
+
+func writeReal(w io.Writer, r realResult) {
+	fmt.Fprintf(w, "### Real domain on %s (`%s`, TCG, no disk; ms, p50 / p99)\n\n", realURI, r.domain)
+	fmt.Fprintf(w, "| plain `virsh start` | job drop → running (agent) | agent ÷ virsh | payload build in the agent | payload share of the job |\n")
+	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|\n")
+	share := 0.0
+	if a := r.agent.pct(50); a > 0 {
+		share = 100 * float64(r.build.pct(50)) / float64(a)
+	}
+	fmt.Fprintf(w, "| %s / %s | %s / %s | %s | %s / %s | %.2f %% |\n\n", ms(r.virsh.pct(50)), ms(r.virsh.pct(99)), ms(r.agent.pct(50)), ms(r.agent.pct(99)),
+		ratio(r.agent.pct(50), r.virsh.pct(50)), ms(r.build.pct(50)), ms(r.build.pct(99)), share)
+	fmt.Fprintf(w, "%d rounds, alternating; `virsh start` includes starting the virsh process.\n\n", len(r.agent))
+}
