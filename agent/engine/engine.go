@@ -311,7 +311,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		if err != nil {
 			return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 		}
-		if err := e.Host.UpdateDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
+		if err := e.changeMedia(ctx, dom, cur, x); err != nil {
 			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
 		}
 		return old, dev, nil
@@ -328,6 +328,47 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		return "", dev, fmt.Errorf("hot-plugging the payload drive into running domain %s: %w", dom.Name, err)
 	}
 	return "", dev, nil
+}
+
+// changeMedia swaps the medium of the running domain's payload drive. The
+// guest may hold the tray shut for a moment (firmware probing the drive right
+// after start, or a drive hot-plugged in this run of QEMU, which libvirt 9.0
+// cannot change at all): retry a few times, then on a hot-pluggable bus
+// replace the whole drive.
+func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string) error {
+	const attempts = 4
+	var err error
+	for i := 0; i < attempts; i++ {
+		err = e.Host.UpdateDevice(ctx, dom.UUID, newDisk, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG)
+		if err == nil || !libvirtx.IsTrayBusy(err) {
+			return err
+		}
+		e.log().Info("payload drive tray busy; retrying the media change", "domain", dom.Name, "attempt", i+1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(i+1) * 500 * time.Millisecond):
+		}
+	}
+	if !cur.Bus.Hotpluggable() {
+		return err
+	}
+	oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
+	if cur.Path == "" {
+		oldDisk, perr = domxml.PayloadDeviceXML(filepath.Join(e.PayloadDir, "empty"), cur.Device, e.domOpts()...)
+	}
+	if perr != nil {
+		return fmt.Errorf("%w (and rendering the drive to replace it: %v)", err, perr)
+	}
+	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG
+	if derr := e.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
+		return fmt.Errorf("%w (replacing the drive: detach: %v)", err, derr)
+	}
+	if aerr := e.Host.AttachDevice(ctx, dom.UUID, newDisk, flags); aerr != nil {
+		return fmt.Errorf("replacing the payload drive: the old drive was detached but attaching the new one failed: %w", aerr)
+	}
+	e.log().Info("replaced the payload drive (its tray stayed locked)", "domain", dom.Name)
+	return nil
 }
 
 func hasSCSI(xml string) bool {
