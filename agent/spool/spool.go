@@ -71,7 +71,33 @@ func Open(root string) (*Spool, error) {
 			}
 		}
 	}
+	if err := s.removeStaleTemps(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// removeStaleTemps deletes the temp files of result writes (WriteFileAtomic)
+// that a crash left in done/ and failed/. Only the agent writes there, and
+// Open runs before it writes anything, so every such file is stale. Writers'
+// temp files in incoming/ are theirs and are left alone.
+func (s *Spool) removeStaleTemps() error {
+	for _, sub := range []string{Done, Failed} {
+		d := s.Dir(sub)
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", d, err)
+		}
+		for _, e := range ents {
+			n := e.Name()
+			if strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".tmp") && e.Type().IsRegular() {
+				if err := os.Remove(filepath.Join(d, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("removing stale temp file: %w", err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Dir returns the path of a subdirectory.

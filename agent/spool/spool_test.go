@@ -201,3 +201,30 @@ func TestTokenSurvivesChmod(t *testing.T) {
 		t.Fatalf("token changed by chmod: %q vs %q (%v)", c2.Token, c.Token, err)
 	}
 }
+
+func TestOpenRemovesStaleResultTemps(t *testing.T) {
+	root := t.TempDir()
+	s, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(s.Dir(Done), ".job-1.json.123.tmp")
+	writer := filepath.Join(s.Dir(Incoming), ".job-2.tmp")
+	result := filepath.Join(s.Dir(Failed), "job-3.json")
+	for _, p := range []string{stale, writer, result} {
+		if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale result temp file survived Open: %v", err)
+	}
+	for _, p := range []string{writer, result} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed by Open: %v", p, err)
+		}
+	}
+}
