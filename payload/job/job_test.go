@@ -771,3 +771,20 @@ func TestFuzzCorpusPresent(t *testing.T) {
 		}
 	}
 }
+
+func TestMultipartUserDataMustSplit(t *testing.T) {
+	for name, ud := range map[string]string{
+		"empty boundary": "Content-Type: multipart/mixed; boundary=\"\"\nMIME-Version: 1.0\n\n--x\n",
+		"no parts":       "Content-Type: multipart/mixed; boundary=\"b\"\nMIME-Version: 1.0\n\n",
+		"not multipart":  "Content-Type: text/plain; boundary=\"b\"\n\n--b\n\nx\n--b--\n",
+	} {
+		_, r := Parse([]byte(`{"version":1,"user_data":` + strconv.Quote(ud) + `}`))
+		if len(r.Errors) != 1 || r.Errors[0].Field != "user_data" || r.Errors[0].Code != CodeInvalid {
+			t.Errorf("%s: %+v", name, r.Errors)
+		}
+	}
+	ok := "Content-Type: multipart/mixed; boundary=\"b\"\nMIME-Version: 1.0\n\n--b\nContent-Type: text/cloud-config\n\n#cloud-config\n{}\n--b--\n"
+	if _, r := Parse([]byte(`{"version":1,"user_data":` + strconv.Quote(ok) + `}`)); !r.OK() {
+		t.Errorf("valid multipart refused: %v", r.Err())
+	}
+}

@@ -1,12 +1,18 @@
 package job
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/xml"
+	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/netip"
+	"net/textproto"
 	"path"
 	"regexp"
 	"sort"
@@ -590,8 +596,8 @@ func validateUserDataText(p, s string, r *Report) {
 			r.Add(p, CodeInvalid, "#cloud-config-archive %s is not valid YAML: %v", quote(s), err)
 		}
 	case KindMultipart:
-		if !strings.Contains(strings.ToLower(s), "boundary=") {
-			r.Add(p, CodeInvalid, "MIME user-data %s has no multipart boundary", quote(s))
+		if err := checkMultipart(s); err != nil {
+			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %v", quote(s), err)
 		}
 	case KindUnknown:
 		r.Add(p, CodeInvalid, "cloud-init would ignore %s: its first line is not \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or a MIME header", quote(s))
@@ -672,4 +678,40 @@ func validateNetworkConfig(j *Job, r *Report) {
 	if n, ok := v.(int); !ok || (n != 1 && n != 2) {
 		r.Add("network_config.version", CodeUnsupported, "network-config version %s is not supported; use 1 or 2", quote(fmt.Sprint(v)))
 	}
+}
+
+// checkMultipart reads MIME user-data the way the renderer splits it: a
+// multipart Content-Type with a non-empty boundary and at least one readable
+// part.
+func checkMultipart(s string) error {
+	tp := textproto.NewReader(bufio.NewReader(strings.NewReader(s)))
+	hdr, err := tp.ReadMIMEHeader()
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("reading the MIME headers: %w", err)
+	}
+	mt, params, err := mime.ParseMediaType(hdr.Get("Content-Type"))
+	if err != nil {
+		return fmt.Errorf("reading the Content-Type: %w", err)
+	}
+	if !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
+		return fmt.Errorf("Content-Type %q is not a multipart type with a boundary", mt)
+	}
+	mr := multipart.NewReader(tp.R, params["boundary"])
+	n := 0
+	for ; ; n++ {
+		p, err := mr.NextRawPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading part %d: %w", n+1, err)
+		}
+		if _, err := io.Copy(io.Discard, p); err != nil {
+			return fmt.Errorf("reading part %d: %w", n+1, err)
+		}
+	}
+	if n == 0 {
+		return errors.New("it has no parts")
+	}
+	return nil
 }
