@@ -282,27 +282,30 @@ func (a *Agent) recover() error {
 	return nil
 }
 
-// intake claims waiting jobs from incoming/ while the queue has room.
+// intake claims waiting jobs from incoming/ while the queue has room, in
+// one batch (one directory sync for all of them).
 func (a *Agent) intake() {
 	names, err := a.spool.Pending()
 	if err != nil {
 		a.log.Error("listing the spool", "err", err)
 		return
 	}
-	for _, name := range names {
-		a.mu.Lock()
-		full, closing := a.queued >= a.opt.QueueLimit, a.closing
-		a.mu.Unlock()
-		if full || closing {
-			return
+	a.mu.Lock()
+	room, closing := a.opt.QueueLimit-a.queued, a.closing
+	a.mu.Unlock()
+	if closing || room <= 0 || len(names) == 0 {
+		return
+	}
+	if len(names) > room {
+		names = names[:room]
+	}
+	claimed, errs := a.spool.ClaimAll(names)
+	for name, err := range errs {
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, spool.ErrExists) {
+			a.log.Warn("claiming job failed", "file", name, "err", err)
 		}
-		c, err := a.spool.Claim(name)
-		if err != nil {
-			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, spool.ErrExists) {
-				a.log.Warn("claiming job failed", "file", name, "err", err)
-			}
-			continue
-		}
+	}
+	for _, c := range claimed {
 		t := a.prepare(c, "spool")
 		if t.base.Source == "spool" {
 			a.met.JobReceived("spool") // socket jobs were counted by Submit
