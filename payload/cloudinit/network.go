@@ -109,11 +109,17 @@ type Link struct {
 
 // Network is a network_data.json network (an address configuration on a link).
 type Network struct {
-	ID        string    `json:"id"`
-	Type      string    `json:"type"`
-	Link      string    `json:"link"`
-	IPAddress string    `json:"ip_address,omitempty"`
-	Netmask   string    `json:"netmask,omitempty"`
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Link      string `json:"link"`
+	IPAddress string `json:"ip_address,omitempty"`
+	Netmask   string `json:"netmask,omitempty"`
+	// Gateway is read by cloud-init's converter (it is in its list of
+	// subnet keys). The default route is given this way rather than as a
+	// Nova-style routes entry: cloud-init 22.4 renders routes for ifupdown
+	// as "post-up route add", which needs net-tools in the guest, and a
+	// default route given both ways makes netplan refuse the config.
+	Gateway   string    `json:"gateway,omitempty"`
 	Routes    []Route   `json:"routes,omitempty"`
 	NetworkID string    `json:"network_id"`
 	Services  []Service `json:"services,omitempty"`
@@ -156,6 +162,7 @@ func buildNetworkData(j *job.Job) *NetworkData {
 			l.MTU = ptr(n.MTU)
 		}
 		nd.Links = append(nd.Links, l)
+		searchSet := false
 		add := func(fam string, c *job.IPConfig) {
 			if c == nil || c.Method == job.MethodNone || c.Method == "" {
 				return
@@ -176,15 +183,11 @@ func buildNetworkData(j *job.Job) *NetworkData {
 				nw.Type = fam
 				nw.IPAddress = pfx.Addr().String()
 				nw.Netmask = netmask(pfx)
-				if c.Gateway != "" {
-					if fam == "ipv4" {
-						nw.Routes = []Route{{Network: "0.0.0.0", Netmask: "0.0.0.0", Gateway: c.Gateway}}
-					} else {
-						nw.Routes = []Route{{Network: "::", Netmask: "::", Gateway: c.Gateway}}
-					}
-				}
+				nw.Gateway = c.Gateway
 				nw.Services = dns
-				nw.DNSSearch = search
+				if !searchSet { // once per link: cloud-init would list it twice
+					nw.DNSSearch, searchSet = search, true
+				}
 			}
 			nd.Networks = append(nd.Networks, nw)
 		}
