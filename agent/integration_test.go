@@ -62,10 +62,15 @@ var (
 )
 
 // agentBinary builds cmd/vmpayload once per test binary into a temp
-// directory (removed by TestMain's cleanup hook) and returns its path.
+// directory (removed by TestMain's cleanup hook) and returns its path;
+// VMPAYLOAD_AGENT_BIN names an already built binary instead.
 func agentBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
+		if p := os.Getenv("VMPAYLOAD_AGENT_BIN"); p != "" {
+			binPath = p // built by the caller (test/agent/sandbox.sh)
+			return
+		}
 		dir, err := os.MkdirTemp("", "vmpx-int-bin-")
 		if err != nil {
 			binErr = err
@@ -951,7 +956,8 @@ func TestAgentKilledMidBurst(t *testing.T) {
 	waitFor(t, "the first results", func() bool { return countResults(a, ids) >= 5 })
 	a.kill()
 	killedAt := countResults(a, ids)
-	t.Logf("agent killed after %d of %d results", killedAt, n)
+	inProc, _ := os.ReadDir(filepath.Join(a.spool, "processing"))
+	t.Logf("agent killed after %d of %d results, %d files in processing/", killedAt, n, len(inProc))
 	a.start()
 	waitAll(t, a, ids)
 	done, failed := outcome(t, a, ids)

@@ -95,14 +95,7 @@ func Render(j *job.Job, opt Options) (*Rendered, error) {
 			addSecretError(&r, "user_data_secret", jj.UserDataSecret, err)
 		} else {
 			in.UserData = string(b)
-			var sub job.Report
-			probe := job.Job{Version: job.Version, UserData: in.UserData}
-			for _, fe := range probe.Validate().Errors {
-				if fe.Field == "user_data" {
-					sub.Add("user_data_secret", fe.Code, "content of secret %q: %s", jj.UserDataSecret, fe.Message)
-				}
-			}
-			r.Merge(sub)
+			r.Merge(job.ValidateSecretUserData("user_data_secret", jj.UserDataSecret, in.UserData))
 		}
 	}
 	if err := r.Err(); err != nil {

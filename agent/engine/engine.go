@@ -117,6 +117,13 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		if ctx.Err() != nil {
 			return result.Result{}, ctx.Err()
 		}
+		if stateChanged(err) && attempt <= maxStateRetries {
+			// The domain changed state between the lookup and the change
+			// (e.g. a restarted libvirtd killed a half-started guest): look
+			// it up again and redo the job for its new state.
+			e.log().Warn("domain changed state during the job; retrying", "job", r.ID, "domain", jj.Domain, "attempt", attempt, "err", err)
+			continue
+		}
 		var ve *job.ValidationError
 		var f *failure
 		switch {
@@ -134,6 +141,18 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		}
 		return r, nil
 	}
+}
+
+// maxStateRetries bounds how often a job is redone because the domain
+// changed state under it.
+const maxStateRetries = 3
+
+// stateChanged reports whether err is libvirt's "operation invalid" (domain
+// not running, already running), which means the domain's state changed
+// since the job looked it up.
+func stateChanged(err error) bool {
+	var le libvirtx.Error
+	return errors.As(err, &le) && le.Code == libvirtx.ERR_OPERATION_INVALID
 }
 
 func isIO(err error) bool {

@@ -582,25 +582,51 @@ func ClassifyUserData(s string) UserDataKind {
 }
 
 func validateUserDataText(p, s string, r *Report) {
+	checkUserDataContent(p, s, quote, func(err error) string { return err.Error() }, r)
+}
+
+// ValidateSecretUserData checks user-data read from a secret the way
+// user_data is checked, reporting problems under field without ever quoting
+// the content: the message shows only the content's size, and parser
+// errors are cut down to their line number.
+func ValidateSecretUserData(field, name, s string) Report {
+	var r Report
+	show := func(string) string { return fmt.Sprintf("(content of secret %q, %d bytes)", name, len(s)) }
+	checkUserDataContent(field, s, show, redactParseError, &r)
+	return r
+}
+
+var lineRE = regexp.MustCompile(`line \d+`)
+
+// redactParseError keeps only the position of a parse error (its message
+// may quote the secret's text).
+func redactParseError(err error) string {
+	if m := lineRE.FindString(err.Error()); m != "" {
+		return "syntax error at " + m
+	}
+	return "syntax error"
+}
+
+func checkUserDataContent(p, s string, show func(string) string, detail func(error) string, r *Report) {
 	if strings.ContainsRune(s, 0) {
-		r.Add(p, CodeInvalid, "%s contains a NUL byte; binary user-data is not supported", quote(s))
+		r.Add(p, CodeInvalid, "%s contains a NUL byte; binary user-data is not supported", show(s))
 		return
 	}
 	switch ClassifyUserData(s) {
 	case KindCloudConfig:
 		if _, err := ParseYAMLMap(s); err != nil {
-			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping: %v", quote(s), err)
+			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping: %s", show(s), detail(err))
 		}
 	case KindArchive:
 		if err := checkYAML(s); err != nil {
-			r.Add(p, CodeInvalid, "#cloud-config-archive %s is not valid YAML: %v", quote(s), err)
+			r.Add(p, CodeInvalid, "#cloud-config-archive %s is not valid YAML: %s", show(s), detail(err))
 		}
 	case KindMultipart:
 		if err := checkMultipart(s); err != nil {
-			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %v", quote(s), err)
+			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %s", show(s), detail(err))
 		}
 	case KindUnknown:
-		r.Add(p, CodeInvalid, "cloud-init would ignore %s: its first line is not \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or a MIME header", quote(s))
+		r.Add(p, CodeInvalid, "cloud-init would ignore %s: its first line is not \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or a MIME header", show(s))
 	}
 }
 

@@ -1,0 +1,177 @@
+package reliability
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
+)
+
+// TestSecretsAndPermissions runs jobs carrying distinctive plaintext
+// passwords and secrets (valid ones and ones that fail validation, through
+// the spool and the API) and checks that none of those strings appears in
+// the agent's log, in any result file or in the API's answers; that secret
+// references cannot leave the secrets directory; and that images, spool
+// directories and the socket get the configured modes and groups.
+func TestSecretsAndPermissions(t *testing.T) {
+	grp, err := user.LookupGroup("disk")
+	if err != nil {
+		t.Skipf("group disk: %v", err)
+	}
+	gid, _ := strconv.Atoi(grp.Gid)
+	base := t.TempDir()
+	a := newAgent(t, base, nodeFile(t, base, "sec", 8), "--image-group", grp.Name, "--socket-group", grp.Name, "--image-mode", "0640")
+
+	secret := map[string]string{
+		"pw":          "SECRET-PW-5e2b77\n",
+		"ud":          "#cloud-config\nruncmd: [echo SECRET-UD-0c4d19]\n",
+		"bad-ud-yaml": "#cloud-config\nSECRET-BADYAML-1d2c: [\n",
+		"bad-ud-kind": "SECRET-BADKIND-8e1f plain text\n",
+	}
+	for n, c := range secret {
+		must(t, os.WriteFile(filepath.Join(a.secretsDir, n), []byte(c), 0o600))
+	}
+	outside := filepath.Join(base, "outside")
+	must(t, os.WriteFile(outside, []byte("SECRET-OUTSIDE-9f2e\n"), 0o600))
+	must(t, os.Symlink(outside, filepath.Join(a.secretsDir, "link-out")))
+	must(t, os.Symlink("../outside", filepath.Join(a.secretsDir, "link-rel")))
+	markers := []string{"SECRET-PW-5e2b77", "SECRET-UD-0c4d19", "SECRET-BADYAML-1d2c", "SECRET-BADKIND-8e1f", "SECRET-OUTSIDE-9f2e",
+		"PLAIN-PW-a81f3c", "PLAIN-PW-CONFLICT-3b9e", "PLAIN-HASH-77aa", "PLAIN-API-PW-42c1", "PLAIN-NUL-PW-6d0a", "PLAIN-BADUSER-PW-11fe"}
+
+	type jc struct {
+		id    string
+		job   map[string]any
+		state result.State
+		code  string
+	}
+	u := func(o map[string]any) []any { return []any{o} }
+	jobs := []jc{
+		{"s-plain", map[string]any{"users": u(map[string]any{"name": "a", "password": "PLAIN-PW-a81f3c"})}, result.StateDone, ""},
+		{"s-secret", map[string]any{"users": u(map[string]any{"name": "a", "password_secret": "pw"})}, result.StateDone, ""},
+		{"s-ud-secret", map[string]any{"user_data_secret": "ud"}, result.StateDone, ""},
+		{"s-conflict", map[string]any{"users": u(map[string]any{"name": "a", "password": "PLAIN-PW-CONFLICT-3b9e", "password_hash": "$6$x$y"})}, result.StateFailed, "invalid_job"},
+		{"s-hash-plain", map[string]any{"users": u(map[string]any{"name": "a", "password_hash": "PLAIN-HASH-77aa"})}, result.StateFailed, "invalid_job"},
+		{"s-nul-pw", map[string]any{"users": u(map[string]any{"name": "a", "password": "PLAIN-NUL-PW-6d0a\x00"})}, "", ""},
+		{"s-bad-user", map[string]any{"users": u(map[string]any{"name": "bad user", "password": "PLAIN-BADUSER-PW-11fe"})}, result.StateFailed, "invalid_job"},
+		{"s-bad-ud-yaml", map[string]any{"user_data_secret": "bad-ud-yaml"}, result.StateFailed, "invalid_job"},
+		{"s-bad-ud-kind", map[string]any{"user_data_secret": "bad-ud-kind"}, result.StateFailed, "invalid_job"},
+		{"s-link-out", map[string]any{"users": u(map[string]any{"name": "a", "password_secret": "link-out"})}, result.StateFailed, "invalid_job"},
+		{"s-link-rel", map[string]any{"user_data_secret": "link-rel"}, result.StateFailed, "invalid_job"},
+		{"s-dotdot", map[string]any{"user_data_secret": "../outside"}, result.StateFailed, "invalid_job"},
+		{"s-abs", map[string]any{"users": u(map[string]any{"name": "a", "password_secret": outside})}, result.StateFailed, "invalid_job"},
+	}
+	a.start()
+	a.waitReady(60 * time.Second)
+	c := a.client()
+	for i, j := range jobs {
+		j.job["version"], j.job["domain"], j.job["action"] = 1, fmt.Sprintf("sec-%04d", i%8), "attach"
+		a.drop(j.id, jsonJob(t, j.job))
+	}
+	for _, j := range jobs {
+		r := a.waitResult(j.id, 60*time.Second)
+		if j.state != "" && (r.State != j.state || (j.code != "" && (r.Error == nil || r.Error.Code != j.code))) {
+			t.Errorf("%s: %s %+v, want %s %s", j.id, r.State, r.Error, j.state, j.code)
+		}
+	}
+	// The same through the API: a valid job and one rejected with 400.
+	code, m := a.submit(c, jsonJob(t, map[string]any{"version": 1, "domain": "sec-0001", "action": "attach",
+		"users": u(map[string]any{"name": "a", "password": "PLAIN-API-PW-42c1"})}))
+	if code != http.StatusAccepted {
+		t.Fatalf("API submit: %d %v", code, m)
+	}
+	if r := a.apiResult(c, m["id"].(string)); r.State != result.StateDone {
+		t.Errorf("API job: %s %+v", r.State, r.Error)
+	}
+	code, body, err := a.do(c, "POST", "/v1/jobs", jsonJob(t, map[string]any{"version": 1, "domain": "sec-0001",
+		"users": u(map[string]any{"name": "a", "password": "PLAIN-PW-CONFLICT-3b9e", "password_hash": "PLAIN-HASH-77aa"})}))
+	if err != nil || code != http.StatusBadRequest {
+		t.Errorf("API invalid job: %d %v", code, err)
+	}
+	answers := string(body)
+	_, list, _ := a.do(c, "GET", "/v1/jobs", nil)
+	answers += string(list)
+	a.stop()
+
+	// No plaintext anywhere but in the kept failed jobs (failed/*.job.json
+	// is the job itself, mode 0600) and the images.
+	var haystack []string
+	logb, _ := os.ReadFile(a.logPath)
+	haystack = append(haystack, "agent log\x00"+string(logb), "API answers\x00"+answers)
+	for _, sub := range []string{spool.Done, spool.Failed} {
+		ents, _ := os.ReadDir(filepath.Join(a.spoolDir, sub))
+		for _, e := range ents {
+			p := filepath.Join(a.spoolDir, sub, e.Name())
+			if strings.HasSuffix(e.Name(), ".job.json") {
+				st, err := os.Stat(p)
+				if err != nil || st.Mode().Perm() != 0o600 {
+					t.Errorf("%s: kept failed job not 0600: %v", p, err)
+				}
+				continue
+			}
+			b, _ := os.ReadFile(p)
+			haystack = append(haystack, p+"\x00"+string(b))
+		}
+	}
+	for _, h := range haystack {
+		where, text, _ := strings.Cut(h, "\x00")
+		for _, mk := range markers {
+			if strings.Contains(text, mk) {
+				t.Errorf("%s contains the plaintext %q", where, mk)
+			}
+		}
+	}
+	if st, err := os.Stat(outside); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the secret outside the secrets dir was touched: %v", err)
+	}
+
+	// Modes and groups.
+	imgs, _ := filepath.Glob(filepath.Join(a.payloadDir, "*"))
+	if len(imgs) == 0 {
+		t.Error("no images written")
+	}
+	for _, p := range imgs {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o640 || int(st.Sys().(*syscall.Stat_t).Gid) != gid {
+			t.Errorf("%s: mode %v gid %d, want 0640 gid %d", p, st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Gid, gid)
+		}
+	}
+	for _, sub := range []string{spool.Incoming, spool.Processing, spool.Done, spool.Failed} {
+		st, err := os.Stat(filepath.Join(a.spoolDir, sub))
+		if err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("spool %s: %v %v, want 0700", sub, st.Mode().Perm(), err)
+		}
+	}
+	_ = filepath.WalkDir(a.spoolDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s: mode %v readable by others", p, st.Mode().Perm())
+			}
+		}
+		return nil
+	})
+	// The socket exists only while the agent runs.
+	a.start()
+	a.waitReady(60 * time.Second)
+	st, err := os.Stat(a.sock)
+	if err != nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o660 || int(st.Sys().(*syscall.Stat_t).Gid) != gid {
+		t.Errorf("socket: %v %v, want socket 0660 gid %d", st.Mode(), err, gid)
+	}
+	a.stop()
+	b, _ := json.Marshal(markers)
+	t.Logf("%d jobs + 2 API requests; %d plaintext markers searched in %d files/answers; images %d (0640, group %s)", len(jobs), len(markers), len(haystack), len(imgs), grp.Name)
+	_ = b
+}
