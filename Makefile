@@ -4,6 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GO_TEST_TIMEOUT ?= 75m
+FUZZTIME ?= 45s
 
 .PHONY: all build deps demo test test-fast bench packages test-packages clean
 
@@ -19,10 +20,14 @@ deps:
 demo: deps build
 	@bash test/demo.sh
 
-# The full test suite: installs what it needs, starts libvirtd, runs every test.
+# The full test suite: installs what it needs, starts libvirtd, runs every
+# test (real libvirtd, real guests, the libvirtd-restart tests), every fuzz
+# target for FUZZTIME, and the packaging checks. -p 1: the packages share
+# one libvirtd, and some tests kill and restart it.
 test: deps build
 	@bash test/libvirtd.sh
-	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_E2E=1 go test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_E2E=1 go test -p 1 -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+	@FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
 	@bash test/packaging/check.sh
 
 # Unit tests only (no libvirtd, no guests).

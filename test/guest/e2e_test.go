@@ -162,6 +162,9 @@ config:
 	return meta, network
 }
 
+// configDriveFiles gives the default gateways as each network's "gateway",
+// as payload/cloudinit renders them: cloud-init 22.4 under ifupdown turns
+// "routes" into "route add" lines that need net-tools, which the image lacks.
 func configDriveFiles(host string, s secrets, n netAddrs) map[string]string {
 	meta, _ := json.Marshal(map[string]any{
 		"uuid": "3c1b9e7e-0000-4000-8000-" + s.token, "hostname": host, "name": host,
@@ -171,9 +174,9 @@ func configDriveFiles(host string, s secrets, n netAddrs) map[string]string {
 		"links": []any{map[string]any{"id": "vmpx0", "type": "phy", "ethernet_mac_address": n.mac, "mtu": 1400}},
 		"networks": []any{
 			map[string]any{"id": "n4", "type": "ipv4", "link": "vmpx0", "ip_address": n.v4, "netmask": "255.255.255.0",
-				"routes": []any{map[string]any{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "192.0.2.1"}}},
+				"gateway": "192.0.2.1"},
 			map[string]any{"id": "n6", "type": "ipv6", "link": "vmpx0", "ip_address": n.v6, "netmask": "ffff:ffff:ffff:ffff::",
-				"routes": []any{map[string]any{"network": "::", "netmask": "::", "gateway": "2001:db8::1"}}},
+				"gateway": "2001:db8::1"},
 		},
 		"services": []any{map[string]any{"type": "dns", "address": "192.0.2.53"}},
 	})
@@ -265,6 +268,66 @@ func TestBootE2E(t *testing.T) {
 				tc.name, accel, toReport.Seconds(), time.Since(start).Seconds(), rep.Meta.UptimeSeconds, rep.CloudInitVersion)
 			checkReport(t, rep, host, s, n, wantDS)
 		})
+	}
+}
+
+// TestNoSeedE2E boots through the agent-facing path (Prepare + XML, no
+// payload CD-ROM at all): ds-identify finds no datasource and disables
+// cloud-init, and the fallback report unit must still report and power off.
+func TestNoSeedE2E(t *testing.T) {
+	e2e(t)
+	img := image(t, Bookworm)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	accel, _ := Accel(ctx, img)
+	g, err := Prepare(ctx, img, Options{DomainType: accel, ExtraCmdline: "vmpx.paths=/etc/hostname"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Cleanup(context.Background()); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	x, err := g.XML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(x, `device="cdrom"`) {
+		t.Fatalf("Prepare's XML has a CD-ROM:\n%s", x)
+	}
+	if err := g.Define(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := WaitReport(ctx, g.SerialLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WaitShutdown(ctx); err != nil {
+		t.Errorf("no power-off after the report: %v", err)
+	}
+	t.Logf("TIMING no-seed start->report %.1fs", time.Since(start).Seconds())
+	hostname, _ := rep.File("/etc/hostname")
+	content, _ := hostname.Content()
+	checks := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"cloud-init disabled", rep.Meta.CloudInitDisabled, true},
+		{"image hostname kept", rep.Hostname, "debian"},
+		{"vmpx.paths file listed", string(content), "debian\n"},
+		{"no e2e user", func() bool { _, ok := rep.User("e2e"); return ok }(), false},
+		{"cmdline seen", strings.Contains(rep.Meta.Cmdline, "vmpx.paths=/etc/hostname"), true},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
 	}
 }
 
