@@ -95,6 +95,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
 	}
+	stateRetries := 0
 	for attempt := 1; ; attempt++ {
 		r := base
 		r.Domain, r.Action, r.Attempts = jj.Domain, string(jj.Action), attempt
@@ -117,7 +118,8 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		if ctx.Err() != nil {
 			return result.Result{}, ctx.Err()
 		}
-		if stateChanged(err) && attempt <= maxStateRetries {
+		if stateChanged(err) && stateRetries < maxStateRetries {
+			stateRetries++
 			// The domain changed state between the lookup and the change
 			// (e.g. a restarted libvirtd killed a half-started guest): look
 			// it up again and redo the job for its new state.
