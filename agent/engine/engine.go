@@ -52,6 +52,9 @@ type Engine struct {
 	// RetryBackoff bounds the wait between attempts while libvirt is
 	// unreachable (default 200ms doubling to 5s).
 	RetryBackoff time.Duration
+	// TrayWait bounds how long a live media change is retried while the
+	// guest holds the drive's tray shut (default 30s).
+	TrayWait time.Duration
 }
 
 func (e *Engine) obs() Observer {
@@ -224,6 +227,9 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	t1 := time.Now()
 	old, dev, err := e.attach(ctx, dom, imgPath, j.Action == job.ActionStart, r)
 	if err != nil {
+		if r.Payload != nil && !r.Payload.Reused && !r.Payload.Prebuilt && !libvirtx.IsDisconnected(err) {
+			e.dropUnattached(ctx, dom.UUID, imgPath)
+		}
 		return err
 	}
 	e.obs().AttachDone(time.Since(t1))
@@ -357,22 +363,30 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 // cannot change at all): retry a few times, then on a hot-pluggable bus
 // replace the whole drive.
 func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string) error {
-	const attempts = 4
+	wait := e.TrayWait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	var err error
-	for i := 0; i < attempts; i++ {
+	for i := 1; ; i++ {
 		err = e.Host.UpdateDevice(ctx, dom.UUID, newDisk, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG)
 		if err == nil || !libvirtx.IsTrayBusy(err) {
 			return err
 		}
-		e.log().Info("payload drive tray busy; retrying the media change", "domain", dom.Name, "attempt", i+1)
+		pause := min(time.Duration(i)*500*time.Millisecond, 3*time.Second)
+		if time.Now().Add(pause).After(deadline) {
+			break
+		}
+		e.log().Info("payload drive tray busy; retrying the media change", "domain", dom.Name, "attempt", i)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Duration(i+1) * 500 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 	if !cur.Bus.Hotpluggable() {
-		return err
+		return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked for %s, e.g. a mounted CD-ROM; unmount it in the guest or stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
 	}
 	oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
 	if cur.Path == "" {
@@ -475,6 +489,21 @@ func (e *Engine) removeImage(path, reason string) {
 	}
 	e.obs().ImageRemoved(reason)
 	e.log().Info("removed payload image", "path", path, "reason", reason)
+}
+
+// dropUnattached removes an image this job built when attaching it failed
+// and the domain's definition does not reference it, so a failed job leaves
+// nothing behind. (While libvirt is unreachable the image is kept for the
+// retry.)
+func (e *Engine) dropUnattached(ctx context.Context, uuid, imgPath string) {
+	d, err := e.Host.Domain(ctx, uuid)
+	if err != nil {
+		return // unknown state: orphan GC at start-up will judge it
+	}
+	if cur, found, err := domxml.FindPayload(d.InactiveXML); err != nil || (found && cur.Path == imgPath) {
+		return
+	}
+	e.removeImage(imgPath, "unattached")
 }
 
 // RemoveDomainImages deletes the images of a domain that is gone (undefined).

@@ -14,6 +14,7 @@ const (
 	ReasonOrphan     = "orphan"     // no domain refers to the image
 	ReasonSuperseded = "superseded" // a newer payload replaced it
 	ReasonDetach     = "detach"     // a detach job removed it
+	ReasonUnattached = "unattached" // its job failed before the domain referenced it
 )
 
 // DurationBuckets are histogram bucket bounds in seconds from 5ms to 10
@@ -48,7 +49,7 @@ type Agent struct {
 	// JobsInFlight is vmpayload_jobs_in_flight, jobs being worked on.
 	JobsInFlight *Gauge
 	// ImagesRemoved is vmpayload_images_removed_total{reason=...} with
-	// reasons undefined, orphan, superseded and detach.
+	// reasons undefined, orphan, superseded, detach and unattached.
 	ImagesRemoved *CounterVec
 	// JobRetries is vmpayload_job_retries_total.
 	JobRetries *Counter
@@ -79,7 +80,7 @@ func NewAgent() *Agent {
 	for _, s := range []string{SourceSpool, SourceSocket} {
 		a.JobsReceived.With(s)
 	}
-	for _, reason := range []string{ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach} {
+	for _, reason := range []string{ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach, ReasonUnattached} {
 		a.ImagesRemoved.With(reason)
 	}
 	return a

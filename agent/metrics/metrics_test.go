@@ -434,7 +434,7 @@ func TestAgent(t *testing.T) {
 	labels := map[string][]string{
 		"vmpayload_jobs_total":           {OutcomeDone, OutcomeFailed},
 		"vmpayload_jobs_received_total":  {SourceSpool, SourceSocket},
-		"vmpayload_images_removed_total": {ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach},
+		"vmpayload_images_removed_total": {ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach, ReasonUnattached},
 	}
 	for name, values := range labels {
 		var got []string

@@ -32,6 +32,7 @@ const (
 	CodePrebuiltImage  = "prebuilt_image"   // prebuilt_image missing, unreadable or not a cloud-init seed
 	CodeIO             = "io_error"         // a filesystem error writing the image (e.g. disk full)
 	CodeLibvirt        = "libvirt_error"    // libvirt refused an operation
+	CodeMediaLocked    = "media_locked"     // the guest kept the payload drive's tray locked (a mounted CD-ROM): no live media change
 	CodeUnsupported    = "unsupported"      // the hypervisor driver cannot do what the job needs
 	CodeBadFile        = "bad_file"         // the spool file is not a regular file, or unreadable
 	CodeShutdown       = "shutdown"         // never written: jobs interrupted by shutdown are re-run
