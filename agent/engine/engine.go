@@ -367,6 +367,10 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
+	if cur.Bus.Hotpluggable() {
+		// Replacing the drive is the sure way out; don't wait long for it.
+		wait = min(wait, 5*time.Second)
+	}
 	deadline := time.Now().Add(wait)
 	var err error
 	for i := 1; ; i++ {
