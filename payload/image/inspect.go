@@ -285,12 +285,17 @@ func (r *reader) readFile(name string) ([]byte, error) {
 		return nil, fmt.Errorf("open %q: %w", name, err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, st.Size()+1))
+	// One read of exactly the recorded size from offset 0: go-diskfs v1.9.4's
+	// FAT12 File.Read, resumed in the middle of a cluster, copies up to the
+	// end of that cluster even past the end of the file, so reading in chunks
+	// (io.ReadAll) returned bytes the file does not have.
+	b := make([]byte, st.Size())
+	n, err := io.ReadFull(f, b)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) && n < len(b) {
+		return nil, fmt.Errorf("%w: %q read %d bytes, directory says %d", ErrUnknownFormat, name, n, st.Size())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %q: %w", name, err)
-	}
-	if int64(len(b)) != st.Size() {
-		return nil, fmt.Errorf("%w: %q read %d bytes, directory says %d", ErrUnknownFormat, name, len(b), st.Size())
 	}
 	return b, nil
 }
