@@ -1,0 +1,351 @@
+// Package e2e boots real Debian guests whose cloud-init payload is built,
+// attached and started by the real vmpayload agent from job files dropped
+// into its spool, and checks from the host what cloud-init did inside each
+// guest (through the report test/guest's images print on their serial
+// console).
+//
+// The tests run only with VMPAYLOAD_E2E=1, as root, with libvirtd and the
+// guest image builder's tools installed (make test sets this up).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/test/guest"
+)
+
+// resultWait bounds the wait for one job's result; jobs take seconds.
+const resultWait = 5 * time.Minute
+
+// caseWait bounds one case (up to three TCG boots).
+const caseWait = 20 * time.Minute
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopAgent()
+	os.Exit(code)
+}
+
+// gate skips unless VMPAYLOAD_E2E=1 and root, and makes sure libvirtd runs.
+func gate(t *testing.T) {
+	t.Helper()
+	if os.Getenv("VMPAYLOAD_E2E") != "1" {
+		t.Skip("set VMPAYLOAD_E2E=1 to boot real guests through the agent (needs root, libvirtd, qemu, mmdebstrap)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for qemu:///system")
+	}
+	libvirtdOnce.Do(func() {
+		if _, err := guest.FixKVMDevice(); err != nil {
+			t.Logf("%v", err)
+		}
+		_, file, _, _ := runtime.Caller(0)
+		out, err := exec.Command("/bin/sh", filepath.Join(filepath.Dir(file), "..", "libvirtd.sh")).CombinedOutput()
+		if err != nil {
+			t.Logf("starting libvirtd: %v: %s", err, out)
+		}
+	})
+	if _, err := guest.Virsh(context.Background(), guest.DefaultURI, "uri"); err != nil {
+		t.Fatalf("libvirtd not answering: %v", err)
+	}
+}
+
+var libvirtdOnce sync.Once
+
+var images sync.Map // suite -> func() (*guest.Image, error)
+
+// image builds or reuses the base image of suite once per test process.
+func image(t *testing.T, suite string) *guest.Image {
+	t.Helper()
+	f, _ := images.LoadOrStore(suite, sync.OnceValues(func() (*guest.Image, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		start := time.Now()
+		var progress bytes.Buffer
+		img, err := guest.EnsureImage(ctx, suite, &progress)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w\n%s", suite, err, tail(progress.String(), 40))
+		}
+		slog.Info("guest image ready", "suite", suite, "dir", img.Dir, "took", time.Since(start).Round(time.Second), "cloud_init", img.Meta["CLOUD_INIT"])
+		return img, nil
+	}))
+	img, err := f.(func() (*guest.Image, error))()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func tail(s string, n int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// agentProc is the one `vmpayload agent` process all cases share, on
+// qemu:///system with its own spool and payload directories.
+type agentProc struct {
+	dir, spool, payload, logPath string
+	cmd                          *exec.Cmd
+	exited                       chan struct{}
+}
+
+var (
+	agentOnce sync.Once
+	theAgent  *agentProc
+	agentErr  error
+)
+
+// sharedAgent builds cmd/vmpayload and starts the agent once.
+func sharedAgent(t *testing.T) *agentProc {
+	t.Helper()
+	agentOnce.Do(func() { theAgent, agentErr = startAgent() })
+	if agentErr != nil {
+		t.Fatal(agentErr)
+	}
+	return theAgent
+}
+
+func startAgent() (*agentProc, error) {
+	if err := os.MkdirAll("/var/tmp/vmpayload-e2e", 0o755); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	dir, err := os.MkdirTemp("/var/tmp/vmpayload-e2e", "agent-")
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := guest.MakeTraversable(dir); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a := &agentProc{dir: dir, spool: filepath.Join(dir, "spool"), payload: filepath.Join(dir, "payload"), logPath: filepath.Join(dir, "agent.log")}
+	bin := filepath.Join(dir, "vmpayload")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vmpayload/vmpayload/cmd/vmpayload").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("agent: go build: %w\n%s", err, out)
+	}
+	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	defer logf.Close()
+	a.cmd = exec.Command(bin, "agent", "--config", "", "--libvirt-uri", guest.DefaultURI,
+		"--spool-dir", a.spool, "--payload-dir", a.payload, "--socket", filepath.Join(dir, "agent.sock"),
+		"--secrets-dir", filepath.Join(dir, "secrets"), "--rescan-interval", "1s", "--log-level", "debug",
+		"--cdrom-bus", "auto", "--default-format", "nocloud")
+	a.cmd.Stdout, a.cmd.Stderr = logf, logf
+	if err := a.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("agent: starting: %w", err)
+	}
+	a.exited = make(chan struct{})
+	go func() { _ = a.cmd.Wait(); close(a.exited) }()
+	// The agent creates its directories (payload 0711) once it runs.
+	for i := 0; ; i++ {
+		_, err1 := os.Stat(a.payload)
+		_, err2 := os.Stat(filepath.Join(a.spool, "incoming"))
+		if err1 == nil && err2 == nil {
+			break
+		}
+		select {
+		case <-a.exited:
+			b, _ := os.ReadFile(a.logPath)
+			return nil, fmt.Errorf("agent exited at start-up:\n%s", tail(string(b), 40))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if i > 600 {
+			return nil, errors.New("agent: payload directory never appeared")
+		}
+	}
+	slog.Info("agent started", "dir", dir, "pid", a.cmd.Process.Pid)
+	return a, nil
+}
+
+// stopAgent stops the shared agent (SIGTERM) and removes its directory
+// unless VMPAYLOAD_E2E_KEEP is set.
+func stopAgent() {
+	if theAgent == nil || theAgent.cmd == nil {
+		return
+	}
+	_ = theAgent.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-theAgent.exited:
+	case <-time.After(60 * time.Second):
+		_ = theAgent.cmd.Process.Kill()
+		<-theAgent.exited
+	}
+	if os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
+		_ = os.RemoveAll(theAgent.dir)
+	}
+}
+
+// submit drops job into the spool the writer's way (dot temp file, rename)
+// and waits for its result document.
+func (a *agentProc) submit(ctx context.Context, job map[string]any) (result.Result, error) {
+	id, _ := job["id"].(string)
+	b, err := json.Marshal(job)
+	if err != nil {
+		return result.Result{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	in := filepath.Join(a.spool, "incoming")
+	tmp := filepath.Join(in, "."+id+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return result.Result{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(in, id+".json")); err != nil {
+		return result.Result{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, resultWait)
+	defer cancel()
+	for {
+		for _, d := range []string{"done", "failed"} {
+			rb, err := os.ReadFile(filepath.Join(a.spool, d, id+".json"))
+			if err != nil {
+				continue
+			}
+			var r result.Result
+			if json.Unmarshal(rb, &r) == nil {
+				return r, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			lb, _ := os.ReadFile(a.logPath)
+			return result.Result{}, fmt.Errorf("job %s: no result: %w\n--- agent log tail ---\n%s", id, ctx.Err(), tail(string(lb), 40))
+		case <-a.exited:
+			lb, _ := os.ReadFile(a.logPath)
+			return result.Result{}, fmt.Errorf("job %s: agent exited\n--- agent log tail ---\n%s", id, tail(string(lb), 40))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// vm is one case's guest plus what the test has seen of it.
+type vm struct {
+	t     *testing.T
+	g     *guest.Guest
+	agent *agentProc
+	seen  map[string]bool // boot ids of reports already consumed
+	start time.Time
+}
+
+var scsiController = regexp.MustCompile(`(?s)\s*<controller type="scsi"[^>]*>\s*</controller>`)
+
+// newVM prepares a guest (overlay, XML without a CD-ROM). For a CD-ROM on
+// IDE or SATA the virtio-scsi controller is removed from the XML, so the
+// agent's "auto" bus picks the machine's own bus.
+func newVM(ctx context.Context, t *testing.T, suite, machine, bus string, nics []guest.NIC, cmdline string) (*vm, string) {
+	t.Helper()
+	img := image(t, suite)
+	accel, err := guest.Accel(ctx, img)
+	if err != nil {
+		t.Logf("KVM probe: %v (using TCG)", err)
+	}
+	g, err := guest.Prepare(ctx, img, guest.Options{Machine: machine, DomainType: accel, NICs: nics, ExtraCmdline: cmdline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &vm{t: t, g: g, agent: sharedAgent(t), seen: map[string]bool{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(g.SerialLog)
+			keep := filepath.Join("/var/tmp/vmpayload-e2e", "failed-"+strings.ReplaceAll(t.Name(), "/", "_")+".serial.log")
+			_ = os.WriteFile(keep, b, 0o644)
+			t.Logf("serial log kept at %s; tail:\n%s", keep, tail(string(b), 60))
+		}
+		if err := g.Cleanup(context.Background()); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	x, err := g.XML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bus != guest.BusSCSI {
+		x = scsiController.ReplaceAllString(x, "")
+		if strings.Contains(x, `type="scsi"`) {
+			t.Fatalf("could not remove the SCSI controller from:\n%s", x)
+		}
+	}
+	return v, x
+}
+
+// run submits job for this guest and requires it to succeed.
+func (v *vm) run(ctx context.Context, job map[string]any) result.Result {
+	v.t.Helper()
+	job["version"] = 1
+	job["domain"] = v.g.Name
+	if _, ok := job["id"]; !ok {
+		job["id"] = fmt.Sprintf("%s-%d", v.g.Name, time.Now().UnixNano())
+	}
+	if v.start.IsZero() {
+		v.start = time.Now()
+	}
+	r, err := v.agent.submit(ctx, job)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	if r.State != result.StateDone {
+		b, _ := json.Marshal(r)
+		v.t.Fatalf("job %s failed: %s", job["id"], b)
+	}
+	return r
+}
+
+// report waits for a report from a boot not seen before. It fails early
+// when the domain stops without one.
+func (v *vm) report(ctx context.Context) *guest.Report {
+	v.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, guest.DefaultWait)
+	defer cancel()
+	for {
+		log, _ := os.ReadFile(v.g.SerialLog)
+		reps, err := guest.ParseReports(log)
+		if err != nil {
+			v.t.Fatalf("%s: %v\n--- serial log tail ---\n%s", v.g.Name, err, tail(string(log), 60))
+		}
+		for _, r := range reps {
+			if !v.seen[r.Meta.BootID] {
+				v.seen[r.Meta.BootID] = true
+				v.t.Logf("TIMING %s: report after %.1fs (guest uptime %.1fs, cloud-init %s)", v.g.Name, time.Since(v.start).Seconds(), r.Meta.UptimeSeconds, r.CloudInitVersion)
+				v.start = time.Time{}
+				return r
+			}
+		}
+		if s, err := v.g.State(ctx); err == nil && (s == "shut off" || s == "crashed") {
+			log, _ = os.ReadFile(v.g.SerialLog)
+			if reps, err := guest.ParseReports(log); err == nil && len(reps) > 0 && !v.seen[reps[len(reps)-1].Meta.BootID] {
+				continue
+			}
+			v.t.Fatalf("%s stopped without a new report\n--- serial log tail ---\n%s", v.g.Name, tail(string(log), 60))
+		}
+		select {
+		case <-ctx.Done():
+			v.t.Fatalf("%s: waiting for a report: %v\n--- serial log tail ---\n%s", v.g.Name, ctx.Err(), tail(string(log), 60))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// shutdown waits for the guest to power itself off after its report.
+func (v *vm) shutdown(ctx context.Context) {
+	v.t.Helper()
+	if err := v.g.WaitShutdown(ctx); err != nil {
+		v.t.Fatal(err)
+	}
+}

@@ -1,0 +1,341 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/test/guest"
+)
+
+func randHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// sshKey returns a fresh public key line.
+func sshKey(t *testing.T, comment string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", f).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(f + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// cryptSHA512 hashes password with salt the way crypt(3) "$6$" does, using
+// openssl on the host.
+func cryptSHA512(t *testing.T, password, salt string) string {
+	t.Helper()
+	args := []string{"passwd", "-6", "-stdin"}
+	if salt != "" {
+		args = append(args, "-salt", salt)
+	}
+	cmd := exec.Command("openssl", args...)
+	cmd.Stdin = strings.NewReader(password + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("openssl passwd -6: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// verifyCrypt reports whether the crypt hash h verifies against password.
+func verifyCrypt(t *testing.T, h, password string) bool {
+	t.Helper()
+	f := strings.Split(h, "$")
+	if len(f) != 4 || f[1] != "6" {
+		return false
+	}
+	return cryptSHA512(t, password, f[2]) == h
+}
+
+// fullCase is one full-feature job: every structured field of the job
+// format, plus optional user-data merged into the generated config.
+type fullCase struct {
+	name, suite, format, media, machine, bus string
+	// userData is "", "cloud-config" or "script" (merge mode).
+	userData string
+}
+
+// want is what a full-feature job should produce in the guest.
+type want struct {
+	host, fqdn, tz, token string
+	alicePW, bobHash      string
+	aliceKey, defaultKey  string
+	blob                  []byte
+	mac0, mac1, v4, v6    string
+	datasource, userData  string
+	format, media, bus    string
+}
+
+func fullJob(t *testing.T, i int, c fullCase) (map[string]any, want) {
+	tok := randHex(t, 6)
+	w := want{
+		host: fmt.Sprintf("vmpx-%d-%s", i, tok[:6]), tz: "Europe/Berlin", token: tok,
+		alicePW: "pw-" + randHex(t, 8), bobHash: cryptSHA512(t, "bob-"+randHex(t, 8), ""),
+		aliceKey: sshKey(t, "alice@vmpx-e2e"), defaultKey: sshKey(t, "ops@vmpx-e2e"),
+		mac0: fmt.Sprintf("52:54:00:e3:%02x:01", i), mac1: fmt.Sprintf("52:54:00:e3:%02x:02", i),
+		v4: fmt.Sprintf("192.0.2.%d", 10+i), v6: fmt.Sprintf("2001:db8::%x", 0x10+i),
+		userData: c.userData, format: c.format, media: c.media, bus: c.bus,
+	}
+	w.fqdn = w.host + ".example.test"
+	w.blob = []byte("\x00\x01\x02\xffblob-" + tok)
+	w.datasource = map[string]string{"nocloud": "DataSourceNoCloud", "configdrive": "DataSourceConfigDrive"}[c.format]
+	job := map[string]any{
+		"format": c.format, "media": c.media, "action": "start",
+		"hostname": w.fqdn, "timezone": w.tz,
+		"users": []any{
+			map[string]any{"name": "alice", "password": w.alicePW, "ssh_authorized_keys": []string{w.aliceKey},
+				"sudo": "ALL=(ALL) NOPASSWD:ALL", "groups": []string{"adm", "sudo"}, "shell": "/bin/bash", "lock_password": false},
+			map[string]any{"name": "bob", "password_hash": w.bobHash, "lock_password": true, "shell": "/bin/sh"},
+		},
+		"ssh_authorized_keys": []string{w.defaultKey},
+		"ssh_password_auth":   false,
+		"dns":                 map[string]any{"nameservers": []string{"192.0.2.53", "2001:db8::53"}, "search": []string{"example.test"}},
+		"nics": []any{
+			map[string]any{"name": "lan0", "mac": w.mac0, "mtu": 1400,
+				"ipv4": map[string]any{"method": "static", "address": w.v4 + "/24", "gateway": "192.0.2.1"},
+				"ipv6": map[string]any{"method": "static", "address": w.v6 + "/64", "gateway": "2001:db8::1"}},
+			map[string]any{"name": "lan1", "mac": w.mac1, "ipv4": map[string]any{"method": "dhcp"}, "ipv6": map[string]any{"method": "slaac"}},
+		},
+		"files": []any{
+			map[string]any{"path": "/etc/vmpayload-e2e/motd", "content": "hello " + tok + "\n", "permissions": "0644"},
+			map[string]any{"path": "/etc/vmpayload-e2e/blob.bin", "content": base64.StdEncoding.EncodeToString(w.blob), "encoding": "base64",
+				"permissions": "0600", "owner": "alice:alice"},
+			map[string]any{"path": "/var/lib/vmpayload-e2e/tool.sh", "content": "#!/bin/sh\necho " + tok + "\n", "permissions": "0750", "owner": "root:adm"},
+		},
+		"runcmd": []any{
+			"echo " + tok + " > /var/lib/vmpayload-e2e/runcmd-shell",
+			[]string{"touch", "/var/lib/vmpayload-e2e/runcmd-argv"},
+		},
+		"vendor_data": "#!/bin/sh\nmkdir -p /var/lib/vmpayload-e2e\necho vendor-" + tok + " > /var/lib/vmpayload-e2e/vendor-script\n",
+	}
+	switch c.userData {
+	case "cloud-config":
+		// In merge mode the user's scalar wins and lists are appended.
+		w.tz = "Asia/Tokyo"
+		job["user_data"] = "#cloud-config\ntimezone: Asia/Tokyo\nruncmd:\n  - [sh, -c, \"echo user-" + tok + " > /var/lib/vmpayload-e2e/user-runcmd\"]\n"
+	case "script":
+		job["user_data"] = "#!/bin/sh\nmkdir -p /var/lib/vmpayload-e2e\necho script-" + tok + " > /var/lib/vmpayload-e2e/user-script\n"
+	}
+	if c.userData != "" {
+		job["user_data_mode"] = "merge"
+	}
+	return job, w
+}
+
+// TestAgentFullE2E runs the full-feature job through the agent for both
+// formats on both guests, varying machine, CD-ROM bus, media and merge mode.
+func TestAgentFullE2E(t *testing.T) {
+	gate(t)
+	cases := []fullCase{
+		{"bookworm-nocloud-pc-ide-iso-merge-cloudconfig", guest.Bookworm, "nocloud", "iso", "pc", guest.BusIDE, "cloud-config"},
+		{"bookworm-configdrive-q35-sata-iso-merge-script", guest.Bookworm, "configdrive", "iso", "q35", guest.BusSATA, "script"},
+		{"trixie-nocloud-q35-scsi-vfat", guest.Trixie, "nocloud", "vfat", "q35", guest.BusSCSI, ""},
+		{"trixie-configdrive-pc-ide-iso-merge-cloudconfig", guest.Trixie, "configdrive", "iso", "pc", guest.BusIDE, "cloud-config"},
+	}
+	for i, c := range filter(cases, func(c fullCase) string { return c.name }) {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), caseWait)
+			defer cancel()
+			job, w := fullJob(t, i+1, c)
+			v, x := newVM(ctx, t, c.suite, c.machine, c.bus, []guest.NIC{{MAC: w.mac0}, {MAC: w.mac1}},
+				"vmpx.paths=/etc/hosts,/var/lib/cloud/instance/user-data.txt")
+			job["domain_xml"] = x
+			r := v.run(ctx, job)
+			if r.Device.Bus != c.bus || r.Payload.Format != c.format || r.Payload.Media != c.media || r.DomainState != "running" {
+				t.Errorf("result: bus %q format %q media %q state %q; want %q %q %q running", r.Device.Bus, r.Payload.Format, r.Payload.Media, r.DomainState, c.bus, c.format, c.media)
+			}
+			rep := v.report(ctx)
+			checkFull(t, rep, w)
+			v.shutdown(ctx)
+		})
+	}
+}
+
+func filter[T any](cases []T, name func(T) string) []T {
+	only := os.Getenv("VMPAYLOAD_E2E_ONLY")
+	if only == "" {
+		return cases
+	}
+	var out []T
+	for _, c := range cases {
+		if strings.Contains(name(c), only) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// check is one named observation; got and want are compared with ==.
+type check struct {
+	name      string
+	got, want any
+}
+
+func runChecks(t *testing.T, rep *guest.Report, checks []check) {
+	t.Helper()
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if t.Failed() {
+		b, _ := json.MarshalIndent(map[string]any{"links": rep.Links, "routes": rep.Routes, "routes6": rep.Routes6,
+			"network_config": networkText(rep), "resolv_conf": rep.ResolvConf, "resolvectl": rep.Resolvectl,
+			"status": rep.StatusLong, "problems": rep.LogProblems, "failed_units": rep.FailedUnits,
+			"result": string(rep.ResultRaw)}, "", "  ")
+		t.Logf("report details:\n%s", b)
+	}
+}
+
+// fileDesc is "mode owner:group content" of path in the report.
+func fileDesc(rep *guest.Report, path string) string {
+	f, ok := rep.File(path)
+	if !ok {
+		return "<absent>"
+	}
+	b, _ := f.Content()
+	return fmt.Sprintf("%s %s:%s %q", f.Mode, f.Owner, f.Group, b)
+}
+
+// networkText concatenates every rendered network configuration file.
+func networkText(rep *guest.Report) string {
+	var b strings.Builder
+	for _, f := range rep.NetworkConfig {
+		if c, ok := f.Content(); ok {
+			fmt.Fprintf(&b, "### %s\n%s\n", f.Path, c)
+		}
+	}
+	return b.String()
+}
+
+func member(rep *guest.Report, group, user string) bool {
+	g, ok := rep.Group(group)
+	if !ok {
+		return false
+	}
+	for _, m := range g.Members {
+		if m == user {
+			return true
+		}
+	}
+	return false
+}
+
+func sudoRule(rep *guest.Report, rule string) bool {
+	for _, f := range rep.Sudoers {
+		if b, _ := f.Content(); bytes.Contains(b, []byte(rule)) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasDefault(rs []guest.Route, gw, dev string) bool {
+	for _, r := range rs {
+		if r.Dst == "default" && r.Gateway == gw && r.Dev == dev {
+			return true
+		}
+	}
+	return false
+}
+
+// cloudInitClean reports the datasource check and the absence of errors in
+// result.json.
+func cloudInitChecks(rep *guest.Report, datasource string) []check {
+	return []check{
+		{"result.json present", len(rep.ResultRaw) > 0, true},
+		{"result.json datasource " + datasource, strings.Contains(rep.Result.V1.Datasource, datasource), true},
+		{"result.json errors", strings.Join(rep.Result.V1.Errors, "; "), ""},
+		{"cloud-init status done", strings.Contains(rep.StatusLong.Out, "status: done"), true},
+	}
+}
+
+// dhcpRE and slaacRE recognise a DHCPv4 and an IPv6 router-advertisement
+// configuration of lan1 in ENI (bookworm) or netplan/networkd (trixie).
+var (
+	dhcpRE  = regexp.MustCompile(`(?m)^iface lan1 inet dhcp$|^\s*dhcp4: true$`)
+	slaacRE = regexp.MustCompile(`(?m)^iface lan1 inet6 auto$|^\s*accept-ra: true$`)
+)
+
+func checkFull(t *testing.T, rep *guest.Report, w want) {
+	t.Helper()
+	lan0, _ := rep.LinkByMAC(w.mac0)
+	lan1, _ := rep.LinkByMAC(w.mac1)
+	alice, _ := rep.User("alice")
+	bob, _ := rep.User("bob")
+	aliceHash, _ := rep.ShadowHash("alice")
+	bobHash, _ := rep.ShadowHash("bob")
+	net := networkText(rep)
+	dns := rep.ResolvConf + rep.Resolvectl + net
+	ud, _ := rep.File("/var/lib/cloud/instance/user-data.txt")
+	udText, _ := ud.Content()
+	checks := append(cloudInitChecks(rep, w.datasource),
+		check{"hostname", rep.Hostname, w.host},
+		check{"fqdn", rep.FQDN, w.fqdn},
+		check{"alice shell", alice.Shell, "/bin/bash"},
+		check{"alice in adm", member(rep, "adm", "alice"), true},
+		check{"alice in sudo", member(rep, "sudo", "alice"), true},
+		check{"alice sudo rule", sudoRule(rep, "alice ALL=(ALL) NOPASSWD:ALL"), true},
+		check{"alice shadow hash is SHA-512 crypt", strings.HasPrefix(aliceHash, "$6$"), true},
+		check{"alice shadow hash verifies against the job's password", verifyCrypt(t, aliceHash, w.alicePW), true},
+		check{"alice authorized_keys", strings.Join(rep.UserAuthorizedKeys("alice"), "\n"), w.aliceKey},
+		check{"bob shell", bob.Shell, "/bin/sh"},
+		check{"bob shadow: the job's hash, locked", bobHash, "!" + w.bobHash},
+		check{"default user authorized_keys", strings.Join(rep.UserAuthorizedKeys("debian"), "\n"), w.defaultKey},
+		check{"timezone", strings.TrimPrefix(rep.Timezone, "/usr/share/zoneinfo/"), w.tz},
+		check{"file motd", fileDesc(rep, "/etc/vmpayload-e2e/motd"), fmt.Sprintf("644 root:root %q", "hello "+w.token+"\n")},
+		check{"file blob.bin (base64, deferred owner)", fileDesc(rep, "/etc/vmpayload-e2e/blob.bin"), fmt.Sprintf("600 alice:alice %q", w.blob)},
+		check{"file tool.sh", fileDesc(rep, "/var/lib/vmpayload-e2e/tool.sh"), fmt.Sprintf("750 root:adm %q", "#!/bin/sh\necho "+w.token+"\n")},
+		check{"runcmd shell string", fileDesc(rep, "/var/lib/vmpayload-e2e/runcmd-shell"), fmt.Sprintf("644 root:root %q", w.token+"\n")},
+		check{"runcmd argv", fileDesc(rep, "/var/lib/vmpayload-e2e/runcmd-argv"), "644 root:root \"\""},
+		check{"vendor-data script ran", fileDesc(rep, "/var/lib/vmpayload-e2e/vendor-script"), fmt.Sprintf("644 root:root %q", "vendor-"+w.token+"\n")},
+		check{"lan0 renamed by MAC", lan0.Name, "lan0"},
+		check{"lan0 IPv4", lan0.HasAddr(w.v4, 24), true},
+		check{"lan0 IPv6", lan0.HasAddr(w.v6, 64), true},
+		check{"lan0 MTU", lan0.MTU, 1400},
+		check{"IPv4 default route via lan0", hasDefault(rep.Routes, "192.0.2.1", "lan0"), true},
+		check{"IPv6 default route via lan0", hasDefault(rep.Routes6, "2001:db8::1", "lan0"), true},
+		check{"DNS server 192.0.2.53 configured", strings.Contains(dns, "192.0.2.53"), true},
+		check{"DNS server 2001:db8::53 configured", strings.Contains(dns, "2001:db8::53"), true},
+		check{"DNS search example.test configured", strings.Contains(dns, "example.test"), true},
+		check{"lan1 renamed by MAC", lan1.Name, "lan1"},
+		check{"lan1 DHCPv4 rendered", dhcpRE.MatchString(net), true},
+		check{"lan1 SLAAC rendered", slaacRE.MatchString(net), true},
+	)
+	switch w.userData {
+	case "cloud-config":
+		checks = append(checks,
+			check{"merged user runcmd appended", fileDesc(rep, "/var/lib/vmpayload-e2e/user-runcmd"), fmt.Sprintf("644 root:root %q", "user-"+w.token+"\n")},
+			check{"user-data.txt is #cloud-config", strings.HasPrefix(string(udText), "#cloud-config"), true})
+	case "script":
+		checks = append(checks,
+			check{"merged user script ran", fileDesc(rep, "/var/lib/vmpayload-e2e/user-script"), fmt.Sprintf("644 root:root %q", "script-"+w.token+"\n")},
+			check{"user-data.txt is MIME multipart", bytes.Contains(udText, []byte("multipart/mixed")), true})
+	}
+	runChecks(t, rep, checks)
+	t.Logf("observed: cloud-init %s, datasource %q, resolv.conf %q, recoverable errors %v, failed units %q",
+		rep.CloudInitVersion, rep.Result.V1.Datasource, rep.ResolvConf, rep.Result.V1.RecoverableErrors, rep.FailedUnits)
+	t.Logf("rendered network config:\n%s", net)
+}
