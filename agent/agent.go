@@ -30,7 +30,7 @@ import (
 
 // Errors of Submit that the API maps to status codes.
 var (
-	ErrQueueFull    = errors.New("the job queue is full; retry later")
+	ErrQueueFull    = errors.New("queue full")
 	ErrDuplicate    = errors.New("a job with this id is already queued or running")
 	ErrShuttingDown = errors.New("the agent is shutting down")
 )
@@ -98,6 +98,9 @@ type Agent struct {
 	active   map[string]bool
 	ready    chan string
 	queued   int // tasks claimed and not finished
+	// unclaimed counts jobs the API wrote into incoming/ that intake has
+	// not claimed yet; Submit bounds queued+unclaimed by QueueLimit.
+	unclaimed int
 	inflight atomic.Int64
 	closing  bool
 
@@ -177,6 +180,34 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	} else if n > 0 {
 		a.log.Info("removed orphaned payload images", "count", n)
 	}
+	// Workers run jobs on a context that outlives ctx, so that a shutdown
+	// lets running jobs finish. They start before recover: it may queue
+	// more jobs than the ready channel holds (processing/ left by a run
+	// with a larger queue_limit).
+	workCtx, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	for i := 0; i < a.opt.Workers; i++ {
+		a.wg.Add(1)
+		go a.worker(workCtx)
+	}
+	lifeDone := make(chan struct{})
+	go func() { defer close(lifeDone); a.lifecycle(workCtx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		a.mu.Lock()
+		a.closing = true
+		a.mu.Unlock()
+		close(a.ready)
+		a.wg.Wait()
+		stopWork()
+		<-lifeDone
+	}
+	defer stop()
+
 	if err := a.recover(); err != nil {
 		return err
 	}
@@ -188,17 +219,6 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	if err := watcher.Add(a.spool.Dir(spool.Incoming)); err != nil {
 		return fmt.Errorf("watching %s: %w", a.spool.Dir(spool.Incoming), err)
 	}
-
-	// Workers run jobs on a context that outlives ctx, so that a shutdown
-	// lets running jobs finish.
-	workCtx, stopWork := context.WithCancel(context.Background())
-	defer stopWork()
-	for i := 0; i < a.opt.Workers; i++ {
-		a.wg.Add(1)
-		go a.worker(workCtx)
-	}
-	lifeDone := make(chan struct{})
-	go func() { defer close(lifeDone); a.lifecycle(workCtx) }()
 
 	a.poke()
 	if ready != nil {
@@ -237,13 +257,7 @@ loop:
 	}
 
 	a.log.Info("shutting down: finishing running jobs")
-	a.mu.Lock()
-	a.closing = true
-	a.mu.Unlock()
-	close(a.ready)
-	a.wg.Wait()
-	stopWork()
-	<-lifeDone
+	stop()
 	a.log.Info("agent stopped")
 	return nil
 }
@@ -329,6 +343,9 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		}
 		if _, ok := a.viaSocket.LoadAndDelete(t.base.ID); ok {
 			t.base.Source = "socket"
+			a.mu.Lock()
+			a.unclaimed = max(a.unclaimed-1, 0)
+			a.mu.Unlock()
 		}
 		if j != nil {
 			t.base.Domain, t.base.Action = j.Domain, string(j.WithDefaults().Action)
@@ -474,31 +491,39 @@ func (a *Agent) Submit(data []byte) (string, error) {
 	if err := rep.Err(); err != nil {
 		return "", err
 	}
-	a.mu.Lock()
-	full, closing := a.queued >= a.opt.QueueLimit, a.closing
-	a.mu.Unlock()
-	if closing {
-		return "", ErrShuttingDown
-	}
-	if full {
-		return "", ErrQueueFull
-	}
 	id := j.ID
 	if id == "" {
 		id = newID()
 	}
 	if cur, ok := a.reg.get(id); ok && !cur.State.Final() {
-		return "", ErrDuplicate
+		return "", fmt.Errorf("job id %q: %w", id, ErrDuplicate)
 	}
+	// Reserve a place: jobs queued or running plus jobs this API wrote
+	// that intake has not claimed yet stay within queue_limit.
+	a.mu.Lock()
+	if a.closing {
+		a.mu.Unlock()
+		return "", ErrShuttingDown
+	}
+	if n := a.queued + a.unclaimed; n >= a.opt.QueueLimit {
+		a.mu.Unlock()
+		return "", fmt.Errorf("%w: %d jobs are queued or running (queue_limit %d); retry later", ErrQueueFull, n, a.opt.QueueLimit)
+	}
+	a.unclaimed++
+	a.mu.Unlock()
 	a.viaSocket.Store(id, true)
 	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", ReceivedAt: time.Now().UTC()})
 	if err := a.spool.Put(id, data); err != nil {
-		a.viaSocket.Delete(id)
+		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
+			a.mu.Lock()
+			a.unclaimed = max(a.unclaimed-1, 0)
+			a.mu.Unlock()
+		}
 		a.reg.forget(id)
 		if errors.Is(err, spool.ErrExists) {
-			return "", ErrDuplicate
+			return "", fmt.Errorf("job id %q: %w", id, ErrDuplicate)
 		}
-		return "", err
+		return "", fmt.Errorf("writing job %q into the spool: %w", id, err)
 	}
 	a.met.JobReceived("socket")
 	a.poke()

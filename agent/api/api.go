@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent"
@@ -39,17 +40,68 @@ type Backend interface {
 // MaxWait bounds ?wait=.
 const MaxWait = 10 * time.Minute
 
+// Limits of the server that bound what a flood of clients (or slow ones)
+// can hold: memory, goroutines, connections.
+const (
+	// DefaultMaxSubmits is how many POST /v1/jobs are read and validated at
+	// once; each holds at most job.MaxJobBytes of body.
+	DefaultMaxSubmits = 32
+	// SubmitSlotWait is how long a POST waits for one of those slots
+	// before it is answered 503.
+	SubmitSlotWait = 5 * time.Second
+	// BodyTimeout bounds reading a request body (slow clients).
+	BodyTimeout = 30 * time.Second
+	// WriteTimeout bounds writing one answer, or one event of
+	// /v1/events, to a client that does not read.
+	WriteTimeout = 30 * time.Second
+	// IdleTimeout closes keep-alive connections with no request.
+	IdleTimeout = 2 * time.Minute
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes = 64 << 10
+)
+
+// ErrTooManySubmits is answered 503 when every submission slot stays busy
+// for SubmitSlotWait.
+var ErrTooManySubmits = errors.New("too many job submissions in progress; retry later")
+
 // Server is the API server.
 type Server struct {
 	Backend Backend
 	// Metrics writes the Prometheus exposition; nil serves an empty page.
 	Metrics func(w io.Writer)
 	Log     *slog.Logger
-	srv     *http.Server
+	// MaxSubmits bounds concurrent POST /v1/jobs (DefaultMaxSubmits when 0).
+	MaxSubmits int
+	// SlotWait and BodyTimeout override SubmitSlotWait and BodyTimeout
+	// when not 0.
+	SlotWait, BodyTimeout time.Duration
+
+	initOnce sync.Once
+	slots    chan struct{}
+	srv      *http.Server
+}
+
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		n := s.MaxSubmits
+		if n <= 0 {
+			n = DefaultMaxSubmits
+		}
+		s.slots = make(chan struct{}, n)
+		if s.SlotWait <= 0 {
+			s.SlotWait = SubmitSlotWait
+		}
+		if s.BodyTimeout <= 0 {
+			s.BodyTimeout = BodyTimeout
+		}
+	})
 }
 
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
+	s.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", s.submit)
 	mux.HandleFunc("GET /v1/jobs", s.list)
@@ -64,7 +116,17 @@ func (s *Server) Handler() http.Handler {
 			s.Metrics(w)
 		}
 	})
-	return mux
+	return withDeadlines(mux)
+}
+
+// withDeadlines gives every request a write deadline (a keep-alive
+// connection keeps the previous request's otherwise); handlers that answer
+// later (?wait=, /v1/events) move it when they write.
+func withDeadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(WriteTimeout))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Listen creates the unix socket (mode 0660, group gid unless -1),
@@ -102,7 +164,11 @@ func Listen(path string, gid int) (net.Listener, error) {
 
 // Serve serves on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	// No server-wide ReadTimeout/WriteTimeout: ?wait= and /v1/events hold
+	// a request for minutes, and a read deadline expiring under a handler
+	// cancels its context. Bodies and answers get per-request deadlines
+	// instead (BodyTimeout, WriteTimeout).
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
 	err := s.srv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -119,6 +185,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(WriteTimeout))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
@@ -131,18 +198,51 @@ type apiError struct {
 	Errors []job.FieldError `json:"errors,omitempty"`
 }
 
+func tooLarge(w http.ResponseWriter) {
+	writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("job document larger than %d bytes", job.MaxJobBytes),
+		Errors: []job.FieldError{{Code: job.CodeTooLarge, Message: fmt.Sprintf("job document is larger than %d bytes", job.MaxJobBytes)}}})
+}
+
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > job.MaxJobBytes {
+		w.Header().Set("Connection", "close")
+		tooLarge(w) // without reading a byte of it
+		return
+	}
+	// At most MaxSubmits bodies are read and parsed at once: a flood of
+	// clients costs goroutines waiting here, not memory.
+	s.init()
+	wait := time.NewTimer(s.SlotWait)
+	select {
+	case s.slots <- struct{}{}:
+		wait.Stop()
+	case <-wait.C:
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: ErrTooManySubmits.Error()})
+		return
+	case <-r.Context().Done():
+		wait.Stop()
+		return
+	}
+	defer func() { <-s.slots }()
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, job.MaxJobBytes))
 	if err != nil {
+		// Close the connection after the answer: the server would
+		// otherwise try to read what is left of the body first (a
+		// stalled client would hold it forever).
+		w.Header().Set("Connection", "close")
+		_ = r.Body.Close()
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("job document larger than %d bytes", job.MaxJobBytes),
-				Errors: []job.FieldError{{Code: job.CodeTooLarge, Message: fmt.Sprintf("job document is larger than %d bytes", job.MaxJobBytes)}}})
+			tooLarge(w)
 			return
 		}
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "reading the request body: " + err.Error()})
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	id, err := s.Backend.Submit(body)
 	var ve *job.ValidationError
 	switch {
@@ -215,11 +315,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	fl.Flush()
 	enc := json.NewEncoder(w)
+	rc := http.NewResponseController(w)
+	// Between events the connection has no write deadline; each event
+	// sets one.
+	_ = rc.SetWriteDeadline(time.Time{})
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case ev := <-ch:
+			// A client that stops reading is dropped after WriteTimeout.
+			_ = rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
 			if err := enc.Encode(ev); err != nil {
 				return
 			}
