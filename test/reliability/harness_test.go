@@ -70,6 +70,7 @@ type agentProc struct {
 	uri        string
 	logPath    string
 	extra      []string
+	env        []string // added to the agent's environment
 
 	cmd  *exec.Cmd
 	exit chan error
@@ -115,6 +116,7 @@ func (a *agentProc) start() {
 	a.runs++
 	fmt.Fprintf(lf, "=== reliability: agent start #%d\n", a.runs)
 	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), a.env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -367,20 +369,27 @@ func (a *agentProc) metric(c *http.Client, name string, labels ...string) (float
 var errNoMetric = errors.New("not in /metrics")
 
 // rssKB reads VmRSS of pid in KiB.
-func rssKB(pid int) (int, error) {
+func rssKB(pid int) (int, error) { return procStatusKB(pid, "VmRSS") }
+
+// procStatusKB reads a "Vm…:  N kB" line of /proc/pid/status.
+func procStatusKB(pid int, key string) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("reading the status of pid %d: %w", pid, err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
 			var kb int
-			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmRSS:"), "%d", &kb)
-			return kb, err
+			if _, err := fmt.Sscanf(v, "%d", &kb); err != nil {
+				return 0, fmt.Errorf("%s line %q of pid %d: %w", key, line, pid, err)
+			}
+			return kb, nil
 		}
 	}
-	return 0, errors.New("no VmRSS line")
+	return 0, fmt.Errorf("pid %d: no %q line in /proc/%d/status: %w", pid, key, pid, errNoStatusLine)
 }
+
+var errNoStatusLine = errors.New("missing status line")
 
 // testDomain is the XML of a stopped (runstate 5: shut off) test-driver
 // domain; the test driver starts node-file domains running otherwise.
