@@ -1,7 +1,8 @@
 package reliability
 
 import (
-	"encoding/json"
+	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,7 +49,15 @@ func TestSecretsAndPermissions(t *testing.T) {
 	must(t, os.Symlink(outside, filepath.Join(a.secretsDir, "link-out")))
 	must(t, os.Symlink("../outside", filepath.Join(a.secretsDir, "link-rel")))
 	markers := []string{"SECRET-PW-5e2b77", "SECRET-UD-0c4d19", "SECRET-BADYAML-1d2c", "SECRET-BADKIND-8e1f", "SECRET-OUTSIDE-9f2e",
-		"PLAIN-PW-a81f3c", "PLAIN-PW-CONFLICT-3b9e", "PLAIN-HASH-77aa", "PLAIN-API-PW-42c1", "PLAIN-NUL-PW-6d0a", "PLAIN-BADUSER-PW-11fe"}
+		"PLAIN-PW-a81f3c", "PLAIN-PW-CONFLICT-3b9e", "PLAIN-HASH-77aa", "PLAIN-API-PW-42c1", "PLAIN-NUL-PW-6d0a", "PLAIN-BADUSER-PW-11fe",
+		"PLAIN-LINKED-PW-5a7c"}
+	// A job outside the spool, reachable only through a symlink in
+	// incoming/: the agent must refuse the link, not read the job.
+	linkedJob := filepath.Join(base, "linked-job.json")
+	must(t, os.WriteFile(linkedJob, jsonJob(t, map[string]any{"version": 1, "domain": "sec-0000", "action": "attach",
+		"users": []any{map[string]any{"name": "a", "password": "PLAIN-LINKED-PW-5a7c"}}}), 0o600))
+	linkedBefore, err := os.Stat(linkedJob)
+	must(t, err)
 
 	type jc struct {
 		id    string
@@ -74,6 +84,28 @@ func TestSecretsAndPermissions(t *testing.T) {
 	a.start()
 	a.waitReady(60 * time.Second)
 	c := a.client()
+	// Everything /v1/events says during the run is searched too.
+	var events bytes.Buffer
+	var evMu sync.Mutex
+	evCtx, evCancel := context.WithCancel(context.Background())
+	evDone := make(chan struct{})
+	evReq, _ := http.NewRequestWithContext(evCtx, "GET", "http://vmpayload/v1/events", nil)
+	evResp, err := (&http.Client{Transport: c.Transport}).Do(evReq)
+	must(t, err)
+	go func() {
+		defer close(evDone)
+		buf := make([]byte, 4096)
+		for {
+			n, err := evResp.Body.Read(buf)
+			evMu.Lock()
+			events.Write(buf[:n])
+			evMu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	must(t, os.Symlink(linkedJob, filepath.Join(a.spoolDir, spool.Incoming, "s-symlink.json")))
 	for i, j := range jobs {
 		j.job["version"], j.job["domain"], j.job["action"] = 1, fmt.Sprintf("sec-%04d", i%8), "attach"
 		a.drop(j.id, jsonJob(t, j.job))
@@ -98,9 +130,27 @@ func TestSecretsAndPermissions(t *testing.T) {
 	if err != nil || code != http.StatusBadRequest {
 		t.Errorf("API invalid job: %d %v", code, err)
 	}
+	if r := a.waitResult("s-symlink", 60*time.Second); r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeBadFile {
+		t.Errorf("symlink in incoming/: %s %+v, want failed/%s", r.State, r.Error, result.CodeBadFile)
+	}
+	if st, err := os.Stat(linkedJob); err != nil || !st.ModTime().Equal(linkedBefore.ModTime()) || st.Mode() != linkedBefore.Mode() {
+		t.Errorf("the job behind the symlink was touched: %v", err)
+	}
 	answers := string(body)
 	_, list, _ := a.do(c, "GET", "/v1/jobs", nil)
 	answers += string(list)
+	_, metrics, _ := a.do(c, "GET", "/metrics", nil)
+	answers += string(metrics)
+	evCancel()
+	<-evDone
+	evResp.Body.Close()
+	evMu.Lock()
+	answers += events.String()
+	nEvents := strings.Count(events.String(), "\n")
+	evMu.Unlock()
+	if nEvents < len(jobs) {
+		t.Errorf("/v1/events gave %d lines for %d jobs", nEvents, len(jobs))
+	}
 	a.stop()
 
 	// No plaintext anywhere but in the kept failed jobs (failed/*.job.json
@@ -171,7 +221,27 @@ func TestSecretsAndPermissions(t *testing.T) {
 		t.Errorf("socket: %v %v, want socket 0660 gid %d", st.Mode(), err, gid)
 	}
 	a.stop()
-	b, _ := json.Marshal(markers)
-	t.Logf("%d jobs + 2 API requests; %d plaintext markers searched in %d files/answers; images %d (0640, group %s)", len(jobs), len(markers), len(haystack), len(imgs), grp.Name)
-	_ = b
+
+	// A spool subdirectory replaced by a symlink: the agent refuses to
+	// start rather than write results (or read jobs) through it.
+	elsewhere := filepath.Join(base, "elsewhere")
+	must(t, os.Mkdir(elsewhere, 0o700))
+	must(t, os.Rename(filepath.Join(a.spoolDir, spool.Done), filepath.Join(base, "done-moved")))
+	must(t, os.Symlink(elsewhere, filepath.Join(a.spoolDir, spool.Done)))
+	a.start()
+	select {
+	case err := <-a.exit:
+		a.cmd = nil
+		if err == nil || a.logCount("symlinks are refused") == 0 {
+			t.Errorf("agent with spool/done a symlink: exit %v; log:\n%s", err, a.tail(5))
+		}
+	case <-time.After(60 * time.Second):
+		t.Errorf("agent started with spool/done a symlink:\n%s", a.tail(10))
+		a.kill()
+	}
+	if n := dirNames(t, elsewhere); len(n) > 0 {
+		t.Errorf("the agent wrote through the spool/done symlink: %v", n)
+	}
+	t.Logf("%d jobs + 1 symlinked job + 2 API requests; %d plaintext markers searched in %d files/answers (log, results, API answers, /metrics, %d events); images %d (0640, group %s); spool symlinks refused",
+		len(jobs), len(markers), len(haystack), nEvents, len(imgs), grp.Name)
 }
