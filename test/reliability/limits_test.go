@@ -193,8 +193,9 @@ func TestFullPayloadFilesystem(t *testing.T) {
 		2*perRoute, perRoute, perRoute, size>>10, result.CodeIO, images)
 }
 
-// TestRequestFlood floods the API socket of an agent with queue_limit 4
-// and one worker: 64 concurrent clients post 1200 requests in all — valid
+// TestRequestFlood floods the API socket of an agent with one worker and
+// queue_limit 4 (most jobs refused), then of one with the default
+// queue_limit (most accepted): 64 concurrent clients post 1200 requests in all — valid
 // jobs, bodies over the 1 MiB limit with and without Content-Length, health
 // and list requests — while 24 more clients hold submissions open with
 // half-sent bodies. The agent's VmHWM (peak RSS) must stay under 200 MB;
@@ -202,9 +203,14 @@ func TestFullPayloadFilesystem(t *testing.T) {
 // many job submissions" and are not run; every job answered 202 ends with
 // exactly one result; the agent is healthy afterwards and takes a new job.
 func TestRequestFlood(t *testing.T) {
+	t.Run("queue_limit=4", func(t *testing.T) { flood(t, 4) })
+	t.Run("queue_limit=10000", func(t *testing.T) { flood(t, 10000) })
+}
+
+func flood(t *testing.T, queueLimit int) {
 	base := t.TempDir()
 	const domains = 16
-	a := newAgent(t, base, nodeFile(t, base, "flood", domains), "--queue-limit", "4", "--workers", "1", "--log-level", "info")
+	a := newAgent(t, base, nodeFile(t, base, "flood", domains), "--queue-limit", fmt.Sprint(queueLimit), "--workers", "1", "--log-level", "info")
 	a.start()
 	a.waitReady(60 * time.Second)
 	c := a.client()
