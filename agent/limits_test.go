@@ -20,6 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/api"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	pjob "github.com/vmpayload/vmpayload/payload/job"
 )
@@ -279,5 +280,68 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	}
 	if r := waitDone(t, c, "after-slow"); r.State != result.StateDone {
 		t.Errorf("after-slow: %s %+v", r.State, r.Error)
+	}
+}
+
+// TestRecoveryBeyondQueueLimit: a run with a large queue_limit left more
+// claimed jobs (for different domains) in processing/ than a restart with
+// a small queue_limit can hold in its ready queue. Recovery used to queue
+// them before the workers ran and blocked for ever; every job must finish.
+func TestRecoveryBeyondQueueLimit(t *testing.T) {
+	dir := t.TempDir()
+	payload := filepath.Join(dir, "payload")
+	if err := os.MkdirAll(payload, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spool.Open(filepath.Join(dir, "spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	for i := 0; i < n; i++ {
+		if err := sp.Put(fmt.Sprintf("rec-%d", i), []byte(limitJob(fmt.Sprintf("rec-%d", i), fmt.Sprintf("vm-rec-%d", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names, err := sp.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed, errs := sp.ClaimAll(names); len(claimed) != n || len(errs) != 0 {
+		t.Fatalf("claimed %d of %d: %v", len(claimed), n, errs)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	host, err := libvirtx.OpenHost("test://"+nodeFile(t, dir, payload), libvirtx.HostOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	a, err := agent.New(agent.Options{Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: payload,
+		SecretsDir: filepath.Join(dir, "secrets"), Workers: 1, QueueLimit: 2, RescanInterval: 100 * time.Millisecond, ImageGID: -1, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { done <- a.Run(ctx, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("rec-%d", i)
+		r, ok := a.Wait(context.Background(), id)
+		for ok && !r.State.Final() {
+			r, ok = a.Wait(context.Background(), id)
+		}
+		if !ok || r.State != result.StateDone {
+			t.Errorf("%s: %v %s %+v", id, ok, r.State, r.Error)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
