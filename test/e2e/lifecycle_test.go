@@ -125,7 +125,7 @@ func TestAgentMediaChangeE2E(t *testing.T) {
 		return map[string]any{
 			"id": id, "action": action, "domain_xml": x, "hostname": host + ".example.test",
 			"files":  []any{map[string]any{"path": "/etc/vmpayload-e2e/which", "content": host + "\n"}},
-			"runcmd": []any{"echo " + host + " >> /var/lib/vmpayload-e2e/runs"},
+			"runcmd": []any{"mkdir -p /var/lib/vmpayload-e2e && echo " + host + " >> /var/lib/vmpayload-e2e/runs"},
 		}
 	}
 	host1, host2 := "vmpx-mc1-"+tok[:6], "vmpx-mc2-"+tok[:6]
