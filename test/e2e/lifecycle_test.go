@@ -126,6 +126,10 @@ func TestAgentMediaChangeE2E(t *testing.T) {
 			"id": id, "action": action, "domain_xml": x, "hostname": host + ".example.test",
 			"files":  []any{map[string]any{"path": "/etc/vmpayload-e2e/which", "content": host + "\n"}},
 			"runcmd": []any{"mkdir -p /var/lib/vmpayload-e2e && echo " + host + " >> /var/lib/vmpayload-e2e/runs"},
+			// A static NIC: without one cloud-init's fallback DHCP makes
+			// systemd-networkd-wait-online wait out its timeout.
+			"nics": []any{map[string]any{"name": "lan0", "mac": mac,
+				"ipv4": map[string]any{"method": "static", "address": "198.51.100.21/24", "gateway": "198.51.100.1"}}},
 		}
 	}
 	host1, host2 := "vmpx-mc1-"+tok[:6], "vmpx-mc2-"+tok[:6]
