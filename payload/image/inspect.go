@@ -46,6 +46,11 @@ func Inspect(p string) (info Info, err error) {
 		return Info{}, err
 	}
 	defer r.close()
+	return r.inspect(p)
+}
+
+// inspect describes the open image r (read from p), as Inspect does.
+func (r *reader) inspect(p string) (info Info, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			info, err = Info{}, fmt.Errorf("%w: inspect %s: reader failed: %v", ErrUnknownFormat, p, v)

@@ -117,9 +117,16 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	return info, nil
 }
 
-// verify reads the written image back with our own reader and compares it to spec.
+// verify reads the written image back with our own reader and compares it to
+// spec. It opens the image once for the description and the file contents
+// (parsing an ISO's directory tree is most of a read-back's cost).
 func verify(p string, spec Spec) (Info, error) {
-	info, err := Inspect(p)
+	r, err := openImage(p)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
+	}
+	defer r.close()
+	info, err := r.inspect(p)
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
 	}
@@ -145,11 +152,6 @@ func verify(p string, spec Spec) (Info, error) {
 	if !slices.Equal(got, want) {
 		return Info{}, fmt.Errorf("%w: files [%s], want [%s]", ErrVerify, strings.Join(got, " "), strings.Join(want, " "))
 	}
-	r, err := openImage(p)
-	if err != nil {
-		return Info{}, fmt.Errorf("%w: reopen: %w", ErrVerify, err)
-	}
-	defer r.close()
 	for _, e := range spec.Entries {
 		b, err := r.readFile(e.Path)
 		if err != nil {
