@@ -66,6 +66,7 @@ func runAgent(c command, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	slog.SetDefault(log)
+	defer startProfiles()()
 	if err := serveAgent(cfg, args, log); err != nil {
 		log.Error("agent failed", "err", err)
 		return 1

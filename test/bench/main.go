@@ -31,6 +31,7 @@ func main() {
 	workers := flag.Int("workers", 4, "burst: agent workers")
 	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
 	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
+	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) into this directory")
 	flag.Parse()
 
 	if *work == "" {
@@ -68,7 +69,14 @@ func main() {
 	}
 	if want["burst"] {
 		progress("burst: %d jobs, %d workers", *jobs, *workers)
+		if *profile != "" {
+			if err := os.MkdirAll(*profile, 0o755); err != nil {
+				fatal(err)
+			}
+			os.Setenv("VMPAYLOAD_PPROF_DIR", *profile)
+		}
 		br, err := burst(*bin, *work, *jobs, *workers)
+		os.Unsetenv("VMPAYLOAD_PPROF_DIR")
 		if err != nil {
 			fatal(err)
 		}
@@ -130,7 +138,20 @@ func machine() string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		kernel = strings.TrimSpace(string(b))
 	}
-	return fmt.Sprintf("%d cores, %s, Linux %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
+	return fmt.Sprintf("%d cores, %s, Linux %s, %s, load average %s", runtime.NumCPU(), model, kernel, runtime.Version(), loadavg())
+}
+
+// loadavg is the 1/5/15-minute load average from /proc/loadavg.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " / ")
 }
 
 // putReport replaces the text between the markers in doc with rep.

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `make bench`: benchmarks vmpayload against the tools it replaces, in one run
+# (issue 7), and writes the report into docs/benchmarks.md between the
+# <!-- bench:begin --> and <!-- bench:end --> markers. Installs nothing beyond
+# test/deps.sh (hyperfine, cloud-image-utils, genisoimage are in its list).
+#
+# Sections: build (in-process vs `vmpayload build` vs cloud-localds vs
+# genisoimage), burst (1000 jobs, libvirt test driver), idle (60 s), real
+# (qemu:///system domain vs `virsh start`). BENCH_SECTIONS, BENCH_ROUNDS,
+# BENCH_REAL_ROUNDS, BENCH_IDLE and BENCH_PROFILE (a directory for the burst's
+# cpu.pprof/allocs.pprof) override the defaults; BENCH_DOC the report file
+# (empty: print only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+bash test/deps.sh
+for t in cloud-localds genisoimage hyperfine virsh; do
+  command -v "$t" >/dev/null || { echo "bench: $t missing (test/deps.sh installs it)" >&2; exit 1; }
+done
+make -s build
+# The real-domain and idle sections use qemu:///system; start libvirtd when it is not running.
+if ! virsh -q -c qemu:///system version >/dev/null 2>&1; then
+  bash test/libvirtd.sh
+fi
+
+go build -o bin/vmpayload-bench ./test/bench
+doc=${BENCH_DOC-docs/benchmarks.md}
+args=(-bin bin/vmpayload -sections "${BENCH_SECTIONS:-build,burst,idle,real}")
+[[ -n ${BENCH_ROUNDS:-} ]] && args+=(-rounds "$BENCH_ROUNDS")
+[[ -n ${BENCH_REAL_ROUNDS:-} ]] && args+=(-real-rounds "$BENCH_REAL_ROUNDS")
+[[ -n ${BENCH_IDLE:-} ]] && args+=(-idle "$BENCH_IDLE")
+[[ -n ${BENCH_PROFILE:-} ]] && args+=(-profile "$BENCH_PROFILE")
+[[ -n $doc ]] && args+=(-doc "$doc")
+echo "bench: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+bin/vmpayload-bench "${args[@]}"
