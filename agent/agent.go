@@ -96,7 +96,13 @@ type Agent struct {
 	mu       sync.Mutex
 	pending  map[string][]*task // per domain key, FIFO
 	active   map[string]bool
-	ready    chan string
+	// ready holds the domain keys that have pending tasks and no worker,
+	// in order; readyCond (on mu) wakes workers. A slice rather than a
+	// channel sized by queue_limit, which cost 16 bytes per allowed job up
+	// front (160 MB at the largest queue_limit).
+	ready       []string
+	readyCond   *sync.Cond
+	readyClosed bool
 	queued   int // tasks claimed and not finished
 	// unclaimed counts jobs the API wrote into incoming/ that intake has
 	// not claimed yet; Submit bounds queued+unclaimed by QueueLimit.
@@ -132,7 +138,8 @@ func New(opt Options) (*Agent, error) {
 	}
 	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
 		pending: map[string][]*task{}, active: map[string]bool{},
-		ready: make(chan string, opt.QueueLimit+opt.Workers), scan: make(chan struct{}, 1)}
+		scan: make(chan struct{}, 1)}
+	a.readyCond = sync.NewCond(&a.mu)
 	if a.met == nil {
 		a.met = nopMetrics{}
 	}
@@ -181,9 +188,9 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 		a.log.Info("removed orphaned payload images", "count", n)
 	}
 	// Workers run jobs on a context that outlives ctx, so that a shutdown
-	// lets running jobs finish. They start before recover: it may queue
-	// more jobs than the ready channel holds (processing/ left by a run
-	// with a larger queue_limit).
+	// lets running jobs finish. They start before recover, which may queue
+	// more jobs than queue_limit (processing/ left by a run with a larger
+	// one).
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
 	for i := 0; i < a.opt.Workers; i++ {
@@ -201,7 +208,10 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 		a.mu.Lock()
 		a.closing = true
 		a.mu.Unlock()
-		close(a.ready)
+		a.mu.Lock()
+		a.readyClosed = true
+		a.readyCond.Broadcast()
+		a.mu.Unlock()
 		a.wg.Wait()
 		stopWork()
 		<-lifeDone
@@ -366,8 +376,9 @@ func (a *Agent) enqueue(t *task) {
 	} else {
 		a.active[t.key] = true
 		a.pending[t.key] = append(a.pending[t.key], t)
+		a.ready = append(a.ready, t.key)
+		a.readyCond.Signal()
 		a.mu.Unlock()
-		a.ready <- t.key
 	}
 	a.met.QueueDepth(q)
 	a.events.publish(Event{Kind: "job", Type: "received", ID: t.base.ID, Domain: t.base.Domain})
@@ -376,7 +387,18 @@ func (a *Agent) enqueue(t *task) {
 // worker runs the tasks of one domain key at a time.
 func (a *Agent) worker(ctx context.Context) {
 	defer a.wg.Done()
-	for key := range a.ready {
+	for {
+		a.mu.Lock()
+		for len(a.ready) == 0 && !a.readyClosed {
+			a.readyCond.Wait()
+		}
+		if len(a.ready) == 0 {
+			a.mu.Unlock()
+			return
+		}
+		key := a.ready[0]
+		a.ready = a.ready[1:]
+		a.mu.Unlock()
 		for {
 			a.mu.Lock()
 			if a.closing || len(a.pending[key]) == 0 {

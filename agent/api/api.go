@@ -96,12 +96,21 @@ func (s *Server) init() {
 		if s.BodyTimeout <= 0 {
 			s.BodyTimeout = BodyTimeout
 		}
+		// No server-wide ReadTimeout/WriteTimeout: ?wait= and /v1/events
+		// hold a request for minutes, and a read deadline expiring under a
+		// handler cancels its context. Bodies and answers get per-request
+		// deadlines instead (BodyTimeout, WriteTimeout).
+		s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
 	})
 }
 
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
 	s.init()
+	return s.srv.Handler
+}
+
+func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", s.submit)
 	mux.HandleFunc("GET /v1/jobs", s.list)
@@ -164,11 +173,7 @@ func Listen(path string, gid int) (net.Listener, error) {
 
 // Serve serves on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	// No server-wide ReadTimeout/WriteTimeout: ?wait= and /v1/events hold
-	// a request for minutes, and a read deadline expiring under a handler
-	// cancels its context. Bodies and answers get per-request deadlines
-	// instead (BodyTimeout, WriteTimeout).
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
+	s.init()
 	err := s.srv.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -178,9 +183,7 @@ func (s *Server) Serve(l net.Listener) error {
 
 // Shutdown stops the server, waiting for requests in progress up to ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.srv == nil {
-		return nil
-	}
+	s.init()
 	return s.srv.Shutdown(ctx)
 }
 
