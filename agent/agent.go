@@ -93,9 +93,9 @@ type Agent struct {
 	reg    *registry
 	events *hub
 
-	mu       sync.Mutex
-	pending  map[string][]*task // per domain key, FIFO
-	active   map[string]bool
+	mu      sync.Mutex
+	pending map[string][]*task // per domain key, FIFO
+	active  map[string]bool
 	// ready holds the domain keys that have pending tasks and no worker,
 	// in order; readyCond (on mu) wakes workers. A slice rather than a
 	// channel sized by queue_limit, which cost 16 bytes per allowed job up
@@ -103,12 +103,12 @@ type Agent struct {
 	ready       []string
 	readyCond   *sync.Cond
 	readyClosed bool
-	queued   int // tasks claimed and not finished
+	queued      int // tasks claimed and not finished
 	// unclaimed counts jobs the API wrote into incoming/ that intake has
 	// not claimed yet; Submit bounds queued+unclaimed by QueueLimit.
 	unclaimed int
-	inflight atomic.Int64
-	closing  bool
+	inflight  atomic.Int64
+	closing   bool
 
 	scan chan struct{}
 	wg   sync.WaitGroup
