@@ -286,9 +286,13 @@ func cloudInitChecks(rep *guest.Report, datasource string) []check {
 
 // dhcpRE and slaacRE recognise a DHCPv4 and an IPv6 router-advertisement
 // configuration of lan1 in ENI (bookworm) or netplan/networkd (trixie).
+// cloud-init 25.1's netplan renderer writes SLAAC ("ipv6_slaac" in
+// network_data.json) as "dhcp6: true", which networkd runs as DHCP=yes with
+// router advertisements accepted: netplan has no RA-only switch that
+// cloud-init uses (docs/compatibility.md).
 var (
 	dhcpRE  = regexp.MustCompile(`(?m)^iface lan1 inet dhcp$|^\s*dhcp4: true$`)
-	slaacRE = regexp.MustCompile(`(?m)^iface lan1 inet6 auto$|^\s*accept-ra: true$`)
+	slaacRE = regexp.MustCompile(`(?m)^iface lan1 inet6 auto$|^\s*accept-ra: true$|^\s*dhcp6: true$`)
 )
 
 func checkFull(t *testing.T, rep *guest.Report, w want) {
