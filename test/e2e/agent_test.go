@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,7 +42,17 @@ const reportWait = 20 * time.Minute
 // caseWait bounds one case (up to three boots).
 const caseWait = 50 * time.Minute
 
+// defaultParallel is how many guests boot at once unless -parallel is
+// given: 3 keeps a 2-core machine busy without starving the guests.
+const defaultParallel = "3"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", defaultParallel)
+	}
 	code := m.Run()
 	stopAgent()
 	os.Exit(code)
