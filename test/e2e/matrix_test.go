@@ -155,6 +155,9 @@ func fullJob(t *testing.T, i int, c fullCase) (map[string]any, want) {
 // formats on both guests, varying machine, CD-ROM bus, media and merge mode.
 func TestAgentFullE2E(t *testing.T) {
 	gate(t)
+	// Parallel at the top level too, so the cases run alongside the
+	// lifecycle tests instead of before them.
+	t.Parallel()
 	cases := []fullCase{
 		{"bookworm-nocloud-pc-ide-iso-merge-cloudconfig-dhcp", guest.Bookworm, "nocloud", "iso", "pc", guest.BusIDE, "cloud-config", true},
 		{"bookworm-configdrive-q35-sata-iso-merge-script", guest.Bookworm, "configdrive", "iso", "q35", guest.BusSATA, "script", false},
