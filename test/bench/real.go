@@ -22,7 +22,7 @@ const realURI = "qemu:///system"
 func realDomainXML(name string) string {
 	return fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>`+
 		`<os><type arch='x86_64' machine='pc'>hvm</type><boot dev='cdrom'/></os>`+
-		`<devices><graphics type='none'/><video><model type='none'/></video><memballoon model='none'/></devices></domain>`, name)
+		`<devices><video><model type='none'/></video><memballoon model='none'/></devices></domain>`, name)
 }
 
 func virsh(args ...string) error {
