@@ -440,6 +440,13 @@ func payloadDrives(t testing.TB, name string, inactive bool) []xmlDisk {
 // empty path: an ejected drive) in the live or persistent definition.
 func checkDrive(t testing.TB, name string, inactive bool, bus, path string) xmlDisk {
 	t.Helper()
+	return checkDriveKind(t, name, inactive, "cdrom", bus, path)
+}
+
+// checkDriveKind is checkDrive for a drive of a given kind ("cdrom", or
+// "disk" for vfat payloads).
+func checkDriveKind(t testing.TB, name string, inactive bool, kind, bus, path string) xmlDisk {
+	t.Helper()
 	which := "live"
 	if inactive {
 		which = "persistent"
@@ -453,8 +460,8 @@ func checkDrive(t testing.TB, name string, inactive bool, bus, path string) xmlD
 	if d.Source != nil {
 		src = d.Source.File
 	}
-	if d.Type != "file" || d.Device != "cdrom" || d.ReadOnly == nil || d.Target.Bus != bus || d.Target.Dev == "" || src != path {
-		t.Fatalf("%s payload drive of %s = %+v (source %q), want file cdrom readonly on %s with source %q", which, name, d, src, bus, path)
+	if d.Type != "file" || d.Device != kind || d.ReadOnly == nil || d.Target.Bus != bus || d.Target.Dev == "" || src != path {
+		t.Fatalf("%s payload drive of %s = %+v (source %q), want file %s readonly on %s with source %q", which, name, d, src, kind, bus, path)
 	}
 	if path != "" && d.Source.StartupPolicy != "optional" {
 		t.Fatalf("%s payload drive of %s has startupPolicy %q, want optional", which, name, d.Source.StartupPolicy)
@@ -473,8 +480,12 @@ func checkImage(t testing.TB, img, host string) {
 		t.Fatalf("label of %s = %q, want cidata", img, l)
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("xorriso", "-osirrox", "on", "-indev", img, "-extract", "/", dir).CombinedOutput(); err != nil {
-		t.Fatalf("xorriso extract %s: %v\n%s", img, err, out)
+	extract := exec.Command("xorriso", "-osirrox", "on", "-indev", img, "-extract", "/", dir)
+	if strings.HasSuffix(img, ".img") { // vfat
+		extract = exec.Command("mcopy", "-s", "-n", "-i", img, "::meta-data", "::user-data", dir)
+	}
+	if out, err := extract.CombinedOutput(); err != nil {
+		t.Fatalf("extracting %s: %v\n%s", img, err, out)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "meta-data"))
 	if err != nil {
@@ -649,6 +660,79 @@ func TestAgentLibvirtd(t *testing.T) {
 		if n := len(payloadDrives(t, name, true)) + len(payloadDrives(t, name, false)); n != 0 {
 			t.Fatalf("%d payload drives after a failed job", n)
 		}
+	})
+
+	// vfat payloads are read-only disks (Linux does not mount a FAT
+	// filesystem from a CD-ROM), on virtio or on SCSI where there is a
+	// controller; a disk has no medium, so a running domain's vfat disk is
+	// not switched live.
+	t.Run("VFATDisk", func(t *testing.T) {
+		vfat := func(name, host, action string) map[string]any {
+			j := job(name, host, action)
+			j["media"] = "vfat"
+			return j
+		}
+		// Stopped q35 domain that had an ISO payload: the CD-ROM is
+		// replaced by a virtio disk, the domain starts.
+		name := domainName(t, "vfat")
+		defineDomain(t, a.dir, name, "q35", "")
+		r0 := a.run("vfat-iso-"+randHex(t, 3), job(name, "iso-host", "attach"))
+		mustDone(t, r0)
+		checkDrive(t, name, true, "sata", r0.Payload.Path)
+		r1 := a.run("vfat-1-"+randHex(t, 3), vfat(name, "vfat-one", "start"))
+		mustDone(t, r1)
+		if r1.Device == nil || r1.Device.Bus != "virtio" || r1.Device.Kind != "disk" || r1.Payload.Media != "vfat" || r1.DomainState != "running" {
+			t.Fatalf("result %+v device %+v payload %+v", r1, r1.Device, r1.Payload)
+		}
+		checkDriveKind(t, name, true, "disk", "virtio", r1.Payload.Path)
+		checkDriveKind(t, name, false, "disk", "virtio", r1.Payload.Path)
+		checkImage(t, r1.Payload.Path, "vfat-one")
+		if exists(r0.Payload.Path) {
+			t.Fatalf("superseded ISO %s still there", r0.Payload.Path)
+		}
+		// Running: new vfat content is refused with a clear error, the
+		// drive keeps the old image, the new image is not left behind.
+		id := "vfat-2-" + randHex(t, 3)
+		r2 := a.run(id, vfat(name, "vfat-two", "attach"))
+		if r2.State != result.StateFailed || r2.Error == nil || r2.Error.Code != result.CodeDomainRunning ||
+			!strings.Contains(r2.Error.Message, "stop the domain") || !strings.Contains(r2.Error.Message, "disk") {
+			t.Fatalf("running vfat change: result %+v error %+v", r2, r2.Error)
+		}
+		checkDriveKind(t, name, false, "disk", "virtio", r1.Payload.Path)
+		if got := a.images(); len(got) != 1 || got[0] != r1.Payload.Path {
+			t.Fatalf("payload dir %v, want only %s", got, r1.Payload.Path)
+		}
+		// Stopped again: the disk's image is switched in the definition.
+		virsh(t, "destroy", name)
+		r3 := a.run("vfat-3-"+randHex(t, 3), vfat(name, "vfat-three", "attach"))
+		mustDone(t, r3)
+		checkDriveKind(t, name, true, "disk", "virtio", r3.Payload.Path)
+		checkImage(t, r3.Payload.Path, "vfat-three")
+
+		// Running domain without a payload drive: the disk is hot-plugged
+		// on virtio, and detached live again.
+		hot := domainName(t, "vfathot")
+		defineDomain(t, a.dir, hot, "pc", "")
+		virsh(t, "start", hot)
+		r4 := a.run("vfat-hot-"+randHex(t, 3), vfat(hot, "vfat-hot", "attach"))
+		mustDone(t, r4)
+		checkDriveKind(t, hot, false, "disk", "virtio", r4.Payload.Path)
+		checkDriveKind(t, hot, true, "disk", "virtio", r4.Payload.Path)
+		r5 := a.run("vfat-det-"+randHex(t, 3), map[string]any{"version": 1, "domain": hot, "action": "detach"})
+		mustDone(t, r5)
+		if n := len(payloadDrives(t, hot, true)); n != 0 {
+			t.Fatalf("%d payload drives in the persistent config after detach", n)
+		}
+		if exists(r4.Payload.Path) {
+			t.Fatalf("image %s kept after detach", r4.Payload.Path)
+		}
+
+		// With a SCSI controller the disk goes on SCSI.
+		scsi := domainName(t, "vfatscsi")
+		defineDomain(t, a.dir, scsi, "q35", virtioSCSI)
+		r6 := a.run("vfat-scsi-"+randHex(t, 3), vfat(scsi, "vfat-scsi", "start"))
+		mustDone(t, r6)
+		checkDriveKind(t, scsi, false, "disk", "scsi", r6.Payload.Path)
 	})
 
 	t.Run("DetachStopped", func(t *testing.T) {

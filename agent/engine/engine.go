@@ -233,7 +233,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		return err
 	}
 	e.obs().AttachDone(time.Since(t1))
-	r.Device = &result.Device{Bus: string(dev.Bus), Target: dev.Target}
+	r.Device = &result.Device{Bus: string(dev.Bus), Target: dev.Target, Kind: string(dev.Kind)}
 	if old != "" && old != imgPath {
 		e.removeImage(old, "superseded")
 	}
@@ -308,8 +308,17 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 	if found {
 		old = cur.Path
 	}
+	opts, bus, kind := e.domOpts(), e.Bus, domxml.KindCDROM
+	if r.Payload != nil && r.Payload.Media == string(image.MediaVFAT) {
+		// vfat payloads are read-only disks (see domxml.KindDisk); the
+		// configured CD-ROM bus applies only when disks can use it.
+		opts, kind = append(opts, domxml.AsDisk()), domxml.KindDisk
+		if bus == domxml.BusIDE || bus == domxml.BusSATA {
+			bus = domxml.BusAuto
+		}
+	}
 	if !dom.Active {
-		xml, dev, _, err := domxml.SetPayloadCDROM(dom.InactiveXML, imgPath, e.Bus, e.domOpts()...)
+		xml, dev, _, err := domxml.SetPayloadCDROM(dom.InactiveXML, imgPath, bus, opts...)
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
@@ -332,9 +341,12 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		// Same content already in the drive (a re-submitted job): nothing to change.
 		return old, cur.Device, nil
 	}
+	if found && (cur.Kind != domxml.KindCDROM || kind != domxml.KindCDROM) {
+		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a %s while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs); only a CD-ROM's medium can change while the domain runs: stop the domain, or use media iso", dom.Name, cur.Target, cur.Kind, kind)
+	}
 	if found {
 		dev := cur.Device
-		x, err := domxml.PayloadDeviceXML(imgPath, dev, e.domOpts()...)
+		x, err := domxml.PayloadDeviceXML(imgPath, dev, opts...)
 		if err != nil {
 			return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 		}
@@ -343,11 +355,19 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		}
 		return old, dev, nil
 	}
-	dev, err := domxml.ChooseDevice(dom.InactiveXML, domxml.BusSCSI)
-	if err != nil || (e.Bus != domxml.BusAuto && e.Bus != domxml.BusSCSI) || !hasSCSI(dom.InactiveXML) {
-		return "", dev, fail(result.CodeDomainRunning, "domain %s is running and has no payload drive, and a CD-ROM can only be hot-plugged on a SCSI controller: stop the domain or give it a SCSI controller (virtio-scsi)", dom.Name)
+	var dev domxml.Device
+	if kind == domxml.KindDisk {
+		// A read-only disk hot-plugs on virtio or SCSI.
+		if dev, err = domxml.ChooseDevice(dom.InactiveXML, bus, opts...); err != nil {
+			return "", dev, fmt.Errorf("choosing the payload disk of running domain %s: %w", dom.Name, err)
+		}
+	} else {
+		dev, err = domxml.ChooseDevice(dom.InactiveXML, domxml.BusSCSI)
+		if err != nil || (bus != domxml.BusAuto && bus != domxml.BusSCSI) || !hasSCSI(dom.InactiveXML) {
+			return "", dev, fail(result.CodeDomainRunning, "domain %s is running and has no payload drive, and a CD-ROM can only be hot-plugged on a SCSI controller: stop the domain or give it a SCSI controller (virtio-scsi)", dom.Name)
+		}
 	}
-	x, err := domxml.PayloadDeviceXML(imgPath, dev, e.domOpts()...)
+	x, err := domxml.PayloadDeviceXML(imgPath, dev, opts...)
 	if err != nil {
 		return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 	}
@@ -428,8 +448,17 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if !found {
 		return nil // nothing to detach: the outcome the job asks for
 	}
-	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target}
-	if dom.Active {
+	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
+	if dom.Active && cur.Kind != domxml.KindCDROM {
+		// A disk (vfat payload) has no medium to eject: unplug it.
+		x, err := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
+		if err != nil {
+			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
+		}
+		if err := e.Host.DetachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE); err != nil {
+			return fmt.Errorf("unplugging the payload disk of running domain %s: %w", dom.Name, err)
+		}
+	} else if dom.Active {
 		// Eject the medium from the live drive (IDE/SATA drives cannot be
 		// unplugged while running); the drive leaves the definition below.
 		x, err := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)

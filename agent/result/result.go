@@ -65,6 +65,9 @@ type Payload struct {
 type Device struct {
 	Bus    string `json:"bus"`
 	Target string `json:"target"`
+	// Kind is "cdrom" (ISO payloads) or "disk" (vfat payloads, which
+	// Linux cannot mount from a CD-ROM).
+	Kind string `json:"kind,omitempty"`
 }
 
 // Result is a job's outcome (or, in the API, its current state).

@@ -83,9 +83,21 @@ func TestSetPayloadCDROM(t *testing.T) {
 			wantDev: Device{Bus: BusSCSI, Target: "sda", Address: &DriveAddress{}}},
 		{name: "nodevices-norelabel", input: "nodevices.xml", image: "/p/h.iso", bus: "",
 			opts: []Option{WithoutDACRelabel()}, wantDev: Device{Bus: BusIDE, Target: "hda"}},
+		// vfat payloads: read-only disks on virtio, or SCSI when there is a
+		// SCSI controller; a CD-ROM payload drive of an earlier ISO job is
+		// replaced by a disk in its place.
+		{name: "q35-vfat-disk", input: "q35.xml", image: "/p/i.img", bus: BusAuto, opts: []Option{AsDisk()},
+			wantDev: Device{Kind: KindDisk, Bus: BusVirtio, Target: "vda"}},
+		{name: "q35-scsi-vfat-disk", input: "q35-scsi.xml", image: "/p/j.img", bus: BusAuto, opts: []Option{AsDisk()},
+			wantDev: Device{Kind: KindDisk, Bus: BusSCSI, Target: "sdc", Address: &DriveAddress{Controller: 1, Unit: 1}}},
+		{name: "replace-cdrom-with-vfat-disk", input: "replace.xml", image: "/var/lib/vmpayload/new.img", bus: BusAuto, opts: []Option{AsDisk()},
+			wantDev: Device{Kind: KindDisk, Bus: BusVirtio, Target: "vdb"}, wantReplaced: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.wantDev.Kind == "" {
+				tt.wantDev.Kind = KindCDROM
+			}
 			in := readInput(t, tt.input)
 			out, dev, replaced, err := SetPayloadCDROM(in, tt.image, tt.bus, tt.opts...)
 			if err != nil {
@@ -104,10 +116,13 @@ func TestSetPayloadCDROM(t *testing.T) {
 			if err != nil || !found {
 				t.Fatalf("FindPayload after set: found=%v err=%v", found, err)
 			}
-			if p.Path != tt.image || p.Bus != dev.Bus || p.Target != dev.Target {
+			if p.Path != tt.image || p.Bus != dev.Bus || p.Target != dev.Target || p.Kind != dev.Kind {
 				t.Errorf("FindPayload = %+v, want path %q dev %+v", p, tt.image, dev)
 			}
-			if strings.Contains(out, "relabel='no'") != (len(tt.opts) > 0) {
+			if want := "device='" + string(dev.Kind) + "'"; !strings.Contains(out, want) {
+				t.Errorf("output lacks %s:\n%s", want, out)
+			}
+			if strings.Contains(out, "relabel='no'") != (tt.name == "nodevices-norelabel") {
 				t.Errorf("seclabel relabel='no' presence wrong:\n%s", out)
 			}
 
@@ -138,6 +153,7 @@ func TestSetPayloadCDROMErrors(t *testing.T) {
 	tests := []struct {
 		name, xml, image string
 		bus              Bus
+		disk             bool
 		wantErr          error  // errors.Is target, or nil
 		wantMsg          string // substring
 	}{
@@ -152,10 +168,17 @@ func TestSetPayloadCDROMErrors(t *testing.T) {
 		{name: "sata-on-pc", xml: readInput(t, "pc.xml"), image: "/p.iso", bus: BusSATA, wantMsg: "no SATA bus"},
 		{name: "ide-full", xml: readInput(t, "pc-ide-full.xml"), image: "/p.iso", wantErr: ErrNoFreeTarget},
 		{name: "bad-bus", xml: "<domain/>", image: "/p.iso", bus: "usb", wantMsg: "unknown bus"},
+		{name: "virtio-cdrom", xml: "<domain/>", image: "/p.iso", bus: BusVirtio, wantMsg: "no virtio CD-ROMs"},
+		{name: "sata-disk", xml: readInput(t, "q35.xml"), image: "/p.img", bus: BusSATA, disk: true, wantMsg: "no read-only disks"},
+		{name: "ide-disk", xml: readInput(t, "pc.xml"), image: "/p.img", bus: BusIDE, disk: true, wantMsg: "no read-only disks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, _, err := SetPayloadCDROM(tt.xml, tt.image, tt.bus)
+			var opts []Option
+			if tt.disk {
+				opts = append(opts, AsDisk())
+			}
+			_, _, _, err := SetPayloadCDROM(tt.xml, tt.image, tt.bus, opts...)
 			if err == nil {
 				t.Fatal("want error, got nil")
 			}
@@ -179,6 +202,7 @@ func TestPayloadDeviceXML(t *testing.T) {
 		{name: "device-sata", image: "/var/lib/vmpayload/x.iso", dev: Device{Bus: BusSATA, Target: "sdb"}},
 		{name: "device-scsi-addr", image: "/var/lib/vmpayload/x.iso", dev: Device{Bus: BusSCSI, Target: "sdc", Address: &DriveAddress{Controller: 1, Unit: 3}}},
 		{name: "device-ide-norelabel", image: "/x'y\".iso", dev: Device{Bus: BusIDE, Target: "hdc"}, opts: []Option{WithoutDACRelabel()}},
+		{name: "device-virtio-disk", image: "/var/lib/vmpayload/x.img", dev: Device{Kind: KindDisk, Bus: BusVirtio, Target: "vdb"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,6 +213,9 @@ func TestPayloadDeviceXML(t *testing.T) {
 			golden(t, tt.name+".xml", got)
 			// It is a single <disk> element that FindPayload-style parsing reads back.
 			p, found, err := FindPayload("<domain><devices>" + got + "</devices></domain>")
+			if tt.dev.Kind == "" {
+				tt.dev.Kind = KindCDROM
+			}
 			if err != nil || !found || p.Path != tt.image || !reflect.DeepEqual(p.Device, tt.dev) {
 				t.Errorf("read back %+v found=%v err=%v, want %q %+v", p, found, err, tt.image, tt.dev)
 			}
@@ -199,6 +226,8 @@ func TestPayloadDeviceXML(t *testing.T) {
 		dev   Device
 	}{
 		{"/x.iso", Device{Bus: "virtio", Target: "vdb"}},
+		{"/x.img", Device{Kind: KindDisk, Bus: BusSATA, Target: "sdb"}},
+		{"/x.img", Device{Kind: "floppy", Bus: BusIDE, Target: "fda"}},
 		{"/x.iso", Device{Bus: BusIDE}},
 		{"x.iso", Device{Bus: BusIDE, Target: "hdc"}},
 	} {
@@ -216,7 +245,7 @@ func TestFindPayload(t *testing.T) {
 	}{
 		{"pc.xml", false, PayloadDisk{}},
 		{"replace.xml", true, PayloadDisk{Path: "/var/lib/vmpayload/old.iso",
-			Device: Device{Bus: BusSATA, Target: "sdb", Address: &DriveAddress{Unit: 1}}}},
+			Device: Device{Kind: KindCDROM, Bus: BusSATA, Target: "sdb", Address: &DriveAddress{Unit: 1}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.input, func(t *testing.T) {

@@ -8,16 +8,42 @@ import (
 	"github.com/beevik/etree"
 )
 
-// Bus is the bus a CD-ROM drive is attached to.
+// Bus is the bus the payload drive is attached to.
 type Bus string
 
-// Buses for the payload CD-ROM. BusAuto lets ChooseDevice decide.
+// Buses for the payload drive. BusAuto lets ChooseDevice decide. BusVirtio
+// is only used for KindDisk drives.
 const (
-	BusAuto Bus = "auto"
-	BusSATA Bus = "sata"
-	BusIDE  Bus = "ide"
-	BusSCSI Bus = "scsi"
+	BusAuto   Bus = "auto"
+	BusSATA   Bus = "sata"
+	BusIDE    Bus = "ide"
+	BusSCSI   Bus = "scsi"
+	BusVirtio Bus = "virtio"
 )
+
+// Kind is what the payload drive presents to the guest: libvirt's <disk
+// device=...>.
+type Kind string
+
+const (
+	// KindCDROM is a CD-ROM drive, for ISO9660 payloads: its medium can be
+	// changed while the domain runs. The zero Kind means KindCDROM.
+	KindCDROM Kind = "cdrom"
+	// KindDisk is a read-only disk, for vfat payloads: Linux does not mount
+	// a FAT filesystem with 512-byte sectors from a CD-ROM (2048-byte
+	// blocks: "FAT-fs (sr0): logical sector size too small for device"),
+	// so, like Nova's vfat config drive, it is a disk. QEMU has no
+	// read-only IDE or SATA disks, so its bus is SCSI (when the domain has
+	// a SCSI controller) or virtio. A disk has no medium to change.
+	KindDisk Kind = "disk"
+)
+
+func (k Kind) orCDROM() Kind {
+	if k == "" {
+		return KindCDROM
+	}
+	return k
+}
 
 // ParseBus parses a bus override from configuration or a job: "auto" (or
 // ""), "sata", "ide" or "scsi", case-insensitively.
@@ -31,21 +57,24 @@ func ParseBus(s string) (Bus, error) {
 	return "", fmt.Errorf("parsing CD-ROM bus %q: want auto, sata, ide or scsi", s)
 }
 
-// Hotpluggable reports whether QEMU can add a CD-ROM on this bus to a
-// running domain. Only SCSI (on a virtio-scsi or other SCSI controller) can;
-// on IDE and SATA libvirt fails with "Bus ... does not support hotplugging"
-// (an internal error, not ERR_NO_SUPPORT), so check before trying.
-func (b Bus) Hotpluggable() bool { return b == BusSCSI }
+// Hotpluggable reports whether QEMU can add a drive on this bus to a
+// running domain: SCSI (on a virtio-scsi or other SCSI controller) and
+// virtio can; on IDE and SATA libvirt fails with "Bus ... does not support
+// hotplugging" (an internal error, not ERR_NO_SUPPORT), so check before
+// trying.
+func (b Bus) Hotpluggable() bool { return b == BusSCSI || b == BusVirtio }
 
 // DriveAddress is a libvirt <address type='drive'> of a disk.
 type DriveAddress struct {
 	Controller, Bus, Target, Unit int
 }
 
-// Device says where the payload CD-ROM sits: its bus, its target device name
-// ("hdc", "sda") and, when chosen explicitly (SCSI on a chosen controller) or
-// kept from an existing drive, its drive address.
+// Device says what the payload drive is and where it sits: its kind, its
+// bus, its target device name ("hdc", "sda", "vdb") and, when chosen
+// explicitly (SCSI on a chosen controller) or kept from an existing drive,
+// its drive address.
 type Device struct {
+	Kind    Kind
 	Bus     Bus
 	Target  string
 	Address *DriveAddress
@@ -64,6 +93,21 @@ type Option func(*options)
 
 type options struct {
 	noRelabel bool
+	kind      Kind
+}
+
+// AsDisk makes the payload drive a read-only disk (KindDisk) instead of a
+// CD-ROM, for vfat payloads.
+func AsDisk() Option {
+	return func(o *options) { o.kind = KindDisk }
+}
+
+func newOptions(opts []Option) options {
+	o := options{kind: KindCDROM}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // WithoutDACRelabel adds <seclabel model='dac' relabel='no'/> to the drive's
@@ -133,11 +177,18 @@ func payloadOf(disk *etree.Element) PayloadDisk {
 		p.Target = t.SelectAttrValue("dev", "")
 		p.Bus = Bus(t.SelectAttrValue("bus", ""))
 	}
+	p.Kind = Kind(disk.SelectAttrValue("device", string(KindDisk)))
 	p.Address = readAddress(disk)
 	return p
 }
 
-// ChooseDevice picks bus and target for a new payload CD-ROM.
+// ChooseDevice picks bus and target for a new payload drive: a CD-ROM, or a
+// disk with the AsDisk option (other options are ignored).
+//
+// A disk goes on SCSI when bus is BusSCSI, or BusAuto and the domain has a
+// SCSI controller, and on virtio otherwise; ide and sata are refused (QEMU
+// has no read-only disks there). Its target is the first free "sdX" or
+// "vdX". What follows is about CD-ROMs.
 //
 // With BusAuto the bus is "scsi" when the domain has a <controller
 // type='scsi'> (hot-pluggable), else "sata" on Q35 machines (which have no
@@ -152,12 +203,12 @@ func payloadOf(disk *etree.Element) PayloadDisk {
 // used by any other disk and whose implied drive address is free. On SCSI the
 // drive gets an explicit address on the virtio-scsi controller (the
 // lowest-indexed one; any SCSI controller if none is virtio-scsi).
-func ChooseDevice(domainXML string, bus Bus) (Device, error) {
+func ChooseDevice(domainXML string, bus Bus, opts ...Option) (Device, error) {
 	_, root, err := parse(domainXML)
 	if err != nil {
 		return Device{}, err
 	}
-	return chooseDevice(root, bus, nil)
+	return chooseDevice(root, bus, newOptions(opts).kind, nil)
 }
 
 // controllers returns the indexes of controllers of a type, in order, and the
@@ -180,7 +231,19 @@ func controllers(root *etree.Element, typ, preferModel string) (idx []int, prefe
 	return idx, preferred
 }
 
-func chooseBus(root *etree.Element, bus Bus) (Bus, error) {
+func chooseBus(root *etree.Element, bus Bus, kind Kind) (Bus, error) {
+	if kind == KindDisk {
+		switch bus {
+		case BusSCSI, BusVirtio:
+			return bus, nil
+		case BusAuto, "":
+			if scsi, _ := controllers(root, "scsi", ""); len(scsi) > 0 {
+				return BusSCSI, nil
+			}
+			return BusVirtio, nil
+		}
+		return "", fmt.Errorf("choosing payload disk bus: %q has no read-only disks in QEMU; use scsi, virtio or auto", bus)
+	}
 	mi := machineOf(root)
 	switch bus {
 	case BusIDE:
@@ -196,6 +259,8 @@ func chooseBus(root *etree.Element, bus Bus) (Bus, error) {
 	case BusSCSI:
 		return bus, nil
 	case BusAuto, "":
+	case BusVirtio:
+		return "", fmt.Errorf("choosing CD-ROM bus: QEMU has no virtio CD-ROMs; use auto, sata, ide or scsi")
 	default:
 		return "", fmt.Errorf("choosing CD-ROM bus: unknown bus %q", bus)
 	}
@@ -220,8 +285,15 @@ func chooseBus(root *etree.Element, bus Bus) (Bus, error) {
 type addrKey struct{ controller, bus, target, unit int }
 
 // chooseDevice picks the device; skip is a disk to ignore (being replaced).
-func chooseDevice(root *etree.Element, bus Bus, skip *etree.Element) (Device, error) {
-	b, err := chooseBus(root, bus)
+func chooseDevice(root *etree.Element, bus Bus, kind Kind, skip *etree.Element) (Device, error) {
+	kind = kind.orCDROM()
+	dev, err := chooseTarget(root, bus, kind, skip)
+	dev.Kind = kind
+	return dev, err
+}
+
+func chooseTarget(root *etree.Element, bus Bus, kind Kind, skip *etree.Element) (Device, error) {
+	b, err := chooseBus(root, bus, kind)
 	if err != nil {
 		return Device{}, err
 	}
@@ -245,6 +317,8 @@ func chooseDevice(root *etree.Element, bus Bus, skip *etree.Element) (Device, er
 				dbus = BusIDE
 			case strings.HasPrefix(dev, "sd"):
 				dbus = BusSCSI
+			case strings.HasPrefix(dev, "vd"):
+				dbus = BusVirtio
 			}
 		}
 		if dbus != b {
@@ -258,6 +332,13 @@ func chooseDevice(root *etree.Element, bus Bus, skip *etree.Element) (Device, er
 	}
 
 	switch b {
+	case BusVirtio:
+		// Each virtio disk is its own PCI device: only the name must be free.
+		for i := 0; ; i++ {
+			if name := targetName("vd", i); !usedTargets[name] {
+				return Device{Bus: b, Target: name}, nil
+			}
+		}
 	case BusIDE:
 		// i440FX has one IDE controller with two buses of two units.
 		for i := 0; i < 4; i++ {
@@ -342,7 +423,7 @@ func impliedAddress(b Bus, dev string) (DriveAddress, bool) {
 func buildDisk(imagePath string, dev Device, o options) *etree.Element {
 	disk := etree.NewElement("disk")
 	disk.CreateAttr("type", "file")
-	disk.CreateAttr("device", "cdrom")
+	disk.CreateAttr("device", string(dev.Kind.orCDROM()))
 	drv := disk.CreateElement("driver")
 	drv.CreateAttr("name", "qemu")
 	drv.CreateAttr("type", "raw")
@@ -360,14 +441,39 @@ func buildDisk(imagePath string, dev Device, o options) *etree.Element {
 	disk.CreateElement("readonly")
 	disk.CreateElement("alias").CreateAttr("name", PayloadAlias)
 	if a := dev.Address; a != nil {
-		ad := disk.CreateElement("address")
-		ad.CreateAttr("type", "drive")
-		ad.CreateAttr("controller", strconv.Itoa(a.Controller))
-		ad.CreateAttr("bus", strconv.Itoa(a.Bus))
-		ad.CreateAttr("target", strconv.Itoa(a.Target))
-		ad.CreateAttr("unit", strconv.Itoa(a.Unit))
+		disk.AddChild(addressElement(*a))
 	}
 	return disk
+}
+
+// addressElement renders a drive address.
+func addressElement(a DriveAddress) *etree.Element {
+	ad := etree.NewElement("address")
+	ad.CreateAttr("type", "drive")
+	ad.CreateAttr("controller", strconv.Itoa(a.Controller))
+	ad.CreateAttr("bus", strconv.Itoa(a.Bus))
+	ad.CreateAttr("target", strconv.Itoa(a.Target))
+	ad.CreateAttr("unit", strconv.Itoa(a.Unit))
+	return ad
+}
+
+// checkBus reports whether a drive of dev's kind can sit on dev's bus.
+func checkBus(dev Device) error {
+	switch dev.Kind.orCDROM() {
+	case KindCDROM:
+		switch dev.Bus {
+		case BusIDE, BusSATA, BusSCSI:
+			return nil
+		}
+		return fmt.Errorf("unsupported CD-ROM bus %q", dev.Bus)
+	case KindDisk:
+		switch dev.Bus {
+		case BusSCSI, BusVirtio:
+			return nil
+		}
+		return fmt.Errorf("unsupported payload disk bus %q (QEMU has read-only disks on scsi and virtio only)", dev.Bus)
+	}
+	return fmt.Errorf("unsupported payload drive kind %q", dev.Kind)
 }
 
 // indent lays out el's descendants with one more step of step than base.
@@ -392,14 +498,12 @@ func PayloadDeviceXML(imagePath string, dev Device, opts ...Option) (string, err
 	if dev.Target == "" {
 		return "", fmt.Errorf("rendering payload disk: no target device")
 	}
-	switch dev.Bus {
-	case BusIDE, BusSATA, BusSCSI:
-	default:
-		return "", fmt.Errorf("rendering payload disk: unsupported bus %q", dev.Bus)
+	o := newOptions(opts)
+	if dev.Kind == "" {
+		dev.Kind = o.kind
 	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
+	if err := checkBus(dev); err != nil {
+		return "", fmt.Errorf("rendering payload disk: %w", err)
 	}
 	disk := buildDisk(imagePath, dev, o)
 	indent(disk, "", "  ")
@@ -424,10 +528,7 @@ func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 	if err != nil {
 		return "", Device{}, false, err
 	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := newOptions(opts)
 	devices := root.SelectElement("devices")
 	if devices == nil {
 		devices = root.CreateElement("devices")
@@ -436,18 +537,23 @@ func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 	if old := findPayloadDisk(root); old != nil {
 		cur := payloadOf(old)
 		dev := cur.Device
-		if dev.Target == "" || (dev.Bus != BusIDE && dev.Bus != BusSATA && dev.Bus != BusSCSI) {
-			// A broken drive under our alias: choose afresh.
-			if dev, err = chooseDevice(root, bus, old); err != nil {
-				return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
+		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil
+		if !keep {
+			// A broken drive under our alias, or one of the other kind (a
+			// vfat disk replacing a CD-ROM or back): choose afresh in its
+			// place.
+			if dev, err = chooseDevice(root, bus, o.kind, old); err != nil {
+				return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 			}
 		}
-		disk := buildDisk(imagePath, Device{Bus: dev.Bus, Target: dev.Target}, o)
+		disk := buildDisk(imagePath, Device{Kind: dev.Kind, Bus: dev.Bus, Target: dev.Target}, o)
 		if b := old.SelectElement("boot"); b != nil {
 			disk.InsertChildAt(disk.SelectElement("alias").Index(), b.Copy())
 		}
-		if a := old.SelectElement("address"); a != nil {
+		if a := old.SelectElement("address"); a != nil && keep {
 			disk.AddChild(a.Copy())
+		} else if a := dev.Address; a != nil {
+			disk.AddChild(addressElement(*a))
 		}
 		indent(disk, leadingIndent(old), indentStep(root))
 		devices.InsertChildAt(old.Index(), disk)
@@ -456,9 +562,9 @@ func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 		return out, dev, true, err
 	}
 
-	dev, err := chooseDevice(root, bus, nil)
+	dev, err := chooseDevice(root, bus, o.kind, nil)
 	if err != nil {
-		return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
+		return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 	}
 	disk := buildDisk(imagePath, dev, o)
 	insertDevice(devices, disk, indentStep(root))

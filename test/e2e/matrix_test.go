@@ -188,13 +188,11 @@ func TestAgentFullE2E(t *testing.T) {
 	}
 }
 
-// TestAgentVFATE2E boots a vfat payload. The agent attaches every payload
-// as a CD-ROM, and Linux refuses a FAT filesystem with 512-byte sectors on
-// a CD-ROM's 2048-byte blocks ("FAT-fs (sr0): logical sector size too small
-// for device"), so cloud-init finds no seed and falls back to
-// DataSourceNone. This is a known vmpayload bug (docs/compatibility.md):
-// the test asserts what happens today, so that it fails, and gets updated,
-// once vfat payloads are attached as disks or built with 2048-byte sectors.
+// TestAgentVFATE2E boots a vfat payload. Linux refuses a FAT filesystem
+// with 512-byte sectors on a CD-ROM's 2048-byte blocks ("FAT-fs (sr0):
+// logical sector size too small for device"), so the agent attaches vfat
+// payloads as a read-only virtio disk (SCSI where the domain has a SCSI
+// controller) instead of a CD-ROM; cloud-init must find and apply it.
 func TestAgentVFATE2E(t *testing.T) {
 	gate(t)
 	if len(filter([]string{"vfat"}, func(s string) string { return s })) == 0 {
@@ -205,23 +203,26 @@ func TestAgentVFATE2E(t *testing.T) {
 	defer cancel()
 	tok := randHex(t, 6)
 	mac := "52:54:00:e3:22:01"
+	host := "vmpx-vfat-" + tok[:6]
 	v, x := newVM(ctx, t, guest.Bookworm, "q35", guest.BusSATA, []guest.NIC{{MAC: mac}}, "")
 	r := v.run(ctx, map[string]any{
 		"id": "vfat-" + tok, "action": "start", "domain_xml": x, "media": "vfat", "format": "nocloud",
-		"hostname": "vmpx-vfat-" + tok[:6] + ".example.test",
+		"hostname": host + ".example.test",
+		"files":    []any{map[string]any{"path": "/etc/vmpayload-e2e/vfat", "content": tok + "\n"}},
 		"nics": []any{map[string]any{"name": "lan0", "mac": mac,
 			"ipv4": map[string]any{"method": "static", "address": "198.51.100.22/24", "gateway": "198.51.100.1"}}},
 	})
 	rep := v.report(ctx)
 	log, _ := os.ReadFile(v.g.SerialLog)
-	runChecks(t, rep, []check{
-		{"agent built a vfat cidata image", r.Payload.Media + " " + r.Payload.Label, "vfat cidata"},
-		{"attached as CD-ROM on SATA", r.Device.Bus, guest.BusSATA},
-		{"KNOWN BUG: kernel refuses FAT on the CD-ROM", bytes.Contains(log, []byte("FAT-fs (sr0): logical sector size too small")), true},
-		{"KNOWN BUG: cloud-init falls back to DataSourceNone", strings.HasPrefix(rep.Result.V1.Datasource, "DataSourceNone"), true},
-		{"KNOWN BUG: job host name not applied", rep.Hostname, "debian"},
-	})
-	t.Logf("KNOWN BUG (docs/compatibility.md): vfat payloads on a CD-ROM are not readable by Linux guests; datasource %q", rep.Result.V1.Datasource)
+	lan0, _ := rep.LinkByMAC(mac)
+	runChecks(t, rep, append(cloudInitChecks(rep, "DataSourceNoCloud"),
+		check{"agent built a vfat cidata image", r.Payload.Media + " " + r.Payload.Label, "vfat cidata"},
+		check{"attached as a read-only virtio disk", r.Device.Kind + " " + r.Device.Bus, "disk virtio"},
+		check{"no FAT sector-size refusal", bytes.Contains(log, []byte("logical sector size too small")), false},
+		check{"host name applied", rep.Hostname, host},
+		check{"file written", fileDesc(rep, "/etc/vmpayload-e2e/vfat"), fmt.Sprintf("644 root:root %q", tok+"\n")},
+		check{"static address applied", lan0.HasAddr("198.51.100.22", 24), true},
+	))
 	v.shutdown(ctx)
 }
 
