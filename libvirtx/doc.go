@@ -30,8 +30,13 @@
 //     libvirt 9.0 ("Tray ... is not open", even with FORCE): DetachDevice and
 //     AttachDevice it instead.
 //   - Running domain without the drive: if domxml.ChooseDevice picks a bus
-//     that is Hotpluggable (SCSI), AttachDevice with LIVE|CONFIG; otherwise
-//     only the definition can change (DefineXML), effective at next start.
+//     that is Hotpluggable (SCSI, or virtio for a disk), AttachDevice with
+//     LIVE|CONFIG; otherwise only the definition can change (DefineXML),
+//     effective at next start.
+//   - vfat payloads are read-only disks (domxml.AsDisk; "readonly sata disks
+//     are not supported", so virtio or SCSI). A disk has no medium to
+//     change; a live one is removed with DetachDevice (LIVE), which returns
+//     before a guest without ACPI hot-unplug support has let go of it.
 //
 // The test driver (test:///default) supports define/start/events but no
 // device changes (IsUnsupported), and its state lives as long as at least
