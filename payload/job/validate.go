@@ -33,14 +33,17 @@ const (
 )
 
 var (
-	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	// Counted repetitions such as {0,127} compile into programs that
+	// cost milliseconds at every process start (`vmpayload build`), so
+	// the long ones are unbounded here and their length checked apart.
+	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	userRE       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	groupRE      = userRE
 	ifnameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
-	labelRE      = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	labelRE      = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`) // and at most 63 bytes
 	macRE        = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
 	permRE       = regexp.MustCompile(`^0?[0-7]{3,4}$`)
-	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 	uuidRE       = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
 	// cryptRE accepts the crypt(3) hash forms Linux guests understand:
 	// $1$ (MD5), $5$ (SHA-256), $6$ (SHA-512), $2a/b/y$ (bcrypt), $y$/$gy$ (yescrypt), $7$ (scrypt).
@@ -57,7 +60,7 @@ func (j *Job) Validate() Report {
 	} else if j.Version != Version {
 		r.Add("version", CodeUnsupported, "job format version %d is not supported; this agent reads version %d", j.Version, Version)
 	}
-	if j.ID != "" && !idRE.MatchString(j.ID) {
+	if j.ID != "" && (len(j.ID) > 128 || !idRE.MatchString(j.ID)) {
 		r.Add("id", CodeInvalid, "%s is not a valid job id: use 1-128 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", quote(j.ID))
 	}
 	if j.Domain != "" {
@@ -218,7 +221,7 @@ func ValidHostname(s string) bool {
 		return false
 	}
 	for _, l := range strings.Split(s, ".") {
-		if !labelRE.MatchString(l) {
+		if len(l) > 63 || !labelRE.MatchString(l) {
 			return false
 		}
 	}
@@ -247,7 +250,7 @@ func validateTimezone(p, tz string, r *Report) {
 // ValidSecretName reports whether name may name a file in the secrets
 // directory: a single path element, no dot files, no "..".
 func ValidSecretName(name string) bool {
-	return secretNameRE.MatchString(name) && !strings.Contains(name, "..")
+	return len(name) <= 128 && secretNameRE.MatchString(name) && !strings.Contains(name, "..")
 }
 
 func validateSecretName(p, name string, r *Report) {
