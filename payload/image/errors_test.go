@@ -178,3 +178,47 @@ func TestWriteModeOption(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteRefusesNonRegularOutput: the atomic rename would replace
+// whatever the output path is; a device node, directory, FIFO or symlink
+// must be left alone (a build with -o /dev/null once replaced the host's
+// /dev/null with an image file).
+func TestWriteRefusesNonRegularOutput(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target.img")
+	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mk := map[string]func(p string) error{
+		"directory":     func(p string) error { return os.Mkdir(p, 0o700) },
+		"named pipe":    func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"symbolic link": func(p string) error { return os.Symlink(target, p) },
+	}
+	if os.Geteuid() == 0 {
+		// a character device with /dev/null's numbers, in the temp dir
+		mk["character device"] = func(p string) error { return syscall.Mknod(p, syscall.S_IFCHR|0o600, 1<<8|3) }
+	}
+	for kind, make := range mk {
+		t.Run(kind, func(t *testing.T) {
+			out := filepath.Join(dir, strings.ReplaceAll(kind, " ", "-"))
+			if err := make(out); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.Lstat(out)
+			_, err := Write(context.Background(), Spec{MediaISO, "cidata", cidataEntries()}, out, Options{GID: -1})
+			if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), kind) || !strings.Contains(err.Error(), out) {
+				t.Fatalf("err = %v, want ErrInvalidSpec naming %q and the path", err, kind)
+			}
+			after, err := os.Lstat(out)
+			if err != nil || after.Mode() != before.Mode() || !os.SameFile(before, after) {
+				t.Fatalf("output %s changed: %v", out, err)
+			}
+			if b, _ := os.ReadFile(target); string(b) != "keep" {
+				t.Fatalf("symlink target changed: %q", b)
+			}
+			if m, _ := filepath.Glob(filepath.Join(dir, tempPattern)); len(m) != 0 {
+				t.Fatalf("temporary files left: %v", m)
+			}
+		})
+	}
+}

@@ -36,6 +36,12 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	if out == "" {
 		return Info{}, fmt.Errorf("%w: empty output path", ErrInvalidSpec)
 	}
+	// The rename below would replace whatever out is: never a device node
+	// (`-o /dev/null` once replaced the host's /dev/null with an image), a
+	// directory entry of another kind, or a symlink.
+	if fi, err := os.Lstat(out); err == nil && !fi.Mode().IsRegular() {
+		return Info{}, fmt.Errorf("%w: output %q exists and is not a regular file (%s); refusing to replace it", ErrInvalidSpec, out, fileKind(fi.Mode()))
+	}
 	mode := opt.Mode.Perm()
 	if opt.Mode == 0 {
 		mode = DefaultMode
@@ -179,4 +185,23 @@ func syncDir(dir string) error {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// fileKind names the type of a non-regular file for error messages.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
 }

@@ -14,6 +14,7 @@ type idleResult struct {
 	window           time.Duration
 	cpu, peerCPU     time.Duration // agent, libvirtd over the same window
 	rss, hwm         int64
+	anon, file       int64 // RssAnon (private) and RssFile (binary text, shared libraries)
 	wakeups, peerPID int
 }
 
@@ -54,6 +55,12 @@ func idle(bin, work, uri string, window time.Duration) (idleResult, error) {
 	}
 	ir.cpu = c1 - c0
 	if ir.rss, err = procStatus(pid, "VmRSS"); err != nil {
+		return ir, err
+	}
+	if ir.anon, err = procStatus(pid, "RssAnon"); err != nil {
+		return ir, err
+	}
+	if ir.file, err = procStatus(pid, "RssFile"); err != nil {
 		return ir, err
 	}
 	ir.hwm, err = procStatus(pid, "VmHWM")

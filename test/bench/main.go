@@ -212,14 +212,14 @@ func writeBurst(w io.Writer, b burstResult) {
 
 func writeIdle(w io.Writer, r idleResult) {
 	fmt.Fprintf(w, "### Idle agent (%s, %s window)\n\n", r.uri, r.window)
-	fmt.Fprintf(w, "| CPU time (utime+stime) | CPU share | voluntary context switches | RSS | peak RSS | peer: libvirtd CPU, same window |\n")
-	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "| CPU time (utime+stime) | CPU share | voluntary context switches | RSS | of it private (RssAnon) | of it file-backed (RssFile) | peak RSS | peer: libvirtd CPU, same window |\n")
+	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	peer := "–"
 	if r.peerPID > 0 {
 		peer = ms(r.peerCPU) + " ms"
 	}
-	fmt.Fprintf(w, "| %s ms | %.3f %% | %d | %.1f MiB | %.1f MiB | %s |\n\n", ms(r.cpu), 100*r.cpu.Seconds()/r.window.Seconds(), r.wakeups,
-		float64(r.rss)/(1<<20), float64(r.hwm)/(1<<20), peer)
+	fmt.Fprintf(w, "| %s ms | %.3f %% | %d | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %s |\n\n", ms(r.cpu), 100*r.cpu.Seconds()/r.window.Seconds(), r.wakeups,
+		float64(r.rss)/(1<<20), float64(r.anon)/(1<<20), float64(r.file)/(1<<20), float64(r.hwm)/(1<<20), peer)
 }
 
 func writeReal(w io.Writer, r realResult) {
