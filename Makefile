@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GO_TEST_TIMEOUT ?= 75m
-FUZZTIME ?= 45s
+FUZZTIME ?= 60s
 
 .PHONY: all build deps demo test test-fast bench packages test-packages clean
 
