@@ -68,6 +68,7 @@ func (nopMetrics) BuildDone(time.Duration)           {}
 func (nopMetrics) AttachDone(time.Duration)          {}
 func (nopMetrics) ImageRemoved(string)               {}
 func (nopMetrics) Retry()                            {}
+func (nopMetrics) MediaRecovery(string)              {}
 func (nopMetrics) JobReceived(string)                {}
 func (nopMetrics) JobFinished(string, time.Duration) {}
 func (nopMetrics) QueueDepth(int)                    {}
@@ -88,7 +89,9 @@ type Agent struct {
 	log   *slog.Logger
 	spool *spool.Spool
 	eng   atomic.Pointer[engine.Engine]
-	met   Metrics
+	// starts records domain start times for every engine (see engine.Starts).
+	starts engine.Starts
+	met    Metrics
 
 	reg    *registry
 	events *hub
@@ -158,7 +161,7 @@ func New(opt Options) (*Agent, error) {
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met})
+		Log: opt.Log, Observer: a.met, Starts: &a.starts})
 }
 
 // Reload applies the settings that can change without a restart: default
@@ -495,7 +498,11 @@ func (a *Agent) lifecycle(ctx context.Context) {
 				kind = "libvirt"
 				a.log.Info("libvirt connection "+ev.Type.String(), "reconnects", a.opt.Host.Reconnects())
 			}
+			if ev.Type == libvirtx.EventStarted {
+				a.starts.Note(ev.UUID, time.Now())
+			}
 			if ev.Type == libvirtx.EventUndefined {
+				a.starts.Forget(ev.UUID)
 				a.eng.Load().RemoveDomainImages(ev.UUID)
 			}
 			a.events.publish(Event{Kind: kind, Type: ev.Type.String(), Domain: ev.Name, UUID: ev.UUID})

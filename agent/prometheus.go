@@ -35,6 +35,9 @@ func (p *Prometheus) AttachDone(d time.Duration) { p.M.Attach.ObserveDuration(d)
 // ImageRemoved implements Metrics.
 func (p *Prometheus) ImageRemoved(reason string) { p.M.ImagesRemoved.With(reason).Inc() }
 
+// MediaRecovery implements Metrics.
+func (p *Prometheus) MediaRecovery(action string) { p.M.MediaRecoveries.With(action).Inc() }
+
 // Retry implements Metrics.
 func (p *Prometheus) Retry() { p.M.JobRetries.Inc() }
 

@@ -117,6 +117,17 @@ func (d *Domain) Destroy() error {
 	return nil
 }
 
+// Reset resets the domain's virtual machine at once, as a hardware reset
+// button would, without a guest shutdown (virDomainReset).
+func (d *Domain) Reset(flags uint32) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if C.virDomainReset(d.ptr, C.uint(flags)) == -1 {
+		return lastError()
+	}
+	return nil
+}
+
 // Undefine removes a persistent domain's configuration (virDomainUndefine).
 func (d *Domain) Undefine() error {
 	runtime.LockOSThread()

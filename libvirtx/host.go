@@ -139,6 +139,12 @@ type Host interface {
 	DefineXML(ctx context.Context, xml string) (DomainInfo, error)
 	// Start boots a defined domain.
 	Start(ctx context.Context, uuid string) error
+	// LiveXML returns the running domain's live definition (flags 0): what
+	// libvirt believes the running QEMU holds, e.g. a drive's tray state.
+	LiveXML(ctx context.Context, uuid string) (string, error)
+	// Reset resets a running domain's virtual machine at once (no guest
+	// shutdown); libvirt re-reads its disks' state from QEMU afterwards.
+	Reset(ctx context.Context, uuid string) error
 	// UpdateDevice changes a device in place, e.g. a CD-ROM's medium.
 	UpdateDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error
 	// AttachDevice adds a device.
@@ -640,6 +646,22 @@ func (h *LibvirtHost) Destroy(ctx context.Context, uuid string) error {
 // tests and tools use it.
 func (h *LibvirtHost) Undefine(ctx context.Context, uuid string) error {
 	return h.onDomain(ctx, "undefining domain "+uuid, uuid, func(d *Domain) error { return d.Undefine() })
+}
+
+// LiveXML implements Host.
+func (h *LibvirtHost) LiveXML(ctx context.Context, uuid string) (string, error) {
+	var x string
+	err := h.onDomain(ctx, "reading the live definition of domain "+uuid, uuid, func(d *Domain) error {
+		var err error
+		x, err = d.GetXMLDesc(0)
+		return err
+	})
+	return x, err
+}
+
+// Reset implements Host.
+func (h *LibvirtHost) Reset(ctx context.Context, uuid string) error {
+	return h.onDomain(ctx, "resetting domain "+uuid, uuid, func(d *Domain) error { return d.Reset(0) })
 }
 
 // UpdateDevice implements Host.

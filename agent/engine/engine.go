@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
@@ -29,6 +30,9 @@ type Observer interface {
 	AttachDone(d time.Duration)
 	ImageRemoved(reason string)
 	Retry()
+	// MediaRecovery counts a live media change that needed action
+	// ("replace" or "reset") to go through.
+	MediaRecovery(action string)
 }
 
 type nopObserver struct{}
@@ -37,6 +41,7 @@ func (nopObserver) BuildDone(time.Duration)  {}
 func (nopObserver) AttachDone(time.Duration) {}
 func (nopObserver) ImageRemoved(string)      {}
 func (nopObserver) Retry()                   {}
+func (nopObserver) MediaRecovery(string)     {}
 
 // Engine runs jobs. Its fields are set once before use.
 type Engine struct {
@@ -55,6 +60,12 @@ type Engine struct {
 	// TrayWait bounds how long a live media change is retried while the
 	// guest holds the drive's tray shut (default 30s).
 	TrayWait time.Duration
+	// ResetWindow: a domain started less than this long ago whose IDE/SATA
+	// payload drive is left out of step by a media change is reset to repair
+	// it (default 60s; see changeMedia).
+	ResetWindow time.Duration
+	// Starts records when domains started; shared by the agent's engines.
+	Starts *Starts
 }
 
 func (e *Engine) obs() Observer {
@@ -332,6 +343,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 			if err := e.Host.Start(ctx, dom.UUID); err != nil {
 				return "", dev, fmt.Errorf("starting %s: %w", dom.Name, err)
 			}
+			e.Starts.Note(dom.UUID, time.Now())
 			r.DomainState = "running"
 		}
 		return old, dev, nil
@@ -377,28 +389,65 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 	return "", dev, nil
 }
 
-// changeMedia swaps the medium of the running domain's payload drive. The
-// guest may hold the tray shut for a moment (firmware probing the drive right
-// after start, or a drive hot-plugged in this run of QEMU, which libvirt 9.0
-// cannot change at all): retry a few times, then on a hot-pluggable bus
-// replace the whole drive.
+// changeMedia swaps the medium of the running domain's payload drive.
+//
+// Why it can fail, and what is done about it (libvirt 9.0 / QEMU 7.2; see
+// docs/media-change.md): libvirt changes a medium with blockdev-open-tray,
+// blockdev-remove-medium, blockdev-insert-medium and blockdev-close-tray, and
+// learns the tray's state only from QEMU's DEVICE_TRAY_MOVED events. While the
+// guest's firmware or kernel probes the drive (the first seconds after a start
+// or reset) it resets the drive or its controller, which closes QEMU's tray
+// without an event. If that lands inside libvirt's sequence, the step after it
+// fails with "Tray ... is not open", and from then on libvirt believes the
+// tray is open (live XML tray='open') while QEMU's is closed: libvirt skips
+// opening it and every later change fails the same way, with or without
+// FORCE, until libvirt re-reads the drive's state (at a start or reset).
+//
+// So: every change passes DOMAIN_DEVICE_MODIFY_FORCE (open a tray the guest
+// locked, and do not wait for the guest to agree, as VDSM does). After a
+// failure the live XML tells a stale tray apart from one the guest holds: a
+// stale drive on a hot-pluggable bus (SCSI) is replaced (detach + attach); on
+// IDE/SATA the domain is reset when it started less than ResetWindow ago (the
+// firmware or early kernel is still probing, so nothing of the guest's is
+// lost) and the change is retried. A stale IDE/SATA drive of a domain that has
+// run longer is never reset behind the operator's back: the job fails with
+// media_locked saying how to repair it.
 func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string) error {
 	wait := e.TrayWait
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
-	if cur.Bus.Hotpluggable() {
-		// Replacing the drive is the sure way out; don't wait long for it.
-		wait = min(wait, 5*time.Second)
-	}
+	const flags = libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG | libvirtx.DOMAIN_DEVICE_MODIFY_FORCE
 	deadline := time.Now().Add(wait)
+	resets := 0
 	var err error
 	for i := 1; ; i++ {
-		err = e.Host.UpdateDevice(ctx, dom.UUID, newDisk, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG)
+		err = e.Host.UpdateDevice(ctx, dom.UUID, newDisk, flags)
 		if err == nil || !libvirtx.IsTrayBusy(err) {
 			return err
 		}
-		pause := min(time.Duration(i)*500*time.Millisecond, 3*time.Second)
+		stale, lerr := e.staleTray(ctx, dom.UUID)
+		if lerr != nil {
+			return fmt.Errorf("%w (and reading the live definition: %v)", err, lerr)
+		}
+		if stale && cur.Bus.Hotpluggable() {
+			return e.replaceDrive(ctx, dom, cur, newDisk, err)
+		}
+		if stale {
+			up, known := e.Starts.Since(dom.UUID)
+			if !known || up > e.resetWindow() || resets >= maxResets {
+				return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("libvirt's record of payload drive %s (%s) says its tray is open while QEMU's is closed (the guest reset the drive during a media change), so libvirt cannot change its medium until it re-reads the drive: reset or restart the domain (virsh reset %s), then resubmit: %w", cur.Target, cur.Bus, dom.Name, err)}
+			}
+			resets++
+			e.obs().MediaRecovery(metrics.RecoveryReset)
+			e.log().Warn("payload drive tray out of step between libvirt and QEMU right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
+			if rerr := e.Host.Reset(ctx, dom.UUID); rerr != nil {
+				return fmt.Errorf("%w (and resetting the domain to repair the drive: %v)", err, rerr)
+			}
+			e.Starts.Note(dom.UUID, time.Now())
+			deadline = time.Now().Add(wait)
+		}
+		pause := min(time.Duration(i)*250*time.Millisecond, 2*time.Second)
 		if time.Now().Add(pause).After(deadline) {
 			break
 		}
@@ -409,24 +458,57 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 		case <-time.After(pause):
 		}
 	}
-	if !cur.Bus.Hotpluggable() {
-		return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked for %s, e.g. a mounted CD-ROM; unmount it in the guest or stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
+	if cur.Bus.Hotpluggable() {
+		return e.replaceDrive(ctx, dom, cur, newDisk, err)
 	}
+	return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked shut for %s although the change was forced; stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
+}
+
+// maxResets bounds the resets one media change may do (each reset restarts
+// the firmware's probing, which can race the change again).
+const maxResets = 3
+
+func (e *Engine) resetWindow() time.Duration {
+	if e.ResetWindow > 0 {
+		return e.ResetWindow
+	}
+	return 60 * time.Second
+}
+
+// staleTray reports whether libvirt's live definition says the payload
+// drive's tray is open: after a refused forced change that means libvirt's
+// record is out of step with QEMU's closed tray.
+func (e *Engine) staleTray(ctx context.Context, uuid string) (bool, error) {
+	x, err := e.Host.LiveXML(ctx, uuid)
+	if err != nil {
+		return false, err
+	}
+	p, found, err := domxml.FindPayload(x)
+	if err != nil {
+		return false, err
+	}
+	return found && p.TrayOpen, nil
+}
+
+// replaceDrive swaps a hot-pluggable payload drive whose medium cannot be
+// changed for a new drive holding the new medium; cause is why.
+func (e *Engine) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, cause error) error {
 	oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
 	if cur.Path == "" {
 		oldDisk, perr = domxml.PayloadDeviceXML(filepath.Join(e.PayloadDir, "empty"), cur.Device, e.domOpts()...)
 	}
 	if perr != nil {
-		return fmt.Errorf("%w (and rendering the drive to replace it: %v)", err, perr)
+		return fmt.Errorf("%w (and rendering the drive to replace it: %v)", cause, perr)
 	}
+	e.obs().MediaRecovery(metrics.RecoveryReplace)
 	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG
 	if derr := e.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
-		return fmt.Errorf("%w (replacing the drive: detach: %v)", err, derr)
+		return fmt.Errorf("%w (replacing the drive: detach: %v)", cause, derr)
 	}
 	if aerr := e.Host.AttachDevice(ctx, dom.UUID, newDisk, flags); aerr != nil {
 		return fmt.Errorf("replacing the payload drive: the old drive was detached but attaching the new one failed: %w", aerr)
 	}
-	e.log().Info("replaced the payload drive (its tray stayed locked)", "domain", dom.Name)
+	e.log().Info("replaced the payload drive (its medium could not be changed)", "domain", dom.Name, "cause", cause)
 	return nil
 }
 

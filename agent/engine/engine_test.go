@@ -110,3 +110,123 @@ func TestMediaChangeTrayLocked(t *testing.T) {
 		})
 	}
 }
+
+// staleHost is a real test-driver host whose payload drive is left as
+// libvirt 9.0 leaves it when the guest resets the drive during a media change:
+// the live XML says tray='open' and every change is refused, until the
+// domain is reset. Resets are counted; after each of the first refuseAfterReset resets the
+// first change is refused again (the firmware's probing races it again).
+type staleHost struct {
+	libvirtx.Host
+	stale            atomic.Bool
+	refuseAfterReset int64
+	refused          atomic.Int64
+	changes          atomic.Int64
+	resets           atomic.Int64
+}
+
+func (h *staleHost) LiveXML(ctx context.Context, uuid string) (string, error) {
+	d, err := h.Host.Domain(ctx, uuid)
+	if err != nil {
+		return "", err
+	}
+	if !h.stale.Load() {
+		return d.InactiveXML, nil
+	}
+	return strings.Replace(d.InactiveXML, "bus='ide'/>", "bus='ide' tray='open'/>", 1), nil
+}
+
+func (h *staleHost) UpdateDevice(ctx context.Context, uuid, x string, flags libvirtx.DomainDeviceModifyFlags) error {
+	h.changes.Add(1)
+	if flags&libvirtx.DOMAIN_DEVICE_MODIFY_FORCE == 0 {
+		return fmt.Errorf("media change without FORCE")
+	}
+	if h.stale.Load() || h.refused.Add(-1) >= 0 {
+		h.stale.Store(true)
+		return libvirtx.Error{Code: libvirtx.ERR_INTERNAL_ERROR, Domain: libvirtx.FROM_QEMU,
+			Message: "internal error: unable to execute QEMU command 'blockdev-remove-medium': Tray of device 'ua-vmpayload' is not open"}
+	}
+	return nil
+}
+
+func (h *staleHost) Reset(ctx context.Context, uuid string) error {
+	n := h.resets.Add(1)
+	h.stale.Store(false)
+	if n <= h.refuseAfterReset {
+		h.refused.Store(1)
+	} else {
+		h.refused.Store(0)
+	}
+	return nil
+}
+
+// TestMediaChangeStaleTray: a drive libvirt believes open while QEMU's tray
+// is shut is repaired by a reset when the domain has just started (also when
+// the reset's own firmware probing races the change once more), and reported
+// as media_locked with the repair when it has run for long.
+func TestMediaChangeStaleTray(t *testing.T) {
+	cases := []struct {
+		name             string
+		startedAgo       time.Duration // 0: start unknown
+		refuseAfterReset int64
+		wantState        result.State
+		wantResets       int64
+	}{
+		{"just started: reset repairs it", time.Second, 0, result.StateDone, 1},
+		{"reset races again once", time.Second, 1, result.StateDone, 2},
+		{"reset races every time", time.Second, 100, result.StateFailed, maxResets},
+		{"running for long: no reset", 10 * time.Minute, 0, result.StateFailed, 0},
+		{"start unknown: no reset", 0, 0, result.StateFailed, 0},
+	}
+	h, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ctx := context.Background()
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			name := fmt.Sprintf("vmpx-engine-stale-%d-%d", os.Getpid(), i)
+			if _, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`, name)); err != nil {
+				t.Fatal(err)
+			}
+			sh := &staleHost{Host: h, refuseAfterReset: c.refuseAfterReset}
+			sh.refused.Store(1) // the first change races the firmware
+			starts := &Starts{}
+			e := &Engine{Host: sh, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Starts: starts,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 3 * time.Second}
+			run := func(host string) result.Result {
+				t.Helper()
+				j, err := job.Decode([]byte(fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q}`, name, host)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := e.Run(ctx, j, result.Result{ID: host})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			first := run("first")
+			if first.State != result.StateDone {
+				t.Fatalf("start job: %+v", first.Error)
+			}
+			starts.Forget(first.DomainUUID)
+			if c.startedAgo > 0 {
+				starts.Note(first.DomainUUID, time.Now().Add(-c.startedAgo))
+			}
+			second := run("second")
+			if second.State != c.wantState {
+				t.Fatalf("media change: state %s, want %s; %+v", second.State, c.wantState, second.Error)
+			}
+			if got := sh.resets.Load(); got != c.wantResets {
+				t.Errorf("%d resets, want %d", got, c.wantResets)
+			}
+			if c.wantState == result.StateFailed {
+				if second.Error == nil || second.Error.Code != result.CodeMediaLocked || !strings.Contains(second.Error.Message, "virsh reset "+name) {
+					t.Errorf("error = %+v, want media_locked telling to run virsh reset %s", second.Error, name)
+				}
+			}
+		})
+	}
+}

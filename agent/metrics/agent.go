@@ -15,6 +15,9 @@ const (
 	ReasonSuperseded = "superseded" // a newer payload replaced it
 	ReasonDetach     = "detach"     // a detach job removed it
 	ReasonUnattached = "unattached" // its job failed before the domain referenced it
+
+	RecoveryReplace = "replace" // the payload drive was detached and attached again
+	RecoveryReset   = "reset"   // the freshly started domain was reset
 )
 
 // DurationBuckets are histogram bucket bounds in seconds from 5ms to 10
@@ -53,6 +56,10 @@ type Agent struct {
 	ImagesRemoved *CounterVec
 	// JobRetries is vmpayload_job_retries_total.
 	JobRetries *Counter
+	// MediaRecoveries is vmpayload_media_recoveries_total{action=...}: live
+	// media changes that needed the payload drive replaced ("replace") or
+	// the freshly started domain reset ("reset") to go through.
+	MediaRecoveries *CounterVec
 }
 
 // NewAgent returns the agent's metrics in a new registry.
@@ -73,6 +80,11 @@ func NewAgent() *Agent {
 		ImagesRemoved: r.CounterVec("images_removed_total",
 			"Payload images removed, by reason.", "reason"),
 		JobRetries: r.Counter("job_retries_total", "Job attempts retried after a transient failure."),
+		MediaRecoveries: r.CounterVec("media_recoveries_total",
+			"Live media changes that needed the payload drive replaced or the freshly started domain reset, by action.", "action"),
+	}
+	for _, act := range []string{RecoveryReplace, RecoveryReset} {
+		a.MediaRecoveries.With(act)
 	}
 	for _, o := range []string{OutcomeDone, OutcomeFailed} {
 		a.Jobs.With(o)

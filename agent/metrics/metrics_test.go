@@ -416,6 +416,7 @@ func TestAgent(t *testing.T) {
 		"vmpayload_jobs_in_flight":           dto.MetricType_GAUGE,
 		"vmpayload_images_removed_total":     dto.MetricType_COUNTER,
 		"vmpayload_job_retries_total":        dto.MetricType_COUNTER,
+		"vmpayload_media_recoveries_total":   dto.MetricType_COUNTER,
 	}
 	if len(fams) != len(want) {
 		t.Errorf("%d families, want %d", len(fams), len(want))

@@ -86,6 +86,9 @@ type PayloadDisk struct {
 	// file was missing at start with startupPolicy='optional').
 	Path string
 	Device
+	// TrayOpen is the live definition's tray='open' on the target: libvirt
+	// believes the drive's tray is open (only live XML carries it).
+	TrayOpen bool
 }
 
 // Option changes how the payload drive is written.
@@ -176,6 +179,7 @@ func payloadOf(disk *etree.Element) PayloadDisk {
 	if t := disk.SelectElement("target"); t != nil {
 		p.Target = t.SelectAttrValue("dev", "")
 		p.Bus = Bus(t.SelectAttrValue("bus", ""))
+		p.TrayOpen = t.SelectAttrValue("tray", "") == "open"
 	}
 	p.Kind = Kind(disk.SelectAttrValue("device", string(KindDisk)))
 	p.Address = readAddress(disk)
