@@ -82,6 +82,11 @@ type Options struct {
 	// (genisoimage and cloud-localds do not fsync either); the agent never
 	// sets it.
 	NoSync bool
+	// ExpectSHA256, when set, is the hex SHA-256 the image must have: an
+	// image built with other bytes is not written (the error wraps
+	// ErrChecksum) and an existing out is left untouched. A rebuild from a
+	// recipe uses it to refuse content that changed since the recording.
+	ExpectSHA256 string
 }
 
 // FileInfo describes a regular file inside an image.
@@ -110,6 +115,9 @@ var (
 	// ErrVerify marks an image that, read back after writing, did not match the
 	// spec (label, file list or file bytes).
 	ErrVerify = errors.New("image verification failed")
+	// ErrChecksum marks an image whose bytes do not hash to
+	// Options.ExpectSHA256.
+	ErrChecksum = errors.New("image checksum differs from the expected one")
 	// ErrUnknownFormat marks a file that is neither an ISO9660 nor a FAT image,
 	// or one too damaged to read.
 	ErrUnknownFormat = errors.New("not a readable iso9660 or vfat image")
