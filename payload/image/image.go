@@ -15,10 +15,23 @@
 //     so any guest user can read them.
 //   - vfat images are FAT12 sized from the content (minimum 1 MiB), which keeps
 //     the FAT type consistent with the cluster count as every FAT reader expects.
-//   - Output is not byte-for-byte deterministic: go-diskfs stamps the ISO
-//     volume descriptors with time.Now() and Rock Ridge TF entries with the
-//     workspace inode change time, and FAT directory entries with the current time
-//     unless SOURCE_DATE_EPOCH is set. Contents, names and labels are stable.
+//   - Output is byte-for-byte reproducible: the same Spec gives the same
+//     image on any host at any time (a rebuild from a recipe relies on it,
+//     see package recipe). go-diskfs stamps the ISO volume descriptors with
+//     time.Now(), Rock Ridge PX/TF entries with the workspace's owner, link
+//     counts and inode times, and FAT directory entries with the current time
+//     (or SOURCE_DATE_EPOCH); none of that can be passed in, so the finished
+//     image is normalised in place (normalize.go): every date becomes Stamp's
+//     content-derived time (2000-01-01 plus a hash of the content, in
+//     two-second steps, UTC), Rock Ridge owners 0:0, modes 0444/0555 and link
+//     counts 1 (files) or 2 + subdirectories, ISO expiration/effective dates
+//     "not specified", and the FAT volume serial the content hash's. A
+//     content-derived time rather than one fixed epoch keeps blkid's UUID (the
+//     ISO modification date, the FAT serial) distinct for distinct contents.
+//     Entries are written in a deterministic order (go-diskfs walks the
+//     workspace sorted; FAT entries in Spec order). The wall clock, time
+//     zone, builder's uid/gid, umask, workspace file system and
+//     SOURCE_DATE_EPOCH play no part.
 package image
 
 import (
