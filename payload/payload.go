@@ -52,6 +52,12 @@ type Options struct {
 	// NoSync skips the image's fsyncs (see image.Options.NoSync); the agent
 	// never sets it.
 	NoSync bool
+	// Identity pins the content hash and instance-id (see
+	// cloudinit.Input.Identity); package recipe sets it for rebuilds.
+	Identity *cloudinit.Identity
+	// ExpectSHA256 makes Write refuse an image with other bytes (see
+	// image.Options.ExpectSHA256).
+	ExpectSHA256 string
 }
 
 // Rendered is a job's documents plus what is needed to write its image.
@@ -64,7 +70,7 @@ type Rendered struct {
 // Problems with the job come back as *job.ValidationError.
 func Render(j *job.Job, opt Options) (*Rendered, error) {
 	jj := j.WithDefaults()
-	in := cloudinit.Input{Job: jj, Passwords: make([]string, len(jj.Users))}
+	in := cloudinit.Input{Job: jj, Passwords: make([]string, len(jj.Users)), Identity: opt.Identity}
 	var r job.Report
 	sd := secrets.Dir(opt.SecretsDir)
 	for i, u := range jj.Users {
@@ -160,7 +166,7 @@ type Result struct {
 // Write writes the rendered image to out atomically (see image.Write).
 func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, error) {
 	gid := opt.GID
-	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid, NoSync: opt.NoSync})
+	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid, NoSync: opt.NoSync, ExpectSHA256: opt.ExpectSHA256})
 	if err != nil {
 		return Result{}, fmt.Errorf("writing the %s image %s: %w", r.Job.Media, out, err)
 	}

@@ -69,9 +69,11 @@ func TestInstanceIDStableForIdenticalContent(t *testing.T) {
 	if a.InstanceID != b.InstanceID || a.ContentHash != b.ContentHash {
 		t.Errorf("identical jobs gave %s/%s and %s/%s", a.InstanceID, a.ContentHash, b.InstanceID, b.ContentHash)
 	}
-	// random salt: the documents differ, the identity does not
-	if string(a.Files[1].Data) == string(b.Files[1].Data) {
-		t.Errorf("password salt is not random")
+	// deterministic salt: identical jobs render identical documents
+	for i := range a.Files {
+		if string(a.Files[i].Data) != string(b.Files[i].Data) {
+			t.Errorf("%s differs between two renders of the same job", a.Files[i].Path)
+		}
 	}
 	other := base
 	other.Users = []job.User{{Name: "u", Password: "pw-2"}}
@@ -116,6 +118,58 @@ func TestRenderRefusesWhatItCannotExpress(t *testing.T) {
 		ve, ok := err.(*job.ValidationError)
 		if !ok || ve.Errors[0].Field != c.field {
 			t.Errorf("%s: %v, want an error on %s", c.name, err, c.field)
+		}
+	}
+}
+
+func TestDeterministicSalt(t *testing.T) {
+	base := DeterministicSalt("pw", "alice", "web1")
+	if len(base) != 16 || strings.Trim(base, saltAlphabet) != "" {
+		t.Fatalf("salt %q is not 16 characters of crypt's alphabet", base)
+	}
+	for _, c := range []struct {
+		name, plain, user, host string
+		same                    bool
+	}{
+		{"same context", "pw", "alice", "web1", true},
+		{"other password", "pw2", "alice", "web1", false},
+		{"other user", "pw", "bob", "web1", false},
+		{"other host", "pw", "alice", "web2", false},
+		{"no field shift", "pw", "alic", "eweb1", false},
+	} {
+		if got := DeterministicSalt(c.plain, c.user, c.host); (got == base) != c.same {
+			t.Errorf("%s: salt %q vs %q, want same=%v", c.name, got, base, c.same)
+		}
+	}
+	// the hash that reaches the image uses it, and Documents exposes it
+	j := job.Job{Version: 1, Hostname: "web1", Users: []job.User{{Name: "alice", Password: "pw"}, {Name: "bob"}}}
+	d := render(t, j)
+	want, err := hashPassword("pw", func() (string, error) { return base, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.PasswordHashes) != 2 || d.PasswordHashes[0] != want || d.PasswordHashes[1] != "" {
+		t.Fatalf("PasswordHashes %q, want [%q \"\"]", d.PasswordHashes, want)
+	}
+	if !strings.Contains(string(d.Files[1].Data), want) {
+		t.Errorf("user-data lacks the hash %s", want)
+	}
+}
+
+func TestPinnedIdentity(t *testing.T) {
+	j := job.Job{Version: 1, Hostname: "h", UserData: "#!/bin/sh\necho hi\n", Runcmd: []job.Command{{Shell: "true"}}}
+	orig := render(t, j)
+	id := &Identity{ContentHash: strings.Repeat("ab", 32), InstanceID: "iid-x"}
+	d, err := Render(Input{Job: j, UserData: j.UserData, Identity: id}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ContentHash != id.ContentHash || d.InstanceID != id.InstanceID || d.ContentHash == orig.ContentHash {
+		t.Errorf("pinned identity not used: %s %s", d.ContentHash, d.InstanceID)
+	}
+	for _, bad := range []*Identity{{ContentHash: "xyz", InstanceID: "i"}, {ContentHash: id.ContentHash}} {
+		if _, err := Render(Input{Job: j, Identity: bad}, Options{}); err == nil {
+			t.Errorf("identity %+v accepted", bad)
 		}
 	}
 }

@@ -7,7 +7,7 @@ package cloudinit
 
 import (
 	"bytes"
-	"crypto/rand"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,12 +30,27 @@ type Input struct {
 	// Passwords holds, per entry of Job.Users, the plaintext password (from
 	// password or password_secret) to hash; "" where there is none.
 	Passwords []string
+	// Identity, when set, pins the content hash and instance-id to those an
+	// earlier render of the same job recorded (see package recipe): a
+	// recipe stores a plaintext password only as the hash that went into
+	// the image, from which the identities of the original job cannot be
+	// derived again. nil derives them from the job as usual.
+	Identity *Identity
+}
+
+// Identity is the pair of identities a render derives from a job.
+type Identity struct {
+	// ContentHash is Documents.ContentHash (64 hex digits).
+	ContentHash string
+	// InstanceID is Documents.InstanceID.
+	InstanceID string
 }
 
 // Options tune rendering.
 type Options struct {
-	// Salt returns the salt for one password hash. nil means 16 random
-	// characters from crypt's alphabet; tests set it to get stable output.
+	// Salt returns the salt for one password hash. nil means the
+	// deterministic salt of DeterministicSalt; tests set it to get output
+	// that does not depend on the password.
 	Salt func() (string, error)
 }
 
@@ -57,6 +72,11 @@ type Documents struct {
 	ContentHash string
 	// Files are the documents, in a stable order.
 	Files []File
+	// PasswordHashes holds, per entry of the job's users, the crypt(3)
+	// hash that went into the user-data (the given password_hash, or the
+	// SHA-512 crypt of password / password_secret); "" for a user without
+	// a password.
+	PasswordHashes []string
 }
 
 // Size is the total number of content bytes.
@@ -102,6 +122,12 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if v, ok := j.MetaData[metaInstanceKey(j.Format)].(string); ok && v != "" {
 		iid = v
 	}
+	if in.Identity != nil {
+		if !validContentHash(in.Identity.ContentHash) || in.Identity.InstanceID == "" {
+			return nil, fmt.Errorf("rendering: the pinned identity needs a 64-digit hex content hash and an instance-id")
+		}
+		contentHash, iid = in.Identity.ContentHash, in.Identity.InstanceID
+	}
 
 	hashes := make([]string, len(j.Users))
 	for i, u := range j.Users {
@@ -109,7 +135,11 @@ func Render(in Input, opt Options) (*Documents, error) {
 		case u.PasswordHash != "":
 			hashes[i] = u.PasswordHash
 		case i < len(in.Passwords) && in.Passwords[i] != "":
-			h, err := hashPassword(in.Passwords[i], opt.Salt)
+			salt := opt.Salt
+			if salt == nil {
+				salt = func() (string, error) { return DeterministicSalt(in.Passwords[i], u.Name, j.Hostname), nil }
+			}
+			h, err := hashPassword(in.Passwords[i], salt)
 			if err != nil {
 				return nil, fmt.Errorf("hashing the password of users[%d]: %w", i, err)
 			}
@@ -122,7 +152,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 		return nil, err
 	}
 
-	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash}
+	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes}
 	switch j.Format {
 	case job.FormatConfigDrive:
 		err = renderConfigDrive(docs, &j, userData)
@@ -223,25 +253,49 @@ func uuidFromHash(h string) string {
 	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
 
+func validContentHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
 const saltAlphabet = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-func randomSalt() (string, error) {
+// saltLabel versions the salt derivation: changing it changes every derived
+// password hash, and with it the image bytes of every job with a plaintext
+// password (not their content hash or instance-id, see identities).
+const saltLabel = "vmpayload/password-salt/v1"
+
+// DeterministicSalt returns the SHA-512 crypt salt used for the plaintext
+// password plain of user on host: 16 characters of crypt's alphabet taken
+// from HMAC-SHA256(key = plain, message = label, user, host, each followed
+// by a NUL byte). The same job therefore renders byte-identical documents
+// on every build, which a rebuild from a recipe needs, while the same
+// password for another user or on another host gets another salt. The
+// trade-off against a random salt: two hashes of the same password are
+// recognisable as equal when user and host are the same too (a rebuild of
+// the same job), and never otherwise; an attacker learns nothing new about
+// the password itself, since the salt is a keyed hash of it.
+func DeterministicSalt(plain, user, host string) string {
+	m := hmac.New(sha256.New, []byte(plain))
+	for _, s := range []string{saltLabel, user, host} {
+		m.Write([]byte(s))
+		m.Write([]byte{0})
+	}
+	sum := m.Sum(nil)
 	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("reading random salt: %w", err)
-	}
 	for i := range b {
-		b[i] = saltAlphabet[int(b[i])%len(saltAlphabet)]
+		b[i] = saltAlphabet[int(sum[i])%len(saltAlphabet)] // 64 symbols: no bias
 	}
-	return string(b), nil
+	return string(b)
 }
 
 // hashPassword returns the SHA-512 crypt ("$6$salt$hash", 5000 rounds, the
-// form `openssl passwd -6` and `mkpasswd -m sha-512` produce) of plain.
+// form `openssl passwd -6` and `mkpasswd -m sha-512` produce) of plain with
+// the salt that salt returns.
 func hashPassword(plain string, salt func() (string, error)) (string, error) {
-	if salt == nil {
-		salt = randomSalt
-	}
 	s, err := salt()
 	if err != nil {
 		return "", err

@@ -15,10 +15,23 @@
 //     so any guest user can read them.
 //   - vfat images are FAT12 sized from the content (minimum 1 MiB), which keeps
 //     the FAT type consistent with the cluster count as every FAT reader expects.
-//   - Output is not byte-for-byte deterministic: go-diskfs stamps the ISO
-//     volume descriptors with time.Now() and Rock Ridge TF entries with the
-//     workspace inode change time, and FAT directory entries with the current time
-//     unless SOURCE_DATE_EPOCH is set. Contents, names and labels are stable.
+//   - Output is byte-for-byte reproducible: the same Spec gives the same
+//     image on any host at any time (a rebuild from a recipe relies on it,
+//     see package recipe). go-diskfs stamps the ISO volume descriptors with
+//     time.Now(), Rock Ridge PX/TF entries with the workspace's owner, link
+//     counts and inode times, and FAT directory entries with the current time
+//     (or SOURCE_DATE_EPOCH); none of that can be passed in, so the finished
+//     image is normalised in place (normalize.go): every date becomes Stamp's
+//     content-derived time (2000-01-01 plus a hash of the content, in
+//     two-second steps, UTC), Rock Ridge owners 0:0, modes 0444/0555 and link
+//     counts 1 (files) or 2 + subdirectories, ISO expiration/effective dates
+//     "not specified", and the FAT volume serial the content hash's. A
+//     content-derived time rather than one fixed epoch keeps blkid's UUID (the
+//     ISO modification date, the FAT serial) distinct for distinct contents.
+//     Entries are written in a deterministic order (go-diskfs walks the
+//     workspace sorted; FAT entries in Spec order). The wall clock, time
+//     zone, builder's uid/gid, umask, workspace file system and
+//     SOURCE_DATE_EPOCH play no part.
 package image
 
 import (
@@ -82,6 +95,11 @@ type Options struct {
 	// (genisoimage and cloud-localds do not fsync either); the agent never
 	// sets it.
 	NoSync bool
+	// ExpectSHA256, when set, is the hex SHA-256 the image must have: an
+	// image built with other bytes is not written (the error wraps
+	// ErrChecksum) and an existing out is left untouched. A rebuild from a
+	// recipe uses it to refuse content that changed since the recording.
+	ExpectSHA256 string
 }
 
 // FileInfo describes a regular file inside an image.
@@ -110,6 +128,9 @@ var (
 	// ErrVerify marks an image that, read back after writing, did not match the
 	// spec (label, file list or file bytes).
 	ErrVerify = errors.New("image verification failed")
+	// ErrChecksum marks an image whose bytes do not hash to
+	// Options.ExpectSHA256.
+	ErrChecksum = errors.New("image checksum differs from the expected one")
 	// ErrUnknownFormat marks a file that is neither an ISO9660 nor a FAT image,
 	// or one too damaged to read.
 	ErrUnknownFormat = errors.New("not a readable iso9660 or vfat image")

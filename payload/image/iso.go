@@ -95,7 +95,12 @@ func buildISO(ctx context.Context, spec Spec, dirs []string) (img []byte, err er
 	if n := int64(len(mem.buf)); n < size {
 		mem.buf = append(mem.buf, make([]byte, size-n)...)
 	}
-	return mem.buf[:size], nil
+	img = mem.buf[:size]
+	stamp, _ := Stamp(spec)
+	if err := normalizeISO(img, stamp); err != nil {
+		return nil, err
+	}
+	return img, nil
 }
 
 // isoSizeHint estimates the size of the ISO image of spec: the system area

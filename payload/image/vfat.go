@@ -104,7 +104,12 @@ func buildVFAT(ctx context.Context, spec Spec, dirs []string) ([]byte, error) {
 	if n := int64(len(mem.buf)); n < size {
 		mem.buf = append(mem.buf, make([]byte, size-n)...)
 	}
-	return mem.buf[:size], nil
+	img := mem.buf[:size]
+	stamp, serial := Stamp(spec)
+	if err := normalizeFAT12(img, stamp, serial); err != nil {
+		return nil, err
+	}
+	return img, nil
 }
 
 // vfatLabelMatches reports whether the label read from a FAT image matches the

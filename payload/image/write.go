@@ -63,6 +63,11 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}
+	if opt.ExpectSHA256 != "" {
+		if got := sha256Hex(img); got != opt.ExpectSHA256 {
+			return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s, expected %s", ErrChecksum, spec.Media, out, got, opt.ExpectSHA256)
+		}
+	}
 
 	dir := filepath.Dir(out)
 	tmp, err := os.CreateTemp(dir, tempPattern)

@@ -1,0 +1,192 @@
+package recipe
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Outcome says what Rebuild did.
+type Outcome string
+
+// Rebuild outcomes.
+const (
+	// OutcomeIntact: the image at the recorded path has the recorded sha256.
+	OutcomeIntact Outcome = "intact"
+	// OutcomeRebuilt: the image was missing or differed and was built again.
+	OutcomeRebuilt Outcome = "rebuilt"
+)
+
+// RebuildOptions say where images may live and how they are written.
+type RebuildOptions struct {
+	// PayloadDir is the directory images live in; a recipe whose path is
+	// not directly inside it is refused. It is created (mode 0711, as the
+	// package's tmpfiles.d entry makes it) when missing.
+	PayloadDir string
+	// SecretsDir is where the job's *_secret names resolve.
+	SecretsDir string
+	// Mode and GID of a rebuilt image (see image.Options; GID -1 keeps
+	// the process group).
+	Mode os.FileMode
+	GID  int
+}
+
+// ErrRefused marks a recipe whose image path Rebuild will not touch.
+var ErrRefused = errors.New("refused")
+
+// ErrContentChanged marks a rebuild whose bytes would differ from the
+// recorded sha256; nothing was written.
+var ErrContentChanged = errors.New("content changed")
+
+// Rebuild makes sure the image r describes is in place. When a regular
+// file at r.Path has the recorded sha256 it returns OutcomeIntact;
+// otherwise it renders r.Job (secrets resolved only through
+// opt.SecretsDir), checks that the image bytes hash to the recorded
+// sha256, writes them atomically at r.Path (temporary file, fsync, read
+// back and verified, rename) and returns OutcomeRebuilt. Errors are one
+// line naming the path: a path outside opt.PayloadDir, with "..", or
+// naming a symlink or other non-regular file (ErrRefused); a secret that
+// vanished; content that would differ (ErrContentChanged, naming the
+// secrets the job uses), in which case nothing is written.
+func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error) {
+	if r == nil {
+		return "", fmt.Errorf("rebuilding a payload image: no recipe")
+	}
+	if err := checkPath(r.Path, opt.PayloadDir); err != nil {
+		return "", err
+	}
+	if err := r.Check(); err != nil {
+		return "", fmt.Errorf("rebuilding the payload image %s: %w", r.Path, err)
+	}
+	intact, err := hasSHA256(r.Path, r.Size, r.SHA256)
+	if err != nil {
+		return "", err
+	}
+	if intact {
+		return OutcomeIntact, nil
+	}
+	if err := ensureDir(opt.PayloadDir); err != nil {
+		return "", err
+	}
+
+	rendered, err := payload.Render(&r.Job, payload.Options{
+		SecretsDir: opt.SecretsDir,
+		Identity:   &cloudinit.Identity{ContentHash: r.ContentHash, InstanceID: r.InstanceID},
+	})
+	if err != nil {
+		return "", fmt.Errorf("rebuilding the payload image %s: %s", r.Path, oneLine(err))
+	}
+	_, err = rendered.Write(ctx, r.Path, payload.Options{Mode: opt.Mode, GID: opt.GID, ExpectSHA256: r.SHA256})
+	if errors.Is(err, image.ErrChecksum) {
+		why := "the job's content"
+		if refs := r.secretRefs(); len(refs) > 0 {
+			why = "secret " + strings.Join(refs, ", ")
+			if len(refs) > 1 {
+				why = "secrets " + strings.Join(refs, ", ")
+			}
+		}
+		return "", fmt.Errorf("rebuilding the payload image %s: %w: %s changed since the image was recorded (the rebuilt image would not have sha256 %s); nothing was written", r.Path, ErrContentChanged, why, r.SHA256)
+	}
+	if err != nil {
+		return "", fmt.Errorf("rebuilding the payload image %s: %s", r.Path, oneLine(err))
+	}
+	return OutcomeRebuilt, nil
+}
+
+// checkPath refuses an image path that is not directly inside dir.
+func checkPath(p, dir string) error {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return fmt.Errorf("rebuilding the payload image %s: %w: the payload directory %q is not an absolute path", p, ErrRefused, dir)
+	}
+	if hasDotDot(p) {
+		return fmt.Errorf("rebuilding the payload image %s: %w: the path contains \"..\"", p, ErrRefused)
+	}
+	c := filepath.Clean(p)
+	if !filepath.IsAbs(c) || filepath.Dir(c) != filepath.Clean(dir) || c != p {
+		return fmt.Errorf("rebuilding the payload image %s: %w: the path is not directly inside the payload directory %s", p, ErrRefused, filepath.Clean(dir))
+	}
+	if b := filepath.Base(c); strings.HasPrefix(b, ".") {
+		return fmt.Errorf("rebuilding the payload image %s: %w: hidden file names are reserved for temporary files", p, ErrRefused)
+	}
+	return nil
+}
+
+// hasSHA256 reports whether a regular file at p has the given size and
+// sha256. A missing file is false; a symlink or another kind of file is
+// refused.
+func hasSHA256(p string, size int64, sum string) (bool, error) {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("rebuilding the payload image %s: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return false, fmt.Errorf("rebuilding the payload image %s: %w: it is a %s, not a regular file", p, ErrRefused, kind(fi.Mode()))
+	}
+	if fi.Size() != size {
+		return false, nil
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false, fmt.Errorf("rebuilding the payload image %s: reading the existing image: %w", p, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, size+1)); err != nil {
+		return false, fmt.Errorf("rebuilding the payload image %s: hashing the existing image: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)) == sum, nil
+}
+
+// ensureDir creates the payload directory (one level) when it is missing.
+func ensureDir(dir string) error {
+	err := os.Mkdir(dir, 0o711)
+	if err == nil || errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	return fmt.Errorf("creating the payload directory %s: %w", dir, err)
+}
+
+// oneLine flattens an error to one line (a validation error lists every
+// problem on its own line).
+func oneLine(err error) string {
+	var ve *job.ValidationError
+	if errors.As(err, &ve) && len(ve.Errors) > 0 {
+		parts := make([]string, len(ve.Errors))
+		for i, e := range ve.Errors {
+			parts[i] = e.String()
+		}
+		return strings.Join(parts, "; ")
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+func kind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}

@@ -1,0 +1,228 @@
+// Package recipe is the durable description of a built payload image: the
+// normalised job that produced it, the image's path, size and sha256 and the
+// instance-id the guest saw. The agent writes it into the domain's
+// persistent XML (a <metadata> child in the Namespace below); a libvirt hook
+// reads it back before QEMU starts and, when the image is gone (a host
+// reboot empties the tmpfs payload directory), rebuilds it byte-identical
+// with Rebuild. docs/durability.md describes the format.
+//
+// A recipe never holds a plaintext secret: a plaintext users[].password is
+// replaced by the SHA-512 crypt hash that went into the image, and
+// *_secret fields stay references into the secrets directory. Domain
+// metadata is readable by read-only libvirt clients.
+package recipe
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Namespace is the XML namespace URI of the recipe element, and Prefix the
+// prefix vmpayload writes it with (readers match the URI, never the prefix).
+const (
+	Namespace = "https://github.com/vmpayload/vmpayload/xmlns/recipe/1"
+	Prefix    = "vmpayload"
+)
+
+// Version is the recipe format version (the element's version attribute).
+const Version = 1
+
+// Recipe describes one built payload image and how to build it again.
+type Recipe struct {
+	// Job is the normalised job: defaults applied; id, action and
+	// domain_xml dropped (they do not reach the image; domain does, as the
+	// config-2 name of a job without hostname); plaintext passwords
+	// replaced by their hash. Secrets stay references.
+	Job job.Job
+	// Path is the absolute path of the image.
+	Path string
+	// SHA256 is the hex SHA-256 of the image file, Size its size in bytes.
+	SHA256 string
+	Size   int64
+	// InstanceID is the instance-id the guest sees; ContentHash the
+	// content identity the image was built with (it also names the image
+	// file and the MIME boundary of merged user-data), recorded because a
+	// job whose plaintext password became a hash cannot derive it again.
+	InstanceID  string
+	ContentHash string
+	// Format, Media and Label of the image.
+	Format job.Format
+	Media  job.Media
+	Label  string
+}
+
+// ErrPrebuilt is returned by New for a prebuilt_image job: vmpayload did not
+// build that image and cannot build it again.
+var ErrPrebuilt = errors.New("a prebuilt_image job has no recipe")
+
+// New returns the recipe of the image res that was written from r.
+func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
+	if r == nil || r.Docs == nil {
+		return nil, fmt.Errorf("making a recipe: no rendered job")
+	}
+	j := normalise(r.Job)
+	if j.PrebuiltImage != "" {
+		return nil, fmt.Errorf("making a recipe: %w", ErrPrebuilt)
+	}
+	j.Users = append([]job.User(nil), j.Users...)
+	for i, u := range j.Users {
+		if u.Password == "" {
+			continue
+		}
+		if i >= len(r.Docs.PasswordHashes) || r.Docs.PasswordHashes[i] == "" {
+			return nil, fmt.Errorf("making a recipe: the password hash of users[%d] is not known", i)
+		}
+		u.Password, u.PasswordHash = "", r.Docs.PasswordHashes[i]
+		j.Users[i] = u
+	}
+	rc := &Recipe{
+		Job: j, Path: res.Path, SHA256: res.SHA256, Size: res.Size,
+		InstanceID: r.Docs.InstanceID, ContentHash: r.Docs.ContentHash,
+		Format: j.Format, Media: j.Media, Label: payload.Label(j.Format),
+	}
+	if res.InstanceID != "" && res.InstanceID != rc.InstanceID {
+		return nil, fmt.Errorf("making a recipe: the result's instance-id %q is not the rendered one %q", res.InstanceID, rc.InstanceID)
+	}
+	if res.Label != "" && res.Label != rc.Label {
+		return nil, fmt.Errorf("making a recipe: the result's label %q is not %q", res.Label, rc.Label)
+	}
+	if err := rc.Check(); err != nil {
+		return nil, fmt.Errorf("making a recipe: %w", err)
+	}
+	return rc, nil
+}
+
+// normalise applies the job's defaults and drops the fields that do not
+// reach the image (id, action, domain_xml).
+func normalise(j job.Job) job.Job {
+	j = j.WithDefaults()
+	j.ID, j.Action, j.DomainXML = "", "", ""
+	return j
+}
+
+// FieldError is a problem with one field of a recipe. Field names the
+// element or attribute, e.g. "image@sha256" or "job.users[0].password".
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return "recipe " + e.Field + ": " + e.Message }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Check reports the first problem with r: a path that is not absolute and
+// clean, a malformed sha256 or content hash, a size, format, media or label
+// that does not fit, a job that is invalid, does not match the image, is a
+// prebuilt_image job or carries a plaintext password.
+func (r *Recipe) Check() error {
+	switch {
+	case r.Path == "" || !filepath.IsAbs(r.Path):
+		return fieldErr("image@path", "%q is not an absolute path", r.Path)
+	case hasDotDot(r.Path):
+		return fieldErr("image@path", "%q contains \"..\"", r.Path)
+	case filepath.Clean(r.Path) != r.Path:
+		return fieldErr("image@path", "%q is not a clean path", r.Path)
+	case !isHex64(r.SHA256):
+		return fieldErr("image@sha256", "%q is not a lowercase hex SHA-256", r.SHA256)
+	case r.Size <= 0:
+		return fieldErr("image@size", "%d is not a positive size", r.Size)
+	case r.Format != job.FormatNoCloud && r.Format != job.FormatConfigDrive:
+		return fieldErr("image@format", "%q is not nocloud or configdrive", r.Format)
+	case r.Media != job.MediaISO && r.Media != job.MediaVFAT:
+		return fieldErr("image@media", "%q is not iso or vfat", r.Media)
+	case r.Label != payload.Label(r.Format):
+		return fieldErr("image@label", "%q is not the label of format %s (%q)", r.Label, r.Format, payload.Label(r.Format))
+	case r.InstanceID == "" || hasControl(r.InstanceID):
+		return fieldErr("image@instance-id", "%q is not an instance-id", r.InstanceID)
+	case !isHex64(r.ContentHash):
+		return fieldErr("image@content-hash", "%q is not a lowercase hex SHA-256", r.ContentHash)
+	}
+	j := r.Job
+	switch {
+	case j.PrebuiltImage != "":
+		return fieldErr("job.prebuilt_image", "%v", ErrPrebuilt)
+	case j.Format != r.Format:
+		return fieldErr("job.format", "%q differs from the image's format %q", j.Format, r.Format)
+	case j.Media != r.Media:
+		return fieldErr("job.media", "%q differs from the image's media %q", j.Media, r.Media)
+	case j.ID != "":
+		return fieldErr("job.id", "a recipe's job carries no id")
+	case j.Action != "":
+		return fieldErr("job.action", "a recipe's job carries no action")
+	case j.DomainXML != "":
+		return fieldErr("job.domain_xml", "a recipe's job carries no domain_xml")
+	}
+	for i, u := range j.Users {
+		if u.Password != "" {
+			return fieldErr(fmt.Sprintf("job.users[%d].password", i), "a recipe must not carry a plaintext password")
+		}
+	}
+	if rep := j.Validate(); !rep.OK() {
+		e := rep.Errors[0]
+		f := "job"
+		if e.Field != "" {
+			f += "." + e.Field
+		}
+		return fieldErr(f, "%s", e.Message)
+	}
+	return nil
+}
+
+// jobJSON is the recipe's job as JSON text.
+func (r *Recipe) jobJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Job)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the recipe's job: %w", err)
+	}
+	return b, nil
+}
+
+// secretRefs lists the secrets the recipe's job names, for error messages.
+func (r *Recipe) secretRefs() []string {
+	var s []string
+	for i, u := range r.Job.Users {
+		if u.PasswordSecret != "" {
+			s = append(s, fmt.Sprintf("%q (users[%d].password_secret)", u.PasswordSecret, i))
+		}
+	}
+	if r.Job.UserDataSecret != "" {
+		s = append(s, fmt.Sprintf("%q (user_data_secret)", r.Job.UserDataSecret))
+	}
+	return s
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func hasDotDot(p string) bool {
+	for _, e := range strings.Split(p, "/") {
+		if e == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func hasControl(s string) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}

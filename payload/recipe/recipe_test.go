@@ -1,0 +1,463 @@
+package recipe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+const (
+	examplesDir = "../../configs/examples"
+	secretsDir  = "../../configs/examples/secrets"
+)
+
+type testJob struct {
+	name string
+	j    *job.Job
+}
+
+// testJobs are every buildable example job plus jobs exercising each way a
+// password or user-data may arrive.
+func testJobs(t testing.TB) []testJob {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(examplesDir, "*.json"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("example jobs in %s: %d (%v)", examplesDir, len(paths), err)
+	}
+	var out []testJob
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := job.Decode(data)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if j.PrebuiltImage != "" || j.Action == job.ActionDetach {
+			continue
+		}
+		out = append(out, testJob{strings.TrimSuffix(filepath.Base(p), ".json"), j})
+	}
+	out = append(out,
+		testJob{"plaintext-password", &job.Job{Version: 1, ID: "j1", Domain: "vm1", Hostname: "vm1",
+			Users:    []job.User{{Name: "alice", Password: "hunter2-plaintext"}, {Name: "bob", Password: "hunter2-plaintext"}},
+			UserData: "#!/bin/sh\necho multipart\n"}},
+		testJob{"plaintext-password-configdrive-vfat", &job.Job{Version: 1, Domain: "vm2", Format: job.FormatConfigDrive, Media: job.MediaVFAT,
+			Users: []job.User{{Name: "alice", Password: "hunter2-plaintext"}}}},
+		testJob{"password-secret", &job.Job{Version: 1, Domain: "vm3", Hostname: "vm3",
+			Users: []job.User{{Name: "svc", PasswordSecret: "svc-password"}}}},
+		testJob{"user-data-secret", &job.Job{Version: 1, Domain: "vm4", Media: job.MediaVFAT,
+			UserDataSecret: "extra-user-data", Runcmd: []job.Command{{Shell: "true"}}}},
+		testJob{"user-data-base64", &job.Job{Version: 1, Domain: "vm5", UserDataBase64: "IyEvYmluL3NoCmVjaG8gaGkK", UserDataMode: job.ModeReplace}},
+	)
+	return out
+}
+
+// build renders and writes j into dir, the way the agent does.
+func build(t testing.TB, j *job.Job, dir, secrets string) (*payload.Rendered, payload.Result) {
+	t.Helper()
+	r, err := payload.Render(j, payload.Options{SecretsDir: secrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Write(context.Background(), filepath.Join(dir, r.ImageName("dom")), payload.Options{GID: -1, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, res
+}
+
+// domainXML wraps a recipe element the way libvirt holds it.
+func domainXML(el string) string {
+	return `<domain type='kvm'><name>vm</name><metadata><other:thing xmlns:other="urn:x">keep</other:thing>` + el +
+		`</metadata><devices><disk type='file' device='cdrom'/></devices></domain>`
+}
+
+func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
+	for _, tj := range testJobs(t) {
+		t.Run(tj.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r, res := build(t, tj.j, dir, secretsDir)
+			orig, err := os.ReadFile(res.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc, err := New(r, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			el, err := rc.Element()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range tj.j.Users {
+				if u.Password != "" && strings.Contains(el, u.Password) {
+					t.Fatalf("recipe XML holds the plaintext password: %s", el)
+				}
+			}
+			if strings.Contains(el, "hunter2") {
+				t.Fatalf("recipe XML holds a plaintext password: %s", el)
+			}
+			if tj.j.UserDataSecret != "" {
+				secret, err := os.ReadFile(filepath.Join(secretsDir, tj.j.UserDataSecret))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rc.Job.UserDataSecret != tj.j.UserDataSecret || rc.Job.UserData != "" || strings.Contains(el, strings.TrimSpace(string(secret))[:20]) {
+					t.Errorf("user_data_secret is not kept as a reference: %s", el)
+				}
+			}
+			back, ok, err := FromDomainXML(domainXML(el))
+			if err != nil || !ok {
+				t.Fatalf("FromDomainXML: %v %v\n%s", ok, err, el)
+			}
+			if again, _ := back.Element(); again != el {
+				t.Errorf("element changed in the round trip:\n%s\n%s", el, again)
+			}
+			if err := os.Remove(res.Path); err != nil {
+				t.Fatal(err)
+			}
+			out, err := Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: secretsDir, Mode: 0o640, GID: -1})
+			if err != nil || out != OutcomeRebuilt {
+				t.Fatalf("Rebuild: %q %v", out, err)
+			}
+			got, err := os.ReadFile(res.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, orig) {
+				t.Fatalf("rebuilt image differs from the original")
+			}
+			if back.InstanceID != res.InstanceID {
+				t.Errorf("instance-id %q, original %q", back.InstanceID, res.InstanceID)
+			}
+			if out, err := Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: secretsDir, GID: -1}); err != nil || out != OutcomeIntact {
+				t.Errorf("second Rebuild: %q %v", out, err)
+			}
+		})
+	}
+}
+
+func TestNewRefusesPrebuilt(t *testing.T) {
+	r := &payload.Rendered{Job: job.Job{Version: 1, PrebuiltImage: "/x.iso"}, Docs: nil}
+	if _, err := New(r, payload.Result{}); err == nil {
+		t.Fatal("no error without documents")
+	}
+	j := &job.Job{Version: 1, Hostname: "h"}
+	rr, res := build(t, j, t.TempDir(), "")
+	rr.Job.PrebuiltImage = "/x.iso"
+	if _, err := New(rr, res); !errors.Is(err, ErrPrebuilt) {
+		t.Fatalf("got %v, want ErrPrebuilt", err)
+	}
+}
+
+// TestFromDomainXMLForms checks the forms libvirt may hand back: another
+// prefix, a default namespace, CDATA, re-indented text, and no recipe.
+func TestFromDomainXMLForms(t *testing.T) {
+	dir := t.TempDir()
+	r, res := build(t, &job.Job{Version: 1, Hostname: "h", Users: []job.User{{Name: "u", Password: "pw-secret-1"}}}, dir, "")
+	rc, err := New(r, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := rc.Element()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := rc.jobJSON()
+	img := el[strings.Index(el, "<vmpayload:image"):strings.Index(el, "<vmpayload:job>")]
+	for _, c := range []struct {
+		name, xml string
+		found     bool
+	}{
+		{"as written", domainXML(el), true},
+		{"other prefix", domainXML(strings.ReplaceAll(strings.ReplaceAll(el, "vmpayload:", "vp:"), "xmlns:vmpayload=", "xmlns:vp=")), true},
+		{"libvirt style", "<domain type=\"kvm\">\n  <name>vm</name>\n  <metadata>\n    <vp:recipe xmlns:vp=\"" + Namespace + "\" version=\"1\">\n      " +
+			strings.ReplaceAll(img, "vmpayload:", "vp:") + "\n      <vp:job>" + xmlEscape(string(js)) + "</vp:job>\n    </vp:recipe>\n  </metadata>\n</domain>\n", true},
+		{"default namespace and CDATA", "<domain><metadata><recipe xmlns=\"" + Namespace + "\" version=\"1\">" +
+			strings.ReplaceAll(img, "vmpayload:", "") + "<job><![CDATA[" + string(js) + "]]></job></recipe></metadata></domain>", true},
+		{"no metadata", "<domain><name>vm</name></domain>", false},
+		{"other metadata only", "<domain><metadata><a:b xmlns:a=\"urn:a\"/></metadata></domain>", false},
+		{"recipe outside metadata", "<domain><description>x</description>" + el + "</domain>", false},
+	} {
+		got, ok, err := FromDomainXML(c.xml)
+		if err != nil || ok != c.found {
+			t.Errorf("%s: found %v, err %v\n%s", c.name, ok, err, c.xml)
+			continue
+		}
+		if ok && (got.SHA256 != rc.SHA256 || got.Job.Users[0].PasswordHash != rc.Job.Users[0].PasswordHash || got.InstanceID != rc.InstanceID) {
+			t.Errorf("%s: parsed %+v", c.name, got)
+		}
+	}
+	if strings.Contains(el, "pw-secret-1") {
+		t.Errorf("element holds the plaintext password")
+	}
+}
+
+func xmlEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '<':
+			b.WriteString("&lt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '"':
+			b.WriteString("&quot;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestFromDomainXMLRejectsGarbage(t *testing.T) {
+	dir := t.TempDir()
+	r, res := build(t, &job.Job{Version: 1, Hostname: "h"}, dir, "")
+	rc, err := New(r, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, _ := rc.Element()
+	js, _ := rc.jobJSON()
+	jobEl := el[strings.Index(el, "<vmpayload:job>"):strings.Index(el, "</vmpayload:recipe>")]
+	swap := func(old, new string) string { return domainXML(strings.Replace(el, old, new, 1)) }
+	for _, c := range []struct {
+		name, xml, field string
+	}{
+		{"not xml", "<domain><metadata>", "domain XML"},
+		{"not a domain", "<network/>", "<domain>"},
+		{"missing version", swap(` version="1"`, ""), "recipe@version"},
+		{"future version", swap(` version="1"`, ` version="2"`), "recipe@version"},
+		{"unknown recipe attribute", swap(` version="1"`, ` version="1" extra="x"`), "recipe@extra"},
+		{"unknown element", swap(jobEl, jobEl+"<vmpayload:extra/>"), "extra"},
+		{"foreign element", swap(jobEl, jobEl+"<x:y xmlns:x=\"urn:x\"/>"), "y"},
+		{"stray text", swap(jobEl, jobEl+"text"), "recipe"},
+		{"missing job", swap(jobEl, ""), "job"},
+		{"two jobs", swap(jobEl, jobEl+jobEl), "job"},
+		{"missing image", domainXML(strings.Replace(el, el[strings.Index(el, "<vmpayload:image"):strings.Index(el, "<vmpayload:job>")], "", 1)), "image"},
+		{"missing sha256", swap(` sha256="`+rc.SHA256+`"`, ""), "image@sha256"},
+		{"bad sha256", swap(rc.SHA256, "zz"+rc.SHA256[2:]), "image@sha256"},
+		{"bad size", swap(` size="`, ` size="x`), "image@size"},
+		{"bad format", swap(` format="nocloud"`, ` format="floppy"`), "image@format"},
+		{"bad media", swap(` media="iso"`, ` media="tape"`), "image@media"},
+		{"label mismatch", swap(` label="cidata"`, ` label="config-2"`), "image@label"},
+		{"unknown image attribute", swap(` label="cidata"`, ` label="cidata" colour="red"`), "image@colour"},
+		{"relative path", swap(` path="`+rc.Path+`"`, ` path="x.iso"`), "image@path"},
+		{"dotdot path", swap(` path="`+rc.Path+`"`, ` path="/var/run/payload/../x.iso"`), "image@path"},
+		{"empty instance-id", swap(` instance-id="`+rc.InstanceID+`"`, ` instance-id=""`), "image@instance-id"},
+		{"bad content hash", swap(` content-hash="`+rc.ContentHash+`"`, ` content-hash="abc"`), "image@content-hash"},
+		{"job not json", swap(jobEl, "<vmpayload:job>{nope</vmpayload:job>"), "job"},
+		{"job unknown field", swap(jobEl, "<vmpayload:job>"+xmlEscape(strings.Replace(string(js), `{`, `{"colour":"red",`, 1))+"</vmpayload:job>"), "job.colour"},
+		{"job format mismatch", swap(jobEl, "<vmpayload:job>"+xmlEscape(strings.Replace(string(js), `"format":"nocloud"`, `"format":"configdrive"`, 1))+"</vmpayload:job>"), "job.format"},
+		{"job with plaintext password", swap(jobEl, "<vmpayload:job>"+xmlEscape(strings.Replace(string(js), `{`, `{"users":[{"name":"u","password":"pw"}],`, 1))+"</vmpayload:job>"), "job.users[0].password"},
+		{"job with id", swap(jobEl, "<vmpayload:job>"+xmlEscape(strings.Replace(string(js), `{`, `{"id":"x",`, 1))+"</vmpayload:job>"), "job.id"},
+		{"job with action", swap(jobEl, "<vmpayload:job>"+xmlEscape(strings.Replace(string(js), `{`, `{"action":"start",`, 1))+"</vmpayload:job>"), "job.action"},
+		{"job prebuilt", swap(jobEl, "<vmpayload:job>"+xmlEscape(`{"version":1,"prebuilt_image":"/x.iso"}`)+"</vmpayload:job>"), "job"},
+		{"element inside job", swap(jobEl, "<vmpayload:job><b/></vmpayload:job>"), "job"},
+		{"two recipes", domainXML(el + el), "more than one recipe"},
+	} {
+		_, ok, err := FromDomainXML(c.xml)
+		if err == nil || ok {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		t.Logf("%s: %v", c.name, err)
+		if !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: error %q does not name %q", c.name, err, c.field)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line: %q", c.name, err)
+		}
+	}
+}
+
+func TestRebuildBranches(t *testing.T) {
+	secretJob := &job.Job{Version: 1, Domain: "vm", Hostname: "vm",
+		Users: []job.User{{Name: "svc", PasswordSecret: "pw"}}, UserDataSecret: "ud"}
+	type env struct {
+		payloadDir, secrets string
+		rc                  *Recipe
+		orig                []byte
+	}
+	setup := func(t *testing.T) *env {
+		e := &env{payloadDir: filepath.Join(t.TempDir(), "payload"), secrets: t.TempDir()}
+		if err := os.Mkdir(e.payloadDir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]string{"pw": "s3cret\n", "ud": "#cloud-config\npackages: [jq]\n"} {
+			if err := os.WriteFile(filepath.Join(e.secrets, name), []byte(v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, res := build(t, secretJob, e.payloadDir, e.secrets)
+		rc, err := New(r, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.rc = rc
+		if e.orig, err = os.ReadFile(res.Path); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, c := range []struct {
+		name    string
+		prepare func(t *testing.T, e *env)
+		want    Outcome
+		errIs   error
+		errHas  string
+		kept    bool // the file at the path must be unchanged afterwards
+	}{
+		{name: "intact", want: OutcomeIntact, kept: true},
+		{name: "missing image", prepare: func(t *testing.T, e *env) { must(t, os.Remove(e.rc.Path)) }, want: OutcomeRebuilt},
+		{name: "missing payload dir", prepare: func(t *testing.T, e *env) { must(t, os.RemoveAll(e.payloadDir)) }, want: OutcomeRebuilt},
+		{name: "wrong sha on disk", prepare: func(t *testing.T, e *env) {
+			b := bytes.Clone(e.orig)
+			b[len(b)/2] ^= 0xff
+			must(t, os.WriteFile(e.rc.Path, b, 0o640))
+		}, want: OutcomeRebuilt},
+		{name: "truncated on disk", prepare: func(t *testing.T, e *env) { must(t, os.Truncate(e.rc.Path, 100)) }, want: OutcomeRebuilt},
+		{name: "symlink", prepare: func(t *testing.T, e *env) {
+			must(t, os.Remove(e.rc.Path))
+			must(t, os.Symlink("/etc/passwd", e.rc.Path))
+		}, errIs: ErrRefused, errHas: "symbolic link"},
+		{name: "directory at path", prepare: func(t *testing.T, e *env) {
+			must(t, os.Remove(e.rc.Path))
+			must(t, os.Mkdir(e.rc.Path, 0o700))
+		}, errIs: ErrRefused, errHas: "directory"},
+		{name: "path outside", prepare: func(t *testing.T, e *env) { e.rc.Path = "/etc/" + filepath.Base(e.rc.Path) }, errIs: ErrRefused, errHas: "not directly inside"},
+		{name: "path in a subdirectory", prepare: func(t *testing.T, e *env) {
+			e.rc.Path = filepath.Join(e.payloadDir, "sub", filepath.Base(e.rc.Path))
+		}, errIs: ErrRefused, errHas: "not directly inside"},
+		{name: "dotdot", prepare: func(t *testing.T, e *env) {
+			e.rc.Path = e.payloadDir + "/../payload/" + filepath.Base(e.rc.Path)
+		}, errIs: ErrRefused, errHas: `".."`},
+		{name: "unclean path", prepare: func(t *testing.T, e *env) {
+			e.rc.Path = e.payloadDir + "//" + filepath.Base(e.rc.Path)
+		}, errIs: ErrRefused, errHas: "not directly inside"},
+		{name: "hidden name", prepare: func(t *testing.T, e *env) { e.rc.Path = filepath.Join(e.payloadDir, ".x.iso") }, errIs: ErrRefused, errHas: "hidden"},
+		{name: "secret vanished", prepare: func(t *testing.T, e *env) {
+			must(t, os.Remove(e.rc.Path))
+			must(t, os.Remove(filepath.Join(e.secrets, "pw")))
+		}, errHas: `secret "pw" does not exist`},
+		{name: "password secret changed", prepare: func(t *testing.T, e *env) {
+			must(t, os.Remove(e.rc.Path))
+			must(t, os.WriteFile(filepath.Join(e.secrets, "pw"), []byte("other"), 0o600))
+		}, errIs: ErrContentChanged, errHas: `secrets "pw" (users[0].password_secret), "ud" (user_data_secret) changed`},
+		{name: "user-data secret changed, old image kept", prepare: func(t *testing.T, e *env) {
+			b := bytes.Clone(e.orig)
+			b[len(b)-1] ^= 1
+			must(t, os.WriteFile(e.rc.Path, b, 0o640))
+			e.orig = b
+			must(t, os.WriteFile(filepath.Join(e.secrets, "ud"), []byte("#cloud-config\npackages: [curl]\n"), 0o600))
+		}, errIs: ErrContentChanged, errHas: "nothing was written", kept: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t)
+			if c.prepare != nil {
+				c.prepare(t, e)
+			}
+			out, err := Rebuild(context.Background(), e.rc, RebuildOptions{PayloadDir: e.payloadDir, SecretsDir: e.secrets, Mode: 0o640, GID: -1})
+			if c.errIs != nil || c.errHas != "" {
+				if err == nil {
+					t.Fatalf("outcome %q, want an error", out)
+				}
+				if c.errIs != nil && !errors.Is(err, c.errIs) {
+					t.Errorf("error %v, want %v", err, c.errIs)
+				}
+				if !strings.Contains(err.Error(), c.errHas) || !strings.Contains(err.Error(), filepath.Base(e.rc.Path)) || strings.Contains(err.Error(), "\n") {
+					t.Errorf("error %q: want one line naming the path and %q", err, c.errHas)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("error reveals the secret")
+				}
+				if fi, lerr := os.Lstat(e.rc.Path); c.name == "secret vanished" || c.name == "password secret changed" {
+					if lerr == nil {
+						t.Errorf("something was left at the path: %v", fi.Mode())
+					}
+				}
+			} else {
+				if err != nil || out != c.want {
+					t.Fatalf("got %q %v, want %q", out, err, c.want)
+				}
+				got, err := os.ReadFile(e.rc.Path)
+				if err != nil || !bytes.Equal(got, e.orig) {
+					t.Fatalf("image at the path is not the original (%v)", err)
+				}
+				fi, _ := os.Stat(e.rc.Path)
+				if out == OutcomeRebuilt && fi.Mode().Perm() != 0o640 {
+					t.Errorf("mode %v", fi.Mode())
+				}
+			}
+			if c.kept {
+				got, err := os.ReadFile(e.rc.Path)
+				if err != nil || !bytes.Equal(got, e.orig) {
+					t.Errorf("the file at the path was changed (%v)", err)
+				}
+			}
+			left, _ := filepath.Glob(filepath.Join(e.payloadDir, ".*"))
+			if len(left) > 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkRebuild(b *testing.B) {
+	dir := "/dev/shm"
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		dir = ""
+	}
+	parent, err := os.MkdirTemp(dir, "vmpayload-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(parent)
+	data, err := os.ReadFile(filepath.Join(examplesDir, "02-full-nocloud.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := job.Decode(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, res := build(b, j, parent, secretsDir)
+	rc, err := New(r, res)
+	if err != nil {
+		b.Fatal(err)
+	}
+	el, err := rc.Element()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dx := domainXML(el)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := os.Remove(res.Path); err != nil {
+			b.Fatal(err)
+		}
+		got, _, err := FromDomainXML(dx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out, err := Rebuild(context.Background(), got, RebuildOptions{PayloadDir: parent, SecretsDir: secretsDir, GID: -1}); err != nil || out != OutcomeRebuilt {
+			b.Fatal(out, err)
+		}
+	}
+}

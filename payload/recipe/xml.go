@@ -1,0 +1,312 @@
+package recipe
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Element renders the recipe as the element to place inside a domain's
+// <metadata> (for virDomainSetMetadata: key Prefix, uri Namespace):
+//
+//	<vmpayload:recipe xmlns:vmpayload="NS" version="1">
+//	  <vmpayload:image path="…" sha256="…" size="…" format="…" media="…"
+//	      label="…" instance-id="…" content-hash="…"/>
+//	  <vmpayload:job>{the job as JSON, XML-escaped}</vmpayload:job>
+//	</vmpayload:recipe>
+//
+// The output is deterministic: the same recipe gives the same text.
+func (r *Recipe) Element() (string, error) {
+	if err := r.Check(); err != nil {
+		return "", fmt.Errorf("rendering the recipe element: %w", err)
+	}
+	js, err := r.jobJSON()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	attr := func(name, v string) {
+		b.WriteString(" " + name + `="`)
+		_ = xml.EscapeText(&b, []byte(v)) // strings.Builder never fails
+		b.WriteString(`"`)
+	}
+	fmt.Fprintf(&b, `<%s:recipe xmlns:%s="%s" version="%d">`, Prefix, Prefix, Namespace, Version)
+	b.WriteString("<" + Prefix + ":image")
+	attr("path", r.Path)
+	attr("sha256", r.SHA256)
+	attr("size", strconv.FormatInt(r.Size, 10))
+	attr("format", string(r.Format))
+	attr("media", string(r.Media))
+	attr("label", r.Label)
+	attr("instance-id", r.InstanceID)
+	attr("content-hash", r.ContentHash)
+	b.WriteString("/>")
+	b.WriteString("<" + Prefix + ":job>")
+	_ = xml.EscapeText(&b, js)
+	b.WriteString("</" + Prefix + ":job>")
+	b.WriteString("</" + Prefix + ":recipe>")
+	return b.String(), nil
+}
+
+// MaxDomainXML bounds the domain XML FromDomainXML reads (libvirt's own
+// limit for a domain definition is 10 MiB).
+const MaxDomainXML = 16 << 20
+
+// FromDomainXML finds the recipe element under /domain/metadata of
+// domainXML (by namespace URI, whatever prefix it carries; CDATA and
+// escaped text both work) and parses it strictly. It returns false and no
+// error when the domain has no recipe. A recipe that is present but
+// malformed — unknown or missing attributes or elements, a bad value, an
+// invalid job, a plaintext password — is an error naming the field
+// (*FieldError where a field is at fault).
+func FromDomainXML(domainXML string) (*Recipe, bool, error) {
+	if len(domainXML) > MaxDomainXML {
+		return nil, false, fmt.Errorf("reading the domain XML: %d bytes is more than the %d accepted", len(domainXML), MaxDomainXML)
+	}
+	d := xml.NewDecoder(strings.NewReader(domainXML))
+	var (
+		depth      int
+		inMetadata bool
+		found      *Recipe
+	)
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("reading the domain XML: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			depth++
+			switch {
+			case depth == 1 && (t.Name.Local != "domain" || t.Name.Space != ""):
+				return nil, false, fmt.Errorf("reading the domain XML: the root element is <%s>, not <domain>", t.Name.Local)
+			case depth == 2 && t.Name.Local == "metadata" && t.Name.Space == "":
+				inMetadata = true
+			case depth == 3 && inMetadata && t.Name.Space == Namespace:
+				if t.Name.Local != "recipe" {
+					return nil, false, fieldErr(t.Name.Local, "unknown element in the recipe namespace")
+				}
+				if found != nil {
+					return nil, false, fieldErr("recipe", "the domain's metadata holds more than one recipe")
+				}
+				r, err := parseRecipe(d, t)
+				if err != nil {
+					return nil, false, err
+				}
+				found = r
+				depth-- // parseRecipe consumed the end element
+			}
+		case xml.EndElement:
+			if depth == 2 {
+				inMetadata = false
+			}
+			depth--
+		}
+	}
+	if found == nil {
+		return nil, false, nil
+	}
+	return found, true, nil
+}
+
+// parseRecipe reads the recipe element started by start, up to and
+// including its end element.
+func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
+	version := ""
+	for _, a := range start.Attr {
+		switch {
+		case isNamespaceDecl(a):
+		case a.Name.Space == "" && a.Name.Local == "version":
+			version = a.Value
+		default:
+			return nil, fieldErr("recipe@"+a.Name.Local, "unknown attribute")
+		}
+	}
+	switch version {
+	case strconv.Itoa(Version):
+	case "":
+		return nil, fieldErr("recipe@version", "missing")
+	default:
+		return nil, fieldErr("recipe@version", "version %q is not supported; this vmpayload reads version %d", version, Version)
+	}
+	r := &Recipe{}
+	var haveImage, haveJob bool
+	var jobText []byte
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, fmt.Errorf("reading the recipe element: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.EndElement:
+			switch {
+			case !haveImage:
+				return nil, fieldErr("image", "missing")
+			case !haveJob:
+				return nil, fieldErr("job", "missing")
+			}
+			j, rep := job.Parse(jobText)
+			if !rep.OK() {
+				e := rep.Errors[0]
+				f := "job"
+				if e.Field != "" {
+					f += "." + e.Field
+				}
+				return nil, fieldErr(f, "%s", e.Message)
+			}
+			for _, f := range []struct{ name, v string }{{"id", j.ID}, {"action", string(j.Action)}, {"domain_xml", j.DomainXML}} {
+				if f.v != "" {
+					return nil, fieldErr("job."+f.name, "a recipe's job carries no %s", f.name)
+				}
+			}
+			r.Job = normalise(*j)
+			if err := r.Check(); err != nil {
+				return nil, err
+			}
+			return r, nil
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				return nil, fieldErr("recipe", "unexpected text %q", abbreviate(string(t)))
+			}
+		case xml.StartElement:
+			if t.Name.Space != Namespace {
+				return nil, fieldErr(t.Name.Local, "unexpected element (namespace %q) in the recipe", t.Name.Space)
+			}
+			switch t.Name.Local {
+			case "image":
+				if haveImage {
+					return nil, fieldErr("image", "appears more than once")
+				}
+				haveImage = true
+				if err := parseImage(r, t); err != nil {
+					return nil, err
+				}
+				if err := expectEnd(d, "image"); err != nil {
+					return nil, err
+				}
+			case "job":
+				if haveJob {
+					return nil, fieldErr("job", "appears more than once")
+				}
+				haveJob = true
+				for _, a := range t.Attr {
+					if !isNamespaceDecl(a) {
+						return nil, fieldErr("job@"+a.Name.Local, "unknown attribute")
+					}
+				}
+				if jobText, err = readText(d); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, fieldErr(t.Name.Local, "unknown element in the recipe")
+			}
+		}
+	}
+}
+
+func parseImage(r *Recipe, t xml.StartElement) error {
+	seen := map[string]bool{}
+	for _, a := range t.Attr {
+		if isNamespaceDecl(a) {
+			continue
+		}
+		if a.Name.Space != "" {
+			return fieldErr("image@"+a.Name.Local, "unknown attribute (namespace %q)", a.Name.Space)
+		}
+		seen[a.Name.Local] = true
+		switch a.Name.Local {
+		case "path":
+			r.Path = a.Value
+		case "sha256":
+			r.SHA256 = a.Value
+		case "size":
+			n, err := strconv.ParseInt(a.Value, 10, 64)
+			if err != nil {
+				return fieldErr("image@size", "%q is not a number", abbreviate(a.Value))
+			}
+			r.Size = n
+		case "format":
+			r.Format = job.Format(a.Value)
+		case "media":
+			r.Media = job.Media(a.Value)
+		case "label":
+			r.Label = a.Value
+		case "instance-id":
+			r.InstanceID = a.Value
+		case "content-hash":
+			r.ContentHash = a.Value
+		default:
+			return fieldErr("image@"+a.Name.Local, "unknown attribute")
+		}
+	}
+	for _, k := range []string{"path", "sha256", "size", "format", "media", "label", "instance-id", "content-hash"} {
+		if !seen[k] {
+			return fieldErr("image@"+k, "missing")
+		}
+	}
+	return nil
+}
+
+// readText returns the text content of the current element (character data
+// and CDATA sections) and consumes its end element; child elements are an
+// error.
+func readText(d *xml.Decoder) ([]byte, error) {
+	var b []byte
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, fmt.Errorf("reading the recipe's job element: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.CharData:
+			b = append(b, t...)
+			if len(b) > job.MaxJobBytes {
+				return nil, fieldErr("job", "more than %d bytes", job.MaxJobBytes)
+			}
+		case xml.StartElement:
+			return nil, fieldErr("job", "unexpected element <%s> inside the job", t.Name.Local)
+		case xml.EndElement:
+			return b, nil
+		}
+	}
+}
+
+// expectEnd consumes up to the end of an element that must be empty.
+func expectEnd(d *xml.Decoder, name string) error {
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return fmt.Errorf("reading the recipe's %s element: %w", name, err)
+		}
+		switch t := tok.(type) {
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				return fieldErr(name, "unexpected text %q", abbreviate(string(t)))
+			}
+		case xml.StartElement:
+			return fieldErr(name, "unexpected element <%s>", t.Name.Local)
+		case xml.EndElement:
+			return nil
+		}
+	}
+}
+
+func isNamespaceDecl(a xml.Attr) bool {
+	return a.Name.Space == "xmlns" || (a.Name.Space == "" && a.Name.Local == "xmlns")
+}
+
+func abbreviate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
