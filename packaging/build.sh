@@ -5,7 +5,7 @@
 # packaging/tools/go.mod, outside the product's go.mod).
 #   packaging/build.sh            # both packages
 #   packaging/build.sh deb        # one of them
-# Needs Go, gcc and libvirt-dev (cgo); prints the package paths.
+# Needs Go and gcc (cgo; -tags libvirt_dlopen: no libvirt-dev); prints the package paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
