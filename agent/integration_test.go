@@ -78,7 +78,7 @@ func agentBinary(t testing.TB) string {
 		}
 		binCleanup = func() { os.RemoveAll(dir) }
 		p := filepath.Join(dir, "vmpayload")
-		cmd := exec.Command("go", "build", "-o", p, "github.com/vmpayload/vmpayload/cmd/vmpayload")
+		cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", p, "github.com/vmpayload/vmpayload/cmd/vmpayload")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %w\n%s", err, out)

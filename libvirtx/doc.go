@@ -1,18 +1,42 @@
-// Package libvirtx is a small cgo binding over libvirt's C API (libvirt 9.0
-// from Debian's libvirt-dev) plus a reconnecting host shim used by the agent.
+// Package libvirtx is the agent's reconnecting shim over libvirt, built on
+// libvirt's upstream Go binding libvirt.org/go/libvirt (pinned at
+// v1.10000.0; the module proxy serves exact versions only).
 //
-// The low-level part (Connect, Domain, Error and the constants) is named and
-// shaped like libvirt.org/go/libvirt so that module can replace it later
-// without touching callers. It carries no business logic: every method maps
-// to exactly one libvirt call, and every failure is returned as an Error that
-// carries libvirt's code, domain and message.
-//
-// The high-level part is the Host interface and its implementation
-// LibvirtHost (see host.go): one long-lived connection, a default event loop
+// What is ours is the Host interface and its implementation LibvirtHost
+// (see host.go): one long-lived connection, libvirt's default event loop
 // running in a goroutine, lifecycle events for all domains delivered on a
 // channel, keepalive and a close callback, and automatic reconnection with
-// backoff when the daemon goes away. Errors from the shim can be classified
-// with IsNotFound, IsDisconnected and IsUnsupported.
+// backoff when the daemon goes away. Errors from the shim wrap the binding's
+// libvirt.Error and can be classified with IsNotFound, IsDisconnected,
+// IsUnsupported and IsTrayBusy.
+//
+// Names: Host's methods take DomainDeviceModifyFlags, so libvirtx re-exports
+// that type (an alias of libvirt.DomainDeviceModifyFlags) and its constants
+// DOMAIN_DEVICE_MODIFY_*; callers of Host need not import libvirt. Nothing
+// else of the binding is re-exported: code that needs an error code the
+// classifiers do not cover uses libvirt.Error and libvirt.ERR_* directly (as
+// agent/engine does for ERR_OPERATION_INVALID), and code that talks to
+// libvirt outside Host (tests, tools) uses the binding itself.
+//
+// Build tag libvirt_dlopen: every build and test of the project (Makefile,
+// test/*.sh, packaging/build.sh, the tests that build the binary) passes
+// -tags libvirt_dlopen. The binding then carries its own copy of libvirt's
+// headers, needs neither pkg-config nor libvirt-dev, and does not link
+// libvirt.so.0: the binary's only dynamic dependency is libc, so it starts
+// (and its offline subcommands work) where libvirt is not installed.
+// OpenHost probes libvirt.so.0 first and fails with ErrNotInstalled and the
+// loader's reason ("libvirt is not installed: libvirt.so.0: cannot open
+// shared object file: ..."); the agent exits with that error instead of
+// retrying. Go has no way to make a build tag the default, so a plain
+// "go build ./..." without the tag still compiles and links libvirt
+// normally (pkg-config and libvirt-dev needed); that is fine for tools.
+//
+// Caveat of libvirt_dlopen in v1.10000.0: the binding's package init
+// (error.go) calls virSetErrorFunc through its dlopen wrapper, so
+// libvirt.so.0 is opened when the process starts, whenever it is installed,
+// even for subcommands that never use libvirt. Where it is missing that
+// first attempt fails silently and later calls report only "Failed to open
+// libvirt.so.0", hence the probe in OpenHost.
 //
 // Putting a payload on a domain (with package domxml), as verified against
 // libvirt 9.0 / QEMU 7.2 by the VMPAYLOAD_LIBVIRTD=1 tests:
@@ -42,6 +66,8 @@
 // device changes (IsUnsupported), and its state lives as long as at least
 // one connection to it is open in the process.
 //
-// Building requires pkg-config and the libvirt development headers
-// (Debian: apt-get install libvirt-dev pkg-config).
+// Building with libvirt_dlopen needs only gcc (cgo); without the tag it
+// needs pkg-config and libvirt's development headers (Debian: apt-get install
+// libvirt-dev pkg-config). Running needs libvirt's client library (Debian:
+// libvirt0) only where OpenHost is called.
 package libvirtx

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"libvirt.org/go/libvirt"
 )
 
 // ErrDisconnected is wrapped by errors of Host calls made while the
@@ -19,10 +21,15 @@ var ErrDisconnected = errors.New("libvirt connection is down")
 // ErrClosed is returned by Host calls after Close.
 var ErrClosed = errors.New("libvirt host is closed")
 
+// ErrNotInstalled is wrapped by OpenHost's error when the binary was built
+// with the libvirt_dlopen tag and libvirt's client library (libvirt.so.0)
+// cannot be loaded; the loader's reason follows it in the message.
+var ErrNotInstalled = errors.New("libvirt is not installed")
+
 // IsNotFound reports whether err says the domain does not exist.
 func IsNotFound(err error) bool {
-	var le Error
-	return errors.As(err, &le) && le.Code == ERR_NO_DOMAIN
+	var le libvirt.Error
+	return errors.As(err, &le) && le.Code == libvirt.ERR_NO_DOMAIN
 }
 
 // IsDisconnected reports whether err is transient because the connection to
@@ -34,12 +41,12 @@ func IsDisconnected(err error) bool {
 // IsUnsupported reports whether the driver does not support the operation
 // (e.g. device changes on test:///default, IDE/SATA hotplug on qemu).
 func IsUnsupported(err error) bool {
-	var le Error
+	var le libvirt.Error
 	if !errors.As(err, &le) {
 		return false
 	}
 	switch le.Code {
-	case ERR_NO_SUPPORT, ERR_OPERATION_UNSUPPORTED, ERR_CONFIG_UNSUPPORTED:
+	case libvirt.ERR_NO_SUPPORT, libvirt.ERR_OPERATION_UNSUPPORTED, libvirt.ERR_CONFIG_UNSUPPORTED:
 		return true
 	}
 	return false
@@ -53,7 +60,7 @@ func IsUnsupported(err error) bool {
 // persists for drives hot-plugged in the current run: fall back to detach +
 // attach there.
 func IsTrayBusy(err error) bool {
-	var le Error
+	var le libvirt.Error
 	if !errors.As(err, &le) {
 		return false
 	}
@@ -64,15 +71,15 @@ func IsTrayBusy(err error) bool {
 // connectionBroken reports whether a libvirt error may mean the connection
 // itself failed, so that it is worth asking IsAlive.
 func connectionBroken(err error) bool {
-	var le Error
+	var le libvirt.Error
 	if !errors.As(err, &le) {
 		return false
 	}
 	switch le.Code {
-	case ERR_RPC, ERR_NO_CONNECT, ERR_INVALID_CONN, ERR_SYSTEM_ERROR, ERR_OPERATION_TIMEOUT:
+	case libvirt.ERR_RPC, libvirt.ERR_NO_CONNECT, libvirt.ERR_INVALID_CONN, libvirt.ERR_SYSTEM_ERROR, libvirt.ERR_OPERATION_TIMEOUT:
 		return true
 	}
-	return le.Domain == FROM_RPC || le.Domain == FROM_REMOTE
+	return le.Domain == libvirt.FROM_RPC || le.Domain == libvirt.FROM_REMOTE
 }
 
 // EventType is the kind of a Host event.
@@ -214,13 +221,13 @@ var (
 // runs it in a goroutine for the life of the process.
 func startEventLoop() error {
 	eventLoopOnce.Do(func() {
-		if eventLoopErr = EventRegisterDefaultImpl(); eventLoopErr != nil {
+		if eventLoopErr = libvirt.EventRegisterDefaultImpl(); eventLoopErr != nil {
 			eventLoopErr = fmt.Errorf("registering libvirt default event loop: %w", eventLoopErr)
 			return
 		}
 		go func() {
 			for {
-				if err := EventRunDefaultImpl(); err != nil {
+				if err := libvirt.EventRunDefaultImpl(); err != nil {
 					slog.Error("libvirt event loop iteration failed", "err", err)
 					time.Sleep(100 * time.Millisecond)
 				}
@@ -239,12 +246,12 @@ type LibvirtHost struct {
 	log  *slog.Logger
 
 	// dial opens a connection; tests replace it to inject failures.
-	dial func(uri string) (*Connect, error)
+	dial func(uri string) (*libvirt.Connect, error)
 
-	mu     sync.RWMutex // guards conn, gen, cbID, closed; read-held during calls
-	conn   *Connect     // nil while disconnected
-	gen    uint64       // generation of conn
-	cbID   int          // lifecycle callback id on conn
+	mu     sync.RWMutex     // guards conn, gen, cbID, closed; read-held during calls
+	conn   *libvirt.Connect // nil while disconnected
+	gen    uint64           // generation of conn
+	cbID   int              // lifecycle callback id on conn
 	closed bool
 
 	nextGen    atomic.Uint64
@@ -265,13 +272,17 @@ var _ Host = (*LibvirtHost)(nil)
 // OpenHost connects to uri ("qemu:///system", "test:///default", ...) and
 // starts the event loop, event delivery and the reconnection supervisor. The
 // first connection must succeed unless opts.RetryInitialConnect is set;
-// later losses are repaired in the background.
+// later losses are repaired in the background. A missing libvirt client
+// library fails at once with ErrNotInstalled, whatever the options.
 func OpenHost(uri string, opts HostOptions) (*LibvirtHost, error) {
-	return openHost(uri, opts, NewConnect)
+	return openHost(uri, opts, libvirt.NewConnect)
 }
 
-func openHost(uri string, opts HostOptions, dial func(string) (*Connect, error)) (*LibvirtHost, error) {
+func openHost(uri string, opts HostOptions, dial func(string) (*libvirt.Connect, error)) (*LibvirtHost, error) {
 	opts.defaults()
+	if err := libvirtLoadable(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
 	if err := startEventLoop(); err != nil {
 		return nil, err
 	}
@@ -305,7 +316,7 @@ func openHost(uri string, opts HostOptions, dial func(string) (*Connect, error))
 
 // connect opens a connection and registers keepalive, the close callback and
 // lifecycle events on it.
-func (h *LibvirtHost) connect() (*Connect, uint64, int, error) {
+func (h *LibvirtHost) connect() (*libvirt.Connect, uint64, int, error) {
 	conn, err := h.dial(h.uri)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("connecting to libvirt at %s: %w", h.uri, err)
@@ -318,8 +329,8 @@ func (h *LibvirtHost) connect() (*Connect, uint64, int, error) {
 		}
 		h.log.Debug("libvirt driver has no keepalive", "err", err)
 	}
-	if err := conn.RegisterCloseCallback(func(_ *Connect, reason ConnectCloseReason) {
-		h.log.Warn("libvirt connection closed", "reason", reason.String())
+	if err := conn.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) {
+		h.log.Warn("libvirt connection closed", "reason", closeReasonName(reason))
 		h.reportLost(gen)
 	}); err != nil {
 		conn.Close()
@@ -336,7 +347,7 @@ func (h *LibvirtHost) connect() (*Connect, uint64, int, error) {
 
 // teardown releases a connection that is being dropped. Errors are expected
 // when the peer is gone and are only logged.
-func (h *LibvirtHost) teardown(conn *Connect, cbID int) {
+func (h *LibvirtHost) teardown(conn *libvirt.Connect, cbID int) {
 	if err := conn.DomainEventDeregister(cbID); err != nil {
 		h.log.Debug("deregistering lifecycle events", "err", err)
 	}
@@ -421,16 +432,16 @@ func (h *LibvirtHost) redial() bool {
 
 // onLifecycle turns libvirt lifecycle events into Host events. It runs on
 // the event loop and must not block.
-func (h *LibvirtHost) onLifecycle(_ *Connect, d *Domain, ev *DomainEventLifecycle) {
+func (h *LibvirtHost) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
 	var t EventType
 	switch ev.Event {
-	case DOMAIN_EVENT_DEFINED:
+	case libvirt.DOMAIN_EVENT_DEFINED:
 		t = EventDefined
-	case DOMAIN_EVENT_UNDEFINED:
+	case libvirt.DOMAIN_EVENT_UNDEFINED:
 		t = EventUndefined
-	case DOMAIN_EVENT_STARTED:
+	case libvirt.DOMAIN_EVENT_STARTED:
 		t = EventStarted
-	case DOMAIN_EVENT_STOPPED:
+	case libvirt.DOMAIN_EVENT_STOPPED:
 		t = EventStopped
 	default:
 		return
@@ -522,7 +533,7 @@ func (h *LibvirtHost) Close() error {
 // withConn runs fn on the current connection. Failures that turn out to be a
 // dead connection are reported to the supervisor and wrapped with
 // ErrDisconnected.
-func (h *LibvirtHost) withConn(ctx context.Context, op string, fn func(c *Connect) error) error {
+func (h *LibvirtHost) withConn(ctx context.Context, op string, fn func(c *libvirt.Connect) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -564,7 +575,7 @@ func looksLikeUUID(s string) bool {
 }
 
 // lookup finds a domain by UUID or name on c. The caller frees it.
-func lookup(c *Connect, nameOrUUID string) (*Domain, error) {
+func lookup(c *libvirt.Connect, nameOrUUID string) (*libvirt.Domain, error) {
 	if looksLikeUUID(nameOrUUID) {
 		d, err := c.LookupDomainByUUIDString(nameOrUUID)
 		if err == nil || !IsNotFound(err) {
@@ -575,7 +586,7 @@ func lookup(c *Connect, nameOrUUID string) (*Domain, error) {
 }
 
 // info reads the DomainInfo of d.
-func info(d *Domain) (DomainInfo, error) {
+func info(d *libvirt.Domain) (DomainInfo, error) {
 	var di DomainInfo
 	var err error
 	if di.Name, err = d.GetName(); err != nil {
@@ -587,15 +598,15 @@ func info(d *Domain) (DomainInfo, error) {
 	if di.Active, err = d.IsActive(); err != nil {
 		return DomainInfo{}, err
 	}
-	if di.InactiveXML, err = d.GetXMLDesc(DOMAIN_XML_INACTIVE); err != nil {
+	if di.InactiveXML, err = d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE); err != nil {
 		return DomainInfo{}, err
 	}
 	return di, nil
 }
 
 // onDomain looks up nameOrUUID and runs fn on it.
-func (h *LibvirtHost) onDomain(ctx context.Context, op, nameOrUUID string, fn func(d *Domain) error) error {
-	return h.withConn(ctx, op, func(c *Connect) error {
+func (h *LibvirtHost) onDomain(ctx context.Context, op, nameOrUUID string, fn func(d *libvirt.Domain) error) error {
+	return h.withConn(ctx, op, func(c *libvirt.Connect) error {
 		d, err := lookup(c, nameOrUUID)
 		if err != nil {
 			return err
@@ -608,7 +619,7 @@ func (h *LibvirtHost) onDomain(ctx context.Context, op, nameOrUUID string, fn fu
 // Domain implements Host.
 func (h *LibvirtHost) Domain(ctx context.Context, nameOrUUID string) (DomainInfo, error) {
 	var di DomainInfo
-	err := h.onDomain(ctx, "looking up domain "+nameOrUUID, nameOrUUID, func(d *Domain) error {
+	err := h.onDomain(ctx, "looking up domain "+nameOrUUID, nameOrUUID, func(d *libvirt.Domain) error {
 		var err error
 		di, err = info(d)
 		return err
@@ -619,7 +630,7 @@ func (h *LibvirtHost) Domain(ctx context.Context, nameOrUUID string) (DomainInfo
 // DefineXML implements Host.
 func (h *LibvirtHost) DefineXML(ctx context.Context, xml string) (DomainInfo, error) {
 	var di DomainInfo
-	err := h.withConn(ctx, "defining domain", func(c *Connect) error {
+	err := h.withConn(ctx, "defining domain", func(c *libvirt.Connect) error {
 		d, err := c.DomainDefineXML(xml)
 		if err != nil {
 			return err
@@ -633,25 +644,25 @@ func (h *LibvirtHost) DefineXML(ctx context.Context, xml string) (DomainInfo, er
 
 // Start implements Host.
 func (h *LibvirtHost) Start(ctx context.Context, uuid string) error {
-	return h.onDomain(ctx, "starting domain "+uuid, uuid, func(d *Domain) error { return d.Create() })
+	return h.onDomain(ctx, "starting domain "+uuid, uuid, func(d *libvirt.Domain) error { return d.Create() })
 }
 
 // Destroy stops a running domain at once. It is not part of Host; tests and
 // tools use it.
 func (h *LibvirtHost) Destroy(ctx context.Context, uuid string) error {
-	return h.onDomain(ctx, "destroying domain "+uuid, uuid, func(d *Domain) error { return d.Destroy() })
+	return h.onDomain(ctx, "destroying domain "+uuid, uuid, func(d *libvirt.Domain) error { return d.Destroy() })
 }
 
 // Undefine removes a domain's persistent definition. It is not part of Host;
 // tests and tools use it.
 func (h *LibvirtHost) Undefine(ctx context.Context, uuid string) error {
-	return h.onDomain(ctx, "undefining domain "+uuid, uuid, func(d *Domain) error { return d.Undefine() })
+	return h.onDomain(ctx, "undefining domain "+uuid, uuid, func(d *libvirt.Domain) error { return d.Undefine() })
 }
 
 // LiveXML implements Host.
 func (h *LibvirtHost) LiveXML(ctx context.Context, uuid string) (string, error) {
 	var x string
-	err := h.onDomain(ctx, "reading the live definition of domain "+uuid, uuid, func(d *Domain) error {
+	err := h.onDomain(ctx, "reading the live definition of domain "+uuid, uuid, func(d *libvirt.Domain) error {
 		var err error
 		x, err = d.GetXMLDesc(0)
 		return err
@@ -661,26 +672,26 @@ func (h *LibvirtHost) LiveXML(ctx context.Context, uuid string) (string, error) 
 
 // Reset implements Host.
 func (h *LibvirtHost) Reset(ctx context.Context, uuid string) error {
-	return h.onDomain(ctx, "resetting domain "+uuid, uuid, func(d *Domain) error { return d.Reset(0) })
+	return h.onDomain(ctx, "resetting domain "+uuid, uuid, func(d *libvirt.Domain) error { return d.Reset(0) })
 }
 
 // UpdateDevice implements Host.
 func (h *LibvirtHost) UpdateDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error {
-	return h.onDomain(ctx, "updating device of domain "+uuid, uuid, func(d *Domain) error {
+	return h.onDomain(ctx, "updating device of domain "+uuid, uuid, func(d *libvirt.Domain) error {
 		return d.UpdateDeviceFlags(deviceXML, flags)
 	})
 }
 
 // AttachDevice implements Host.
 func (h *LibvirtHost) AttachDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error {
-	return h.onDomain(ctx, "attaching device to domain "+uuid, uuid, func(d *Domain) error {
+	return h.onDomain(ctx, "attaching device to domain "+uuid, uuid, func(d *libvirt.Domain) error {
 		return d.AttachDeviceFlags(deviceXML, flags)
 	})
 }
 
 // DetachDevice implements Host.
 func (h *LibvirtHost) DetachDevice(ctx context.Context, uuid, deviceXML string, flags DomainDeviceModifyFlags) error {
-	return h.onDomain(ctx, "detaching device from domain "+uuid, uuid, func(d *Domain) error {
+	return h.onDomain(ctx, "detaching device from domain "+uuid, uuid, func(d *libvirt.Domain) error {
 		return d.DetachDeviceFlags(deviceXML, flags)
 	})
 }
@@ -689,7 +700,7 @@ func (h *LibvirtHost) DetachDevice(ctx context.Context, uuid, deviceXML string, 
 // left out.
 func (h *LibvirtHost) ListDomains(ctx context.Context) ([]DomainInfo, error) {
 	var out []DomainInfo
-	err := h.withConn(ctx, "listing domains", func(c *Connect) error {
+	err := h.withConn(ctx, "listing domains", func(c *libvirt.Connect) error {
 		doms, err := c.ListAllDomains(0)
 		if err != nil {
 			return err

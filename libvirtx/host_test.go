@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"libvirt.org/go/libvirt"
 )
 
 // eventBound bounds every wait for an event; it is a safety net against a
@@ -194,9 +195,25 @@ func TestHostKeepsOneConnection(t *testing.T) {
 		}
 	}
 	h.Close()
-	other := openTestHost(t, "test:///default")
-	if _, err := other.Domain(ctx, di.UUID); !IsNotFound(err) {
-		t.Errorf("test driver state outlived its connection: err = %v", err)
+	// libvirt drops the connection's last reference (and with it the test
+	// driver's state) only once its event loop has flushed the deregistered
+	// lifecycle callback, which can be a moment after Close returns. A host
+	// that kept reopening connections would leave the state in place for good.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		other, err := OpenHost("test:///default", HostOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = other.Domain(ctx, di.UUID)
+		other.Close()
+		if IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("test driver state outlived its connection: err = %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -225,12 +242,12 @@ func TestHostClose(t *testing.T) {
 // TestLibvirtdReconnect.
 func TestHostReconnectMachinery(t *testing.T) {
 	var dials, failUntil atomic.Int32
-	dial := func(uri string) (*Connect, error) {
+	dial := func(uri string) (*libvirt.Connect, error) {
 		n := dials.Add(1)
 		if n > 1 && n <= failUntil.Load() {
-			return nil, Error{Code: ERR_SYSTEM_ERROR, Domain: FROM_RPC, Message: "injected dial failure", Level: ERR_ERROR}
+			return nil, libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Domain: libvirt.FROM_RPC, Message: "injected dial failure", Level: libvirt.ERR_ERROR}
 		}
-		return NewConnect(uri)
+		return libvirt.NewConnect(uri)
 	}
 	h, err := openHost("test:///default", HostOptions{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond}, dial)
 	if err != nil {
@@ -266,11 +283,11 @@ func TestHostReconnectMachinery(t *testing.T) {
 func TestHostCallsWhileDisconnected(t *testing.T) {
 	block := make(chan struct{})
 	var dials atomic.Int32
-	dial := func(uri string) (*Connect, error) {
+	dial := func(uri string) (*libvirt.Connect, error) {
 		if dials.Add(1) > 1 {
 			<-block
 		}
-		return NewConnect(uri)
+		return libvirt.NewConnect(uri)
 	}
 	h, err := openHost("test:///default", HostOptions{}, dial)
 	if err != nil {
@@ -308,12 +325,12 @@ func TestHostCallsWhileDisconnected(t *testing.T) {
 func TestHostRetryInitialConnect(t *testing.T) {
 	release := make(chan struct{})
 	var dials atomic.Int32
-	dial := func(uri string) (*Connect, error) {
+	dial := func(uri string) (*libvirt.Connect, error) {
 		if dials.Add(1) == 1 {
-			return nil, Error{Code: ERR_SYSTEM_ERROR, Domain: FROM_RPC, Message: "injected: daemon not up", Level: ERR_ERROR}
+			return nil, libvirt.Error{Code: libvirt.ERR_SYSTEM_ERROR, Domain: libvirt.FROM_RPC, Message: "injected: daemon not up", Level: libvirt.ERR_ERROR}
 		}
 		<-release
-		return NewConnect(uri)
+		return libvirt.NewConnect(uri)
 	}
 	if _, err := openHost("test:///default", HostOptions{}, dial); err == nil || !strings.Contains(err.Error(), "daemon not up") {
 		t.Fatalf("without RetryInitialConnect: err = %v, want the dial error", err)
@@ -393,21 +410,21 @@ func TestHostConcurrentCallsDuringReconnects(t *testing.T) {
 }
 
 func TestErrorClassifiers(t *testing.T) {
-	lv := func(code ErrorNumber, dom ErrorDomain, msg string) error {
-		return fmt.Errorf("doing something: %w", Error{Code: code, Domain: dom, Message: msg, Level: ERR_ERROR})
+	lv := func(code libvirt.ErrorNumber, dom libvirt.ErrorDomain, msg string) error {
+		return fmt.Errorf("doing something: %w", libvirt.Error{Code: code, Domain: dom, Message: msg, Level: libvirt.ERR_ERROR})
 	}
 	tests := []struct {
 		name                               string
 		err                                error
 		notFound, disc, unsupported, trayB bool
 	}{
-		{"no domain", lv(ERR_NO_DOMAIN, FROM_QEMU, "Domain not found"), true, false, false, false},
-		{"no support", lv(ERR_NO_SUPPORT, FROM_DOMAIN, "not supported"), false, false, true, false},
-		{"operation unsupported", lv(ERR_OPERATION_UNSUPPORTED, FROM_QEMU, "x"), false, false, true, false},
-		{"tray not open", lv(ERR_INTERNAL_ERROR, FROM_QEMU, "internal error: unable to execute QEMU command 'blockdev-remove-medium': Tray of device 'ua-vmpayload' is not open"), false, false, false, true},
-		{"tray timeout", lv(ERR_OPERATION_FAILED, FROM_QEMU, "timed out waiting to open tray of 'hdc'"), false, false, false, true},
-		{"other internal", lv(ERR_INTERNAL_ERROR, FROM_QEMU, "Bus 'ide.0' does not support hotplugging"), false, false, false, false},
-		{"disconnected", fmt.Errorf("x: %w: %w", ErrDisconnected, Error{Code: ERR_RPC}), false, true, false, false},
+		{"no domain", lv(libvirt.ERR_NO_DOMAIN, libvirt.FROM_QEMU, "Domain not found"), true, false, false, false},
+		{"no support", lv(libvirt.ERR_NO_SUPPORT, libvirt.FROM_DOMAIN, "not supported"), false, false, true, false},
+		{"operation unsupported", lv(libvirt.ERR_OPERATION_UNSUPPORTED, libvirt.FROM_QEMU, "x"), false, false, true, false},
+		{"tray not open", lv(libvirt.ERR_INTERNAL_ERROR, libvirt.FROM_QEMU, "internal error: unable to execute QEMU command 'blockdev-remove-medium': Tray of device 'ua-vmpayload' is not open"), false, false, false, true},
+		{"tray timeout", lv(libvirt.ERR_OPERATION_FAILED, libvirt.FROM_QEMU, "timed out waiting to open tray of 'hdc'"), false, false, false, true},
+		{"other internal", lv(libvirt.ERR_INTERNAL_ERROR, libvirt.FROM_QEMU, "Bus 'ide.0' does not support hotplugging"), false, false, false, false},
+		{"disconnected", fmt.Errorf("x: %w: %w", ErrDisconnected, libvirt.Error{Code: libvirt.ERR_RPC}), false, true, false, false},
 		{"plain", errors.New("plain"), false, false, false, false},
 		{"nil", nil, false, false, false, false},
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"libvirt.org/go/libvirt"
 )
 
 // Integration tests against the real libvirtd (qemu:///system). They run only
@@ -96,7 +97,7 @@ func qemuDomainXML(name, machine string, virtioSCSI bool) string {
 // connection, whatever state the host under test is in.
 func cleanupDomain(t *testing.T, name string) {
 	t.Cleanup(func() {
-		c, err := NewConnect(systemURI)
+		c, err := libvirt.NewConnect(systemURI)
 		if err != nil {
 			t.Errorf("cleanup of %s: %v", name, err)
 			return
@@ -124,7 +125,7 @@ func cleanupDomain(t *testing.T, name string) {
 // liveXML reads the running definition through a separate connection.
 func liveXML(t *testing.T, uuid string) string {
 	t.Helper()
-	c, err := NewConnect(systemURI)
+	c, err := libvirt.NewConnect(systemURI)
 	if err != nil {
 		t.Fatal(err)
 	}

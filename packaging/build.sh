@@ -5,7 +5,7 @@
 # packaging/tools/go.mod, outside the product's go.mod).
 #   packaging/build.sh            # both packages
 #   packaging/build.sh deb        # one of them
-# Needs Go, gcc and libvirt-dev (cgo); prints the package paths.
+# Needs Go and gcc (cgo; -tags libvirt_dlopen: no libvirt-dev); prints the package paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -24,7 +24,7 @@ rm -rf "$VMPAYLOAD_BUILD"
 mkdir -p "$VMPAYLOAD_BUILD/docs"
 echo "packaging: vmpayload $VMPAYLOAD_VERSION"
 
-go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$VMPAYLOAD_VERSION" \
+go build -tags libvirt_dlopen -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$VMPAYLOAD_VERSION" \
 	-o "$VMPAYLOAD_BUILD/vmpayload" ./cmd/vmpayload
 got=$("$VMPAYLOAD_BUILD/vmpayload" version)
 if [[ $got != "vmpayload $VMPAYLOAD_VERSION" ]]; then
@@ -32,7 +32,7 @@ if [[ $got != "vmpayload $VMPAYLOAD_VERSION" ]]; then
 	exit 1
 fi
 
-go run ./packaging/gendocs -bin "$VMPAYLOAD_BUILD/vmpayload" -out "$VMPAYLOAD_BUILD/docs" \
+go run -tags libvirt_dlopen ./packaging/gendocs -bin "$VMPAYLOAD_BUILD/vmpayload" -out "$VMPAYLOAD_BUILD/docs" \
 	-version "$VMPAYLOAD_VERSION" -date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)"
 
 # nfpm v2.44.0: the "tool" of packaging/tools/go.mod

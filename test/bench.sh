@@ -24,7 +24,7 @@ if ! virsh -q -c qemu:///system version >/dev/null 2>&1; then
   bash test/libvirtd.sh
 fi
 
-go build -o bin/vmpayload-bench ./test/bench
+go build -tags libvirt_dlopen -o bin/vmpayload-bench ./test/bench
 doc=${BENCH_DOC-docs/benchmarks.md}
 args=(-bin bin/vmpayload -sections "${BENCH_SECTIONS:-build,burst,idle,real}")
 [[ -n ${BENCH_ROUNDS:-} ]] && args+=(-rounds "$BENCH_ROUNDS")

@@ -30,7 +30,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "${targets[@]}"; do
 	read -r pkg name <<<"$t"
-	go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 "$pkg" >"$log" 2>&1
+	go test -tags libvirt_dlopen -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 "$pkg" >"$log" 2>&1
 	rc=$?
 	execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
 	if [ $rc -eq 0 ]; then

@@ -22,6 +22,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"libvirt.org/go/libvirt"
 )
 
 // Observer receives timings and counts; the agent's metrics implement it.
@@ -167,8 +168,8 @@ const maxStateRetries = 3
 // not running, already running), which means the domain's state changed
 // since the job looked it up.
 func stateChanged(err error) bool {
-	var le libvirtx.Error
-	return errors.As(err, &le) && le.Code == libvirtx.ERR_OPERATION_INVALID
+	var le libvirt.Error
+	return errors.As(err, &le) && le.Code == libvirt.ERR_OPERATION_INVALID
 }
 
 func isIO(err error) bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"libvirt.org/go/libvirt"
 )
 
 // trayHost is a real test-driver host whose live media changes fail as
@@ -30,7 +31,7 @@ type trayHost struct {
 func (h *trayHost) UpdateDevice(ctx context.Context, uuid, x string, flags libvirtx.DomainDeviceModifyFlags) error {
 	n := h.calls.Add(1)
 	if h.busy < 0 || n <= h.busy {
-		return libvirtx.Error{Code: libvirtx.ERR_INTERNAL_ERROR, Domain: libvirtx.FROM_QEMU,
+		return libvirt.Error{Code: libvirt.ERR_INTERNAL_ERROR, Domain: libvirt.FROM_QEMU,
 			Message: "internal error: unable to execute QEMU command 'blockdev-remove-medium': Tray of device 'ua-vmpayload' is not open"}
 	}
 	return nil
@@ -143,7 +144,7 @@ func (h *staleHost) UpdateDevice(ctx context.Context, uuid, x string, flags libv
 	}
 	if h.stale.Load() || h.refused.Add(-1) >= 0 {
 		h.stale.Store(true)
-		return libvirtx.Error{Code: libvirtx.ERR_INTERNAL_ERROR, Domain: libvirtx.FROM_QEMU,
+		return libvirt.Error{Code: libvirt.ERR_INTERNAL_ERROR, Domain: libvirt.FROM_QEMU,
 			Message: "internal error: unable to execute QEMU command 'blockdev-remove-medium': Tray of device 'ua-vmpayload' is not open"}
 	}
 	return nil

@@ -86,6 +86,9 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, libvirtx.ErrNotInstalled) {
+			return err // waiting will not install it
+		}
 		log.Warn("connecting to libvirt; retrying", "uri", cfg.LibvirtURI, "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():

@@ -28,8 +28,8 @@ if [ "${VMPAYLOAD_SANDBOX:-}" != "1" ]; then
 	work=$(mktemp -d /var/tmp/vmpx-int-sandbox.XXXXXX)
 	trap '[ -n "${SANDBOX_KEEP:-}" ] || rm -rf "$work"' EXIT
 	# Build outside the namespace (it has no network for the module proxy).
-	go test -c -o "$work/agent.test" ./agent
-	go build -o "$work/vmpayload" ./cmd/vmpayload
+	go test -tags libvirt_dlopen -c -o "$work/agent.test" ./agent
+	go build -tags libvirt_dlopen -o "$work/vmpayload" ./cmd/vmpayload
 	VMPAYLOAD_SANDBOX=1 SANDBOX_WORK=$work unshare --mount --net --pid --fork --mount-proc --propagation private "$0" "$@"
 	exit $?
 fi

@@ -153,7 +153,7 @@ func startAgent() (*agentProc, error) {
 	}
 	a := &agentProc{dir: dir, spool: filepath.Join(dir, "spool"), payload: filepath.Join(dir, "payload"), logPath: filepath.Join(dir, "agent.log")}
 	bin := filepath.Join(dir, "vmpayload")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vmpayload/vmpayload/cmd/vmpayload").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", bin, "github.com/vmpayload/vmpayload/cmd/vmpayload").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("agent: go build: %w\n%s", err, out)
 	}
 	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

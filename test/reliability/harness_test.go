@@ -50,7 +50,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	cmd := exec.Command(gobin, "build", "-o", binPath, "github.com/vmpayload/vmpayload/cmd/vmpayload")
+	cmd := exec.Command(gobin, "build", "-tags", "libvirt_dlopen", "-o", binPath, "github.com/vmpayload/vmpayload/cmd/vmpayload")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("building vmpayload: %w", err)

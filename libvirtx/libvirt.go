@@ -1,0 +1,38 @@
+package libvirtx
+
+import "libvirt.org/go/libvirt"
+
+// DomainDeviceModifyFlags say which definition a device change made through
+// Host.UpdateDevice, AttachDevice or DetachDevice applies to. It is
+// libvirt.DomainDeviceModifyFlags, re-exported because it is part of the Host
+// interface: callers of Host need not import libvirt for it.
+type DomainDeviceModifyFlags = libvirt.DomainDeviceModifyFlags
+
+// Device change flags, libvirt's values (virDomainDeviceModifyFlags).
+const (
+	// DOMAIN_DEVICE_MODIFY_CURRENT changes the live definition of a running
+	// domain and the persistent one of a stopped domain.
+	DOMAIN_DEVICE_MODIFY_CURRENT = libvirt.DOMAIN_DEVICE_MODIFY_CURRENT
+	// DOMAIN_DEVICE_MODIFY_LIVE changes the running domain.
+	DOMAIN_DEVICE_MODIFY_LIVE = libvirt.DOMAIN_DEVICE_MODIFY_LIVE
+	// DOMAIN_DEVICE_MODIFY_CONFIG changes the persistent definition.
+	DOMAIN_DEVICE_MODIFY_CONFIG = libvirt.DOMAIN_DEVICE_MODIFY_CONFIG
+	// DOMAIN_DEVICE_MODIFY_FORCE forces a media change (e.g. ejecting a
+	// locked CD-ROM).
+	DOMAIN_DEVICE_MODIFY_FORCE = libvirt.DOMAIN_DEVICE_MODIFY_FORCE
+)
+
+// closeReasonName names why libvirt closed a connection, for logs.
+func closeReasonName(r libvirt.ConnectCloseReason) string {
+	switch r {
+	case libvirt.CONNECT_CLOSE_REASON_ERROR:
+		return "error"
+	case libvirt.CONNECT_CLOSE_REASON_EOF:
+		return "eof"
+	case libvirt.CONNECT_CLOSE_REASON_KEEPALIVE:
+		return "keepalive"
+	case libvirt.CONNECT_CLOSE_REASON_CLIENT:
+		return "client"
+	}
+	return "unknown"
+}
