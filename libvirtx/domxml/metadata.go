@@ -1,0 +1,136 @@
+package domxml
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/beevik/etree"
+)
+
+// SetMetadata puts elementXML (one element in namespace namespaceURI, e.g. a
+// vmpayload recipe) into the domain's <metadata>, replacing every element
+// of that namespace already there and creating <metadata> when the domain
+// has none. libvirt keeps one element per namespace. Everything else in the
+// document is left as it was.
+func SetMetadata(domainXML, namespaceURI, elementXML string) (string, error) {
+	doc, root, err := parse(domainXML)
+	if err != nil {
+		return "", err
+	}
+	edoc := etree.NewDocument()
+	if err := edoc.ReadFromString(elementXML); err != nil {
+		return "", fmt.Errorf("setting domain metadata: parsing the element: %w", err)
+	}
+	el := edoc.Root()
+	if el == nil || el.NamespaceURI() != namespaceURI {
+		return "", fmt.Errorf("setting domain metadata: the element is not in namespace %q", namespaceURI)
+	}
+	md := root.SelectElement("metadata")
+	if md == nil {
+		md = etree.NewElement("metadata")
+		insertMetadata(root, md)
+	}
+	removeNamespace(md, namespaceURI)
+	indentChild(md, el)
+	return serialize(doc)
+}
+
+// RemoveMetadata removes the elements in namespace namespaceURI from the
+// domain's <metadata> (and <metadata> itself when nothing else is left in
+// it). It reports whether anything was removed; when nothing was, the
+// document is returned unchanged.
+func RemoveMetadata(domainXML, namespaceURI string) (string, bool, error) {
+	doc, root, err := parse(domainXML)
+	if err != nil {
+		return "", false, err
+	}
+	md := root.SelectElement("metadata")
+	if md == nil || !removeNamespace(md, namespaceURI) {
+		return domainXML, false, nil
+	}
+	if len(md.ChildElements()) == 0 {
+		removeWithIndent(root, md)
+	}
+	x, err := serialize(doc)
+	return x, true, err
+}
+
+// removeNamespace drops md's child elements in namespace uri (with the
+// whitespace before each) and reports whether there were any.
+func removeNamespace(md *etree.Element, uri string) bool {
+	found := false
+	for _, c := range md.ChildElements() {
+		if c.NamespaceURI() == uri {
+			removeWithIndent(md, c)
+			found = true
+		}
+	}
+	return found
+}
+
+// removeWithIndent removes child from parent together with the indentation
+// text right before it.
+func removeWithIndent(parent, child *etree.Element) {
+	i := child.Index()
+	if i > 0 {
+		if cd, ok := parent.Child[i-1].(*etree.CharData); ok && strings.TrimSpace(cd.Data) == "" {
+			parent.RemoveChildAt(i - 1)
+		}
+	}
+	parent.RemoveChild(child)
+}
+
+// insertMetadata puts a new <metadata> where libvirt writes it: after
+// <uuid> (or <title>/<description> when present), else first.
+func insertMetadata(root, md *etree.Element) {
+	at := -1
+	for _, tag := range []string{"uuid", "title", "description"} {
+		if e := root.SelectElement(tag); e != nil && e.Index() > at {
+			at = e.Index()
+		}
+	}
+	ws := leadingSpace(root)
+	md.SetText(ws)
+	root.InsertChildAt(at+1, md)
+	root.InsertChildAt(at+1, etree.NewText(ws))
+}
+
+// indentChild appends el as the last child element of parent, indented one
+// level deeper than parent.
+func indentChild(parent, el *etree.Element) {
+	inner := leadingSpace(parent.Parent()) + "  "
+	if len(parent.ChildElements()) > 0 {
+		inner = leadingSpace(parent)
+	}
+	tail := leadingSpace(parent.Parent())
+	// Drop trailing whitespace, then add "\n<inner>" + el + "\n<tail>".
+	for n := len(parent.Child); n > 0; n = len(parent.Child) {
+		cd, ok := parent.Child[n-1].(*etree.CharData)
+		if !ok || strings.TrimSpace(cd.Data) != "" {
+			break
+		}
+		parent.RemoveChildAt(n - 1)
+	}
+	parent.AddChild(etree.NewText(inner))
+	parent.AddChild(el)
+	parent.AddChild(etree.NewText(tail))
+}
+
+// leadingSpace returns the whitespace text before e's first child element
+// ("\n  " in an indented document), or "\n" when there is none.
+func leadingSpace(e *etree.Element) string {
+	if e == nil {
+		return "\n"
+	}
+	for _, t := range e.Child {
+		switch v := t.(type) {
+		case *etree.CharData:
+			if strings.TrimSpace(v.Data) == "" && strings.Contains(v.Data, "\n") {
+				return v.Data
+			}
+		case *etree.Element:
+			return "\n"
+		}
+	}
+	return "\n"
+}
