@@ -45,14 +45,17 @@
 //     DefineXML, Start.
 //   - Running domain that has the payload drive (domxml.FindPayload): render
 //     domxml.PayloadDeviceXML(newPath, found.Device) and UpdateDevice with
-//     DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG (media change;
-//     works on IDE, SATA and SCSI drives present when the domain started).
-//     While the guest uses the drive (e.g. SeaBIOS probing IDE drives in the
-//     first seconds after start) it fails transiently with "Tray ... is not
-//     open": IsTrayBusy recognises that; retry a bounded number of times.
-//     A drive hot-plugged during the current run cannot change media in
-//     libvirt 9.0 ("Tray ... is not open", even with FORCE): DetachDevice and
-//     AttachDevice it instead.
+//     DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG|
+//     DOMAIN_DEVICE_MODIFY_FORCE (media change; works on IDE, SATA and SCSI
+//     drives present when the domain started). While the guest's firmware or
+//     kernel resets the drive (the first seconds after a start or reset) the
+//     change can fail with "Tray ... is not open" (IsTrayBusy) and leave
+//     libvirt's tray record stale: LiveXML then shows tray='open' on a drive
+//     whose QEMU tray is shut, and only a Reset (or a restart of the domain)
+//     makes libvirt re-read it. A drive hot-plugged during the current run
+//     cannot change media in libvirt 9.0 at all (libvirt never learns it has
+//     a tray): DetachDevice and AttachDevice it instead. docs/media-change.md
+//     has the root cause with references to libvirt's and QEMU's sources.
 //   - Running domain without the drive: if domxml.ChooseDevice picks a bus
 //     that is Hotpluggable (SCSI, or virtio for a disk), AttachDevice with
 //     LIVE|CONFIG; otherwise only the definition can change (DefineXML),
