@@ -141,6 +141,19 @@ func sharedAgent(t *testing.T) *agentProc {
 }
 
 func startAgent() (*agentProc, error) {
+	a, err := newAgentDirs()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.launch(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// newAgentDirs makes a directory for an agent (spool, payload dir, socket,
+// log) under /var/tmp/vmpayload-e2e and builds the binary into it.
+func newAgentDirs() (*agentProc, error) {
 	if err := os.MkdirAll("/var/tmp/vmpayload-e2e", 0o755); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -152,25 +165,32 @@ func startAgent() (*agentProc, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &agentProc{dir: dir, spool: filepath.Join(dir, "spool"), payload: filepath.Join(dir, "payload"), logPath: filepath.Join(dir, "agent.log")}
-	bin := filepath.Join(dir, "vmpayload")
-	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", bin, "github.com/vmpayload/vmpayload/cmd/vmpayload").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", a.bin(), "github.com/vmpayload/vmpayload/cmd/vmpayload").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("agent: go build: %w\n%s", err, out)
 	}
+	return a, nil
+}
+
+func (a *agentProc) bin() string { return filepath.Join(a.dir, "vmpayload") }
+
+// launch starts the agent process on a's directories and waits until it
+// has created them.
+func (a *agentProc) launch() error {
 	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+		return fmt.Errorf("agent: %w", err)
 	}
 	defer logf.Close()
-	a.cmd = exec.Command(bin, "agent", "--config", "", "--libvirt-uri", guest.DefaultURI,
-		"--spool-dir", a.spool, "--payload-dir", a.payload, "--socket", filepath.Join(dir, "agent.sock"),
-		"--secrets-dir", filepath.Join(dir, "secrets"), "--rescan-interval", "1s", "--log-level", "debug",
+	a.cmd = exec.Command(a.bin(), "agent", "--config", "", "--libvirt-uri", guest.DefaultURI,
+		"--spool-dir", a.spool, "--payload-dir", a.payload, "--socket", filepath.Join(a.dir, "agent.sock"),
+		"--secrets-dir", filepath.Join(a.dir, "secrets"), "--rescan-interval", "1s", "--log-level", "debug",
 		"--cdrom-bus", "auto", "--default-format", "nocloud")
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	if err := a.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("agent: starting: %w", err)
+		return fmt.Errorf("agent: starting: %w", err)
 	}
 	a.exited = make(chan struct{})
-	go func() { _ = a.cmd.Wait(); close(a.exited) }()
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(a.cmd, a.exited)
 	// The agent creates its directories (payload 0711) once it runs.
 	for i := 0; ; i++ {
 		_, err1 := os.Stat(a.payload)
@@ -181,15 +201,29 @@ func startAgent() (*agentProc, error) {
 		select {
 		case <-a.exited:
 			b, _ := os.ReadFile(a.logPath)
-			return nil, fmt.Errorf("agent exited at start-up:\n%s", tail(string(b), 40))
+			return fmt.Errorf("agent exited at start-up:\n%s", tail(string(b), 40))
 		case <-time.After(100 * time.Millisecond):
 		}
 		if i > 600 {
-			return nil, errors.New("agent: payload directory never appeared")
+			return errors.New("agent: payload directory never appeared")
 		}
 	}
-	slog.Info("agent started", "dir", dir, "pid", a.cmd.Process.Pid)
-	return a, nil
+	slog.Info("agent started", "dir", a.dir, "pid", a.cmd.Process.Pid)
+	return nil
+}
+
+// stop stops the agent process (SIGTERM, then SIGKILL after 60 s).
+func (a *agentProc) stop() {
+	if a == nil || a.cmd == nil {
+		return
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(60 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.exited
+	}
 }
 
 // stopAgent stops the shared agent (SIGTERM) and removes its directory
@@ -198,13 +232,7 @@ func stopAgent() {
 	if theAgent == nil || theAgent.cmd == nil {
 		return
 	}
-	_ = theAgent.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-theAgent.exited:
-	case <-time.After(60 * time.Second):
-		_ = theAgent.cmd.Process.Kill()
-		<-theAgent.exited
-	}
+	theAgent.stop()
 	if os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
 		_ = os.RemoveAll(theAgent.dir)
 	}
