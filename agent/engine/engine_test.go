@@ -67,18 +67,7 @@ func TestMediaChangeTrayLocked(t *testing.T) {
 			th := &trayHost{Host: h, busy: c.busy}
 			e := &Engine{Host: th, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1,
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
-			run := func(host string) result.Result {
-				t.Helper()
-				j, err := job.Decode([]byte(fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q}`, name, host)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, err := e.Run(ctx, j, result.Result{ID: host})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return r
-			}
+			run := func(host string) result.Result { return runJob(t, e, name, host, "") }
 			first := run("first")
 			if first.State != result.StateDone || th.calls.Load() != 0 {
 				t.Fatalf("start job: state %s, %d media changes; %+v", first.State, th.calls.Load(), first.Error)
@@ -196,18 +185,7 @@ func TestMediaChangeStaleTray(t *testing.T) {
 			starts := &Starts{}
 			e := &Engine{Host: sh, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Starts: starts,
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 3 * time.Second}
-			run := func(host string) result.Result {
-				t.Helper()
-				j, err := job.Decode([]byte(fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q}`, name, host)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, err := e.Run(ctx, j, result.Result{ID: host})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return r
-			}
+			run := func(host string) result.Result { return runJob(t, e, name, host, "") }
 			first := run("first")
 			if first.State != result.StateDone {
 				t.Fatalf("start job: %+v", first.Error)
@@ -230,4 +208,23 @@ func TestMediaChangeStaleTray(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runJob runs a job giving domain name a payload with hostname host (and
+// action, when not "") through e, and returns its result.
+func runJob(t *testing.T, e *Engine, name, host, action string) result.Result {
+	t.Helper()
+	doc := fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q}`, name, host)
+	if action != "" {
+		doc = fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q,"action":%q}`, name, host, action)
+	}
+	j, err := job.Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Run(context.Background(), j, result.Result{ID: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 // recoveries counts the engine's media-change recoveries.
@@ -85,18 +84,7 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 			})
 			obs := &recoveries{}
 			e := &Engine{Host: h, PayloadDir: dir, ImageMode: 0o644, ImageGID: -1, Log: quiet, Observer: obs, Starts: &Starts{}}
-			run := func(host, action string) result.Result {
-				t.Helper()
-				j, err := job.Decode(fmt.Appendf(nil, `{"version":1,"domain":%q,"hostname":%q,"action":%q}`, name, host, action))
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, err := e.Run(ctx, j, result.Result{ID: host})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return r
-			}
+			run := func(host, action string) result.Result { return runJob(t, e, name, host, action) }
 			if r := run("boot", "start"); r.State != result.StateDone || r.Device == nil || r.Device.Bus != c.bus {
 				t.Fatalf("start job: %+v device %+v error %+v", r.State, r.Device, r.Error)
 			}

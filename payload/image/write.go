@@ -40,7 +40,7 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	// (`-o /dev/null` once replaced the host's /dev/null with an image), a
 	// directory entry of another kind, or a symlink.
 	if fi, err := os.Lstat(out); err == nil && !fi.Mode().IsRegular() {
-		return Info{}, fmt.Errorf("%w: output %q exists and is not a regular file (%s); refusing to replace it", ErrInvalidSpec, out, fileKind(fi.Mode()))
+		return Info{}, fmt.Errorf("%w: output %q exists and is not a regular file (%s); refusing to replace it", ErrInvalidSpec, out, FileKind(fi.Mode()))
 	}
 	mode := opt.Mode.Perm()
 	if opt.Mode == 0 {
@@ -192,8 +192,9 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// fileKind names the type of a non-regular file for error messages.
-func fileKind(m os.FileMode) string {
+// FileKind names the type of a non-regular file for error messages
+// ("symbolic link", "directory", "character device", …).
+func FileKind(m os.FileMode) string {
 	switch {
 	case m&os.ModeSymlink != 0:
 		return "symbolic link"

@@ -135,7 +135,7 @@ func hasSHA256(p string, size int64, sum string) (bool, error) {
 		return false, fmt.Errorf("rebuilding the payload image %s: %w", p, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return false, fmt.Errorf("rebuilding the payload image %s: %w: it is a %s, not a regular file", p, ErrRefused, kind(fi.Mode()))
+		return false, fmt.Errorf("rebuilding the payload image %s: %w: it is a %s, not a regular file", p, ErrRefused, image.FileKind(fi.Mode()))
 	}
 	if fi.Size() != size {
 		return false, nil
@@ -173,20 +173,4 @@ func oneLine(err error) string {
 		return strings.Join(parts, "; ")
 	}
 	return strings.Join(strings.Fields(err.Error()), " ")
-}
-
-func kind(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "symbolic link"
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeDevice != 0:
-		return "device"
-	case m&os.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file"
 }
