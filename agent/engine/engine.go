@@ -22,6 +22,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 	"libvirt.org/go/libvirt"
 )
 
@@ -215,8 +216,9 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		return e.detach(ctx, dom, r)
 	}
 
-	// The payload image.
-	var imgPath string
+	// The payload image, and its recipe (none for a prebuilt image: any old
+	// recipe is removed, the drive no longer holds an image vmpayload built).
+	var imgPath, recipeEl string
 	t0 := time.Now()
 	if j.PrebuiltImage != "" {
 		p, err := checkPrebuilt(j.PrebuiltImage)
@@ -234,10 +236,17 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		r.Payload = &result.Payload{Path: res.Path, Format: res.Format, Media: res.Media, Label: res.Label,
 			Size: res.Size, SHA256: res.SHA256, InstanceID: res.InstanceID, Reused: reused}
 		e.obs().BuildDone(time.Since(t0))
+		rc, err := recipe.New(rendered, res)
+		if err == nil {
+			recipeEl, err = rc.Element()
+		}
+		if err != nil {
+			return fmt.Errorf("recording how the payload image of %s was built: %w", dom.Name, err)
+		}
 	}
 
 	t1 := time.Now()
-	old, dev, err := e.attach(ctx, dom, imgPath, j.Action == job.ActionStart, r)
+	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, r)
 	if err != nil {
 		if r.Payload != nil && !r.Payload.Reused && !r.Payload.Prebuilt && !libvirtx.IsDisconnected(err) {
 			e.dropUnattached(ctx, dom.UUID, imgPath)
@@ -309,9 +318,11 @@ func (e *Engine) domOpts() []domxml.Option {
 	return nil
 }
 
-// attach puts imgPath into the domain's payload drive and starts the domain
-// when start is set. It returns the image the drive held before.
-func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath string, start bool, r *result.Result) (string, domxml.Device, error) {
+// attach puts imgPath into the domain's payload drive, records recipeEl (the
+// image's recipe element; "" removes any recipe) in the persistent
+// definition, and starts the domain when start is set. It returns the image
+// the drive held before.
+func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, recipeEl string, start bool, r *result.Result) (string, domxml.Device, error) {
 	cur, found, err := domxml.FindPayload(dom.InactiveXML)
 	if err != nil {
 		return "", domxml.Device{}, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
@@ -334,6 +345,9 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
+		if xml, err = withRecipe(xml, recipeEl); err != nil {
+			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+		}
 		if xml != dom.InactiveXML {
 			if _, err := e.Host.DefineXML(ctx, xml); err != nil {
 				return "", dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
@@ -351,8 +365,9 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 	}
 	r.DomainState = "running"
 	if found && cur.Path == imgPath {
-		// Same content already in the drive (a re-submitted job): nothing to change.
-		return old, cur.Device, nil
+		// Same content already in the drive (a re-submitted job): nothing
+		// to change but a recipe an older version did not write.
+		return old, cur.Device, e.recordRecipe(ctx, dom, recipeEl)
 	}
 	if found && (cur.Kind != domxml.KindCDROM || kind != domxml.KindCDROM) {
 		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a %s while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs); only a CD-ROM's medium can change while the domain runs: stop the domain, or use media iso", dom.Name, cur.Target, cur.Kind, kind)
@@ -366,7 +381,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		if err := e.changeMedia(ctx, dom, cur, x); err != nil {
 			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
 		}
-		return old, dev, nil
+		return old, dev, e.recordRecipe(ctx, dom, recipeEl)
 	}
 	var dev domxml.Device
 	if kind == domxml.KindDisk {
@@ -387,7 +402,45 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 	if err := e.Host.AttachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
 		return "", dev, fmt.Errorf("hot-plugging the payload drive into running domain %s: %w", dom.Name, err)
 	}
-	return "", dev, nil
+	return "", dev, e.recordRecipe(ctx, dom, recipeEl)
+}
+
+// withRecipe returns domainXML with recipeEl as its only vmpayload recipe,
+// or with no recipe when recipeEl is "". A recipe equal to the one already
+// there leaves the document unchanged (libvirt may have re-serialised it).
+func withRecipe(domainXML, recipeEl string) (string, error) {
+	if recipeEl == "" {
+		x, _, err := domxml.RemoveMetadata(domainXML, recipe.Namespace)
+		return x, err
+	}
+	if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
+		if el, err := cur.Element(); err == nil && el == recipeEl {
+			return domainXML, nil
+		}
+	}
+	return domxml.SetMetadata(domainXML, recipe.Namespace, recipeEl)
+}
+
+// recordRecipe writes recipeEl into the persistent definition of a running
+// domain after its drive changed (or removes the recipe when recipeEl is
+// ""): it reads the persistent XML again (the live change updated it), sets
+// the element and redefines the domain, which libvirt allows while it runs.
+func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string) error {
+	cur, err := e.Host.Domain(ctx, dom.UUID)
+	if err != nil {
+		return fmt.Errorf("reading the definition of %s to record the payload recipe: %w", dom.Name, err)
+	}
+	x, err := withRecipe(cur.InactiveXML, recipeEl)
+	if err != nil {
+		return fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+	}
+	if x == cur.InactiveXML {
+		return nil
+	}
+	if _, err := e.Host.DefineXML(ctx, x); err != nil {
+		return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
+	}
+	return nil
 }
 
 // changeMedia swaps the medium of the running domain's payload drive.
@@ -529,7 +582,16 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		r.DomainState = "running"
 	}
 	if !found {
-		return nil // nothing to detach: the outcome the job asks for
+		// Nothing to detach (the outcome the job asks for); a recipe left
+		// without its drive goes too.
+		xml, removed, err := domxml.RemoveMetadata(dom.InactiveXML, recipe.Namespace)
+		if err != nil || !removed {
+			return err
+		}
+		if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
+		}
+		return nil
 	}
 	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
 	if dom.Active && cur.Kind != domxml.KindCDROM {
@@ -558,6 +620,9 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	xml, _, err := domxml.RemovePayloadCDROM(dom.InactiveXML)
 	if err != nil {
 		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
+	}
+	if xml, _, err = domxml.RemoveMetadata(xml, recipe.Namespace); err != nil {
+		return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
 	}
 	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
