@@ -185,6 +185,13 @@ func (a *Agent) Spool() *spool.Spool { return a.spool }
 // taking jobs, lets running jobs finish and returns. Claimed jobs that did
 // not start stay in processing/ and run at the next start.
 func (a *Agent) Run(ctx context.Context, ready func()) error {
+	// Images of domains with a recipe first (a host reboot emptied the
+	// payload directory), so that orphan collection sees them in place.
+	if st, err := a.eng.Load().RebuildImages(ctx); err != nil {
+		a.log.Warn("rebuilding payload images failed", "err", err)
+	} else if st != (engine.RebuildStats{}) {
+		a.log.Info("payload images checked against their recipes", "rebuilt", st.Rebuilt, "intact", st.Intact, "failed", st.Failed)
+	}
 	if n, err := a.eng.Load().CollectOrphans(ctx); err != nil {
 		a.log.Warn("orphan collection failed", "err", err)
 	} else if n > 0 {

@@ -585,8 +585,11 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		// Nothing to detach (the outcome the job asks for); a recipe left
 		// without its drive goes too.
 		xml, removed, err := domxml.RemoveMetadata(dom.InactiveXML, recipe.Namespace)
-		if err != nil || !removed {
-			return err
+		if err != nil {
+			return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
+		}
+		if !removed {
+			return nil
 		}
 		if _, err := e.Host.DefineXML(ctx, xml); err != nil {
 			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
@@ -699,7 +702,8 @@ func (e *Engine) RemoveDomainImages(uuid string) {
 }
 
 // CollectOrphans removes images in the payload directory that no defined
-// domain references, and leftover temp files. Run it before jobs start.
+// domain references (neither a drive nor a recipe names them), and leftover
+// temp files. Run it before jobs start, after RebuildImages.
 func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 	doms, err := e.Host.ListDomains(ctx)
 	if err != nil {
@@ -713,6 +717,11 @@ func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 		}
 		for _, f := range files {
 			used[filepath.Clean(f)] = true
+		}
+		// The image a recipe names is kept even when no drive references
+		// it (yet): the recipe is how it is rebuilt after a reboot.
+		if rc, ok, err := recipe.FromDomainXML(d.InactiveXML); err == nil && ok {
+			used[filepath.Clean(rc.Path)] = true
 		}
 	}
 	ents, err := os.ReadDir(e.PayloadDir)
@@ -729,4 +738,58 @@ func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// RebuildStats counts the outcomes of RebuildImages.
+type RebuildStats struct {
+	Rebuilt, Intact, Failed int
+}
+
+// RebuildImages makes sure the image of every defined domain whose
+// persistent definition carries a recipe is in place (recipe.Rebuild with
+// the engine's payload directory, secrets directory, image mode and group):
+// after a host reboot emptied the payload directory it builds them again,
+// byte-identical. Each outcome is logged; a recipe that cannot be read or
+// rebuilt is logged with its one-line reason (never a secret: recipes hold
+// none, and Rebuild's errors name secrets only by name) and counted in
+// Failed, and the others go on. Only listing the domains can fail as a
+// whole. Run it at start-up, before CollectOrphans and before jobs start.
+func (e *Engine) RebuildImages(ctx context.Context) (RebuildStats, error) {
+	var st RebuildStats
+	doms, err := e.Host.ListDomains(ctx)
+	if err != nil {
+		return st, fmt.Errorf("listing domains to rebuild payload images: %w", err)
+	}
+	opt := recipe.RebuildOptions{PayloadDir: e.PayloadDir, SecretsDir: e.SecretsDir, Mode: e.ImageMode, GID: e.ImageGID}
+	for _, d := range doms {
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		rc, ok, err := recipe.FromDomainXML(d.InactiveXML)
+		if !ok && err == nil {
+			continue
+		}
+		if err != nil {
+			st.Failed++
+			e.log().Error("payload recipe of domain unreadable; image not rebuilt", "domain", d.Name, "uuid", d.UUID, "err", err)
+			continue
+		}
+		t0 := time.Now()
+		out, err := recipe.Rebuild(ctx, rc, opt)
+		if err != nil {
+			st.Failed++
+			e.log().Error("rebuilding payload image failed", "domain", d.Name, "uuid", d.UUID, "path", rc.Path, "err", err)
+			continue
+		}
+		switch out {
+		case recipe.OutcomeRebuilt:
+			st.Rebuilt++
+			e.log().Info("payload image rebuilt from its recipe", "domain", d.Name, "uuid", d.UUID, "path", rc.Path,
+				"sha256", rc.SHA256, "duration", time.Since(t0).Round(time.Microsecond))
+		default:
+			st.Intact++
+			e.log().Debug("payload image intact", "domain", d.Name, "uuid", d.UUID, "path", rc.Path)
+		}
+	}
+	return st, nil
 }
