@@ -2,7 +2,8 @@
 // directory and the unix socket API, runs them on a worker pool (jobs for the
 // same domain one after another, different domains in parallel), writes each
 // outcome exactly once, follows domain lifecycle events to remove payloads of
-// domains that are gone, and collects orphaned images at start-up.
+// domains that are gone, and at start-up rebuilds the images that domain
+// recipes describe (docs/durability.md) and collects orphaned images.
 package agent
 
 import (

@@ -1,7 +1,8 @@
 // Package engine runs one job against libvirt: it renders and writes the
 // payload image, puts the payload CD-ROM into the domain (inactive XML for a
 // stopped domain, a media change or SCSI hot-plug for a running one), starts
-// the domain when asked, and removes images that are no longer referenced.
+// the domain when asked, records the image's recipe in the domain's
+// persistent definition, and removes images that are no longer referenced.
 package engine
 
 import (
