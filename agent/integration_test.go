@@ -878,6 +878,19 @@ func TestAgentLibvirtd(t *testing.T) {
 			t.Fatalf("domstate %s = %q", name, s)
 		}
 		checkDrive(t, name, false, "ide", r.Payload.Path)
+
+		// A media change on the running domain records the new recipe in
+		// the persistent definition; detach removes it.
+		r2 := b.run("recipe-change-"+randHex(t, 3), job(name, "recipe-host-2", "attach"))
+		mustDone(t, r2)
+		rc2, ok, err := recipe.FromDomainXML(virsh(t, "dumpxml", "--inactive", name))
+		if err != nil || !ok || rc2.Path != r2.Payload.Path || rc2.SHA256 != r2.Payload.SHA256 {
+			t.Fatalf("recipe after the running media change: %+v %v %v; result %+v", rc2, ok, err, r2.Payload)
+		}
+		mustDone(t, b.run("recipe-detach-"+randHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"}))
+		if x := virsh(t, "dumpxml", "--inactive", name); strings.Contains(x, recipe.Namespace) {
+			t.Fatalf("recipe left after detach:\n%s", x)
+		}
 	})
 }
 
