@@ -2,7 +2,8 @@
 // directory and the unix socket API, runs them on a worker pool (jobs for the
 // same domain one after another, different domains in parallel), writes each
 // outcome exactly once, follows domain lifecycle events to remove payloads of
-// domains that are gone, and collects orphaned images at start-up.
+// domains that are gone, and at start-up rebuilds the images that domain
+// recipes describe (docs/durability.md) and collects orphaned images.
 package agent
 
 import (
@@ -185,6 +186,13 @@ func (a *Agent) Spool() *spool.Spool { return a.spool }
 // taking jobs, lets running jobs finish and returns. Claimed jobs that did
 // not start stay in processing/ and run at the next start.
 func (a *Agent) Run(ctx context.Context, ready func()) error {
+	// Images of domains with a recipe first (a host reboot emptied the
+	// payload directory), so that orphan collection sees them in place.
+	if st, err := a.eng.Load().RebuildImages(ctx); err != nil {
+		a.log.Warn("rebuilding payload images failed", "err", err)
+	} else if st != (engine.RebuildStats{}) {
+		a.log.Info("payload images checked against their recipes", "rebuilt", st.Rebuilt, "intact", st.Intact, "failed", st.Failed)
+	}
 	if n, err := a.eng.Load().CollectOrphans(ctx); err != nil {
 		a.log.Warn("orphan collection failed", "err", err)
 	} else if n > 0 {

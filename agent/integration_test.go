@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 const systemURI = "qemu:///system"
@@ -819,6 +821,76 @@ func TestAgentLibvirtd(t *testing.T) {
 		}
 		virsh(t, "undefine", name)
 		waitFor(t, "the agent to remove "+r.Payload.Path, func() bool { return !exists(r.Payload.Path) })
+	})
+
+	// A host reboot, as far as vmpayload can tell: the agent is down, the
+	// domain stopped, the payload directory (a tmpfs) empty. The agent's
+	// start-up rebuilds the image from the recipe in the domain's
+	// persistent XML, byte-identical, and a plain virsh start boots with it.
+	t.Run("RecipeRebuildAfterReboot", func(t *testing.T) {
+		const password = "Plaintext-Reboot-Pw-7"
+		b := newAgent(t, systemURI)
+		b.start()
+		name := domainName(t, "recipe")
+		defineDomain(t, b.dir, name, "pc", "")
+		j := job(name, "recipe-host", "start")
+		j["users"] = []map[string]any{{"name": "ops", "password": password}}
+		r := b.run("recipe-start-"+randHex(t, 3), j)
+		mustDone(t, r)
+		inactive := virsh(t, "dumpxml", "--inactive", name)
+		rc, ok, err := recipe.FromDomainXML(inactive)
+		if err != nil || !ok {
+			t.Fatalf("recipe in the persistent XML: %v %v\n%s", ok, err, inactive)
+		}
+		if rc.Path != r.Payload.Path || rc.SHA256 != r.Payload.SHA256 || rc.InstanceID != r.Payload.InstanceID {
+			t.Fatalf("recipe %s sha256 %s instance-id %s; result %+v", rc.Path, rc.SHA256, rc.InstanceID, r.Payload)
+		}
+		for _, x := range []string{inactive, virsh(t, "dumpxml", name)} {
+			if strings.Contains(x, password) {
+				t.Fatalf("the plaintext password is in the domain XML:\n%s", x)
+			}
+		}
+
+		b.stop()
+		virsh(t, "destroy", name)
+		ents, err := os.ReadDir(b.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if err := os.RemoveAll(filepath.Join(b.payload, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.start()
+		waitFor(t, "the agent to rebuild "+r.Payload.Path, func() bool { return exists(r.Payload.Path) })
+		data, err := os.ReadFile(r.Payload.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r.Payload.SHA256 {
+			t.Fatalf("rebuilt image sha256 %x, want %s", sum, r.Payload.SHA256)
+		}
+		checkImage(t, r.Payload.Path, "recipe-host")
+
+		virsh(t, "start", name)
+		if s := domstate(t, name); s != "running" {
+			t.Fatalf("domstate %s = %q", name, s)
+		}
+		checkDrive(t, name, false, "ide", r.Payload.Path)
+
+		// A media change on the running domain records the new recipe in
+		// the persistent definition; detach removes it.
+		r2 := b.run("recipe-change-"+randHex(t, 3), job(name, "recipe-host-2", "attach"))
+		mustDone(t, r2)
+		rc2, ok, err := recipe.FromDomainXML(virsh(t, "dumpxml", "--inactive", name))
+		if err != nil || !ok || rc2.Path != r2.Payload.Path || rc2.SHA256 != r2.Payload.SHA256 {
+			t.Fatalf("recipe after the running media change: %+v %v %v; result %+v", rc2, ok, err, r2.Payload)
+		}
+		mustDone(t, b.run("recipe-detach-"+randHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"}))
+		if x := virsh(t, "dumpxml", "--inactive", name); strings.Contains(x, recipe.Namespace) {
+			t.Fatalf("recipe left after detach:\n%s", x)
+		}
 	})
 }
 

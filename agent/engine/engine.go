@@ -1,7 +1,8 @@
 // Package engine runs one job against libvirt: it renders and writes the
 // payload image, puts the payload CD-ROM into the domain (inactive XML for a
 // stopped domain, a media change or SCSI hot-plug for a running one), starts
-// the domain when asked, and removes images that are no longer referenced.
+// the domain when asked, records the image's recipe in the domain's
+// persistent definition, and removes images that are no longer referenced.
 package engine
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 	"libvirt.org/go/libvirt"
 )
 
@@ -215,8 +217,9 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		return e.detach(ctx, dom, r)
 	}
 
-	// The payload image.
-	var imgPath string
+	// The payload image, and its recipe (none for a prebuilt image: any old
+	// recipe is removed, the drive no longer holds an image vmpayload built).
+	var imgPath, recipeEl string
 	t0 := time.Now()
 	if j.PrebuiltImage != "" {
 		p, err := checkPrebuilt(j.PrebuiltImage)
@@ -234,10 +237,17 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		r.Payload = &result.Payload{Path: res.Path, Format: res.Format, Media: res.Media, Label: res.Label,
 			Size: res.Size, SHA256: res.SHA256, InstanceID: res.InstanceID, Reused: reused}
 		e.obs().BuildDone(time.Since(t0))
+		rc, err := recipe.New(rendered, res)
+		if err == nil {
+			recipeEl, err = rc.Element()
+		}
+		if err != nil {
+			return fmt.Errorf("recording how the payload image of %s was built: %w", dom.Name, err)
+		}
 	}
 
 	t1 := time.Now()
-	old, dev, err := e.attach(ctx, dom, imgPath, j.Action == job.ActionStart, r)
+	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, r)
 	if err != nil {
 		if r.Payload != nil && !r.Payload.Reused && !r.Payload.Prebuilt && !libvirtx.IsDisconnected(err) {
 			e.dropUnattached(ctx, dom.UUID, imgPath)
@@ -309,9 +319,11 @@ func (e *Engine) domOpts() []domxml.Option {
 	return nil
 }
 
-// attach puts imgPath into the domain's payload drive and starts the domain
-// when start is set. It returns the image the drive held before.
-func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath string, start bool, r *result.Result) (string, domxml.Device, error) {
+// attach puts imgPath into the domain's payload drive, records recipeEl (the
+// image's recipe element; "" removes any recipe) in the persistent
+// definition, and starts the domain when start is set. It returns the image
+// the drive held before.
+func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, recipeEl string, start bool, r *result.Result) (string, domxml.Device, error) {
 	cur, found, err := domxml.FindPayload(dom.InactiveXML)
 	if err != nil {
 		return "", domxml.Device{}, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
@@ -334,6 +346,9 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
+		if xml, err = withRecipe(xml, recipeEl); err != nil {
+			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+		}
 		if xml != dom.InactiveXML {
 			if _, err := e.Host.DefineXML(ctx, xml); err != nil {
 				return "", dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
@@ -351,8 +366,9 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 	}
 	r.DomainState = "running"
 	if found && cur.Path == imgPath {
-		// Same content already in the drive (a re-submitted job): nothing to change.
-		return old, cur.Device, nil
+		// Same content already in the drive (a re-submitted job): nothing
+		// to change but a recipe an older version did not write.
+		return old, cur.Device, e.recordRecipe(ctx, dom, recipeEl)
 	}
 	if found && (cur.Kind != domxml.KindCDROM || kind != domxml.KindCDROM) {
 		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a %s while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs); only a CD-ROM's medium can change while the domain runs: stop the domain, or use media iso", dom.Name, cur.Target, cur.Kind, kind)
@@ -366,7 +382,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 		if err := e.changeMedia(ctx, dom, cur, x); err != nil {
 			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
 		}
-		return old, dev, nil
+		return old, dev, e.recordRecipe(ctx, dom, recipeEl)
 	}
 	var dev domxml.Device
 	if kind == domxml.KindDisk {
@@ -387,7 +403,45 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath st
 	if err := e.Host.AttachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
 		return "", dev, fmt.Errorf("hot-plugging the payload drive into running domain %s: %w", dom.Name, err)
 	}
-	return "", dev, nil
+	return "", dev, e.recordRecipe(ctx, dom, recipeEl)
+}
+
+// withRecipe returns domainXML with recipeEl as its only vmpayload recipe,
+// or with no recipe when recipeEl is "". A recipe equal to the one already
+// there leaves the document unchanged (libvirt may have re-serialised it).
+func withRecipe(domainXML, recipeEl string) (string, error) {
+	if recipeEl == "" {
+		x, _, err := domxml.RemoveMetadata(domainXML, recipe.Namespace)
+		return x, err
+	}
+	if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
+		if el, err := cur.Element(); err == nil && el == recipeEl {
+			return domainXML, nil
+		}
+	}
+	return domxml.SetMetadata(domainXML, recipe.Namespace, recipeEl)
+}
+
+// recordRecipe writes recipeEl into the persistent definition of a running
+// domain after its drive changed (or removes the recipe when recipeEl is
+// ""): it reads the persistent XML again (the live change updated it), sets
+// the element and redefines the domain, which libvirt allows while it runs.
+func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string) error {
+	cur, err := e.Host.Domain(ctx, dom.UUID)
+	if err != nil {
+		return fmt.Errorf("reading the definition of %s to record the payload recipe: %w", dom.Name, err)
+	}
+	x, err := withRecipe(cur.InactiveXML, recipeEl)
+	if err != nil {
+		return fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+	}
+	if x == cur.InactiveXML {
+		return nil
+	}
+	if _, err := e.Host.DefineXML(ctx, x); err != nil {
+		return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
+	}
+	return nil
 }
 
 // changeMedia swaps the medium of the running domain's payload drive.
@@ -529,7 +583,19 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		r.DomainState = "running"
 	}
 	if !found {
-		return nil // nothing to detach: the outcome the job asks for
+		// Nothing to detach (the outcome the job asks for); a recipe left
+		// without its drive goes too.
+		xml, removed, err := domxml.RemoveMetadata(dom.InactiveXML, recipe.Namespace)
+		if err != nil {
+			return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
+		}
+		if !removed {
+			return nil
+		}
+		if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
+		}
+		return nil
 	}
 	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
 	if dom.Active && cur.Kind != domxml.KindCDROM {
@@ -558,6 +624,9 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	xml, _, err := domxml.RemovePayloadCDROM(dom.InactiveXML)
 	if err != nil {
 		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
+	}
+	if xml, _, err = domxml.RemoveMetadata(xml, recipe.Namespace); err != nil {
+		return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
 	}
 	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
@@ -634,7 +703,8 @@ func (e *Engine) RemoveDomainImages(uuid string) {
 }
 
 // CollectOrphans removes images in the payload directory that no defined
-// domain references, and leftover temp files. Run it before jobs start.
+// domain references (neither a drive nor a recipe names them), and leftover
+// temp files. Run it before jobs start, after RebuildImages.
 func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 	doms, err := e.Host.ListDomains(ctx)
 	if err != nil {
@@ -648,6 +718,11 @@ func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 		}
 		for _, f := range files {
 			used[filepath.Clean(f)] = true
+		}
+		// The image a recipe names is kept even when no drive references
+		// it (yet): the recipe is how it is rebuilt after a reboot.
+		if rc, ok, err := recipe.FromDomainXML(d.InactiveXML); err == nil && ok {
+			used[filepath.Clean(rc.Path)] = true
 		}
 	}
 	ents, err := os.ReadDir(e.PayloadDir)
@@ -664,4 +739,58 @@ func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// RebuildStats counts the outcomes of RebuildImages.
+type RebuildStats struct {
+	Rebuilt, Intact, Failed int
+}
+
+// RebuildImages makes sure the image of every defined domain whose
+// persistent definition carries a recipe is in place (recipe.Rebuild with
+// the engine's payload directory, secrets directory, image mode and group):
+// after a host reboot emptied the payload directory it builds them again,
+// byte-identical. Each outcome is logged; a recipe that cannot be read or
+// rebuilt is logged with its one-line reason (never a secret: recipes hold
+// none, and Rebuild's errors name secrets only by name) and counted in
+// Failed, and the others go on. Only listing the domains can fail as a
+// whole. Run it at start-up, before CollectOrphans and before jobs start.
+func (e *Engine) RebuildImages(ctx context.Context) (RebuildStats, error) {
+	var st RebuildStats
+	doms, err := e.Host.ListDomains(ctx)
+	if err != nil {
+		return st, fmt.Errorf("listing domains to rebuild payload images: %w", err)
+	}
+	opt := recipe.RebuildOptions{PayloadDir: e.PayloadDir, SecretsDir: e.SecretsDir, Mode: e.ImageMode, GID: e.ImageGID}
+	for _, d := range doms {
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		rc, ok, err := recipe.FromDomainXML(d.InactiveXML)
+		if !ok && err == nil {
+			continue
+		}
+		if err != nil {
+			st.Failed++
+			e.log().Error("payload recipe of domain unreadable; image not rebuilt", "domain", d.Name, "uuid", d.UUID, "err", err)
+			continue
+		}
+		t0 := time.Now()
+		out, err := recipe.Rebuild(ctx, rc, opt)
+		if err != nil {
+			st.Failed++
+			e.log().Error("rebuilding payload image failed", "domain", d.Name, "uuid", d.UUID, "path", rc.Path, "err", err)
+			continue
+		}
+		switch out {
+		case recipe.OutcomeRebuilt:
+			st.Rebuilt++
+			e.log().Info("payload image rebuilt from its recipe", "domain", d.Name, "uuid", d.UUID, "path", rc.Path,
+				"sha256", rc.SHA256, "duration", time.Since(t0).Round(time.Microsecond))
+		default:
+			st.Intact++
+			e.log().Debug("payload image intact", "domain", d.Name, "uuid", d.UUID, "path", rc.Path)
+		}
+	}
+	return st, nil
 }
