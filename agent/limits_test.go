@@ -123,6 +123,13 @@ func waitDone(t *testing.T, c *http.Client, id string) result.Result {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if resp.StatusCode == http.StatusNotFound {
+			// A job dropped into the spool is known once the agent has
+			// claimed it (the rescan may not have run yet).
+			resp.Body.Close()
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		var r result.Result
 		err = json.NewDecoder(resp.Body).Decode(&r)
 		resp.Body.Close()

@@ -218,11 +218,18 @@ func runJob(t *testing.T, e *Engine, name, host, action string) result.Result {
 	if action != "" {
 		doc = fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q,"action":%q}`, name, host, action)
 	}
+	return runDoc(t, e, doc, host)
+}
+
+// runDoc runs the job document doc through e as job id and returns its
+// result.
+func runDoc(t *testing.T, e *Engine, doc, id string) result.Result {
+	t.Helper()
 	j, err := job.Decode([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := e.Run(context.Background(), j, result.Result{ID: host})
+	r, err := e.Run(context.Background(), j, result.Result{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,16 +68,10 @@ func defineTestDomain(t *testing.T, h libvirtx.Host, name string) string {
 	return d.InactiveXML
 }
 
-func runJob(t *testing.T, e *Engine, js string) result.Result {
+// runDone runs the job document js through e and requires it to succeed.
+func runDone(t *testing.T, e *Engine, js string) result.Result {
 	t.Helper()
-	j, err := job.Decode([]byte(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := e.Run(context.Background(), j, result.Result{ID: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runDoc(t, e, js, "t")
 	if r.State != result.StateDone {
 		t.Fatalf("job %s: %s %+v", js, r.State, r.Error)
 	}
@@ -135,7 +129,7 @@ func TestRecipeFollowsAttachAndDetach(t *testing.T) {
 	}
 	prev := orig
 	for _, s := range steps {
-		r := runJob(t, e, s.job)
+		r := runDone(t, e, s.job)
 		d, err := h.Domain(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -194,11 +188,11 @@ func TestRecipeOnRunningDomainMediaChange(t *testing.T) {
 	name := "vmpx-recipe-running"
 	defineTestDomain(t, h, name)
 	e := &Engine{Host: &trayHost{Host: h}, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	first := runJob(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"one"}`, name))
+	first := runDone(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"one"}`, name))
 	if first.DomainState != "running" {
 		t.Fatalf("domain state %q after a start job", first.DomainState)
 	}
-	second := runJob(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"two","users":[{"name":"u","password":%q}]}`, name, plaintext))
+	second := runDone(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"two","users":[{"name":"u","password":%q}]}`, name, plaintext))
 	d, err := h.Domain(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +250,7 @@ func TestRebuildImages(t *testing.T) {
 	for i, c := range cases {
 		name := fmt.Sprintf("vmpx-rebuild-%d", i)
 		defineTestDomain(t, h, name)
-		r := runJob(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach","hostname":"h%d","users":%s}`, name, i, c.users))
+		r := runDone(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach","hostname":"h%d","users":%s}`, name, i, c.users))
 		c.prepare(t, r.Payload.Path)
 		var mt time.Time
 		if st, err := os.Stat(r.Payload.Path); err == nil {
