@@ -32,13 +32,23 @@ sed "s|exec /usr/bin/vmpayload hook|exec /usr/bin/env VMPAYLOAD_CONFIG=$w/agent.
 	packaging/libvirt/qemu-hook.sh >"$w/hook"
 chmod 755 "$w/hook"
 echo "image: $(stat -c %s "$img") bytes; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
-hyperfine -N --warmup 5 "$@" --export-markdown "$w/report.md" \
+hyperfine -N --warmup 5 "$@" --export-json "$w/r1.json" \
 	-n 'floor: /bin/true' '/bin/true' \
+	-n 'script, no-op (stopped end, no shell around it, empty stdin)' "$w/hook bench stopped end -" \
 	-n 'binary, no-op (stopped end, direct)' "$bin hook --config $w/agent.yaml bench stopped end -" >/dev/null
-hyperfine --warmup 5 "$@" --export-markdown "$w/report2.md" \
-	-n 'script, no-op (stopped end)' "$w/hook bench stopped end - <$w/full.xml" \
+hyperfine --warmup 5 "$@" --export-json "$w/r2.json" \
+	-n 'script, no-op (stopped end, the domain XML on stdin)' "$w/hook bench stopped end - <$w/full.xml" \
 	-n 'script, prepare, no recipe' "$w/hook bench prepare begin - <$w/dom.xml" \
 	-n 'script, prepare, intact image' "$w/hook bench prepare begin - <$w/full.xml" \
 	-n 'script, prepare, missing image (rebuild)' --prepare "rm -f $img" "$w/hook bench prepare begin - <$w/full.xml" >/dev/null
-cat "$w/report.md"
-tail -n +3 "$w/report2.md"
+# one Markdown table: median, mean, min (ms); hyperfine subtracts the spawn
+# of the sh that performs the stdin redirection for the script rows
+python3 - "$w/r1.json" "$w/r2.json" <<'PY'
+import json, statistics, sys
+print("| case | median ms | mean ms | min ms |")
+print("|---|---:|---:|---:|")
+for f in sys.argv[1:]:
+    for r in json.load(open(f))["results"]:
+        t = [x * 1000 for x in r["times"]]
+        print(f"| {r['command']} | {statistics.median(t):.1f} | {statistics.mean(t):.1f} | {min(t):.1f} |")
+PY
