@@ -9,6 +9,7 @@ import (
 	"log/syslog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/payload/recipe"
@@ -33,14 +34,24 @@ const hookConfigEnv = "VMPAYLOAD_CONFIG"
 var hookStdin io.Reader = os.Stdin
 
 // hookSyslog logs one line to syslog/the journal at LOG_WARNING|LOG_DAEMON
-// (a variable for tests). Errors are ignored: the line also goes to stderr.
+// (a variable for tests). Errors are ignored (the line also goes to
+// stderr), and a stalled log socket is given up on after a second: the hook
+// must finish in bounded time.
 var hookSyslog = func(line string) {
-	w, err := syslog.New(syslog.LOG_WARNING|syslog.LOG_DAEMON, "vmpayload-hook")
-	if err != nil {
-		return
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w, err := syslog.New(syslog.LOG_WARNING|syslog.LOG_DAEMON, "vmpayload-hook")
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		_ = w.Warning(line)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
 	}
-	defer w.Close()
-	_ = w.Warning(line)
 }
 
 // hookOps are the OP SUBOP pairs the hook acts on; every other call exits 0
