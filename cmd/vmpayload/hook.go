@@ -115,6 +115,12 @@ func runHook(c command, args []string, _ io.Writer, stderr io.Writer) int {
 	case res = <-done:
 	case <-ctx.Done():
 		res.err = fmt.Errorf("rebuilding the payload image: gave up after %s (hook_timeout)", timeout)
+		// Give a write in progress a moment to see the cancellation and
+		// remove its temporary file before the process exits.
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
 	}
 	if res.err == nil {
 		if res.outcome == recipe.OutcomeRebuilt {
@@ -127,7 +133,7 @@ func runHook(c command, args []string, _ io.Writer, stderr io.Writer) int {
 	if cfgErr != nil {
 		policy = config.Default().HookFailure
 	}
-	line := fmt.Sprintf("vmpayload hook: domain %s: %s", domain, oneLine(res.err.Error()))
+	line := oneLine(fmt.Sprintf("vmpayload hook: domain %s: %s", domain, res.err.Error()))
 	if policy == "boot" {
 		line += " (hook_failure: boot: the domain starts without its payload)"
 		hookSyslog(line)
