@@ -217,6 +217,23 @@ func TestLibvirtdHook(t *testing.T) {
 	if _, err := os.Lstat(r.Path); err == nil {
 		t.Errorf("an image was written although the secret is gone")
 	}
-	must(t, os.Rename(pw+".away", pw))
 	t.Logf("refused start: %s", strings.TrimSpace(o))
+
+	// 4. The same under hook_failure: boot: the domain starts without its
+	// payload (startupPolicy='optional' leaves the drive empty).
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\nhook_failure: boot\n", payloadDir, secretsDir)), 0o644))
+	if o, err := virsh(t, "start", name); err != nil {
+		t.Errorf("virsh start under hook_failure: boot: %v %s", err, o)
+	} else {
+		if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
+			t.Errorf("domstate %q, want running", o)
+		}
+		if _, err := os.Lstat(r.Path); err == nil {
+			t.Errorf("an image was written although the secret is gone")
+		}
+		if o, _ := virsh(t, "dumpxml", name); strings.Contains(o, "<source file='"+r.Path+"'") {
+			t.Errorf("the live drive names the missing image; want it empty")
+		}
+	}
+	must(t, os.Rename(pw+".away", pw))
 }
