@@ -10,7 +10,7 @@ GO_TEST_TIMEOUT ?= 75m
 GOTAGS ?= libvirt_dlopen
 FUZZTIME ?= 60s
 
-.PHONY: all build deps demo test test-fast bench packages test-packages clean
+.PHONY: all build deps demo test test-fast bench bench-hook packages test-packages clean
 
 all: build
 
@@ -40,6 +40,10 @@ test-fast:
 
 bench: deps build
 	@bash test/bench.sh
+
+# The libvirt qemu hook's cost (hyperfine; figures in docs/durability.md).
+bench-hook: build
+	@bash test/bench-hook.sh
 
 # dist/vmpayload_<ver>_amd64.deb and dist/vmpayload-<ver>.x86_64.rpm
 packages:

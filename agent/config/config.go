@@ -14,6 +14,11 @@
 // rescan_interval (how often the spool directory is rescanned in addition to
 // file-system notifications) and queue_limit (the most jobs waiting for a
 // worker; intake refuses more).
+//
+// Keys read by "vmpayload hook" (the libvirt qemu hook), not by the agent:
+// hook_timeout (how long one hook run may take before it counts as failed)
+// and hook_failure ("refuse": a failed rebuild refuses the domain start;
+// "boot": the domain boots without its payload and the failure is logged).
 package config
 
 import (
@@ -44,6 +49,8 @@ const (
 	MaxWorkers        = 256
 	MinRescanInterval = 100 * time.Millisecond
 	MaxQueueLimit     = 10_000_000
+	MinHookTimeout    = 100 * time.Millisecond
+	MaxHookTimeout    = 10 * time.Minute
 	// maxSocketPath is the longest unix socket path Linux accepts
 	// (sun_path is 108 bytes including the terminating NUL).
 	maxSocketPath = 107
@@ -89,6 +96,13 @@ type Config struct {
 	// QueueLimit is the most jobs waiting for a worker; intake refuses more
 	// (extension; 1..10000000).
 	QueueLimit int `yaml:"queue_limit"`
+	// HookTimeout bounds one run of "vmpayload hook"; a run that takes
+	// longer fails (100ms..10m).
+	HookTimeout time.Duration `yaml:"hook_timeout"`
+	// HookFailure is what a failed hook run does: "refuse" (the domain
+	// start fails with the reason) or "boot" (the domain boots without its
+	// payload; the reason is logged).
+	HookFailure string `yaml:"hook_failure"`
 }
 
 // Allowed values of the enumerated keys.
@@ -97,6 +111,8 @@ var (
 	CDROMBuses = []string{"auto", "sata", "ide", "scsi"}
 	LogFormats = []string{"text", "json"}
 	LogLevels  = []string{"debug", "info", "warn", "error"}
+	// HookFailures are the values of hook_failure.
+	HookFailures = []string{"refuse", "boot"}
 )
 
 // Default returns the built-in defaults.
@@ -117,6 +133,8 @@ func Default() Config {
 		LogLevel:       "info",
 		RescanInterval: 30 * time.Second,
 		QueueLimit:     10000,
+		HookTimeout:    20 * time.Second,
+		HookFailure:    "refuse",
 	}
 }
 
@@ -144,6 +162,8 @@ var keys = []key{
 	{"log_level", "log level: debug, info, warn or error", func(c *Config) any { return &c.LogLevel }},
 	{"rescan_interval", "interval of spool directory rescans (extension)", func(c *Config) any { return &c.RescanInterval }},
 	{"queue_limit", "most jobs waiting for a worker (extension)", func(c *Config) any { return &c.QueueLimit }},
+	{"hook_timeout", "longest run of the libvirt hook before it counts as failed", func(c *Config) any { return &c.HookTimeout }},
+	{"hook_failure", "what a failed hook run does: refuse (the start fails) or boot (boots without payload)", func(c *Config) any { return &c.HookFailure }},
 }
 
 // Keys returns the configuration key names in file order.
@@ -404,6 +424,10 @@ func (c Config) Validate() error {
 	if c.QueueLimit < 1 || c.QueueLimit > MaxQueueLimit {
 		bad("queue_limit", strconv.Itoa(c.QueueLimit), fmt.Sprintf("want 1..%d", MaxQueueLimit))
 	}
+	if c.HookTimeout < MinHookTimeout || c.HookTimeout > MaxHookTimeout {
+		bad("hook_timeout", c.HookTimeout.String(), fmt.Sprintf("want %s..%s", MinHookTimeout, MaxHookTimeout))
+	}
+	oneOf("hook_failure", c.HookFailure, HookFailures)
 	return errors.Join(errs...)
 }
 

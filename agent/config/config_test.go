@@ -40,6 +40,7 @@ func TestDefault(t *testing.T) {
 		Socket: "/run/vmpayload/vmpayload.sock", SocketGroup: "", SecretsDir: "/etc/vmpayload/secrets",
 		Workers: 4, DefaultFormat: "nocloud", CDROMBus: "auto", ImageModeOctal: "0640", ImageGroup: "",
 		LogFormat: "text", LogLevel: "info", RescanInterval: 30 * time.Second, QueueLimit: 10000,
+		HookTimeout: 20 * time.Second, HookFailure: "refuse",
 	}
 	if d != want {
 		t.Fatalf("Default() = %+v, want %+v", d, want)
@@ -76,7 +77,7 @@ func TestKeysMatchTags(t *testing.T) {
 	}
 	want := []string{"libvirt_uri", "spool_dir", "payload_dir", "socket", "socket_group", "secrets_dir",
 		"workers", "default_format", "cdrom_bus", "image_mode", "image_group", "log_format", "log_level",
-		"rescan_interval", "queue_limit"}
+		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure"}
 	if got := Keys(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Keys() = %v, want %v", got, want)
 	}
@@ -280,6 +281,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.LogFormat, c.LogLevel = "json", "error" },
 		func(c *Config) { c.RescanInterval = 100 * time.Millisecond },
 		func(c *Config) { c.QueueLimit = 1 },
+		func(c *Config) { c.HookTimeout, c.HookFailure = 100*time.Millisecond, "boot" },
 	}
 	for i, edit := range valid {
 		c := Default()
@@ -306,6 +308,8 @@ func TestValidate(t *testing.T) {
 		LogLevel:       "trace",
 		RescanInterval: time.Millisecond,
 		QueueLimit:     0,
+		HookTimeout:    time.Hour,
+		HookFailure:    "ignore",
 	}
 	err := c.Validate()
 	if err == nil {
@@ -327,6 +331,8 @@ func TestValidate(t *testing.T) {
 		`log_level: invalid value "trace"`,
 		`rescan_interval: invalid value "1ms"`,
 		`queue_limit: invalid value "0"`,
+		`hook_timeout: invalid value "1h0m0s"`,
+		`hook_failure: invalid value "ignore": want refuse, boot`,
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) {

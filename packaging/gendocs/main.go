@@ -242,7 +242,8 @@ func ManMain(h *Help, date string) string {
 	}
 	b.WriteString(".SH EXIT STATUS\n0 on success; 1 when the input is invalid (validate, build); 2 for bad flags or arguments, or an I/O problem.\n")
 	b.WriteString(".SH FILES\n.TP\n.I /etc/vmpayload/agent.yaml\nagent configuration\n" +
-		".TP\n.I /etc/vmpayload/secrets/\nsecrets referenced by jobs' *_secret fields\n")
+		".TP\n.I /etc/vmpayload/secrets/\nsecrets referenced by jobs' *_secret fields\n" +
+		".TP\n.I /etc/libvirt/hooks/qemu.d/vmpayload\nlibvirt qemu hook: runs \\fBvmpayload hook\\fR before a domain starts, is restored or migrates in\n")
 	b.WriteString(".SH SEE ALSO\n\\fBvmpayload\\-agent\\fR(8), \\fBcloud\\-init\\fR(1), \\fBvirsh\\fR(1)\n")
 	return b.String()
 }

@@ -2,6 +2,35 @@
 # vmpayload postremove (deb postrm / rpm %postun). Keeps /etc/vmpayload and
 # the spool's jobs; /run/payload stays too (domains may still use images).
 set -e
+
+# libvirt discovers hooks (/etc/libvirt/hooks/qemu.d/vmpayload) only when the
+# daemon starts or reloads. Reload libvirtd/virtqemud so it sees the change;
+# never restart it (reload keeps running guests untouched). Under systemd:
+# "systemctl reload" of an active unit only; otherwise SIGHUP to the running
+# daemon (its pidfile, else pgrep). A daemon that is not running reads the
+# hooks when it starts.
+reload_libvirt() {
+	for d in virtqemud libvirtd; do
+		if [ -d /run/systemd/system ]; then
+			if systemctl is-active --quiet "$d.service" 2>/dev/null; then
+				systemctl reload "$d.service" >/dev/null 2>&1 ||
+					echo "vmpayload: systemctl reload $d failed; reload it to (de)activate the hook" >&2
+			fi
+			continue
+		fi
+		pid=
+		if [ -r "/run/$d.pid" ]; then
+			pid=$(cat "/run/$d.pid" 2>/dev/null) || pid=
+			if [ -z "$pid" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != "$d" ]; then pid=; fi
+		fi
+		if [ -z "$pid" ] && command -v pgrep >/dev/null 2>&1; then
+			pid=$(pgrep -x "$d" 2>/dev/null) || pid=
+		fi
+		for p in $pid; do
+			kill -HUP "$p" 2>/dev/null || true
+		done
+	done
+}
 # deb: $1 = remove | purge | upgrade | ...; rpm: $1 = 0 (erase) or 1 (upgrade).
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
@@ -10,6 +39,8 @@ case "$1" in
 	remove | purge | 0)
 		rm -f /run/vmpayload/vmpayload.sock
 		rmdir /run/vmpayload 2>/dev/null || true
+		# the qemu hook is gone: libvirt must stop calling it
+		reload_libvirt || true
 		;;
 esac
 if [ "$1" = purge ]; then

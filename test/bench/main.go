@@ -1,8 +1,9 @@
 // Command bench measures vmpayload against the tools it replaces, in one
 // run, and prints one Markdown report: payload builds (in-process, as a
 // process, cloud-localds, genisoimage on the same files), a 1000-job burst
-// through the agent on libvirt's test driver, the idle agent, and a real
-// qemu:///system domain start against a plain `virsh start`. Variants are
+// through the agent on libvirt's test driver, the idle agent, a real
+// qemu:///system domain start against a plain `virsh start`, and the paths
+// of the libvirt qemu hook against /bin/true. Variants are
 // measured alternately in the same run and reported as ratios against a
 // peer, because the machine is noisy. `make bench` runs it through
 // test/bench.sh, which also writes the report into docs/benchmarks.md
@@ -25,12 +26,13 @@ func main() {
 	bin := flag.String("bin", "bin/vmpayload", "the vmpayload binary")
 	work := flag.String("work", "", "work directory (default: a new one under /var/tmp, removed at the end)")
 	doc := flag.String("doc", "", "Markdown file to put the report into, between <!-- bench:begin --> and <!-- bench:end -->")
-	sections := flag.String("sections", "build,burst,idle,real", "comma-separated sections to run")
+	sections := flag.String("sections", "build,burst,idle,real,hook", "comma-separated sections to run")
 	rounds := flag.Int("rounds", 40, "build benchmark: rounds (each runs every variant; in-process variants 5 times)")
 	jobs := flag.Int("jobs", 1000, "burst: number of jobs (and test-driver domains)")
 	workers := flag.Int("workers", 4, "burst: agent workers")
 	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
 	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
+	hookRounds := flag.Int("hook-rounds", 100, "hook: rounds (each runs every path once)")
 	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) into this directory")
 	flag.Parse()
 
@@ -109,6 +111,14 @@ func main() {
 				writeReal(&rep, rr)
 			}
 		}
+	}
+	if want["hook"] {
+		progress("hook: %d rounds", *hookRounds)
+		hr, err := hookBench(*bin, *work, *hookRounds)
+		if err != nil {
+			fatal(err)
+		}
+		writeHook(&rep, hr, *hookRounds)
 	}
 	os.Stdout.Write(rep.Bytes())
 	if *doc != "" {

@@ -73,6 +73,7 @@ check "built $rpm" test -s "$rpm"
 # rpm: are in that package only.
 expected=(
 	"-rwxr-xr-x /usr/bin/vmpayload"
+	"-rwxr-xr-x /etc/libvirt/hooks/qemu.d/vmpayload"
 	"-rw-r--r-- /usr/lib/systemd/system/vmpayload.service"
 	"-rw-r--r-- /usr/lib/tmpfiles.d/vmpayload.conf"
 	"drwxr-xr-x /etc/vmpayload"
@@ -156,6 +157,15 @@ x=$tmp/deb-root
 mkdir -p "$x" && dpkg-deb -x "$deb" "$x"
 eq "packaged binary's version" "$("$x/usr/bin/vmpayload" version)" "vmpayload $version"
 check "packaged agent.yaml is configs/agent.yaml" cmp -s "$x/etc/vmpayload/agent.yaml" configs/agent.yaml
+hk=$x/etc/libvirt/hooks/qemu.d/vmpayload
+check "packaged qemu hook is packaging/libvirt/qemu-hook.sh" cmp -s "$hk" packaging/libvirt/qemu-hook.sh
+check "qemu hook is valid sh" sh -n "$hk"
+# the no-op path drains stdin and succeeds without running the binary
+check "qemu hook: stopped end exits 0 and drains stdin" quiet sh -c 'yes "<domain/>" | head -c 1000000 | "$1" dom stopped end -' _ "$hk"
+check "qemu hook execs vmpayload hook for prepare begin" grep -q 'exec /usr/bin/vmpayload hook -- "\$@"' "$hk"
+for s in postinst postrm; do
+	check "deb: $s reloads libvirt (never restarts it)" sh -c 'grep -q "systemctl reload" "$1" && grep -q "kill -HUP" "$1" && ! grep -Eq "(try-reload-or-restart|restart) (\"\$d|libvirtd|virtqemud)" "$1"' _ "$tmp/$s"
+done
 for m in man1/vmpayload.1.gz man8/vmpayload-agent.8.gz; do
 	check "$m is gzip" gzip -t "$x/usr/share/man/$m"
 	check "$m renders without warnings" test -z "$(MANWIDTH=80 man --warnings -l "$x/usr/share/man/$m" 2>&1 >/dev/null)"
@@ -220,6 +230,7 @@ eq "/usr/bin/vmpayload version" "$(/usr/bin/vmpayload version)" "vmpayload $vers
 # mode owner group path, as on the installed system
 installed=(
 	"755 root root /usr/bin/vmpayload"
+	"755 root root /etc/libvirt/hooks/qemu.d/vmpayload"
 	"644 root root /etc/vmpayload/agent.yaml"
 	"700 root root /etc/vmpayload/secrets"
 	"700 root root /var/spool/vmpayload"
@@ -308,6 +319,7 @@ if dpkg -r vmpayload >"$tmp/dpkg.log" 2>&1 </dev/null; then ok "dpkg -r vmpayloa
 fi
 check "dpkg -r removes /usr/bin/vmpayload" test ! -e /usr/bin/vmpayload
 check "dpkg -r removes the unit" test ! -e /usr/lib/systemd/system/vmpayload.service
+check "dpkg -r removes the qemu hook" test ! -e /etc/libvirt/hooks/qemu.d/vmpayload
 check "dpkg -r keeps /etc/vmpayload/agent.yaml" grep -qx "# local change" /etc/vmpayload/agent.yaml
 eq "dpkg -r leaves config-files state" "$(dpkg-query -W -f='${Status}' vmpayload 2>&1)" "deinstall ok config-files"
 

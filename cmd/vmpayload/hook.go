@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/syslog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/config"
+	"github.com/vmpayload/vmpayload/payload/recipe"
+)
+
+// The libvirt qemu hook ("vmpayload hook DOMAIN OP SUBOP EXTRA", the domain
+// XML on stdin). It rebuilds a domain's missing payload image from the
+// recipe in the domain's metadata before QEMU opens it. It never calls
+// libvirt: libvirt documents that a hook calling back into libvirt
+// deadlocks. See docs/durability.md, "The hook".
+
+func init() {
+	register(command{name: "hook", usage: "[--config FILE] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
+		summary: "libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts", run: runHook})
+}
+
+// hookConfigEnv names a configuration file for the hook when --config is not
+// given (tests; libvirt runs hooks with a cleared environment).
+const hookConfigEnv = "VMPAYLOAD_CONFIG"
+
+// hookStdin is where the hook reads the domain XML (a variable for tests).
+var hookStdin io.Reader = os.Stdin
+
+// hookSyslog logs one line to syslog/the journal at LOG_WARNING|LOG_DAEMON
+// (a variable for tests). Errors are ignored (the line also goes to
+// stderr), and a stalled log socket is given up on after a second: the hook
+// must finish in bounded time.
+var hookSyslog = func(line string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w, err := syslog.New(syslog.LOG_WARNING|syslog.LOG_DAEMON, "vmpayload-hook")
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		_ = w.Warning(line)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+}
+
+// hookOps are the OP SUBOP pairs the hook acts on; every other call exits 0
+// at once. prepare begin comes before libvirt checks the disks of a start;
+// migrate begin runs on the destination, restore begin before a restore.
+var hookOps = map[[2]string]bool{
+	{"prepare", "begin"}: true,
+	{"migrate", "begin"}: true,
+	{"restore", "begin"}: true,
+}
+
+// isHookOp reports whether "vmpayload hook" acts on op/subop.
+func isHookOp(op, subop string) bool { return hookOps[[2]string{op, subop}] }
+
+func runHook(c command, args []string, _ io.Writer, stderr io.Writer) int {
+	fs := newFlags(c, stderr)
+	cfgPath := fs.String("config", "", "agent configuration file (default $"+hookConfigEnv+", else "+config.DefaultPath+"; a missing file means defaults)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	pos := fs.Args()
+	if len(pos) < 3 {
+		fs.Usage()
+		return exitUsage
+	}
+	domain, op, subop := pos[0], pos[1], pos[2]
+	if !isHookOp(op, subop) {
+		return exitOK // stdin is not read: the packaged script drains it
+	}
+
+	path := *cfgPath
+	if path == "" {
+		path = os.Getenv(hookConfigEnv)
+	}
+	if path == "" {
+		path = config.DefaultPath
+	}
+	cfg, cfgErr := loadHookConfig(path)
+	timeout := cfg.HookTimeout
+	if cfgErr != nil || timeout <= 0 {
+		timeout = config.Default().HookTimeout
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	type result struct {
+		outcome recipe.Outcome
+		path    string
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, p, err := hookRebuild(ctx, cfg, cfgErr)
+		done <- result{o, p, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		res.err = fmt.Errorf("rebuilding the payload image: gave up after %s (hook_timeout)", timeout)
+		// Give a write in progress a moment to see the cancellation and
+		// remove its temporary file before the process exits.
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
+	if res.err == nil {
+		if res.outcome == recipe.OutcomeRebuilt {
+			hookSyslog(fmt.Sprintf("domain %s: %s: payload image %s rebuilt from its recipe", domain, op, res.path))
+		}
+		return exitOK
+	}
+
+	policy := cfg.HookFailure
+	if cfgErr != nil {
+		policy = config.Default().HookFailure
+	}
+	line := oneLine(fmt.Sprintf("vmpayload hook: domain %s: %s", domain, res.err.Error()))
+	if policy == "boot" {
+		line += " (hook_failure: boot: the domain starts without its payload)"
+		hookSyslog(line)
+		fmt.Fprintln(stderr, line)
+		return exitOK
+	}
+	fmt.Fprintln(stderr, line)
+	return exitInvalid
+}
+
+// hookRebuild reads the domain XML from hookStdin and, when it carries a
+// recipe, makes sure its image is in place. A domain without a recipe is
+// ("", "", nil).
+func hookRebuild(ctx context.Context, cfg config.Config, cfgErr error) (recipe.Outcome, string, error) {
+	data, err := io.ReadAll(io.LimitReader(hookStdin, recipe.MaxDomainXML+1))
+	if err != nil {
+		return "", "", fmt.Errorf("reading the domain XML on stdin: %w", err)
+	}
+	r, ok, err := recipe.FromDomainXML(string(data))
+	if err != nil {
+		return "", "", fmt.Errorf("reading the payload recipe: %w", err)
+	}
+	if !ok {
+		return "", "", nil
+	}
+	if cfgErr != nil {
+		return "", r.Path, cfgErr
+	}
+	gid, err := cfg.ImageGID()
+	if err != nil {
+		return "", r.Path, fmt.Errorf("reading the configuration: %w", err)
+	}
+	o, err := recipe.Rebuild(ctx, r, recipe.RebuildOptions{
+		PayloadDir: cfg.PayloadDir, SecretsDir: cfg.SecretsDir, Mode: cfg.ImageMode(), GID: gid,
+	})
+	return o, r.Path, err
+}
+
+// loadHookConfig reads the agent configuration; a missing file gives the
+// defaults.
+func loadHookConfig(path string) (config.Config, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return config.Default(), nil
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		return config.Default(), fmt.Errorf("reading the configuration: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return config.Default(), fmt.Errorf("reading the configuration %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// oneLine joins the lines of a message, for libvirt's one-line start error.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}

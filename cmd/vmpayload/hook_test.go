@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/recipe"
+)
+
+// testDomainXML is a small domain definition with a fixed UUID.
+const testDomainXML = `<domain type='qemu'>
+  <name>hooktest</name>
+  <uuid>6f1c1a8e-55b0-4a4e-9d1e-3c1f0b8a9e01</uuid>
+  <memory unit='MiB'>48</memory>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+  </os>
+  <devices/>
+</domain>`
+
+// testJob uses a password secret, so a vanished secret can be tested.
+const testJob = `{"version":1,"domain":"hooktest","hostname":"hooktest","users":[{"name":"ops","password_secret":"pw"}]}`
+
+// hookFixture is a payload dir, secrets dir, config and a domain XML with a
+// recipe made by "vmpayload recipe --domain-xml".
+type hookFixture struct {
+	dir, payloadDir, secretsDir, config string
+	domainXML                           string
+	image, sha256                       string
+}
+
+func newHookFixture(t *testing.T) *hookFixture {
+	t.Helper()
+	f := &hookFixture{dir: t.TempDir()}
+	f.payloadDir = filepath.Join(f.dir, "payload")
+	f.secretsDir = filepath.Join(f.dir, "secrets")
+	must(t, os.MkdirAll(f.secretsDir, 0o700))
+	must(t, os.WriteFile(filepath.Join(f.secretsDir, "pw"), []byte("s3cret\n"), 0o600))
+	jobPath := filepath.Join(f.dir, "job.json")
+	must(t, os.WriteFile(jobPath, []byte(testJob), 0o600))
+	domPath := filepath.Join(f.dir, "dom.xml")
+	must(t, os.WriteFile(domPath, []byte(testDomainXML), 0o600))
+	f.config = f.writeConfig(t, "")
+
+	code, out, stderr := runCLI(t, "recipe", "--payload-dir", f.payloadDir, "--secrets-dir", f.secretsDir, "--domain-xml", domPath, jobPath)
+	if code != 0 {
+		t.Fatalf("recipe: exit %d: %s", code, stderr)
+	}
+	f.domainXML = out
+	r, ok, err := recipe.FromDomainXML(out)
+	if err != nil || !ok {
+		t.Fatalf("recipe output has no recipe: %v %v\n%s", ok, err, out)
+	}
+	f.image, f.sha256 = r.Path, r.SHA256
+	if got := fileSHA256(t, f.image); got != f.sha256 {
+		t.Fatalf("built image sha256 %s, recipe %s", got, f.sha256)
+	}
+	return f
+}
+
+// writeConfig writes an agent.yaml for the fixture with extra lines added.
+func (f *hookFixture) writeConfig(t *testing.T, extra string) string {
+	t.Helper()
+	fh, err := os.CreateTemp(f.dir, "agent-*.yaml")
+	must(t, err)
+	defer fh.Close()
+	_, err = fh.WriteString("payload_dir: " + f.payloadDir + "\nsecrets_dir: " + f.secretsDir + "\n" + extra)
+	must(t, err)
+	return fh.Name()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fileSHA256(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// failReader fails the test when the hook reads stdin.
+type failReader struct{ t *testing.T }
+
+func (r failReader) Read([]byte) (int, error) {
+	r.t.Error("the hook read stdin")
+	return 0, io.EOF
+}
+
+// blockReader blocks until its channel is closed.
+type blockReader chan struct{}
+
+func (r blockReader) Read([]byte) (int, error) {
+	<-r
+	return 0, io.EOF
+}
+
+// runHookCLI runs "vmpayload hook" in-process with stdin and captures the
+// syslog lines.
+func runHookCLI(t *testing.T, stdin io.Reader, args ...string) (code int, stdout, stderr string, logged []string) {
+	t.Helper()
+	oldIn, oldLog := hookStdin, hookSyslog
+	t.Cleanup(func() { hookStdin, hookSyslog = oldIn, oldLog })
+	hookStdin = stdin
+	hookSyslog = func(line string) { logged = append(logged, line) }
+	var out, errb bytes.Buffer
+	code = run(append([]string{"hook"}, args...), &out, &errb)
+	return code, out.String(), errb.String(), logged
+}
+
+func TestHook(t *testing.T) {
+	f := newHookFixture(t)
+	otherDir := filepath.Join(f.dir, "other-payload")
+	otherCfg := filepath.Join(f.dir, "other.yaml")
+	must(t, os.WriteFile(otherCfg, []byte("payload_dir: "+otherDir+"\nsecrets_dir: "+f.secretsDir+"\n"), 0o600))
+	bootCfg := f.writeConfig(t, "hook_failure: boot\n")
+	noRecipe, _, err := domxml.RemoveMetadata(f.domainXML, recipe.Namespace)
+	must(t, err)
+	hidePW := func(t *testing.T) {
+		p := filepath.Join(f.secretsDir, "pw")
+		must(t, os.Rename(p, p+".away"))
+		t.Cleanup(func() { _ = os.Rename(p+".away", p) })
+	}
+	removeImage := func(t *testing.T) { _ = os.Remove(f.image) }
+
+	tests := []struct {
+		name    string
+		config  string
+		args    []string // after the config flag
+		stdin   func(t *testing.T) io.Reader
+		setup   func(t *testing.T)
+		code    int
+		stderr  string // substring; "" means stderr must be empty
+		logged  int    // syslog lines
+		outcome string // "rebuilt", "intact", "missing" (image state afterwards)
+	}{
+		{name: "no recipe", args: []string{"hooktest", "prepare", "begin", "-"},
+			stdin: func(*testing.T) io.Reader { return strings.NewReader(noRecipe) }, setup: removeImage, code: 0, outcome: "missing"},
+		{name: "other op is not read", args: []string{"hooktest", "stopped", "end", "-"},
+			stdin: func(t *testing.T) io.Reader { return failReader{t} }, setup: removeImage, code: 0, outcome: "missing"},
+		{name: "start begin is not read", args: []string{"hooktest", "start", "begin", "-"},
+			stdin: func(t *testing.T) io.Reader { return failReader{t} }, code: 0},
+		{name: "reconnect begin is not read", args: []string{"hooktest", "reconnect", "begin", "-"},
+			stdin: func(t *testing.T) io.Reader { return failReader{t} }, code: 0},
+		{name: "missing image is rebuilt", args: []string{"hooktest", "prepare", "begin", "-"},
+			setup: removeImage, code: 0, logged: 1, outcome: "rebuilt"},
+		{name: "migrate begin rebuilds", args: []string{"hooktest", "migrate", "begin", "-"},
+			setup: removeImage, code: 0, logged: 1, outcome: "rebuilt"},
+		{name: "restore begin rebuilds", args: []string{"hooktest", "restore", "begin", "-"},
+			setup: removeImage, code: 0, logged: 1, outcome: "rebuilt"},
+		{name: "intact image", args: []string{"hooktest", "prepare", "begin", "-"}, code: 0, outcome: "intact"},
+		{name: "damaged image is replaced", args: []string{"hooktest", "prepare", "begin", "-"},
+			setup: func(t *testing.T) { must(t, os.WriteFile(f.image, []byte("garbage"), 0o640)) }, code: 0, logged: 1, outcome: "rebuilt"},
+		{name: "path outside the payload dir is refused", config: otherCfg, args: []string{"hooktest", "prepare", "begin", "-"},
+			setup: removeImage, code: 1, stderr: "refused: the path is not directly inside the payload directory", outcome: "missing"},
+		{name: "vanished secret, refuse", args: []string{"hooktest", "prepare", "begin", "-"},
+			setup: func(t *testing.T) { removeImage(t); hidePW(t) }, code: 1, stderr: `secret "pw" does not exist`, outcome: "missing"},
+		{name: "vanished secret, boot", config: bootCfg, args: []string{"hooktest", "prepare", "begin", "-"},
+			setup: func(t *testing.T) { removeImage(t); hidePW(t) }, code: 0, stderr: "hook_failure: boot", logged: 1, outcome: "missing"},
+		{name: "bad recipe is refused", args: []string{"hooktest", "prepare", "begin", "-"},
+			stdin: func(*testing.T) io.Reader {
+				return strings.NewReader(strings.Replace(f.domainXML, "sha256='", "sha256='zz", 1))
+			}, code: 1, stderr: "image@sha256"},
+		{name: "missing config file means defaults", config: filepath.Join(f.dir, "nope.yaml"), args: []string{"hooktest", "prepare", "begin", "-"},
+			code: 1, stderr: "/var/run/payload"},
+		{name: "invalid config refuses", config: f.writeConfig(t, "hook_failure: maybe\n"), args: []string{"hooktest", "prepare", "begin", "-"},
+			code: 1, stderr: "hook_failure"},
+		{name: "domain name starting with a dash", args: []string{"--", "-odd", "prepare", "begin", "-"}, code: 0, outcome: "intact"},
+		{name: "too few arguments", args: []string{"hooktest"}, code: 2, stderr: "Usage"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// start each case with the image in place
+			if fileSHA256(t, f.image) != f.sha256 {
+				if code, _, se, _ := runHookCLI(t, strings.NewReader(f.domainXML), "--config", f.config, "h", "prepare", "begin", "-"); code != 0 {
+					t.Fatalf("restoring the image: %d %s", code, se)
+				}
+			}
+			var before os.FileInfo
+			before, _ = os.Stat(f.image)
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			cfg := f.config
+			if tc.config != "" {
+				cfg = tc.config
+			}
+			var stdin io.Reader = strings.NewReader(f.domainXML)
+			if tc.stdin != nil {
+				stdin = tc.stdin(t)
+			}
+			code, stdout, stderr, logged := runHookCLI(t, stdin, append([]string{"--config", cfg}, tc.args...)...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing (libvirt would take it as the new XML)", stdout)
+			}
+			switch {
+			case tc.stderr == "" && stderr != "":
+				t.Errorf("stderr %q, want nothing", stderr)
+			case tc.stderr != "" && !strings.Contains(stderr, tc.stderr):
+				t.Errorf("stderr %q lacks %q", stderr, tc.stderr)
+			case tc.stderr != "" && tc.code != 2 && strings.Count(stderr, "\n") != 1:
+				t.Errorf("stderr is not one line: %q", stderr)
+			}
+			if len(logged) != tc.logged {
+				t.Errorf("syslog lines %q, want %d", logged, tc.logged)
+			}
+			switch tc.outcome {
+			case "missing":
+				if _, err := os.Lstat(f.image); err == nil {
+					t.Errorf("image exists, want it missing")
+				}
+			case "rebuilt", "intact":
+				if got := fileSHA256(t, f.image); got != f.sha256 {
+					t.Errorf("image sha256 %q, want the recorded %s", got, f.sha256)
+				}
+				if tc.outcome == "intact" {
+					after, err := os.Stat(f.image)
+					if err != nil || before == nil || !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+						t.Errorf("intact image was rewritten")
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestHookTimeout(t *testing.T) {
+	f := newHookFixture(t)
+	for _, tc := range []struct {
+		policy string
+		code   int
+	}{{"refuse", 1}, {"boot", 0}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			cfg := f.writeConfig(t, "hook_timeout: 300ms\nhook_failure: "+tc.policy+"\n")
+			stuck := make(blockReader)
+			defer close(stuck)
+			t0 := time.Now()
+			code, stdout, stderr, _ := runHookCLI(t, stuck, "--config", cfg, "hooktest", "prepare", "begin", "-")
+			took := time.Since(t0)
+			if code != tc.code || stdout != "" || !strings.Contains(stderr, "gave up after 300ms (hook_timeout)") || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d stdout %q stderr %q", code, stdout, stderr)
+			}
+			if took < 300*time.Millisecond || took > 3*time.Second { // timeout + at most 1 s for cleanup
+				t.Errorf("took %s, want 300ms..1.3s", took)
+			}
+		})
+	}
+}
+
+func TestRecipeWithoutDomainXML(t *testing.T) {
+	f := newHookFixture(t)
+	jobPath := filepath.Join(f.dir, "job.json")
+	drive := filepath.Join(f.dir, "drive.xml")
+	code, out, stderr := runCLI(t, "recipe", "--payload-dir", f.payloadDir, "--secrets-dir", f.secretsDir, "--drive-file", drive, jobPath)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	el := strings.TrimSpace(out)
+	if strings.Count(el, "\n") != 0 || !strings.HasPrefix(el, "<vmpayload:recipe ") {
+		t.Fatalf("stdout is not the one-line recipe element: %q", out)
+	}
+	x, err := domxml.SetMetadata(testDomainXML, recipe.Namespace, el)
+	must(t, err)
+	r, ok, err := recipe.FromDomainXML(x)
+	if err != nil || !ok {
+		t.Fatalf("recipe element does not parse: %v", err)
+	}
+	if want := filepath.Join(f.payloadDir, "hooktest-"); !strings.HasPrefix(r.Path, want) || fileSHA256(t, r.Path) != r.SHA256 {
+		t.Errorf("image %s (want prefix %s) sha256 %s, recipe %s", r.Path, want, fileSHA256(t, r.Path), r.SHA256)
+	}
+	d, err := os.ReadFile(drive)
+	must(t, err)
+	if !strings.Contains(string(d), "<source file='"+r.Path+"'") || !strings.Contains(string(d), "ua-vmpayload") {
+		t.Errorf("drive XML:\n%s", d)
+	}
+	// both halves on stdout without --drive-file
+	code, out, _ = runCLI(t, "recipe", "--payload-dir", f.payloadDir, "--secrets-dir", f.secretsDir, "--bus", "scsi", jobPath)
+	if code != 0 || !strings.Contains(out, "</vmpayload:recipe>\n<disk ") {
+		t.Errorf("exit %d, stdout:\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"relative payload dir", []string{"--payload-dir", "rel", jobPath}, 2},
+		{"bad bus", []string{"--bus", "usb", jobPath}, 2},
+		{"bad mode", []string{"--image-mode", "999", jobPath}, 2},
+		{"no job", nil, 2},
+	} {
+		if code, _, _ := runCLI(t, append([]string{"recipe"}, tc.args...)...); code != tc.code {
+			t.Errorf("%s: exit %d, want %d", tc.name, code, tc.code)
+		}
+	}
+}
