@@ -236,4 +236,66 @@ func TestLibvirtdHook(t *testing.T) {
 		}
 	}
 	must(t, os.Rename(pw+".away", pw))
+
+	// 5. Host reboot with autostart: the payload directory is empty and
+	// libvirtd starts (and autostarts the domain) from scratch. Restarting
+	// libvirtd is only allowed with VMPAYLOAD_LIBVIRTD_RESTART=1.
+	if os.Getenv("VMPAYLOAD_LIBVIRTD_RESTART") != "1" {
+		t.Log("autostart after a libvirtd restart: set VMPAYLOAD_LIBVIRTD_RESTART=1")
+		return
+	}
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\n", payloadDir, secretsDir)), 0o644))
+	virsh(t, "destroy", name)
+	if o, err := virsh(t, "autostart", name); err != nil {
+		t.Fatalf("virsh autostart: %v %s", err, o)
+	}
+	t.Cleanup(func() { virsh(t, "autostart", "--disable", name) })
+	if err := os.Remove(r.Path); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	restartLibvirtdAsAfterBoot(t)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		o, _ := virsh(t, "domstate", name)
+		if strings.TrimSpace(o) == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("autostart domain not running 2 min after libvirtd started: %q", o)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+		t.Fatalf("image after autostart: sha256 %q, recorded %s", got, r.SHA256)
+	}
+	if o, _ := virsh(t, "dumpxml", name); !strings.Contains(o, "<source file='"+r.Path+"'") {
+		t.Errorf("the autostarted domain's live drive lacks %s", r.Path)
+	}
+}
+
+// restartLibvirtdAsAfterBoot stops libvirtd (SIGTERM; guests keep running)
+// and starts it again with test/libvirtd.sh, first removing libvirt's
+// "autostarted" marker so the daemon autostarts domains as after a host
+// boot (libvirt autostarts once per boot: the marker lives in /run).
+func restartLibvirtdAsAfterBoot(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("pgrep", "-x", "libvirtd").Output()
+	if err != nil {
+		t.Fatalf("no running libvirtd: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(out))[0])
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("stopping libvirtd: %v", err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if err := os.Remove("/run/libvirt/qemu/autostarted"); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "../../test/libvirtd.sh").CombinedOutput(); err != nil {
+		t.Fatalf("starting libvirtd: %v\n%s", err, out)
+	}
 }
