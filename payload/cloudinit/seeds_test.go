@@ -42,8 +42,8 @@ func TestParseHostKey(t *testing.T) {
 	encrypted := string(pem.EncodeToMemory(encBlock))
 	for _, c := range []struct {
 		name, typ, priv, pub string
-		wantErr             string
-		wantPub             string
+		wantErr              string
+		wantPub              string
 	}{
 		{name: "ed25519 derived", typ: "ed25519", priv: ed, wantPub: strings.Join(strings.Fields(edPub)[:2], " ")},
 		{name: "ed25519 given with comment", typ: "ed25519", priv: ed, pub: edPub, wantPub: edPub},

@@ -61,7 +61,7 @@ func testJobs(t testing.TB) []testJob {
 			Users:       []job.User{{Name: "root", Password: "hunter2-plaintext", SSHAuthorizedKeys: []string{rootKey}}},
 			SSHHostKeys: []job.SSHHostKey{{Type: "ecdsa", PrivateKeySecret: "host-ecdsa"}, {Type: "rsa", PrivateKeySecret: "host-rsa"}},
 			Locale:      "en_GB.UTF-8", RandomSeed: &job.RandomSeed{GenerateBytes: 64},
-			PowerState:  &job.PowerState{Mode: "poweroff"}, PhoneHome: &job.PhoneHome{URL: "http://192.0.2.1/"}}},
+			PowerState: &job.PowerState{Mode: "poweroff"}, PhoneHome: &job.PhoneHome{URL: "http://192.0.2.1/"}}},
 		testJob{"seeds-configdrive-vfat-generated", &job.Job{Version: 1, Domain: "vm7", Format: job.FormatConfigDrive, Media: job.MediaVFAT,
 			SSHHostKeys: []job.SSHHostKey{{Type: "ed25519", PrivateKeySecret: "host-ed25519"}}, RandomSeed: &job.RandomSeed{GenerateBytes: 32},
 			NetworkData: map[string]any{"links": []any{map[string]any{"id": "l0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:07"}},
