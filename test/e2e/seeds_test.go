@@ -124,8 +124,8 @@ func TestAgentSeedsE2E(t *testing.T) {
 			waitReport := "i=0; while [ $i -lt 900 ]; do systemctl is-active --quiet vmpx-report.service && exit 0; i=$((i+1)); sleep 1; done; exit 0"
 			job := map[string]any{
 				"id": "seeds-" + tok, "action": "start", "domain_xml": x, "format": c.format,
-				"hostname": "vmpx-seeds-" + tok[:6] + ".example.test",
-				"users": []any{map[string]any{"name": "root", "password": rootPW, "ssh_authorized_keys": []string{rootKey}}},
+				"hostname":            "vmpx-seeds-" + tok[:6] + ".example.test",
+				"users":               []any{map[string]any{"name": "root", "password": rootPW, "ssh_authorized_keys": []string{rootKey}}},
 				"ssh_authorized_keys": []string{defaultKey},
 				"ssh_host_keys": []any{
 					map[string]any{"type": "ed25519", "private_key_secret": "seeds-ed25519-" + tok},
