@@ -88,7 +88,9 @@ type Documents struct {
 	PasswordHashes []string
 	// RandomSeed is the base64 random seed that went into the image (the
 	// job's random_seed.data, or the bytes generated for
-	// random_seed.generate_bytes); "" without random_seed.
+	// random_seed.generate_bytes); "" without random_seed. A generated
+	// seed differs on every render, so an existing image of the same
+	// content hash holds another one.
 	RandomSeed string
 	// HostKeyPublics holds, per entry of the job's ssh_host_keys, the
 	// public key line that went into the image.

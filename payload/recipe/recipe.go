@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -92,6 +93,11 @@ func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
 		if r.Docs.RandomSeed == "" {
 			return nil, fmt.Errorf("making a recipe: the generated random seed is not known")
 		}
+		// a reused image holds the seed of the render that wrote it, not
+		// this one's: recording this one would make every rebuild fail
+		if err := checkSeedInImage(r, res.Path); err != nil {
+			return nil, fmt.Errorf("making a recipe: %w", err)
+		}
 		j.RandomSeed = &job.RandomSeed{Data: r.Docs.RandomSeed}
 	}
 	rc := &Recipe{
@@ -109,6 +115,24 @@ func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
 		return nil, fmt.Errorf("making a recipe: %w", err)
 	}
 	return rc, nil
+}
+
+// checkSeedInImage verifies that the documents of r that carry its
+// generated random seed are in the image at path as rendered.
+func checkSeedInImage(r *payload.Rendered, path string) error {
+	for _, f := range r.Docs.Files {
+		if !strings.Contains(string(f.Data), r.Docs.RandomSeed) {
+			continue
+		}
+		got, err := image.ReadFile(path, f.Path)
+		if err != nil {
+			return fmt.Errorf("checking the generated random seed in %s: %w", path, err)
+		}
+		if string(got) != string(f.Data) {
+			return fmt.Errorf("the image %s does not hold this render's generated random seed (%s differs; was an existing image reused?)", path, f.Path)
+		}
+	}
+	return nil
 }
 
 // normalise applies the job's defaults and drops the fields that do not

@@ -116,6 +116,12 @@ func TestSeedsRecipe(t *testing.T) {
 		t.Errorf("second build: seed reused %v, instance-id %q vs %q", r2.Docs.RandomSeed == r.Docs.RandomSeed, r2.Docs.InstanceID, r.Docs.InstanceID)
 	}
 
+	// a second render of the job (new seed) cannot be recorded for the
+	// image the first one wrote (as when the agent reuses an image)
+	if _, err := New(r2, res); err == nil || !strings.Contains(err.Error(), "random seed") {
+		t.Errorf("New for a reused image with another generated seed: %v", err)
+	}
+
 	bad := *rc
 	bad.Job.RandomSeed = &job.RandomSeed{GenerateBytes: 48}
 	if err := bad.Check(); err == nil || !strings.Contains(err.Error(), "random_seed.generate_bytes") {
