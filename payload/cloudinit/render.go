@@ -252,6 +252,9 @@ func checkRenderable(j *job.Job, in Input, r *job.Report) {
 	if j.Format == job.FormatConfigDrive && j.NetworkConfig != "" {
 		r.Add("network_config", job.CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns, or give the network_data.json object as network_data, instead of network_config")
 	}
+	if j.Format != job.FormatConfigDrive && j.NetworkData != nil {
+		r.Add("network_data", job.CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %q use network_config or nics", j.Format)
+	}
 	if j.UserDataMode == job.ModeReplace {
 		var lost []string
 		for _, f := range []struct {

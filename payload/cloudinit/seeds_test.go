@@ -155,6 +155,7 @@ func TestRenderSeedErrors(t *testing.T) {
 		{"host key unresolved", Input{Job: job.Job{Version: 1, SSHHostKeys: []job.SSHHostKey{{Type: "ed25519", PrivateKeySecret: "k"}}}}, "ssh_host_keys[0].private_key_secret"},
 		{"host key wrong type", Input{Job: job.Job{Version: 1, SSHHostKeys: []job.SSHHostKey{{Type: "rsa", PrivateKeySecret: "k"}}}, HostKeys: []string{ed}}, "ssh_host_keys[0].private_key_secret"},
 		{"replace drops seeds", Input{Job: job.Job{Version: 1, UserData: "#!/bin/sh\n", UserDataMode: job.ModeReplace, Locale: "C.UTF-8"}, UserData: "#!/bin/sh\n"}, "user_data_mode"},
+		{"network_data with the default format", Input{Job: job.Job{Version: 1, NetworkData: map[string]any{"links": []any{map[string]any{"id": "l0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:01"}}}}}, "network_data"},
 		{"network_config on configdrive", Input{Job: job.Job{Version: 1, Format: job.FormatConfigDrive, NetworkConfig: "version: 2\n"}}, "network_config"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

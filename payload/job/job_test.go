@@ -273,7 +273,7 @@ func badCases() []badCase {
 		{name: "random seed not base64", doc: v1(`"random_seed":{"data":"not base64!"}`), want: []string{"random_seed.data|invalid"}},
 		{name: "random seed too short", doc: v1(`"random_seed":{"data":"AAAA"}`), want: []string{"random_seed.data|out_of_range"}},
 		{name: "random seed generate range", doc: v1(`"random_seed":{"generate_bytes":1000000}`), want: []string{"random_seed.generate_bytes|out_of_range"}},
-		{name: "network_data with nocloud", doc: v1(`"network_data":{"links":[{"id":"l0","type":"phy","ethernet_mac_address":"` + mac1 + `"}]}`), want: []string{"network_data|conflict"}},
+		{name: "network_data with nocloud", doc: v1(`"format":"nocloud","network_data":{"links":[{"id":"l0","type":"phy","ethernet_mac_address":"` + mac1 + `"}]}`), want: []string{"network_data|conflict"}},
 		{name: "network_data with nics", doc: nic1(`"format":"configdrive","network_data":{"links":[{"id":"l0","type":"phy","ethernet_mac_address":"` + mac1 + `"}]}`), want: []string{"network_data|conflict"}},
 		{name: "network_data shape", doc: v1(`"format":"configdrive","network_data":{"links":[{"id":"l0","type":"phy"},{"id":"l0","type":"phy","ethernet_mac_address":"zz","mtu":10}],"networks":[{"id":"n0","type":"ipv5","link":"l9"},{"id":"n1","type":"ipv4","link":"l0","ip_address":"2001:db8::1","netmask":"255.0.255.0","routes":[{"network":"0.0.0.0","netmask":"0.0.0.0","gateway":"x"}]}],"services":[{"type":"dns","address":"nope"}],"extra":[]}`),
 			want: []string{"network_data.extra|unknown_field", "network_data.links[0]|required", "network_data.links[1].id|duplicate", "network_data.links[1].ethernet_mac_address|invalid", "network_data.links[1].mtu|out_of_range",

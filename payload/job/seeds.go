@@ -229,8 +229,10 @@ var NetworkDataTypes = []string{"ipv4", "ipv6", "ipv4_dhcp", "ipv6_dhcp", "ipv6_
 
 func validateNetworkData(j *Job, r *Report) {
 	const p = "network_data"
-	if j.Format != FormatConfigDrive {
-		r.Add(p, CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %s use network_config or nics", quote(string(j.WithDefaults().Format)))
+	// a job without format gets the agent's default format, which may be
+	// configdrive; the renderer refuses network_data with nocloud then
+	if j.Format == FormatNoCloud {
+		r.Add(p, CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %s use network_config or nics", quote(string(j.Format)))
 	}
 	if len(j.NICs) > 0 || j.DNS != nil || j.NetworkConfig != "" {
 		r.Add(p, CodeConflict, "network_data replaces nics, dns and network_config; give one of them")
