@@ -280,6 +280,8 @@ func badCases() []badCase {
 				"network_data.networks[0].type|invalid", "network_data.networks[0].link|not_found", "network_data.networks[1].ip_address|invalid", "network_data.networks[1].netmask|invalid",
 				"network_data.networks[1].routes[0].gateway|invalid", "network_data.services[0].address|invalid"}, noQuote: true},
 		{name: "network_data missing links", doc: v1(`"format":"configdrive","network_data":{"links":"x"}`), want: []string{"network_data.links|type"}},
+		{name: "random seed also in meta_data", doc: v1(`"random_seed":{"generate_bytes":64},"meta_data":{"random_seed":"QUJD"}`), want: []string{"meta_data.random_seed|conflict"}},
+		{name: "config-2 meta_data random_seed not base64", doc: v1(`"format":"configdrive","meta_data":{"random_seed":"not base64!"}`), want: []string{"meta_data.random_seed|invalid"}},
 		{name: "prebuilt with new fields", doc: v1(`"prebuilt_image":"/x.iso","locale":"C.UTF-8","random_seed":{"generate_bytes":64}`), want: []string{"prebuilt_image|conflict"}},
 
 		// many problems at once

@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
@@ -332,6 +333,11 @@ func validateServices(p string, m map[string]any, r *Report) {
 	}
 }
 
+func validBase64(s string) bool {
+	_, err := base64.StdEncoding.DecodeString(s)
+	return err == nil
+}
+
 func validNetmask(m string, v6 bool) bool {
 	a, err := netip.ParseAddr(m)
 	if err != nil || a.Is6() != v6 {
@@ -412,6 +418,15 @@ func validateSeeds(j *Job, r *Report) {
 	}
 	if j.RandomSeed != nil {
 		validateRandomSeed(j.RandomSeed, r)
+	}
+	if v, ok := j.MetaData["random_seed"]; ok {
+		if j.RandomSeed != nil {
+			r.Add("meta_data.random_seed", CodeConflict, "random_seed is set by the job's random_seed field; leave it out of meta_data")
+		} else if sv, isStr := v.(string); j.Format == FormatConfigDrive && (!isStr || !validBase64(sv)) {
+			// cloud-init's config-2 reader raises on a non-base64 seed
+			// and ignores the whole drive
+			r.Add("meta_data.random_seed", CodeInvalid, "%s is not a base64 string; config-2 readers refuse the drive then", quote(fmt.Sprint(v)))
+		}
 	}
 	if j.NetworkData != nil {
 		validateNetworkData(j, r)
