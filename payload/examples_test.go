@@ -2,6 +2,7 @@ package payload_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -25,6 +26,16 @@ const secretsDir = "../configs/examples/secrets"
 
 // fixedSalt makes password hashes stable for golden files.
 func fixedSalt() (string, error) { return "goldensalt", nil }
+
+// fixedRand makes generated random seeds stable for golden files.
+type fixedRand struct{}
+
+func (fixedRand) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(i*7 + 3)
+	}
+	return len(p), nil
+}
 
 type example struct {
 	name string
@@ -62,7 +73,7 @@ func buildableExamples(t *testing.T) []example {
 func TestGolden(t *testing.T) {
 	for _, ex := range buildableExamples(t) {
 		t.Run(ex.name, func(t *testing.T) {
-			r, err := payload.Render(ex.job, payload.Options{SecretsDir: secretsDir, Salt: fixedSalt})
+			r, err := payload.Render(ex.job, payload.Options{SecretsDir: secretsDir, Salt: fixedSalt, Rand: fixedRand{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,6 +192,7 @@ func checkAgainstJob(t *testing.T, j job.Job, res payload.Result, rep *judge.Rep
 		t.Errorf("ssh_pwauth %v, want %v", cc["ssh_pwauth"], *j.SSHPasswordAuth)
 	}
 	checkUsers(t, j, cc)
+	checkSeeds(t, j, res, rep)
 	checkFiles(t, j, cc)
 	checkRuncmd(t, j, cc)
 	checkUserData(t, j, rep)
@@ -224,6 +236,17 @@ func checkUsers(t *testing.T, j job.Job, cc map[string]any) {
 			continue
 		}
 		hash, _ := m["passwd"].(string)
+		if u.Name == "root" {
+			// cloud-init skips useradd (and with it passwd) for an
+			// existing account; hashed_passwd is set with chpasswd -e
+			if _, ok := m["passwd"]; ok {
+				t.Errorf("users[%d]: root has passwd, which cloud-init ignores for an existing account", i)
+			}
+			hash, _ = m["hashed_passwd"].(string)
+			if m["lock_passwd"] != false && (u.LockPassword == nil || !*u.LockPassword) {
+				t.Errorf("users[%d]: root would be locked: lock_passwd=%v", i, m["lock_passwd"])
+			}
+		}
 		if strings.Contains(fmt.Sprint(cc), u.Password) && u.Password != "" {
 			t.Errorf("users[%d]: plaintext password reached the image", i)
 		}
@@ -374,6 +397,10 @@ func checkUserData(t *testing.T, j job.Job, rep *judge.Report) {
 // checkNetwork asserts that cloud-init's parsed network state has every NIC
 // of the job with its MAC, MTU and addresses.
 func checkNetwork(t *testing.T, j job.Job, rep *judge.Report) {
+	if j.NetworkData != nil {
+		checkNetworkData(t, j, rep)
+		return
+	}
 	if len(j.NICs) == 0 && j.NetworkConfig == "" {
 		if rep.NetworkConfigRaw != "" {
 			t.Errorf("network-config present without network settings: %q", rep.NetworkConfigRaw)
@@ -443,6 +470,115 @@ func checkNetwork(t *testing.T, j job.Job, rep *judge.Report) {
 	for kind, files := range rep.RenderedNetwork {
 		if len(files) == 0 {
 			t.Errorf("cloud-init rendered no %s files", kind)
+		}
+	}
+}
+
+// checkSeeds asserts the fields of issue 12 as cloud-init reads them:
+// locale, host keys (exactly the secrets' keys), power_state, phone_home
+// and the random seed's bytes.
+func checkSeeds(t *testing.T, j job.Job, res payload.Result, rep *judge.Report) {
+	t.Helper()
+	cc := rep.MergedCloudConfig
+	if j.Locale != "" && cc["locale"] != j.Locale {
+		t.Errorf("locale %v, want %q", cc["locale"], j.Locale)
+	}
+	if len(j.SSHHostKeys) > 0 {
+		keys, _ := cc["ssh_keys"].(map[string]any)
+		if len(keys) != 2*len(j.SSHHostKeys) {
+			t.Errorf("ssh_keys has %d entries, want a private and public key for each of %d types", len(keys), len(j.SSHHostKeys))
+		}
+		if cc["ssh_deletekeys"] != true {
+			t.Errorf("ssh_deletekeys %v, want true so that only the given keys remain", cc["ssh_deletekeys"])
+		}
+		for i, k := range j.SSHHostKeys {
+			priv, err := os.ReadFile(filepath.Join(secretsDir, k.PrivateKeySecret))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keys[k.Type+"_private"] != string(priv) {
+				t.Errorf("ssh_host_keys[%d]: %s_private is not the secret's key", i, k.Type)
+			}
+			pub, err := os.ReadFile(filepath.Join(secretsDir, k.PrivateKeySecret+".pub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := strings.Fields(string(pub))
+			got := strings.Fields(fmt.Sprint(keys[k.Type+"_public"]))
+			if len(got) < 2 || got[0] != f[0] || got[1] != f[1] {
+				t.Errorf("ssh_host_keys[%d]: %s_public %v, want ssh-keygen's %s %s", i, k.Type, keys[k.Type+"_public"], f[0], f[1])
+			}
+		}
+	}
+	if ps := j.PowerState; ps != nil {
+		m, _ := cc["power_state"].(map[string]any)
+		if m["mode"] != ps.Mode || fmt.Sprint(m["message"]) != ps.Message && ps.Message != "" {
+			t.Errorf("power_state %v, want mode %q message %q", m, ps.Mode, ps.Message)
+		}
+		wantDelay := any("now")
+		if ps.DelayMinutes > 0 {
+			wantDelay = float64(ps.DelayMinutes)
+		}
+		if m["delay"] != wantDelay {
+			t.Errorf("power_state.delay %#v, want %#v", m["delay"], wantDelay)
+		}
+		if ps.Condition != nil && fmt.Sprint(m["condition"]) != fmt.Sprint(ps.Condition.Shell) && fmt.Sprint(m["condition"]) != fmt.Sprint(toAny(ps.Condition.Argv)) {
+			t.Errorf("power_state.condition %v, want %v", m["condition"], ps.Condition)
+		}
+	}
+	if ph := j.PhoneHome; ph != nil {
+		m, _ := cc["phone_home"].(map[string]any)
+		if m["url"] != ph.URL {
+			t.Errorf("phone_home.url %v, want %q", m["url"], ph.URL)
+		}
+		wantPost := any("all")
+		if len(ph.Post) > 0 {
+			wantPost = toAny(ph.Post)
+		}
+		if !reflect.DeepEqual(m["post"], wantPost) {
+			t.Errorf("phone_home.post %v, want %v", m["post"], wantPost)
+		}
+	}
+	if rs := j.RandomSeed; rs != nil {
+		if rep.RandomSeed == "" {
+			t.Errorf("cloud-init's seed_random would add no random seed")
+		} else if rs.Data != "" && rep.RandomSeed != rs.Data {
+			t.Errorf("seed_random would write %s, want the job's %s", rep.RandomSeed, rs.Data)
+		} else if b, _ := base64.StdEncoding.DecodeString(rep.RandomSeed); rs.GenerateBytes != 0 && len(b) != rs.GenerateBytes {
+			t.Errorf("seed_random would write %d bytes, want %d", len(b), rs.GenerateBytes)
+		}
+	} else if rep.RandomSeed != "" {
+		t.Errorf("random seed %q without random_seed in the job", rep.RandomSeed)
+	}
+}
+
+// checkNetworkData asserts that cloud-init's converter turns the job's
+// network_data into a config with every link's MAC and every static
+// address.
+func checkNetworkData(t *testing.T, j job.Job, rep *judge.Report) {
+	t.Helper()
+	state, _ := json.Marshal(rep.NetworkState)
+	cfg, _ := json.Marshal(rep.NetworkConfig)
+	if len(rep.NetworkState) == 0 {
+		t.Fatalf("cloud-init derived no network state from network_data: %s", rep.NetworkConfigRaw)
+	}
+	links, _ := j.NetworkData["links"].([]any)
+	for i, l := range links {
+		m, _ := l.(map[string]any)
+		if mac, _ := m["ethernet_mac_address"].(string); mac != "" && !strings.Contains(strings.ToLower(string(state)), strings.ToLower(mac)) {
+			t.Errorf("network_data.links[%d]: MAC %s not in cloud-init's network state %s", i, mac, state)
+		}
+	}
+	nets, _ := j.NetworkData["networks"].([]any)
+	for i, n := range nets {
+		m, _ := n.(map[string]any)
+		if ip, _ := m["ip_address"].(string); ip != "" && !strings.Contains(string(cfg), ip) {
+			t.Errorf("network_data.networks[%d]: address %s not in cloud-init's network config %s", i, ip, cfg)
+		}
+	}
+	for kind, files := range rep.RenderedNetwork {
+		if len(files) == 0 {
+			t.Errorf("net-convert to %s rendered nothing", kind)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -46,6 +47,9 @@ type Options struct {
 	SecretsDir string
 	// Salt is passed to cloudinit.Options (tests only).
 	Salt func() (string, error)
+	// Rand is passed to cloudinit.Options: the source of generated random
+	// seeds (nil: crypto/rand; tests only).
+	Rand io.Reader
 	// Mode and GID of the image file (see image.Options). GID -1 keeps it.
 	Mode os.FileMode
 	GID  int
@@ -70,7 +74,7 @@ type Rendered struct {
 // Problems with the job come back as *job.ValidationError.
 func Render(j *job.Job, opt Options) (*Rendered, error) {
 	jj := j.WithDefaults()
-	in := cloudinit.Input{Job: jj, Passwords: make([]string, len(jj.Users)), Identity: opt.Identity}
+	in := cloudinit.Input{Job: jj, Passwords: make([]string, len(jj.Users)), HostKeys: make([]string, len(jj.SSHHostKeys)), Identity: opt.Identity}
 	var r job.Report
 	sd := secrets.Dir(opt.SecretsDir)
 	for i, u := range jj.Users {
@@ -85,6 +89,21 @@ func Render(j *job.Job, opt Options) (*Rendered, error) {
 		in.Passwords[i] = strings.TrimRight(string(b), "\r\n")
 		if in.Passwords[i] == "" {
 			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeInvalid, "secret %q is empty", u.PasswordSecret)
+		}
+	}
+	for i, k := range jj.SSHHostKeys {
+		if k.PrivateKeySecret == "" || !job.ValidSecretName(k.PrivateKeySecret) {
+			continue // Validate reports it
+		}
+		f := fmt.Sprintf("ssh_host_keys[%d].private_key_secret", i)
+		b, err := sd.Read(k.PrivateKeySecret)
+		if err != nil {
+			addSecretError(&r, f, k.PrivateKeySecret, err)
+			continue
+		}
+		in.HostKeys[i] = string(b)
+		if strings.TrimSpace(in.HostKeys[i]) == "" {
+			r.Add(f, job.CodeInvalid, "secret %q is empty", k.PrivateKeySecret)
 		}
 	}
 	switch {
@@ -110,7 +129,7 @@ func Render(j *job.Job, opt Options) (*Rendered, error) {
 		v.Merge(r)
 		return nil, v.Err()
 	}
-	docs, err := cloudinit.Render(in, cloudinit.Options{Salt: opt.Salt})
+	docs, err := cloudinit.Render(in, cloudinit.Options{Salt: opt.Salt, Rand: opt.Rand})
 	if err != nil {
 		return nil, err
 	}

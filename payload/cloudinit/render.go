@@ -8,10 +8,13 @@ package cloudinit
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/go-crypt/crypt/algorithm/shacrypt"
@@ -30,6 +33,9 @@ type Input struct {
 	// Passwords holds, per entry of Job.Users, the plaintext password (from
 	// password or password_secret) to hash; "" where there is none.
 	Passwords []string
+	// HostKeys holds, per entry of Job.SSHHostKeys, the private key text
+	// read from its private_key_secret.
+	HostKeys []string
 	// Identity, when set, pins the content hash and instance-id to those an
 	// earlier render of the same job recorded (see package recipe): a
 	// recipe stores a plaintext password only as the hash that went into
@@ -52,6 +58,9 @@ type Options struct {
 	// deterministic salt of DeterministicSalt; tests set it to get output
 	// that does not depend on the password.
 	Salt func() (string, error)
+	// Rand is the source of a random_seed with generate_bytes; nil means
+	// crypto/rand.
+	Rand io.Reader
 }
 
 // File is one rendered document and its path inside the image.
@@ -77,6 +86,15 @@ type Documents struct {
 	// SHA-512 crypt of password / password_secret); "" for a user without
 	// a password.
 	PasswordHashes []string
+	// RandomSeed is the base64 random seed that went into the image (the
+	// job's random_seed.data, or the bytes generated for
+	// random_seed.generate_bytes); "" without random_seed. A generated
+	// seed differs on every render, so an existing image of the same
+	// content hash holds another one.
+	RandomSeed string
+	// HostKeyPublics holds, per entry of the job's ssh_host_keys, the
+	// public key line that went into the image.
+	HostKeyPublics []string
 }
 
 // Size is the total number of content bytes.
@@ -95,7 +113,12 @@ func Render(in Input, opt Options) (*Documents, error) {
 	j := in.Job.WithDefaults()
 	r := j.Validate()
 	checkRenderable(&j, in, &r)
+	keys := resolveHostKeys(&j, in, &r)
 	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	seed, err := randomSeed(&j, opt.Rand)
+	if err != nil {
 		return nil, err
 	}
 	if len(in.Passwords) != 0 && len(in.Passwords) != len(j.Users) {
@@ -111,7 +134,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 	}
 	in.Passwords = plain
 
-	contentHash, iidHash, err := identities(&j, in)
+	contentHash, iidHash, err := identities(&j, in, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -146,16 +169,19 @@ func Render(in Input, opt Options) (*Documents, error) {
 			hashes[i] = h
 		}
 	}
-	cc := buildCloudConfig(&j, hashes)
+	cc := buildCloudConfig(&j, hashes, keys, seed)
 	userData, err := assembleUserData(cc, in.UserData, j.UserDataMode, contentHash)
 	if err != nil {
 		return nil, err
 	}
 
-	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes}
+	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes, RandomSeed: seed}
+	for _, k := range keys {
+		docs.HostKeyPublics = append(docs.HostKeyPublics, k.Public)
+	}
 	switch j.Format {
 	case job.FormatConfigDrive:
-		err = renderConfigDrive(docs, &j, userData)
+		err = renderConfigDrive(docs, &j, userData, seed)
 	default:
 		err = renderNoCloud(docs, &j, userData)
 	}
@@ -169,6 +195,50 @@ func Render(in Input, opt Options) (*Documents, error) {
 	return docs, nil
 }
 
+// resolveHostKeys parses the private keys in.HostKeys for the job's
+// ssh_host_keys, reporting problems under the secret's field without
+// quoting the key.
+func resolveHostKeys(j *job.Job, in Input, r *job.Report) []HostKey {
+	var keys []HostKey
+	for i, k := range j.SSHHostKeys {
+		p := fmt.Sprintf("ssh_host_keys[%d].private_key_secret", i)
+		if i >= len(in.HostKeys) || in.HostKeys[i] == "" {
+			r.Add(p, job.CodeNotFound, "secret %q was not resolved", k.PrivateKeySecret)
+			continue
+		}
+		if _, known := job.HostKeyAlgorithms[k.Type]; !known {
+			continue // Validate reports it
+		}
+		hk, err := ParseHostKey(k.Type, in.HostKeys[i], k.PublicKey)
+		if err != nil {
+			r.Add(p, job.CodeInvalid, "secret %q: %v", k.PrivateKeySecret, err)
+			continue
+		}
+		keys = append(keys, hk)
+	}
+	return keys
+}
+
+// randomSeed returns the job's random seed in base64: the given data, or
+// generate_bytes bytes read from src (crypto/rand when nil).
+func randomSeed(j *job.Job, src io.Reader) (string, error) {
+	rs := j.RandomSeed
+	switch {
+	case rs == nil:
+		return "", nil
+	case rs.Data != "":
+		return rs.Data, nil
+	}
+	if src == nil {
+		src = rand.Reader
+	}
+	b := make([]byte, rs.GenerateBytes)
+	if _, err := io.ReadFull(src, b); err != nil {
+		return "", fmt.Errorf("generating the random seed: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
 func metaInstanceKey(f job.Format) string {
 	if f == job.FormatConfigDrive {
 		return "uuid"
@@ -180,7 +250,10 @@ func metaInstanceKey(f job.Format) string {
 // this rendering cannot honour without dropping data.
 func checkRenderable(j *job.Job, in Input, r *job.Report) {
 	if j.Format == job.FormatConfigDrive && j.NetworkConfig != "" {
-		r.Add("network_config", job.CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns instead of network_config")
+		r.Add("network_config", job.CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns, or give the network_data.json object as network_data, instead of network_config")
+	}
+	if j.Format != job.FormatConfigDrive && j.NetworkData != nil {
+		r.Add("network_data", job.CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %q use network_config or nics", j.Format)
 	}
 	if j.UserDataMode == job.ModeReplace {
 		var lost []string
@@ -191,6 +264,9 @@ func checkRenderable(j *job.Job, in Input, r *job.Report) {
 			{"timezone", j.Timezone != ""}, {"users", len(j.Users) > 0}, {"files", len(j.Files) > 0},
 			{"runcmd", len(j.Runcmd) > 0}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
 			{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil},
+			{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0},
+			{"power_state", j.PowerState != nil}, {"phone_home", j.PhoneHome != nil},
+			{"random_seed", j.RandomSeed != nil && j.Format != job.FormatConfigDrive},
 		} {
 			if f.set {
 				lost = append(lost, f.name)
@@ -211,8 +287,16 @@ func checkRenderable(j *job.Job, in Input, r *job.Report) {
 // and the instance hash (the same without format, media and pinned ids).
 // Plaintext passwords enter them only as a salted SHA-512 crypt with a
 // fixed salt, no weaker than the hash the image itself carries.
-func identities(j *job.Job, in Input) (content, instance string, err error) {
+func identities(j *job.Job, in Input, keys []HostKey) (content, instance string, err error) {
 	c := *j
+	// a host key enters as its public half (which names the private one)
+	c.SSHHostKeys = make([]job.SSHHostKey, len(j.SSHHostKeys))
+	for i, k := range j.SSHHostKeys {
+		if i < len(keys) {
+			k.PublicKey = keys[i].Public
+		}
+		c.SSHHostKeys[i] = k
+	}
 	c.ID, c.Domain, c.Action, c.DomainXML, c.PrebuiltImage = "", "", "", "", ""
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
 	c.Users = make([]job.User, len(j.Users))
@@ -437,7 +521,7 @@ type OpenStackMeta struct {
 
 const configDriveDir = "openstack/latest/"
 
-func renderConfigDrive(d *Documents, j *job.Job, userData []byte) error {
+func renderConfigDrive(d *Documents, j *job.Job, userData []byte, seed string) error {
 	m := OpenStackMeta{UUID: d.InstanceID, Hostname: j.Hostname, Name: j.Hostname}
 	if m.Name == "" {
 		m.Name = j.Domain
@@ -456,6 +540,9 @@ func renderConfigDrive(d *Documents, j *job.Job, userData []byte) error {
 	if err := json.Unmarshal(b, &meta); err != nil {
 		return fmt.Errorf("rendering meta_data.json: %w", err)
 	}
+	if seed != "" {
+		meta["random_seed"] = seed
+	}
 	for k, v := range j.MetaData {
 		meta[k] = v
 	}
@@ -464,7 +551,13 @@ func renderConfigDrive(d *Documents, j *job.Job, userData []byte) error {
 		return fmt.Errorf("rendering meta_data.json: %w", err)
 	}
 	d.Files = append(d.Files, File{configDriveDir + "meta_data.json", md}, File{configDriveDir + "user_data", userData})
-	if nd := buildNetworkData(j); nd != nil {
+	if j.NetworkData != nil {
+		b, err := marshalJSON(j.NetworkData)
+		if err != nil {
+			return fmt.Errorf("rendering network_data.json: %w", err)
+		}
+		d.Files = append(d.Files, File{configDriveDir + "network_data.json", b})
+	} else if nd := buildNetworkData(j); nd != nil {
 		b, err := marshalJSON(nd)
 		if err != nil {
 			return fmt.Errorf("rendering network_data.json: %w", err)

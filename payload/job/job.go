@@ -71,6 +71,12 @@ type Job struct {
 	Files                 []File    `json:"files,omitempty"`
 	Runcmd                []Command `json:"runcmd,omitempty"`
 
+	Locale      string       `json:"locale,omitempty"`
+	SSHHostKeys []SSHHostKey `json:"ssh_host_keys,omitempty"`
+	PowerState  *PowerState  `json:"power_state,omitempty"`
+	PhoneHome   *PhoneHome   `json:"phone_home,omitempty"`
+	RandomSeed  *RandomSeed  `json:"random_seed,omitempty"`
+
 	UserData       string         `json:"user_data,omitempty"`
 	UserDataBase64 string         `json:"user_data_base64,omitempty"`
 	UserDataSecret string         `json:"user_data_secret,omitempty"`
@@ -78,9 +84,69 @@ type Job struct {
 	MetaData       map[string]any `json:"meta_data,omitempty"`
 	NetworkConfig  string         `json:"network_config,omitempty"`
 	VendorData     string         `json:"vendor_data,omitempty"`
+	// NetworkData is a raw OpenStack network_data.json object, written
+	// as it is with format "configdrive".
+	NetworkData map[string]any `json:"network_data,omitempty"`
 }
 
-// User is an account cloud-init creates in the guest.
+// SSHHostKey is a host key pair the guest's SSH server gets instead of
+// generated ones. The private key is only ever a secret reference.
+type SSHHostKey struct {
+	Type             string `json:"type"`
+	PrivateKeySecret string `json:"private_key_secret"`
+	PublicKey        string `json:"public_key,omitempty"`
+}
+
+// SSH host key types.
+const (
+	HostKeyEd25519 = "ed25519"
+	HostKeyECDSA   = "ecdsa"
+	HostKeyRSA     = "rsa"
+)
+
+// PowerState asks cloud-init to power the guest off or reboot it once
+// provisioning has finished.
+type PowerState struct {
+	Mode           string   `json:"mode"`
+	DelayMinutes   int      `json:"delay_minutes,omitempty"`
+	Message        string   `json:"message,omitempty"`
+	TimeoutSeconds int      `json:"timeout_seconds,omitempty"`
+	Condition      *Command `json:"condition,omitempty"`
+}
+
+// Power state modes.
+const (
+	PowerOff = "poweroff"
+	Reboot   = "reboot"
+)
+
+// PhoneHome asks cloud-init to POST instance data to a URL at the end of
+// provisioning.
+type PhoneHome struct {
+	URL   string   `json:"url"`
+	Post  []string `json:"post,omitempty"`
+	Tries int      `json:"tries,omitempty"`
+}
+
+// PhoneHomeKeys are the values phone_home.post may name.
+var PhoneHomeKeys = []string{"pub_key_rsa", "pub_key_ecdsa", "pub_key_ed25519", "instance_id", "hostname", "fqdn"}
+
+// RandomSeed is entropy handed to the guest: either given (Data, base64)
+// or generated from the host's CSPRNG when the payload is built
+// (GenerateBytes).
+type RandomSeed struct {
+	Data          string `json:"data,omitempty"`
+	GenerateBytes int    `json:"generate_bytes,omitempty"`
+}
+
+// Random seed limits.
+const (
+	MinRandomSeedBytes = 16
+	MaxRandomSeedBytes = 4096
+)
+
+// User is an account cloud-init creates in the guest. The name "root"
+// configures the existing root account instead.
 type User struct {
 	Name              string   `json:"name"`
 	Password          string   `json:"password,omitempty"`

@@ -178,7 +178,7 @@ func badCases() []badCase {
 
 		// users
 		{name: "user without name", doc: v1(`"users":[{"shell":"/bin/sh"}]`), want: []string{"users[0].name|required"}},
-		{name: "user names", doc: v1(`"users":[{"name":"Alice"},{"name":"root"},{"name":"bob"},{"name":"bob"}]`), want: []string{"users[0].name|invalid", "users[1].name|invalid", "users[3].name|duplicate"}},
+		{name: "user names", doc: v1(`"users":[{"name":"Alice"},{"name":"root"},{"name":"bob"},{"name":"bob"}]`), want: []string{"users[0].name|invalid", "users[3].name|duplicate"}},
 		{name: "password and hash", doc: v1(`"users":[{"name":"alice","password":"pw","password_hash":"` + testHash + `"}]`), want: []string{"users[0]|conflict"}},
 		{name: "password, hash and secret", doc: v1(`"users":[{"name":"alice","password":"pw","password_hash":"` + testHash + `","password_secret":"alice.pw"}]`), want: []string{"users[0]|conflict"}, msg: "password, password_hash, password_secret"},
 		{name: "password hash plaintext", doc: v1(`"users":[{"name":"alice","password_hash":"hunter2"}]`), want: []string{"users[0].password_hash|invalid"}, noQuote: true},
@@ -246,6 +246,43 @@ func badCases() []badCase {
 		{name: "network_config bad YAML", doc: v1(`"network_config":"version: 2\nethernets: {a: [}\n"`), want: []string{"network_config|invalid"}},
 		{name: "network_config alias bomb", doc: v1(`"network_config":` + jstr("version: 2\n"+aliasBomb(""))), want: []string{"network_config|invalid"}, msg: "excessive aliasing"},
 		{name: "vendor_data bad", doc: v1(`"vendor_data":"#cloud-config\n: : :\n\t- x"`), want: []string{"vendor_data|invalid"}},
+
+		// root, host keys, locale, power state, phone home, random seed, network_data
+		{name: "root with groups, shell, sudo", doc: v1(`"users":[{"name":"root","groups":["adm"],"shell":"/bin/zsh","sudo":"ALL=(ALL) ALL"}]`), want: []string{"users[0].groups|invalid", "users[0].shell|invalid", "users[0].sudo|invalid"}, noQuote: true},
+		{name: "root key also top-level", doc: v1(`"ssh_authorized_keys":["` + testKey + `"],"users":[{"name":"root","ssh_authorized_keys":["` + testKey + `"]}]`), want: []string{"users[0].ssh_authorized_keys[0]|conflict"}},
+		{name: "root twice", doc: v1(`"users":[{"name":"root"},{"name":"root"}]`), want: []string{"users[1].name|duplicate"}},
+		{name: "locale forms", doc: v1(`"locale":"en-US"`), want: []string{"locale|invalid"}},
+		{name: "locale injection", doc: v1(`"locale":"en_US.UTF-8\nLC_ALL=x"`), want: []string{"locale|invalid"}},
+		{name: "host key type and secret", doc: v1(`"ssh_host_keys":[{"type":"dsa","private_key_secret":"k"},{"type":"rsa","private_key_secret":"../k"},{"type":"rsa","private_key_secret":""}]`), want: []string{"ssh_host_keys[0].type|invalid", "ssh_host_keys[1].private_key_secret|invalid", "ssh_host_keys[2].type|duplicate", "ssh_host_keys[2].private_key_secret|required"}},
+		{name: "host key missing type", doc: v1(`"ssh_host_keys":[{"private_key_secret":"k"}]`), want: []string{"ssh_host_keys[0].type|required"}},
+		{name: "host key public of other type", doc: v1(`"ssh_host_keys":[{"type":"rsa","private_key_secret":"k","public_key":"` + testKey + `"}]`), want: []string{"ssh_host_keys[0].public_key|invalid"}},
+		{name: "host key public garbage", doc: v1(`"ssh_host_keys":[{"type":"ed25519","private_key_secret":"k","public_key":"ssh-ed25519 nope"}]`), want: []string{"ssh_host_keys[0].public_key|invalid"}},
+		{name: "host keys without regeneration", doc: v1(`"regenerate_ssh_host_keys":false,"ssh_host_keys":[{"type":"ed25519","private_key_secret":"k"}]`), want: []string{"ssh_host_keys|conflict"}},
+		{name: "host key inline private key", doc: v1(`"ssh_host_keys":[{"type":"ed25519","private_key":"-----BEGIN"}]`), want: []string{"ssh_host_keys[0].private_key|unknown_field", "ssh_host_keys[0].private_key_secret|required"}},
+		{name: "power state mode", doc: v1(`"power_state":{"mode":"halt-and-catch-fire"}`), want: []string{"power_state.mode|invalid"}},
+		{name: "power state missing mode", doc: v1(`"power_state":{"delay_minutes":1}`), want: []string{"power_state.mode|required"}},
+		{name: "power state ranges", doc: v1(`"power_state":{"mode":"reboot","delay_minutes":-1,"timeout_seconds":100000,"message":"a\nb","condition":""}`), want: []string{"power_state.delay_minutes|out_of_range", "power_state.timeout_seconds|out_of_range", "power_state.message|invalid", "power_state.condition|required"}},
+		{name: "power state condition type", doc: v1(`"power_state":{"mode":"poweroff","condition":true}`), want: []string{"power_state.condition|type"}},
+		{name: "phone home url", doc: v1(`"phone_home":{"url":"ftp://example.com/x"}`), want: []string{"phone_home.url|invalid"}},
+		{name: "phone home no host", doc: v1(`"phone_home":{"url":"http:///x"}`), want: []string{"phone_home.url|invalid"}},
+		{name: "phone home missing url", doc: v1(`"phone_home":{"tries":3}`), want: []string{"phone_home.url|required"}},
+		{name: "phone home post and tries", doc: v1(`"phone_home":{"url":"https://h/p","post":["instance_id","password","instance_id"],"tries":1000}`), want: []string{"phone_home.post[1]|invalid", "phone_home.post[2]|duplicate", "phone_home.tries|out_of_range"}},
+		{name: "phone home empty post", doc: v1(`"phone_home":{"url":"https://h/p","post":[]}`), want: []string{"phone_home.post|required"}},
+		{name: "random seed both", doc: v1(`"random_seed":{"data":"` + strings.Repeat("A", 24) + `","generate_bytes":32}`), want: []string{"random_seed|conflict"}},
+		{name: "random seed neither", doc: v1(`"random_seed":{}`), want: []string{"random_seed|required"}},
+		{name: "random seed not base64", doc: v1(`"random_seed":{"data":"not base64!"}`), want: []string{"random_seed.data|invalid"}},
+		{name: "random seed too short", doc: v1(`"random_seed":{"data":"AAAA"}`), want: []string{"random_seed.data|out_of_range"}},
+		{name: "random seed generate range", doc: v1(`"random_seed":{"generate_bytes":1000000}`), want: []string{"random_seed.generate_bytes|out_of_range"}},
+		{name: "network_data with nocloud", doc: v1(`"format":"nocloud","network_data":{"links":[{"id":"l0","type":"phy","ethernet_mac_address":"` + mac1 + `"}]}`), want: []string{"network_data|conflict"}},
+		{name: "network_data with nics", doc: nic1(`"format":"configdrive","network_data":{"links":[{"id":"l0","type":"phy","ethernet_mac_address":"` + mac1 + `"}]}`), want: []string{"network_data|conflict"}},
+		{name: "network_data shape", doc: v1(`"format":"configdrive","network_data":{"links":[{"id":"l0","type":"phy"},{"id":"l0","type":"phy","ethernet_mac_address":"zz","mtu":10}],"networks":[{"id":"n0","type":"ipv5","link":"l9"},{"id":"n1","type":"ipv4","link":"l0","ip_address":"2001:db8::1","netmask":"255.0.255.0","routes":[{"network":"0.0.0.0","netmask":"0.0.0.0","gateway":"x"}]}],"services":[{"type":"dns","address":"nope"}],"extra":[]}`),
+			want: []string{"network_data.extra|unknown_field", "network_data.links[0]|required", "network_data.links[1].id|duplicate", "network_data.links[1].ethernet_mac_address|invalid", "network_data.links[1].mtu|out_of_range",
+				"network_data.networks[0].type|invalid", "network_data.networks[0].link|not_found", "network_data.networks[1].ip_address|invalid", "network_data.networks[1].netmask|invalid",
+				"network_data.networks[1].routes[0].gateway|invalid", "network_data.services[0].address|invalid"}, noQuote: true},
+		{name: "network_data missing links", doc: v1(`"format":"configdrive","network_data":{"links":"x"}`), want: []string{"network_data.links|type"}},
+		{name: "random seed also in meta_data", doc: v1(`"random_seed":{"generate_bytes":64},"meta_data":{"random_seed":"QUJD"}`), want: []string{"meta_data.random_seed|conflict"}},
+		{name: "config-2 meta_data random_seed not base64", doc: v1(`"format":"configdrive","meta_data":{"random_seed":"not base64!"}`), want: []string{"meta_data.random_seed|invalid"}},
+		{name: "prebuilt with new fields", doc: v1(`"prebuilt_image":"/x.iso","locale":"C.UTF-8","random_seed":{"generate_bytes":64}`), want: []string{"prebuilt_image|conflict"}},
 
 		// many problems at once
 		{name: "everything wrong at once", doc: `{"version":3,"id":"!","hostname":"-h","timezone":"Nowhere/Town","extra":1,
@@ -442,8 +479,13 @@ func fullJob() string {
     {"name": "carol", "password_secret": "carol.pw", "lock_password": true}
   ],
   "ssh_authorized_keys": ["` + testKey + `"],
-  "regenerate_ssh_host_keys": false,
+  "regenerate_ssh_host_keys": true,
   "ssh_password_auth": true,
+  "locale": "de_DE.UTF-8",
+  "ssh_host_keys": [{"type": "ed25519", "private_key_secret": "host-ed25519", "public_key": "` + testKey + `"}],
+  "power_state": {"mode": "poweroff", "delay_minutes": 2, "message": "bye", "timeout_seconds": 60, "condition": ["test", "-e", "/tmp/argv"]},
+  "phone_home": {"url": "https://cfg.example.com/up/$INSTANCE_ID", "post": ["instance_id", "pub_key_ed25519"], "tries": 3},
+  "random_seed": {"data": "` + strings.Repeat("QUJD", 8) + `"},
   "dns": {"nameservers": ["192.0.2.53", "2001:db8::53"], "search": ["example.com", "corp.example."]},
   "nics": [
     {"name": "eth0", "mac": "52:54:00:12:34:56", "mtu": 1500,
@@ -471,6 +513,15 @@ func TestGoodJobs(t *testing.T) {
 	cases := []struct{ name, doc string }{
 		{"every field", fullJob()},
 		{"minimal", `{"version":1}`},
+		{"root account", v1(`"ssh_authorized_keys":["` + testKey + `"],"users":[{"name":"root","password":"pw","ssh_authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p root@x"],"lock_password":false}]`)},
+		{"locales", v1(`"locale":"sr_RS.UTF-8@latin"`)},
+		{"locale C", v1(`"locale":"C.UTF-8"`)},
+		{"locale POSIX", v1(`"locale":"POSIX"`)},
+		{"power state minimal", v1(`"power_state":{"mode":"reboot","condition":"test -f /run/x"}`)},
+		{"phone home minimal", v1(`"phone_home":{"url":"http://192.0.2.1:8080/"}`)},
+		{"random seed generated", v1(`"random_seed":{"generate_bytes":512}`)},
+		{"host keys of three types", v1(`"ssh_host_keys":[{"type":"ed25519","private_key_secret":"a"},{"type":"ecdsa","private_key_secret":"b"},{"type":"rsa","private_key_secret":"c"}]`)},
+		{"network_data", v1(`"format":"configdrive","network_data":{"links":[{"id":"l0","type":"phy","ethernet_mac_address":"` + mac1 + `","mtu":1500}],"networks":[{"id":"n0","type":"ipv4","link":"l0","ip_address":"192.0.2.10","netmask":"255.255.255.0","routes":[{"network":"0.0.0.0","netmask":"0.0.0.0","gateway":"192.0.2.1"}]},{"id":"n1","type":"ipv6_slaac","link":"l0"}],"services":[{"type":"dns","address":"192.0.2.53"}]}`)},
 		{"whitespace and CRLF", "\r\n  {\r\n \"version\" : 1 \r\n}\r\n"},
 		{"nulls for optional fields", v1(`"id":null,"hostname":null,"users":null,"dns":null,"nics":null,"runcmd":null,"meta_data":null,"ssh_password_auth":null`)},
 		{"empty arrays and objects", v1(`"users":[],"nics":[],"files":[],"runcmd":[],"ssh_authorized_keys":[],"meta_data":{}`)},
@@ -546,7 +597,7 @@ func roundTrip(t *testing.T, j *Job) []byte {
 
 // exclusive names the fields the full job cannot set together with others;
 // the good-jobs table covers them.
-var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "NetworkConfig": true}
+var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "NetworkConfig": true, "NetworkData": true, "GenerateBytes": true}
 
 func TestFullJobDecodesEveryField(t *testing.T) {
 	j, r := Parse([]byte(fullJob()))
@@ -589,7 +640,7 @@ func TestFullJobDecodesEveryField(t *testing.T) {
 	if got := j.Users[0].Password; got != "correct horse" {
 		t.Errorf("password %q", got)
 	}
-	if *j.Users[2].LockPassword != true || *j.RegenerateSSHHostKeys != false {
+	if *j.Users[2].LockPassword != true || *j.RegenerateSSHHostKeys != true {
 		t.Errorf("bools not decoded")
 	}
 	if n := j.MetaData["nested"].(map[string]any)["a"].([]any); !reflect.DeepEqual(n, []any{int64(1), 2.5, true, nil, "s"}) {

@@ -103,7 +103,8 @@ func (j *Job) Validate() Report {
 	if j.Timezone != "" {
 		validateTimezone("timezone", j.Timezone, &r)
 	}
-	validateUsers(j.Users, &r)
+	validateUsers(j.Users, j.SSHAuthorizedKeys, &r)
+	validateSeeds(j, &r)
 	validateKeys("ssh_authorized_keys", j.SSHAuthorizedKeys, &r)
 	if j.DNS != nil {
 		validateDNS(j, &r)
@@ -112,20 +113,7 @@ func (j *Job) Validate() Report {
 	validateFiles(j.Files, &r)
 	for i, c := range j.Runcmd {
 		p := index("runcmd", i)
-		switch {
-		case c.Argv != nil && len(c.Argv) == 0:
-			r.Add(p, CodeRequired, "an argv command needs at least one element")
-		case c.Argv != nil:
-			for k, a := range c.Argv {
-				if strings.ContainsRune(a, 0) {
-					r.Add(index(p, k), CodeInvalid, "argument %s contains a NUL byte", quote(a))
-				}
-			}
-		case strings.TrimSpace(c.Shell) == "":
-			r.Add(p, CodeRequired, "a shell command must not be empty")
-		case strings.ContainsRune(c.Shell, 0):
-			r.Add(p, CodeInvalid, "command %s contains a NUL byte", quote(c.Shell))
-		}
+		validateCommand(p, c, &r)
 	}
 	validateUserData(j, &r)
 	if j.MetaData != nil {
@@ -204,6 +192,8 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"user_data", j.UserData != ""}, {"user_data_base64", j.UserDataBase64 != ""}, {"user_data_secret", j.UserDataSecret != ""},
 		{"meta_data", j.MetaData != nil}, {"network_config", j.NetworkConfig != ""}, {"vendor_data", j.VendorData != ""},
 		{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
+		{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0}, {"power_state", j.PowerState != nil},
+		{"phone_home", j.PhoneHome != nil}, {"random_seed", j.RandomSeed != nil}, {"network_data", j.NetworkData != nil},
 	} {
 		if f.set {
 			content = append(content, f.name)
@@ -259,7 +249,7 @@ func validateSecretName(p, name string, r *Report) {
 	}
 }
 
-func validateUsers(users []User, r *Report) {
+func validateUsers(users []User, topKeys []string, r *Report) {
 	seen := map[string]int{}
 	for i, u := range users {
 		p := index("users", i)
@@ -268,13 +258,14 @@ func validateUsers(users []User, r *Report) {
 			r.Add(join(p, "name"), CodeRequired, "a user needs a name")
 		case !userRE.MatchString(u.Name):
 			r.Add(join(p, "name"), CodeInvalid, "%s is not a valid user name: lowercase letters, digits, _ and -, starting with a letter or _, at most 32 characters", quote(u.Name))
-		case u.Name == "root":
-			r.Add(join(p, "name"), CodeInvalid, "%s cannot be created as a user; set ssh_authorized_keys or runcmd instead", quote(u.Name))
 		default:
 			if prev, dup := seen[u.Name]; dup {
 				r.Add(join(p, "name"), CodeDuplicate, "user %s is already defined at users[%d]", quote(u.Name), prev)
 			}
 			seen[u.Name] = i
+		}
+		if u.Name == "root" {
+			validateRootUser(p, u, topKeys, r)
 		}
 		var set []string
 		if u.Password != "" {
@@ -341,7 +332,7 @@ func validateDNS(j *Job, r *Report) {
 			r.Add(index("dns.search", i), CodeInvalid, "%s is not a valid search domain", quote(s))
 		}
 	}
-	if len(j.NICs) == 0 && j.NetworkConfig == "" {
+	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil {
 		r.Add("dns", CodeRequired, "dns is applied to the job's NICs, so at least one entry in nics is needed")
 	}
 	if j.NetworkConfig != "" {

@@ -8,7 +8,10 @@
 //
 // A recipe never holds a plaintext secret: a plaintext users[].password is
 // replaced by the SHA-512 crypt hash that went into the image, and
-// *_secret fields stay references into the secrets directory. Domain
+// *_secret fields stay references into the secrets directory (user-data,
+// passwords, SSH host private keys). A random_seed generated at build time
+// is recorded as the base64 data that went into the image, so a rebuild
+// gives the same bytes; the guest has consumed it by then. Domain
 // metadata is readable by read-only libvirt clients.
 package recipe
 
@@ -21,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -39,7 +43,8 @@ type Recipe struct {
 	// Job is the normalised job: defaults applied; id, action and
 	// domain_xml dropped (they do not reach the image; domain does, as the
 	// config-2 name of a job without hostname); plaintext passwords
-	// replaced by their hash. Secrets stay references.
+	// replaced by their hash; a generated random_seed replaced by the data
+	// that went into the image. Secrets stay references.
 	Job job.Job
 	// Path is the absolute path of the image.
 	Path string
@@ -82,6 +87,19 @@ func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
 		u.Password, u.PasswordHash = "", r.Docs.PasswordHashes[i]
 		j.Users[i] = u
 	}
+	if rs := j.RandomSeed; rs != nil && rs.GenerateBytes != 0 {
+		// a generated seed is recorded as the value that went into the
+		// image, like a password as its hash
+		if r.Docs.RandomSeed == "" {
+			return nil, fmt.Errorf("making a recipe: the generated random seed is not known")
+		}
+		// a reused image holds the seed of the render that wrote it, not
+		// this one's: recording this one would make every rebuild fail
+		if err := checkSeedInImage(r, res.Path); err != nil {
+			return nil, fmt.Errorf("making a recipe: %w", err)
+		}
+		j.RandomSeed = &job.RandomSeed{Data: r.Docs.RandomSeed}
+	}
 	rc := &Recipe{
 		Job: j, Path: res.Path, SHA256: res.SHA256, Size: res.Size,
 		InstanceID: r.Docs.InstanceID, ContentHash: r.Docs.ContentHash,
@@ -97,6 +115,24 @@ func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
 		return nil, fmt.Errorf("making a recipe: %w", err)
 	}
 	return rc, nil
+}
+
+// checkSeedInImage verifies that the documents of r that carry its
+// generated random seed are in the image at path as rendered.
+func checkSeedInImage(r *payload.Rendered, path string) error {
+	for _, f := range r.Docs.Files {
+		if !strings.Contains(string(f.Data), r.Docs.RandomSeed) {
+			continue
+		}
+		got, err := image.ReadFile(path, f.Path)
+		if err != nil {
+			return fmt.Errorf("checking the generated random seed in %s: %w", path, err)
+		}
+		if string(got) != string(f.Data) {
+			return fmt.Errorf("the image %s does not hold this render's generated random seed (%s differs; was an existing image reused?)", path, f.Path)
+		}
+	}
+	return nil
 }
 
 // normalise applies the job's defaults and drops the fields that do not
@@ -167,6 +203,9 @@ func (r *Recipe) Check() error {
 			return fieldErr(fmt.Sprintf("job.users[%d].password", i), "a recipe must not carry a plaintext password")
 		}
 	}
+	if j.RandomSeed != nil && j.RandomSeed.GenerateBytes != 0 {
+		return fieldErr("job.random_seed.generate_bytes", "a recipe records the generated seed as data; a rebuild cannot generate the same bytes")
+	}
 	if rep := j.Validate(); !rep.OK() {
 		e := rep.Errors[0]
 		f := "job"
@@ -194,6 +233,9 @@ func (r *Recipe) secretRefs() []string {
 		if u.PasswordSecret != "" {
 			s = append(s, fmt.Sprintf("%q (users[%d].password_secret)", u.PasswordSecret, i))
 		}
+	}
+	for i, k := range r.Job.SSHHostKeys {
+		s = append(s, fmt.Sprintf("%q (ssh_host_keys[%d].private_key_secret)", k.PrivateKeySecret, i))
 	}
 	if r.Job.UserDataSecret != "" {
 		s = append(s, fmt.Sprintf("%q (user_data_secret)", r.Job.UserDataSecret))

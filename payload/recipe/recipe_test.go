@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,9 +57,101 @@ func testJobs(t testing.TB) []testJob {
 			Users: []job.User{{Name: "svc", PasswordSecret: "svc-password"}}}},
 		testJob{"user-data-secret", &job.Job{Version: 1, Domain: "vm4", Media: job.MediaVFAT,
 			UserDataSecret: "extra-user-data", Runcmd: []job.Command{{Shell: "true"}}}},
+		testJob{"root-seeds-generated", &job.Job{Version: 1, Domain: "vm6", Hostname: "vm6",
+			Users:       []job.User{{Name: "root", Password: "hunter2-plaintext", SSHAuthorizedKeys: []string{rootKey}}},
+			SSHHostKeys: []job.SSHHostKey{{Type: "ecdsa", PrivateKeySecret: "host-ecdsa"}, {Type: "rsa", PrivateKeySecret: "host-rsa"}},
+			Locale:      "en_GB.UTF-8", RandomSeed: &job.RandomSeed{GenerateBytes: 64},
+			PowerState: &job.PowerState{Mode: "poweroff"}, PhoneHome: &job.PhoneHome{URL: "http://192.0.2.1/"}}},
+		testJob{"seeds-configdrive-vfat-generated", &job.Job{Version: 1, Domain: "vm7", Format: job.FormatConfigDrive, Media: job.MediaVFAT,
+			SSHHostKeys: []job.SSHHostKey{{Type: "ed25519", PrivateKeySecret: "host-ed25519"}}, RandomSeed: &job.RandomSeed{GenerateBytes: 32},
+			NetworkData: map[string]any{"links": []any{map[string]any{"id": "l0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:07"}},
+				"networks": []any{map[string]any{"id": "n0", "type": "ipv4_dhcp", "link": "l0"}}}}},
 		testJob{"user-data-base64", &job.Job{Version: 1, Domain: "vm5", UserDataBase64: "IyEvYmluL3NoCmVjaG8gaGkK", UserDataMode: job.ModeReplace}},
 	)
 	return out
+}
+
+const rootKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p root@example"
+
+// TestSeedsRecipe: a generated random seed is recorded as the data that
+// went into the image (and the image's instance-id stays that of the job
+// with generate_bytes); host private keys stay secret references; a recipe
+// that still asks to generate is refused; a changed host key secret is
+// reported by name and nothing is written.
+func TestSeedsRecipe(t *testing.T) {
+	secrets := t.TempDir()
+	for _, n := range []string{"host-ed25519", "host-rsa"} {
+		b, err := os.ReadFile(filepath.Join(secretsDir, n))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(secrets, n), b, 0o600))
+	}
+	j := &job.Job{Version: 1, Domain: "vm", Hostname: "vm", Format: job.FormatConfigDrive,
+		SSHHostKeys: []job.SSHHostKey{{Type: "ed25519", PrivateKeySecret: "host-ed25519"}},
+		RandomSeed:  &job.RandomSeed{GenerateBytes: 48}}
+	dir := t.TempDir()
+	r, res := build(t, j, dir, secrets)
+	rc, err := New(r, res)
+	must(t, err)
+	if rc.Job.RandomSeed == nil || rc.Job.RandomSeed.GenerateBytes != 0 || rc.Job.RandomSeed.Data != r.Docs.RandomSeed || r.Docs.RandomSeed == "" {
+		t.Fatalf("recipe random_seed %+v, image had %q", rc.Job.RandomSeed, r.Docs.RandomSeed)
+	}
+	if j.RandomSeed.GenerateBytes != 48 || j.RandomSeed.Data != "" {
+		t.Errorf("New changed the caller's job: %+v", j.RandomSeed)
+	}
+	el, err := rc.Element()
+	must(t, err)
+	priv, err := os.ReadFile(filepath.Join(secrets, "host-ed25519"))
+	must(t, err)
+	if strings.Contains(el, "PRIVATE KEY") || strings.Contains(el, strings.Split(string(priv), "\n")[1]) {
+		t.Fatalf("recipe holds the private key: %s", el)
+	}
+	if !strings.Contains(el, "host-ed25519") || !strings.Contains(el, r.Docs.RandomSeed) {
+		t.Errorf("recipe lacks the secret reference or the seed: %s", el)
+	}
+	// the same job built again generates another seed but keeps the
+	// content hash and instance-id (no first-boot churn)
+	r2, err := payload.Render(j, payload.Options{SecretsDir: secrets})
+	must(t, err)
+	if r2.Docs.RandomSeed == r.Docs.RandomSeed || r2.Docs.InstanceID != r.Docs.InstanceID || r2.Docs.ContentHash != r.Docs.ContentHash {
+		t.Errorf("second build: seed reused %v, instance-id %q vs %q", r2.Docs.RandomSeed == r.Docs.RandomSeed, r2.Docs.InstanceID, r.Docs.InstanceID)
+	}
+
+	// a second render of the job (new seed) cannot be recorded for the
+	// image the first one wrote (as when the agent reuses an image)
+	if _, err := New(r2, res); err == nil || !strings.Contains(err.Error(), "random seed") {
+		t.Errorf("New for a reused image with another generated seed: %v", err)
+	}
+
+	bad := *rc
+	bad.Job.RandomSeed = &job.RandomSeed{GenerateBytes: 48}
+	if err := bad.Check(); err == nil || !strings.Contains(err.Error(), "random_seed.generate_bytes") {
+		t.Errorf("Check of a recipe that generates: %v", err)
+	}
+
+	// a key of another type in the secret: refused by field, nothing written
+	b, err := os.ReadFile(filepath.Join(secretsDir, "host-ecdsa"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(secrets, "host-ed25519"), b, 0o600))
+	must(t, os.Remove(rc.Path))
+	_, err = Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, SecretsDir: secrets, GID: -1})
+	if err == nil || !strings.Contains(err.Error(), "ssh_host_keys[0].private_key_secret") || strings.Contains(err.Error(), "PRIVATE") {
+		t.Errorf("Rebuild with another key in the secret: %v", err)
+	}
+	if _, serr := os.Stat(rc.Path); !os.IsNotExist(serr) {
+		t.Errorf("an image was written: %v", serr)
+	}
+	// an ed25519 key of another value: the image bytes differ
+	other := filepath.Join(t.TempDir(), "k")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	b, err = os.ReadFile(other)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(secrets, "host-ed25519"), b, 0o600))
+	_, err = Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, SecretsDir: secrets, GID: -1})
+	if !errors.Is(err, ErrContentChanged) || !strings.Contains(err.Error(), "host-ed25519") {
+		t.Errorf("Rebuild with another ed25519 key: %v", err)
+	}
 }
 
 // build renders and writes j into dir, the way the agent does.
@@ -102,6 +195,9 @@ func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
 				if u.Password != "" && strings.Contains(el, u.Password) {
 					t.Fatalf("recipe XML holds the plaintext password: %s", el)
 				}
+			}
+			if strings.Contains(el, "PRIVATE KEY") {
+				t.Fatalf("recipe XML holds a private key: %s", el)
 			}
 			if strings.Contains(el, "hunter2") {
 				t.Fatalf("recipe XML holds a plaintext password: %s", el)

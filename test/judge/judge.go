@@ -169,6 +169,11 @@ type Report struct {
 	// AssumedMACs maps MAC to the NIC name the judge assumed the guest
 	// has when converting network_data.json.
 	AssumedMACs map[string]string `json:"assumed_macs"`
+	// RandomSeed is, base64-encoded, what cloud-init's seed_random module
+	// would add to the guest's entropy: the cloud-config random_seed
+	// decoded by the module, then the metadata's random_seed (config-2
+	// meta_data.json); "" when there is none.
+	RandomSeed string `json:"random_seed"`
 	// Errors are cloud-init's complaints about the seed itself.
 	Errors []string `json:"errors"`
 

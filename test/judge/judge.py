@@ -429,6 +429,7 @@ def judge_nocloud(seed, workdir, report, log):
     report["vendor_data"] = judge_user_data(
         mydata["vendor-data"] or None, workdir, "vendor-data", log
     )
+    seed_entropy(md, report)
     if "network-config" in seeded:
         raw = seeded["network-config"]
         report["network_config_raw"] = text(raw)
@@ -453,6 +454,33 @@ def judge_nocloud(seed, workdir, report, log):
         rendered, errs = net_convert(path, "yaml", workdir, [])
         report["rendered_network"] = rendered
         report["network_errors"].extend(errs)
+
+
+def seed_entropy(md, report):
+    """Record, base64-encoded, the bytes cloud-init's seed_random module
+    would write: the user-data cloud-config's random_seed.data decoded
+    with the module's own decoder, then the datasource's metadata
+    random_seed (config-2's meta_data.json, already base64-decoded by the
+    reader)."""
+    ud = report.get("user_data") or {}
+    cfg = (ud.get("merged_cloud_config") or {}).get("random_seed") or {}
+    buf = b""
+    try:
+        from cloudinit.config import cc_seed_random
+
+        if isinstance(cfg, dict) and cfg.get("data"):
+            buf += cc_seed_random._decode(
+                cfg["data"], encoding=cfg.get("encoding")
+            )
+        if isinstance(md, dict) and "random_seed" in md:
+            buf += util.encode_text(md["random_seed"])
+    except Exception as exc:
+        report["errors"].append(
+            "seed_random: %s: %s" % (type(exc).__name__, exc)
+        )
+        return
+    if buf:
+        report["random_seed"] = base64.b64encode(buf).decode("ascii")
 
 
 def judge_configdrive(seed, workdir, report, log):
@@ -501,6 +529,7 @@ def judge_configdrive(seed, workdir, report, log):
     report["vendor_data"] = judge_user_data(
         vd_raw, workdir, "vendor-data", log
     )
+    seed_entropy(md, report)
 
     nd = results.get("networkdata")
     if nd is not None:
@@ -574,6 +603,7 @@ def main(argv):
         "network_state": None,
         "rendered_network": {},
         "network_errors": [],
+        "random_seed": None,
         "errors": [],
     }
     info, rc = probe(image)

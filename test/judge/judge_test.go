@@ -2,6 +2,7 @@ package judge
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,6 +266,18 @@ func TestJudge(t *testing.T) {
 					t.Errorf("wrapped config produced a network state: %v", r.NetworkState)
 				}
 			}},
+		{name: "config-2 random seed, cloud-config and meta_data.json", build: genisoimage("config-2", tree("configdrive-seed")),
+			fsType: "iso9660", datasource: ConfigDrive, validSeed: true, ok: true,
+			check: func(t *testing.T, r *Report) {
+				// seed_random writes the cloud-config data first, then the
+				// datasource's seed
+				got, err := base64.StdEncoding.DecodeString(r.RandomSeed)
+				if err != nil || string(got) != "cloud-config-seedmetadata-seed" {
+					t.Errorf("random seed %q (%q, %v)", r.RandomSeed, got, err)
+				}
+			}},
+		{name: "config-2 random_seed not base64", build: genisoimage("config-2", tree("configdrive-badseed")),
+			fsType: "iso9660", datasource: ConfigDrive, validSeed: false, errSub: "random_seed"},
 		{name: "config-2 without uuid", build: genisoimage("config-2", tree("configdrive-nouuid")),
 			fsType: "iso9660", datasource: ConfigDrive, validSeed: false, errSub: "No 'uuid' entry"},
 		{name: "vfat with wrong label", build: vfatImage("WRONG", "nocloud/user-data", "nocloud/meta-data"), fsType: "vfat", datasource: "",
