@@ -238,6 +238,14 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 			Size: res.Size, SHA256: res.SHA256, InstanceID: res.InstanceID, Reused: reused}
 		e.obs().BuildDone(time.Since(t0))
 		rc, err := recipe.New(rendered, res)
+		if err != nil && reused {
+			// A reused image was built by an earlier render (a generated
+			// random_seed differs between renders): the domain's recipe for
+			// that very image is how it was built.
+			if cur, ok, perr := recipe.FromDomainXML(dom.InactiveXML); perr == nil && ok && cur.Path == res.Path && cur.SHA256 == res.SHA256 {
+				rc, err = cur, nil
+			}
+		}
 		if err == nil {
 			recipeEl, err = rc.Element()
 		}

@@ -113,6 +113,7 @@ func TestRecipeFollowsAttachAndDetach(t *testing.T) {
 
 	jobA := fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach","hostname":"a","users":[{"name":"alice","password":%q}]}`, name, plaintext)
 	jobB := fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach","hostname":"b"}`, name)
+	jobS := fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach","hostname":"s","random_seed":{"generate_bytes":32}}`, name)
 	steps := []struct {
 		name       string
 		job        string
@@ -124,6 +125,8 @@ func TestRecipeFollowsAttachAndDetach(t *testing.T) {
 		{"new content", jobB, true, false},
 		{"prebuilt image", fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach","prebuilt_image":%q}`, name, prebuilt), false, false},
 		{"built again", jobA, true, false},
+		{"generated random seed", jobS, true, false},
+		{"generated seed resubmitted: image and recipe reused", jobS, true, true},
 		{"detach", fmt.Sprintf(`{"version":1,"domain":%q,"action":"detach"}`, name), false, false},
 		{"detach again", fmt.Sprintf(`{"version":1,"domain":%q,"action":"detach"}`, name), false, true},
 	}
