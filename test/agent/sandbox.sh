@@ -5,6 +5,7 @@
 #
 #   test/agent/sandbox.sh                       # TestAgentLibvirtdRestart
 #   test/agent/sandbox.sh -test.run 'TestAgent' -test.v   # any test-binary flags
+#   SANDBOX_PKG=./agent/engine test/agent/sandbox.sh -test.run TestLibvirtdMediaChangeStress -test.v
 #
 # How: unshare(1) gives the script its own mount, network and pid namespaces
 # (pgrep and test/libvirtd.sh see only the private daemons);
@@ -28,7 +29,7 @@ if [ "${VMPAYLOAD_SANDBOX:-}" != "1" ]; then
 	work=$(mktemp -d /var/tmp/vmpx-int-sandbox.XXXXXX)
 	trap '[ -n "${SANDBOX_KEEP:-}" ] || rm -rf "$work"' EXIT
 	# Build outside the namespace (it has no network for the module proxy).
-	go test -tags libvirt_dlopen -c -o "$work/agent.test" ./agent
+	go test -tags libvirt_dlopen -c -o "$work/pkg.test" "${SANDBOX_PKG:-./agent}"
 	go build -tags libvirt_dlopen -o "$work/vmpayload" ./cmd/vmpayload
 	VMPAYLOAD_SANDBOX=1 SANDBOX_WORK=$work unshare --mount --net --pid --fork --mount-proc --propagation private "$0" "$@"
 	exit $?
@@ -61,6 +62,6 @@ args=("$@")
 if [ ${#args[@]} -eq 0 ]; then
 	args=(-test.run '^TestAgentLibvirtdRestart$' -test.v)
 fi
-cd "$root/agent"
+cd "$root/${SANDBOX_PKG:-./agent}"
 VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_AGENT_BIN="$work/vmpayload" \
-	"$work/agent.test" -test.count=1 -test.timeout 30m "${args[@]}"
+	"$work/pkg.test" -test.count=1 -test.timeout 30m "${args[@]}"
