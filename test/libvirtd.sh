@@ -39,7 +39,14 @@ if [ -c /dev/kvm ] && getent group kvm >/dev/null 2>&1; then
 	fi
 fi
 
-running() { pgrep -x "$1" >/dev/null 2>&1; }
+# A daemon of ours runs when its pid file (in /run, as libvirtd and virtlogd
+# write it) names a live process of that name. Not pgrep: it also sees
+# daemons in other pid namespaces (test/agent/sandbox.sh's private libvirtd),
+# which do not serve this /run.
+running() {
+	pid=$(cat "/run/$1.pid" 2>/dev/null) || return 1
+	[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ]
+}
 
 ensure_daemons() {
 	if ! running virtlogd; then

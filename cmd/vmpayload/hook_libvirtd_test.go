@@ -55,17 +55,7 @@ func isTransient(out string) bool {
 // hooks) and waits until it answers again.
 func reloadLibvirtd(t *testing.T) {
 	t.Helper()
-	pid := 0
-	if b, err := os.ReadFile("/run/libvirtd.pid"); err == nil {
-		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
-	if pid <= 0 {
-		out, err := exec.Command("pgrep", "-x", "libvirtd").Output()
-		if err != nil {
-			t.Fatalf("no running libvirtd: %v", err)
-		}
-		pid, _ = strconv.Atoi(strings.Fields(string(out))[0])
-	}
+	pid := libvirtdPID(t)
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		t.Fatalf("SIGHUP libvirtd %d: %v", pid, err)
 	}
@@ -279,11 +269,7 @@ func TestLibvirtdHook(t *testing.T) {
 // boot (libvirt autostarts once per boot: the marker lives in /run).
 func restartLibvirtdAsAfterBoot(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("pgrep", "-x", "libvirtd").Output()
-	if err != nil {
-		t.Fatalf("no running libvirtd: %v", err)
-	}
-	pid, _ := strconv.Atoi(strings.Fields(string(out))[0])
+	pid := libvirtdPID(t)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatalf("stopping libvirtd: %v", err)
 	}
@@ -298,4 +284,22 @@ func restartLibvirtdAsAfterBoot(t *testing.T) {
 	if out, err := exec.Command("sh", "../../test/libvirtd.sh").CombinedOutput(); err != nil {
 		t.Fatalf("starting libvirtd: %v\n%s", err, out)
 	}
+}
+
+// libvirtdPID is the pid of the libvirtd serving this /run (its pid file;
+// not pgrep, which also sees daemons in other pid namespaces).
+func libvirtdPID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/run/libvirtd.pid")
+	if err != nil {
+		t.Fatalf("no running libvirtd: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		t.Fatalf("libvirtd pid file: %q", b)
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "libvirtd" {
+		t.Fatalf("/run/libvirtd.pid names pid %d, which is not libvirtd", pid)
+	}
+	return pid
 }
