@@ -21,6 +21,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/vmpayload/vmpayload/agent/access"
 	"github.com/vmpayload/vmpayload/agent/engine"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
@@ -51,6 +52,8 @@ type Options struct {
 	ImageGID       int
 	Log            *slog.Logger
 	Metrics        Metrics
+	// Policy decides who may use privileged job fields (docs/security.md).
+	Policy access.Policy
 }
 
 // Metrics records what the agent does; see agent/metrics for the
@@ -82,6 +85,7 @@ type task struct {
 	report  job.Report
 	base    result.Result
 	key     string // serialisation key: the domain
+	policy  access.Policy
 }
 
 // Agent is the daemon. Create it with New, then call Run.
@@ -117,7 +121,7 @@ type Agent struct {
 	scan chan struct{}
 	wg   sync.WaitGroup
 
-	viaSocket sync.Map // ids queued through the API, for Result.Source
+	viaSocket sync.Map // ids queued through the API → their result.Submitter
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -351,7 +355,7 @@ func (a *Agent) intake() {
 
 // prepare parses a claimed file into a task.
 func (a *Agent) prepare(c *spool.Claimed, source string) *task {
-	t := &task{claimed: c}
+	t := &task{claimed: c, policy: a.opt.Policy}
 	t.base = result.Result{ID: spool.IDFromName(c.Name), Source: source, State: result.StateQueued, ReceivedAt: time.Now().UTC()}
 	if st, err := os.Lstat(c.Path); err == nil {
 		t.base.ReceivedAt = st.ModTime().UTC()
@@ -362,8 +366,10 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		if j != nil && j.ID != "" && rep.OK() {
 			t.base.ID = j.ID
 		}
-		if _, ok := a.viaSocket.LoadAndDelete(t.base.ID); ok {
+		if who, ok := a.viaSocket.LoadAndDelete(t.base.ID); ok {
 			t.base.Source = "socket"
+			s := who.(result.Submitter)
+			t.base.Submitter = &s
 			a.mu.Lock()
 			a.unclaimed = max(a.unclaimed-1, 0)
 			a.mu.Unlock()
@@ -371,6 +377,10 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		if j != nil {
 			t.base.Domain, t.base.Action = j.Domain, string(j.WithDefaults().Action)
 		}
+	}
+	if t.base.Submitter == nil {
+		s := access.FileOwner(c.UID, c.GID)
+		t.base.Submitter = &s
 	}
 	t.key = strings.ToLower(t.base.Domain)
 	return t
@@ -392,7 +402,7 @@ func (a *Agent) enqueue(t *task) {
 		a.mu.Unlock()
 	}
 	a.met.QueueDepth(q)
-	a.events.publish(Event{Kind: "job", Type: "received", ID: t.base.ID, Domain: t.base.Domain})
+	a.events.publish(Event{Kind: "job", Type: "received", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 }
 
 // worker runs the tasks of one domain key at a time.
@@ -428,13 +438,22 @@ func (a *Agent) worker(ctx context.Context) {
 	}
 }
 
+// forbidden returns the privileged fields of t's job its submitter may not
+// use (agent/access); the job then fails before libvirt is asked anything.
+func (t *task) forbidden() []job.FieldError {
+	if t.job == nil || t.base.Submitter == nil {
+		return nil
+	}
+	return t.policy.Check(t.job, *t.base.Submitter)
+}
+
 func (a *Agent) execute(ctx context.Context, t *task) {
 	a.met.InFlight(int(a.inflight.Add(1)))
 	defer func() { a.met.InFlight(int(a.inflight.Add(-1))) }()
 	running := t.base
 	running.State = result.StateRunning
 	a.reg.set(running)
-	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain})
+	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 
 	var res result.Result
 	switch {
@@ -445,6 +464,11 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 		res = t.base
 		res.Fail(result.CodeInvalidJob, (&t.report).Err().Error(), t.report.Errors[0].Field)
 		res.Errors = t.report.Errors
+	case t.forbidden() != nil:
+		errs := t.forbidden()
+		res = t.base
+		res.Fail(result.CodeForbidden, errs[0].Message, errs[0].Field)
+		res.Errors = errs
 	default:
 		var err error
 		res, err = a.eng.Load().Run(ctx, t.job, t.base)
@@ -465,8 +489,11 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 	}
 	a.reg.set(res)
 	a.met.JobFinished(string(res.State), time.Duration(res.DurationMS)*time.Millisecond)
-	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID}
+	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Submitter: res.Submitter}
 	attrs := []any{"id", res.ID, "domain", res.Domain, "action", res.Action, "state", res.State, "duration_ms", res.DurationMS}
+	if s := res.Submitter; s != nil {
+		attrs = append(attrs, "source", res.Source, "uid", s.UID, "user", s.User, "gid", s.GID, "pid", s.PID)
+	}
 	if res.Error != nil {
 		ev.Error = res.Error.Code
 		attrs = append(attrs, "code", res.Error.Code, "field", res.Error.Field, "error", res.Error.Message)
@@ -518,15 +545,26 @@ func (a *Agent) lifecycle(ctx context.Context) {
 	}
 }
 
-// Submit validates a job posted to the API and queues it through the spool,
-// so that it survives a crash like any dropped file. It returns the job id.
+// Submit is SubmitAs on behalf of the agent's own user.
 func (a *Agent) Submit(data []byte) (string, error) {
+	return a.SubmitAs(data, access.FileOwner(uint32(os.Geteuid()), uint32(os.Getegid())))
+}
+
+// SubmitAs validates a job posted to the API by who and queues it through
+// the spool, so that it survives a crash like any dropped file. It returns
+// the job id; a *job.ValidationError for an invalid job, an
+// *access.ForbiddenError when who may not use a field of it.
+func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	j, rep := job.Parse(data)
 	if rep.OK() && j.Domain == "" {
 		rep.Add("domain", job.CodeRequired, "the agent needs the libvirt domain (name or UUID) the payload is for")
 	}
 	if err := rep.Err(); err != nil {
 		return "", err
+	}
+	if errs := a.opt.Policy.Check(j, who); errs != nil {
+		a.log.Warn("job refused", "domain", j.Domain, "field", errs[0].Field, "uid", who.UID, "user", who.User, "gid", who.GID, "pid", who.PID)
+		return "", &access.ForbiddenError{Errors: errs}
 	}
 	id := j.ID
 	if id == "" {
@@ -548,9 +586,9 @@ func (a *Agent) Submit(data []byte) (string, error) {
 	}
 	a.unclaimed++
 	a.mu.Unlock()
-	a.viaSocket.Store(id, true)
-	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", ReceivedAt: time.Now().UTC()})
-	if err := a.spool.Put(id, data); err != nil {
+	a.viaSocket.Store(id, who)
+	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", Submitter: &who, ReceivedAt: time.Now().UTC()})
+	if err := a.spool.PutOwned(id, data, int(who.UID), int(who.GID)); err != nil {
 		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
 			a.mu.Lock()
 			a.unclaimed = max(a.unclaimed-1, 0)

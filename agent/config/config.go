@@ -51,6 +51,10 @@ const (
 	MaxQueueLimit     = 10_000_000
 	MinHookTimeout    = 100 * time.Millisecond
 	MaxHookTimeout    = 10 * time.Minute
+	// DefaultLibvirtTimeout is libvirt_timeout's default (see Default).
+	DefaultLibvirtTimeout = 2 * time.Minute
+	MinLibvirtTimeout     = time.Second
+	MaxLibvirtTimeout     = time.Hour
 	// maxSocketPath is the longest unix socket path Linux accepts
 	// (sun_path is 108 bytes including the terminating NUL).
 	maxSocketPath = 107
@@ -103,6 +107,14 @@ type Config struct {
 	// start fails with the reason) or "boot" (the domain boots without its
 	// payload; the reason is logged).
 	HookFailure string `yaml:"hook_failure"`
+	// AdminGroup is the group (name or numeric gid) whose members may use
+	// privileged job fields (domain_xml, prebuilt_image) besides root;
+	// "" (the default) means root only. See docs/security.md.
+	AdminGroup string `yaml:"admin_group"`
+	// LibvirtTimeout bounds every libvirt call the agent makes; a call that
+	// does not answer in time fails its job with libvirt_timeout and the
+	// connection is reopened (1s..1h).
+	LibvirtTimeout time.Duration `yaml:"libvirt_timeout"`
 }
 
 // Allowed values of the enumerated keys.
@@ -135,6 +147,12 @@ func Default() Config {
 		QueueLimit:     10000,
 		HookTimeout:    20 * time.Second,
 		HookFailure:    "refuse",
+		AdminGroup:     "",
+		// A healthy but slow libvirtd answers a define in seconds, and in
+		// close to a minute while it re-probes QEMU binaries (after an
+		// upgrade); two minutes leave room for that and still free a
+		// worker held by a hung libvirtd (wedged storage or QEMU monitor).
+		LibvirtTimeout: DefaultLibvirtTimeout,
 	}
 }
 
@@ -164,6 +182,8 @@ var keys = []key{
 	{"queue_limit", "most jobs waiting for a worker (extension)", func(c *Config) any { return &c.QueueLimit }},
 	{"hook_timeout", "longest run of the libvirt hook before it counts as failed", func(c *Config) any { return &c.HookTimeout }},
 	{"hook_failure", "what a failed hook run does: refuse (the start fails) or boot (boots without payload)", func(c *Config) any { return &c.HookFailure }},
+	{"admin_group", "group allowed privileged job fields (domain_xml, prebuilt_image) besides root, name or gid (empty: root only)", func(c *Config) any { return &c.AdminGroup }},
+	{"libvirt_timeout", "longest wait for one libvirt call before its job fails with libvirt_timeout", func(c *Config) any { return &c.LibvirtTimeout }},
 }
 
 // Keys returns the configuration key names in file order.
@@ -428,6 +448,10 @@ func (c Config) Validate() error {
 		bad("hook_timeout", c.HookTimeout.String(), fmt.Sprintf("want %s..%s", MinHookTimeout, MaxHookTimeout))
 	}
 	oneOf("hook_failure", c.HookFailure, HookFailures)
+	group("admin_group", c.AdminGroup)
+	if c.LibvirtTimeout < MinLibvirtTimeout || c.LibvirtTimeout > MaxLibvirtTimeout {
+		bad("libvirt_timeout", c.LibvirtTimeout.String(), fmt.Sprintf("want %s..%s", MinLibvirtTimeout, MaxLibvirtTimeout))
+	}
 	return errors.Join(errs...)
 }
 
@@ -469,6 +493,10 @@ func (c Config) ImageMode() os.FileMode {
 // ImageGID returns the gid payload images are given, or -1 when image_group
 // is empty (keep). Group names are looked up with os/user.
 func (c Config) ImageGID() (int, error) { return lookupGID("image_group", c.ImageGroup) }
+
+// AdminGID returns the gid of admin_group, or -1 when it is empty (root
+// only).
+func (c Config) AdminGID() (int, error) { return lookupGID("admin_group", c.AdminGroup) }
 
 // SocketGID returns the gid the API socket is given, or -1 when
 // socket_group is empty (keep). Group names are looked up with os/user.

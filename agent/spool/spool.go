@@ -182,6 +182,9 @@ type Claimed struct {
 	Token string
 	// Data is the file's content, unless ReadErr is set.
 	Data []byte
+	// UID and GID own the file: the writer of a dropped job, the API
+	// client for a job the agent queued on its behalf (see PutOwned).
+	UID, GID uint32
 	// ReadErr says why the content could not be read (not a regular file,
 	// a symlink, too large, an I/O error); the job fails with it.
 	ReadErr error
@@ -273,6 +276,7 @@ func (s *Spool) open(name string) (*Claimed, error) {
 	var ino uint64
 	if sys != nil {
 		ino = sys.Ino
+		c.UID, c.GID = sys.Uid, sys.Gid
 	}
 	c.Token = fmt.Sprintf("%s@%d/%d/%d", name, st.ModTime().UnixNano(), ino, st.Size())
 	c.Data, c.ReadErr = readJobFile(p)
@@ -400,7 +404,13 @@ func (s *Spool) retire(c *Claimed, r result.Result) error {
 // Put writes a job into incoming/ the way writers must: a dot temp file in
 // the same directory, fsynced, then renamed to ID.json. It refuses an id that
 // is already waiting or running.
-func (s *Spool) Put(id string, data []byte) error {
+func (s *Spool) Put(id string, data []byte) error { return s.PutOwned(id, data, -1, -1) }
+
+// PutOwned is Put for a job submitted by another user: when uid is not -1
+// and the agent runs as root, the file is given to uid:gid before it appears
+// in incoming/, so that its owner names the submitter as for a dropped file
+// (also after a crash, when the job is run again from processing/).
+func (s *Spool) PutOwned(id string, data []byte, uid, gid int) error {
 	name := id + ".json"
 	for _, sub := range []string{Incoming, Processing} {
 		if _, err := os.Lstat(filepath.Join(s.Dir(sub), name)); err == nil {
@@ -416,6 +426,12 @@ func (s *Spool) Put(id string, data []byte) error {
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("queueing job %s: %w", id, err)
+	}
+	if uid >= 0 && os.Geteuid() == 0 {
+		if err := tmp.Chown(uid, gid); err != nil {
+			tmp.Close()
+			return fmt.Errorf("queueing job %s: giving it to its submitter: %w", id, err)
+		}
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
