@@ -54,6 +54,9 @@ type Options struct {
 	Metrics        Metrics
 	// Policy decides who may use privileged job fields (docs/security.md).
 	Policy access.Policy
+	// LibvirtTimeout bounds every libvirt call (libvirtx.Bounded); 0 means
+	// unbounded.
+	LibvirtTimeout time.Duration
 }
 
 // Metrics records what the agent does; see agent/metrics for the
@@ -64,6 +67,9 @@ type Metrics interface {
 	JobFinished(outcome string, d time.Duration)
 	QueueDepth(n int)
 	InFlight(n int)
+	// LibvirtTimeout counts a libvirt call that did not answer within
+	// Options.LibvirtTimeout (call as in libvirtx.TimeoutError.Call).
+	LibvirtTimeout(call string)
 }
 
 type nopMetrics struct{}
@@ -77,6 +83,7 @@ func (nopMetrics) JobReceived(string)                {}
 func (nopMetrics) JobFinished(string, time.Duration) {}
 func (nopMetrics) QueueDepth(int)                    {}
 func (nopMetrics) InFlight(int)                      {}
+func (nopMetrics) LibvirtTimeout(string)             {}
 
 // task is a claimed job waiting for or in execution.
 type task struct {
@@ -151,6 +158,14 @@ func New(opt Options) (*Agent, error) {
 	if a.met == nil {
 		a.met = nopMetrics{}
 	}
+	if opt.LibvirtTimeout > 0 {
+		met := a.met
+		a.opt.Host = libvirtx.Bounded(opt.Host, opt.LibvirtTimeout, func(call string) {
+			met.LibvirtTimeout(call)
+			a.log.Warn("libvirt call timed out; the connection is reopened", "call", call, "libvirt_timeout", opt.LibvirtTimeout)
+		})
+		opt.Host = a.opt.Host
+	}
 	sp, err := spool.Open(opt.SpoolDir)
 	if err != nil {
 		return nil, err
@@ -173,7 +188,7 @@ func (a *Agent) setEngine(opt Options) {
 // format, CD-ROM bus, image mode and group, secrets directory, rescan
 // interval. Others (URI, directories, workers, socket) need a restart.
 func (a *Agent) Reload(opt Options) {
-	cur := a.opt
+	cur := a.opt // keeps the (bounded) host of New
 	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir
 	if opt.Log != nil {
 		cur.Log = opt.Log

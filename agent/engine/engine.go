@@ -145,7 +145,12 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		}
 		var ve *job.ValidationError
 		var f *failure
+		var te *libvirtx.TimeoutError
 		switch {
+		case errors.As(err, &te):
+			// Before the other cases: a timeout inside a define is a
+			// timeout, not libvirt refusing domain_xml.
+			r.Fail(result.CodeLibvirtTimeout, err.Error(), "")
 		case errors.As(err, &ve):
 			r.Fail(result.CodeInvalidJob, ve.Error(), ve.Errors[0].Field)
 			r.Errors = ve.Errors
