@@ -68,24 +68,28 @@ func call[T any](ctx context.Context, b *bounded, name, op string, fn func(ctx c
 		v, err := fn(cctx)
 		ch <- out{v, err}
 	}()
+	var o out
 	select {
-	case o := <-ch:
-		cancel()
-		return o.v, o.err
+	case o = <-ch:
+		if o.err == nil || cctx.Err() == nil {
+			cancel()
+			return o.v, o.err
+		}
+		// fn gave up because of our deadline: a timeout as well.
 	case <-cctx.Done():
-		cancel()
-		var zero T
-		if err := ctx.Err(); err != nil {
-			return zero, fmt.Errorf("%s: %w", op, err)
-		}
-		if b.onTimeout != nil {
-			b.onTimeout(name)
-		}
-		if s, ok := b.h.(Suspecter); ok {
-			s.Suspect()
-		}
-		return zero, &TimeoutError{Call: name, Op: op, After: b.d}
 	}
+	cancel()
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, fmt.Errorf("%s: %w", op, err)
+	}
+	if b.onTimeout != nil {
+		b.onTimeout(name)
+	}
+	if s, ok := b.h.(Suspecter); ok {
+		s.Suspect()
+	}
+	return zero, &TimeoutError{Call: name, Op: op, After: b.d}
 }
 
 func call0(ctx context.Context, b *bounded, name, op string, fn func(ctx context.Context) error) error {
