@@ -471,6 +471,10 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 
 	var res result.Result
+	var forbidden []job.FieldError
+	if t.claimed.ReadErr == nil && t.report.OK() {
+		forbidden = t.forbidden()
+	}
 	switch {
 	case t.claimed.ReadErr != nil:
 		res = t.base
@@ -479,11 +483,10 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 		res = t.base
 		res.Fail(result.CodeInvalidJob, (&t.report).Err().Error(), t.report.Errors[0].Field)
 		res.Errors = t.report.Errors
-	case t.forbidden() != nil:
-		errs := t.forbidden()
+	case forbidden != nil:
 		res = t.base
-		res.Fail(result.CodeForbidden, errs[0].Message, errs[0].Field)
-		res.Errors = errs
+		res.Fail(result.CodeForbidden, forbidden[0].Message, forbidden[0].Field)
+		res.Errors = forbidden
 	default:
 		var err error
 		res, err = a.eng.Load().Run(ctx, t.job, t.base)

@@ -1,0 +1,306 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent"
+	"github.com/vmpayload/vmpayload/agent/access"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/libvirtx"
+)
+
+// stuckHost never answers lookups of domain "stuck" (like a libvirtd whose
+// call hangs on wedged storage: deaf to ctx, as a C call is).
+type stuckHost struct {
+	*libvirtx.LibvirtHost
+	release chan struct{}
+}
+
+func (s *stuckHost) Domain(ctx context.Context, name string) (libvirtx.DomainInfo, error) {
+	if name == "stuck" {
+		<-s.release
+	}
+	return s.LibvirtHost.Domain(ctx, name)
+}
+
+// TestLibvirtTimeoutFailsJobAndFreesWorker: a libvirt call that never
+// answers fails its job once with libvirt_timeout naming the operation, the
+// (only) worker goes on with the next job, the connection is reopened and
+// /metrics counts it.
+func TestLibvirtTimeoutFailsJobAndFreesWorker(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := startAgentWith(t, "", nil, agentSetup{
+		wrap: func(lh *libvirtx.LibvirtHost) libvirtx.Host { return &stuckHost{LibvirtHost: lh, release: release} },
+		opts: func(o *agent.Options) { o.Workers, o.LibvirtTimeout = 1, 300*time.Millisecond },
+	})
+	h.drop("t-stuck", map[string]any{"version": 1, "id": "t-stuck", "domain": "stuck", "hostname": "s"})
+	r := h.result("t-stuck")
+	if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeLibvirtTimeout ||
+		!strings.Contains(r.Error.Message, "looking up domain stuck") {
+		t.Fatalf("result = %+v (error %+v); want failed with libvirt_timeout naming the lookup", r, r.Error)
+	}
+	if r.Attempts != 1 {
+		t.Errorf("attempts = %d; a timeout is not retried", r.Attempts)
+	}
+	// The one worker is free: the next job runs (after the reconnection).
+	waitFor(t, "a reconnection", func() bool { return h.host.Reconnects() >= 1 })
+	if _, err := h.host.DefineXML(context.Background(), domainXML("t-stopped", "pc", "")); err != nil {
+		t.Fatal(err)
+	}
+	h.drop("t-next", map[string]any{"version": 1, "id": "t-next", "domain": "t-stopped", "hostname": "n", "action": "attach"})
+	if r := h.result("t-next"); r.State != result.StateDone {
+		t.Fatalf("next job: %+v %+v", r, r.Error)
+	}
+	var b bytes.Buffer
+	h.prom.Write(&b)
+	if !strings.Contains(b.String(), `vmpayload_libvirt_timeouts_total{call="domain"} 1`) {
+		t.Errorf("metrics lack the timeout:\n%s", b.String())
+	}
+	// Reported once: failed/ holds the one result, done/ none.
+	if _, err := os.Stat(h.spool.ResultPath("t-stuck", result.StateDone)); err == nil {
+		t.Error("the timed-out job also has a done result")
+	}
+}
+
+// testUser is a throwaway system user created for a test.
+type testUser struct {
+	name     string
+	uid, gid int
+}
+
+// addGroup and addUser create throwaway groups and users (removed at the
+// end of the test); they need root and useradd.
+func addGroup(t *testing.T, name string) int {
+	t.Helper()
+	if out, err := exec.Command("groupadd", name).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { exec.Command("groupdel", name).Run() })
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	return gid
+}
+
+func addUser(t *testing.T, name string, groups ...string) testUser {
+	t.Helper()
+	args := []string{"--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group"}
+	if len(groups) > 0 {
+		args = append(args, "--groups", strings.Join(groups, ","))
+	}
+	if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return testUser{name, uid, gid}
+}
+
+// postAs posts body to the agent's socket as user u (runuser + curl, a real
+// separate process with u's credentials and groups) and returns the HTTP
+// status and the answer; status 0 when the socket refused the connection.
+func postAs(t *testing.T, u testUser, sock, body string) (int, map[string]any) {
+	t.Helper()
+	cmd := exec.Command("runuser", "-u", u.name, "--", "curl", "-sS", "--unix-socket", sock,
+		"-H", "Content-Type: application/json", "--data-binary", "@-", "-w", "\n%{http_code}", "http://agent/v1/jobs")
+	cmd.Stdin = strings.NewReader(body)
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, nil
+	}
+	s := strings.TrimSpace(string(out))
+	i := strings.LastIndex(s, "\n")
+	code, _ := strconv.Atoi(s[i+1:])
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s[:max(i, 0)]), &m); err != nil {
+		t.Fatalf("answer to %s: %q: %v", u.name, s, err)
+	}
+	return code, m
+}
+
+// waitJob waits for job id through the API (as root).
+func waitJob(t *testing.T, c *http.Client, id string) result.Result {
+	t.Helper()
+	resp, err := c.Get("http://x/v1/jobs/" + id + "?wait=60s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r result.Result
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.State.Final() {
+		t.Fatalf("job %s still %s", id, r.State)
+	}
+	return r
+}
+
+// TestAccessAsRealUsers runs API clients as real non-root users against the
+// agent's socket on the test driver: a plain member of the socket group may
+// attach payloads to existing domains but every privileged field is refused
+// (403 naming it, nothing defined), a member of admin_group and root may use
+// them, a user outside the socket group cannot connect, a spool file's
+// owner is its submitter, and every result records who asked.
+func TestAccessAsRealUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create users")
+	}
+	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	sockGroup, adminGroup := "vmpxs"+sfx, "vmpxa"+sfx
+	sockGID, adminGID := addGroup(t, sockGroup), addGroup(t, adminGroup)
+	plain := addUser(t, "vmpxp"+sfx, sockGroup)
+	admin := addUser(t, "vmpxa"+sfx+"u", sockGroup, adminGroup)
+	outsider := addUser(t, "vmpxo"+sfx)
+
+	sockDir, err := os.MkdirTemp("/var/tmp", "vmpx-sec-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	if err := os.Chmod(sockDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	h := startAgentWith(t, "", nil, agentSetup{sock: filepath.Join(sockDir, "agent.sock"), sockGID: sockGID,
+		opts: func(o *agent.Options) { o.Policy = access.NewPolicy(adminGID) }})
+	root := unixClient(h.sock)
+
+	xmlJob := func(id, dom string) string {
+		return fmt.Sprintf(`{"version":1,"id":%q,"domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, id, dom, domainXML(dom, "pc", ""))
+	}
+	img := filepath.Join(h.dir, "seed.iso")
+	os.WriteFile(img, []byte("not looked at"), 0o644)
+	imgJob := func(id string) string {
+		return fmt.Sprintf(`{"version":1,"id":%q,"domain":"node-with-payload","prebuilt_image":%q}`, id, img)
+	}
+	// A stopped domain root defined: plain members attach payloads to it.
+	if _, err := h.host.DefineXML(context.Background(), domainXML("existing", "pc", "")); err != nil {
+		t.Fatal(err)
+	}
+	payloadJob := func(id string) string {
+		return fmt.Sprintf(`{"version":1,"id":%q,"domain":"existing","hostname":"h","action":"attach"}`, id)
+	}
+
+	refusals := []struct {
+		name, body, field string
+	}{
+		{"domain_xml", xmlJob("p-xml", "plain-defined"), "domain_xml"},
+		{"prebuilt_image", imgJob("p-img"), "prebuilt_image"},
+	}
+	for _, tt := range refusals {
+		t.Run("plain member refused "+tt.name, func(t *testing.T) {
+			code, ans := postAs(t, plain, h.sock, tt.body)
+			errs, _ := ans["errors"].([]any)
+			if code != http.StatusForbidden || len(errs) != 1 {
+				t.Fatalf("status %d, answer %v; want 403 with one error", code, ans)
+			}
+			fe := errs[0].(map[string]any)
+			if fe["field"] != tt.field || fe["code"] != "forbidden" || !strings.Contains(fe["message"].(string), plain.name) {
+				t.Errorf("error %v; want field %s, code forbidden, naming %s", fe, tt.field, plain.name)
+			}
+		})
+	}
+	if _, err := h.host.Domain(context.Background(), "plain-defined"); !libvirtx.IsNotFound(err) {
+		t.Errorf("a refused domain_xml was defined (lookup: %v)", err)
+	}
+
+	checkSubmitter := func(t *testing.T, r result.Result, u testUser, via string) {
+		t.Helper()
+		s := r.Submitter
+		if s == nil || s.UID != uint32(u.uid) || s.User != u.name || s.Via != via || (via == access.ViaPeerCred && s.PID <= 0) {
+			t.Errorf("submitter %+v; want %s (uid %d) via %s", s, u.name, u.uid, via)
+		}
+	}
+	t.Run("plain member attaches a payload", func(t *testing.T) {
+		code, ans := postAs(t, plain, h.sock, payloadJob("p-payload"))
+		if code != http.StatusAccepted {
+			t.Fatalf("status %d: %v", code, ans)
+		}
+		r := waitJob(t, root, "p-payload")
+		if r.State != result.StateDone {
+			t.Fatalf("%+v %+v", r, r.Error)
+		}
+		checkSubmitter(t, r, plain, access.ViaPeerCred)
+		if fr, ok := h.spool.Lookup("p-payload"); !ok || fr.Submitter == nil || fr.Submitter.UID != uint32(plain.uid) {
+			t.Errorf("result file's submitter %+v; want uid %d", fr.Submitter, plain.uid)
+		}
+	})
+	t.Run("admin group member defines", func(t *testing.T) {
+		code, ans := postAs(t, admin, h.sock, xmlJob("a-xml", "admin-defined"))
+		if code != http.StatusAccepted {
+			t.Fatalf("status %d: %v", code, ans)
+		}
+		r := waitJob(t, root, "a-xml")
+		if r.State != result.StateDone {
+			t.Fatalf("%+v %+v", r, r.Error)
+		}
+		checkSubmitter(t, r, admin, access.ViaPeerCred)
+	})
+	t.Run("root defines", func(t *testing.T) {
+		code, _, ans := postJob(t, root, xmlJob("r-xml", "root-defined"))
+		if code != http.StatusAccepted {
+			t.Fatalf("status %d: %v", code, ans)
+		}
+		if r := waitJob(t, root, "r-xml"); r.State != result.StateDone || r.Submitter == nil || r.Submitter.UID != 0 {
+			t.Fatalf("%+v %+v", r, r.Error)
+		}
+	})
+	t.Run("outsider cannot connect", func(t *testing.T) {
+		if code, ans := postAs(t, outsider, h.sock, payloadJob("o-payload")); code != 0 {
+			t.Errorf("a user outside socket_group got status %d: %v", code, ans)
+		}
+	})
+	t.Run("spool file owner is the submitter", func(t *testing.T) {
+		// The spool's incoming/ is root's (0700): root drops the file and
+		// gives it to the plain user, as if the user had written it.
+		b := []byte(xmlJob("s-xml", "spool-defined"))
+		tmp := filepath.Join(h.spool.Dir(spool.Incoming), ".s-xml.tmp")
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(tmp, plain.uid, plain.gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(h.spool.Dir(spool.Incoming), "s-xml.json")); err != nil {
+			t.Fatal(err)
+		}
+		r := h.result("s-xml")
+		if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeForbidden || r.Error.Field != "domain_xml" {
+			t.Fatalf("result %+v %+v; want failed forbidden on domain_xml", r, r.Error)
+		}
+		checkSubmitter(t, r, plain, access.ViaFileOwner)
+		if _, err := h.host.Domain(context.Background(), "spool-defined"); !libvirtx.IsNotFound(err) {
+			t.Errorf("a refused spool domain_xml was defined (lookup: %v)", err)
+		}
+	})
+}
