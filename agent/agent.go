@@ -54,6 +54,9 @@ type Options struct {
 	Metrics        Metrics
 	// Policy decides who may use privileged job fields (docs/security.md).
 	Policy access.Policy
+	// PrebuiltDirs are where a job's prebuilt_image may come from
+	// (engine.Engine.PrebuiltDirs).
+	PrebuiltDirs []string
 	// LibvirtTimeout bounds every libvirt call (libvirtx.Bounded); 0 means
 	// unbounded.
 	LibvirtTimeout time.Duration
@@ -181,15 +184,17 @@ func New(opt Options) (*Agent, error) {
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met, Starts: &a.starts})
+		Log: opt.Log, Observer: a.met, Starts: &a.starts, PrebuiltDirs: opt.PrebuiltDirs})
 }
 
 // Reload applies the settings that can change without a restart: default
-// format, CD-ROM bus, image mode and group, secrets directory, rescan
-// interval. Others (URI, directories, workers, socket) need a restart.
+// format, CD-ROM bus, image mode and group, secrets directory, prebuilt
+// directories, rescan interval. Others (URI, directories, workers, socket,
+// admin group, libvirt timeout) need a restart.
 func (a *Agent) Reload(opt Options) {
 	cur := a.opt // keeps the (bounded) host of New
 	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir
+	cur.PrebuiltDirs = opt.PrebuiltDirs
 	if opt.Log != nil {
 		cur.Log = opt.Log
 		a.log = opt.Log

@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"os"
 	"os/user"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -111,6 +112,10 @@ type Config struct {
 	// privileged job fields (domain_xml, prebuilt_image) besides root;
 	// "" (the default) means root only. See docs/security.md.
 	AdminGroup string `yaml:"admin_group"`
+	// PrebuiltDirs lists, separated by ":" like PATH, the directories a
+	// job's prebuilt_image may come from; "" (the default) disables
+	// prebuilt_image. Use PrebuiltDirList for the parsed list.
+	PrebuiltDirs string `yaml:"prebuilt_dirs"`
 	// LibvirtTimeout bounds every libvirt call the agent makes; a call that
 	// does not answer in time fails its job with libvirt_timeout and the
 	// connection is reopened (1s..1h).
@@ -148,6 +153,7 @@ func Default() Config {
 		HookTimeout:    20 * time.Second,
 		HookFailure:    "refuse",
 		AdminGroup:     "",
+		PrebuiltDirs:   "",
 		// A healthy but slow libvirtd answers a define in seconds, and in
 		// close to a minute while it re-probes QEMU binaries (after an
 		// upgrade); two minutes leave room for that and still free a
@@ -183,6 +189,7 @@ var keys = []key{
 	{"hook_timeout", "longest run of the libvirt hook before it counts as failed", func(c *Config) any { return &c.HookTimeout }},
 	{"hook_failure", "what a failed hook run does: refuse (the start fails) or boot (boots without payload)", func(c *Config) any { return &c.HookFailure }},
 	{"admin_group", "group allowed privileged job fields (domain_xml, prebuilt_image) besides root, name or gid (empty: root only)", func(c *Config) any { return &c.AdminGroup }},
+	{"prebuilt_dirs", "directories prebuilt_image may come from, \":\"-separated (empty: prebuilt_image disabled)", func(c *Config) any { return &c.PrebuiltDirs }},
 	{"libvirt_timeout", "longest wait for one libvirt call before its job fails with libvirt_timeout", func(c *Config) any { return &c.LibvirtTimeout }},
 }
 
@@ -449,6 +456,11 @@ func (c Config) Validate() error {
 	}
 	oneOf("hook_failure", c.HookFailure, HookFailures)
 	group("admin_group", c.AdminGroup)
+	for _, d := range c.PrebuiltDirList() {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || strings.ContainsRune(d, 0) || d == "/" {
+			bad("prebuilt_dirs", d, "want absolute, clean directory paths other than /, separated by \":\"")
+		}
+	}
 	if c.LibvirtTimeout < MinLibvirtTimeout || c.LibvirtTimeout > MaxLibvirtTimeout {
 		bad("libvirt_timeout", c.LibvirtTimeout.String(), fmt.Sprintf("want %s..%s", MinLibvirtTimeout, MaxLibvirtTimeout))
 	}
@@ -493,6 +505,17 @@ func (c Config) ImageMode() os.FileMode {
 // ImageGID returns the gid payload images are given, or -1 when image_group
 // is empty (keep). Group names are looked up with os/user.
 func (c Config) ImageGID() (int, error) { return lookupGID("image_group", c.ImageGroup) }
+
+// PrebuiltDirList returns prebuilt_dirs as a list (empty elements dropped).
+func (c Config) PrebuiltDirList() []string {
+	var dirs []string
+	for _, d := range strings.Split(c.PrebuiltDirs, ":") {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
 
 // AdminGID returns the gid of admin_group, or -1 when it is empty (root
 // only).

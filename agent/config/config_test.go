@@ -40,7 +40,7 @@ func TestDefault(t *testing.T) {
 		Socket: "/run/vmpayload/vmpayload.sock", SocketGroup: "", SecretsDir: "/etc/vmpayload/secrets",
 		Workers: 4, DefaultFormat: "nocloud", CDROMBus: "auto", ImageModeOctal: "0640", ImageGroup: "",
 		LogFormat: "text", LogLevel: "info", RescanInterval: 30 * time.Second, QueueLimit: 10000,
-		HookTimeout: 20 * time.Second, HookFailure: "refuse", AdminGroup: "", LibvirtTimeout: 2 * time.Minute,
+		HookTimeout: 20 * time.Second, HookFailure: "refuse", AdminGroup: "", PrebuiltDirs: "", LibvirtTimeout: 2 * time.Minute,
 	}
 	if d != want {
 		t.Fatalf("Default() = %+v, want %+v", d, want)
@@ -77,7 +77,7 @@ func TestKeysMatchTags(t *testing.T) {
 	}
 	want := []string{"libvirt_uri", "spool_dir", "payload_dir", "socket", "socket_group", "secrets_dir",
 		"workers", "default_format", "cdrom_bus", "image_mode", "image_group", "log_format", "log_level",
-		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "libvirt_timeout"}
+		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "prebuilt_dirs", "libvirt_timeout"}
 	if got := Keys(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Keys() = %v, want %v", got, want)
 	}
@@ -311,6 +311,7 @@ func TestValidate(t *testing.T) {
 		HookTimeout:    time.Hour,
 		HookFailure:    "ignore",
 		AdminGroup:     "bad group",
+		PrebuiltDirs:   "/srv/seeds:relative",
 		LibvirtTimeout: 0,
 	}
 	err := c.Validate()
@@ -336,6 +337,7 @@ func TestValidate(t *testing.T) {
 		`hook_timeout: invalid value "1h0m0s"`,
 		`hook_failure: invalid value "ignore": want refuse, boot`,
 		`admin_group: invalid value "bad group"`,
+		`prebuilt_dirs: invalid value "relative"`,
 		`libvirt_timeout: invalid value "0s": want 1s..1h0m0s`,
 	}
 	lines := strings.Split(err.Error(), "\n")
@@ -477,6 +479,22 @@ func TestLogger(t *testing.T) {
 	for _, bad := range []Config{{LogFormat: "text", LogLevel: "loud"}, {LogFormat: "xml", LogLevel: "info"}} {
 		if _, err := bad.Logger(io.Discard); err == nil {
 			t.Errorf("Logger(%+v) succeeded", bad)
+		}
+	}
+}
+
+func TestPrebuiltDirList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"/srv/seeds", []string{"/srv/seeds"}},
+		{"/srv/seeds::/var/lib/seeds:", []string{"/srv/seeds", "/var/lib/seeds"}},
+	}
+	for _, tt := range tests {
+		if got := (Config{PrebuiltDirs: tt.in}).PrebuiltDirList(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("PrebuiltDirList(%q) = %q; want %q", tt.in, got, tt.want)
 		}
 	}
 }

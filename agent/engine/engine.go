@@ -69,6 +69,10 @@ type Engine struct {
 	ResetWindow time.Duration
 	// Starts records when domains started; shared by the agent's engines.
 	Starts *Starts
+	// PrebuiltDirs are the directories a job's prebuilt_image may come
+	// from (config prebuilt_dirs); none disables prebuilt_image. The image
+	// is copied into PayloadDir before it is checked and attached.
+	PrebuiltDirs []string
 }
 
 func (e *Engine) obs() Observer {
@@ -227,12 +231,11 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	var imgPath, recipeEl string
 	t0 := time.Now()
 	if j.PrebuiltImage != "" {
-		p, err := checkPrebuilt(j.PrebuiltImage)
+		p, info, err := e.copyPrebuilt(j.PrebuiltImage, dom.UUID)
 		if err != nil {
 			return err
 		}
-		imgPath = j.PrebuiltImage
-		r.Payload = p
+		imgPath, r.Payload = p, info
 	} else {
 		imgPath = filepath.Join(e.PayloadDir, rendered.ImageName(dom.UUID))
 		res, reused, err := e.writeImage(ctx, rendered, imgPath)
@@ -254,7 +257,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	t1 := time.Now()
 	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, r)
 	if err != nil {
-		if r.Payload != nil && !r.Payload.Reused && !r.Payload.Prebuilt && !libvirtx.IsDisconnected(err) {
+		if r.Payload != nil && !r.Payload.Reused && !libvirtx.IsDisconnected(err) {
 			e.dropUnattached(ctx, dom.UUID, imgPath)
 		}
 		return err
@@ -285,35 +288,6 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 		return res, false, err
 	}
 	return res, false, nil
-}
-
-func checkPrebuilt(p string) (*result.Payload, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q: %w", p, err)}
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q is not a regular file", p)}
-	}
-	info, err := image.Inspect(p)
-	if err != nil {
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q is not a readable ISO9660 or vfat image: %w", p, err)}
-	}
-	label := strings.ToLower(info.Label)
-	format := ""
-	switch label {
-	case payload.LabelNoCloud:
-		format = string(job.FormatNoCloud)
-	case payload.LabelConfigDrive:
-		format = string(job.FormatConfigDrive)
-	default:
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q has label %q; cloud-init looks for \"cidata\" or \"config-2\"", p, info.Label)}
-	}
-	media := string(job.MediaISO)
-	if info.FSType == image.FSTypeVFAT {
-		media = string(job.MediaVFAT)
-	}
-	return &result.Payload{Path: p, Format: format, Media: media, Label: info.Label, Size: info.Size, SHA256: info.SHA256, Prebuilt: true}, nil
 }
 
 func (e *Engine) domOpts() []domxml.Option {

@@ -43,7 +43,7 @@ func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.
 	return agent.Options{Host: host, SpoolDir: c.SpoolDir, PayloadDir: c.PayloadDir, SecretsDir: c.SecretsDir,
 		Workers: c.Workers, QueueLimit: c.QueueLimit, RescanInterval: c.RescanInterval,
 		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log,
-		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout}, nil
+		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList()}, nil
 }
 
 func runAgent(c command, args []string, stdout, stderr io.Writer) int {
