@@ -54,6 +54,10 @@ type Options struct {
 	Metrics        Metrics
 	// Policy decides who may use privileged job fields (docs/security.md).
 	Policy access.Policy
+	// SpoolGroup is the gid whose members may drop jobs into the spool
+	// (spool.OpenGroup); -1 or 0 with HasSpoolGroup false: root only.
+	SpoolGroup    int
+	HasSpoolGroup bool
 	// PrebuiltDirs are where a job's prebuilt_image may come from
 	// (engine.Engine.PrebuiltDirs).
 	PrebuiltDirs []string
@@ -169,7 +173,11 @@ func New(opt Options) (*Agent, error) {
 		})
 		opt.Host = a.opt.Host
 	}
-	sp, err := spool.Open(opt.SpoolDir)
+	spoolGID := -1
+	if opt.HasSpoolGroup {
+		spoolGID = opt.SpoolGroup
+	}
+	sp, err := spool.OpenGroup(opt.SpoolDir, spoolGID)
 	if err != nil {
 		return nil, err
 	}
@@ -488,6 +496,10 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 		res = t.base
 		res.Fail(result.CodeInvalidJob, (&t.report).Err().Error(), t.report.Errors[0].Field)
 		res.Errors = t.report.Errors
+	case t.claimed.ReadErr == nil && a.spool.ForeignID(t.claimed, t.base.ID):
+		res = t.base
+		res.Fail(result.CodeForbidden, fmt.Sprintf("job id %q already has a result of another submitter; choose another id (this result is %s)",
+			t.base.ID, a.spool.ForeignResultPath(t.base.ID, t.claimed.UID)), "id")
 	case forbidden != nil:
 		res = t.base
 		res.Fail(result.CodeForbidden, forbidden[0].Message, forbidden[0].Field)

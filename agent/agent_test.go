@@ -77,6 +77,7 @@ type agentSetup struct {
 	opts    func(o *agent.Options) // changes the options before New
 	sock    string                 // socket path instead of one in the test's directory
 	sockGID int                    // group of the socket (0: keep)
+	spool   string                 // spool directory instead of one in the test's directory
 	wrap    func(h *libvirtx.LibvirtHost) libvirtx.Host
 }
 
@@ -108,6 +109,9 @@ func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set 
 		SecretsDir: filepath.Join(dir, "secrets"), Workers: 3, RescanInterval: 200 * time.Millisecond, ImageGID: -1, Log: log}
 	if set.wrap != nil {
 		opts.Host = set.wrap(host)
+	}
+	if set.spool != "" {
+		opts.SpoolDir = set.spool
 	}
 	if set.opts != nil {
 		set.opts(&opts)

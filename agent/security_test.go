@@ -304,3 +304,125 @@ func TestAccessAsRealUsers(t *testing.T) {
 		}
 	})
 }
+
+// runAs runs a shell command as user u (umask 077) and returns its output
+// and error.
+func runAs(u testUser, script string) (string, error) {
+	out, err := exec.Command("runuser", "-u", u.name, "--", "sh", "-c", "umask 077; "+script).CombinedOutput()
+	return string(out), err
+}
+
+// TestSpoolGroupAsRealUsers: members of spool_group drop jobs as the spool
+// protocol says and read their own results by name; they cannot list the
+// spool, read, replace or delete another member's jobs or results, and
+// symlinks and hard links are refused.
+func TestSpoolGroupAsRealUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create users")
+	}
+	for _, tool := range []string{"useradd", "groupadd", "runuser"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	group := "vmpxg" + sfx
+	gid := addGroup(t, group)
+	alice, bob := addUser(t, "vmpxa"+sfx, group), addUser(t, "vmpxb"+sfx, group)
+	top, err := os.MkdirTemp("/var/tmp", "vmpx-spool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	if err := os.Chmod(top, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	sp := filepath.Join(top, "spool")
+	h := startAgentWith(t, "", nil, agentSetup{spool: sp,
+		opts: func(o *agent.Options) { o.SpoolGroup, o.HasSpoolGroup = gid, true }})
+	if _, err := h.host.DefineXML(context.Background(), domainXML("spooled", "pc", "")); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(sp, spool.Incoming)
+	dropAs := func(u testUser, name, body string) {
+		t.Helper()
+		script := fmt.Sprintf("cat > %s/.%s.tmp && mv %s/.%s.tmp %s/%s.json", in, name, in, name, in, name)
+		cmd := exec.Command("runuser", "-u", u.name, "--", "sh", "-c", "umask 077; "+script)
+		cmd.Stdin = strings.NewReader(body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s dropping %s: %v: %s", u.name, name, err, out)
+		}
+	}
+	readAs := func(u testUser, p string) (result.Result, error) {
+		out, err := runAs(u, "cat "+p)
+		if err != nil {
+			return result.Result{}, fmt.Errorf("%s: %w", out, err)
+		}
+		var r result.Result
+		return r, json.Unmarshal([]byte(out), &r)
+	}
+	payloadJob := func(id string) string {
+		return fmt.Sprintf(`{"version":1,"id":%q,"domain":"spooled","hostname":"h","action":"attach"}`, id)
+	}
+
+	dropAs(alice, "a1", payloadJob("a1"))
+	if r := h.result("a1"); r.State != result.StateDone {
+		t.Fatalf("alice's job: %+v %+v", r, r.Error)
+	}
+	donePath := h.spool.ResultPath("a1", result.StateDone)
+	r, err := readAs(alice, donePath)
+	if err != nil || r.Submitter == nil || r.Submitter.UID != uint32(alice.uid) || r.Submitter.Via != access.ViaFileOwner {
+		t.Fatalf("alice reading her result: %+v, %v", r.Submitter, err)
+	}
+	if out, err := runAs(bob, "cat "+donePath); err == nil {
+		t.Errorf("bob read alice's result: %s", out)
+	}
+	for _, d := range []string{spool.Incoming, spool.Done, spool.Failed, spool.Processing} {
+		if out, err := runAs(bob, "ls "+filepath.Join(sp, d)); err == nil {
+			t.Errorf("bob listed %s: %s", d, out)
+		}
+	}
+	// bob reuses alice's id: his job is refused under his own result name,
+	// alice's result stays.
+	before, _ := os.ReadFile(donePath)
+	dropAs(bob, "a1", payloadJob("a1"))
+	foreign := h.spool.ForeignResultPath("a1", uint32(bob.uid))
+	waitFor(t, "bob's refusal", func() bool { _, err := os.Stat(foreign); return err == nil })
+	if r, err := readAs(bob, foreign); err != nil || r.Error == nil || r.Error.Code != result.CodeForbidden || r.Error.Field != "id" {
+		t.Errorf("bob's result %+v, %v; want forbidden on id", r.Error, err)
+	}
+	if after, _ := os.ReadFile(donePath); !bytes.Equal(before, after) {
+		t.Error("bob's job replaced alice's result")
+	}
+	// bob can neither delete nor replace a file alice is still writing.
+	if out, err := runAs(alice, fmt.Sprintf("echo '{}' > %s/.wait.tmp", in)); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if out, err := runAs(bob, fmt.Sprintf("rm -f %s/.wait.tmp", in)); err == nil {
+		if _, serr := os.Stat(filepath.Join(in, ".wait.tmp")); serr != nil {
+			t.Errorf("bob deleted alice's file: %s", out)
+		}
+	}
+	if out, err := runAs(bob, fmt.Sprintf("echo x > %s/.b.tmp && mv -f %s/.b.tmp %s/.wait.tmp", in, in, in)); err == nil {
+		t.Errorf("bob replaced alice's file: %s", out)
+	}
+	// Links are refused.
+	links := []struct{ name, id, script, want string }{
+		{"symlink", "sl", fmt.Sprintf("ln -s /etc/shadow %s/sl.json", in), "symlink"},
+		{"hardlink", "hl", fmt.Sprintf("echo '%s' > %s/.hl.tmp && ln %s/.hl.tmp %s/hl.json", payloadJob("hl"), in, in, in), "hard link"},
+	}
+	for _, l := range links {
+		if out, err := runAs(alice, l.script); err != nil {
+			t.Fatalf("%s: %s: %v", l.name, out, err)
+		}
+		r := h.result(l.id)
+		if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeBadFile || !strings.Contains(r.Error.Message, l.want) {
+			t.Errorf("%s: %+v; want bad_file naming %q", l.name, r.Error, l.want)
+		}
+		if r.Submitter == nil || r.Submitter.UID != uint32(alice.uid) {
+			t.Errorf("%s: submitter %+v; want alice", l.name, r.Submitter)
+		}
+	}
+}

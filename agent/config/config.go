@@ -112,6 +112,10 @@ type Config struct {
 	// privileged job fields (domain_xml, prebuilt_image) besides root;
 	// "" (the default) means root only. See docs/security.md.
 	AdminGroup string `yaml:"admin_group"`
+	// SpoolGroup is the group (name or numeric gid) whose members may drop
+	// jobs into the spool's incoming/ and read their own results; "" (the
+	// default) keeps the spool root's only. See docs/security.md.
+	SpoolGroup string `yaml:"spool_group"`
 	// PrebuiltDirs lists, separated by ":" like PATH, the directories a
 	// job's prebuilt_image may come from; "" (the default) disables
 	// prebuilt_image. Use PrebuiltDirList for the parsed list.
@@ -153,6 +157,7 @@ func Default() Config {
 		HookTimeout:    20 * time.Second,
 		HookFailure:    "refuse",
 		AdminGroup:     "",
+		SpoolGroup:     "",
 		PrebuiltDirs:   "",
 		// A healthy but slow libvirtd answers a define in seconds, and in
 		// close to a minute while it re-probes QEMU binaries (after an
@@ -189,6 +194,7 @@ var keys = []key{
 	{"hook_timeout", "longest run of the libvirt hook before it counts as failed", func(c *Config) any { return &c.HookTimeout }},
 	{"hook_failure", "what a failed hook run does: refuse (the start fails) or boot (boots without payload)", func(c *Config) any { return &c.HookFailure }},
 	{"admin_group", "group allowed privileged job fields (domain_xml, prebuilt_image) besides root, name or gid (empty: root only)", func(c *Config) any { return &c.AdminGroup }},
+	{"spool_group", "group allowed to drop jobs into the spool and read their own results, name or gid (empty: root only)", func(c *Config) any { return &c.SpoolGroup }},
 	{"prebuilt_dirs", "directories prebuilt_image may come from, \":\"-separated (empty: prebuilt_image disabled)", func(c *Config) any { return &c.PrebuiltDirs }},
 	{"libvirt_timeout", "longest wait for one libvirt call before its job fails with libvirt_timeout", func(c *Config) any { return &c.LibvirtTimeout }},
 }
@@ -456,6 +462,7 @@ func (c Config) Validate() error {
 	}
 	oneOf("hook_failure", c.HookFailure, HookFailures)
 	group("admin_group", c.AdminGroup)
+	group("spool_group", c.SpoolGroup)
 	for _, d := range c.PrebuiltDirList() {
 		if !filepath.IsAbs(d) || filepath.Clean(d) != d || strings.ContainsRune(d, 0) || d == "/" {
 			bad("prebuilt_dirs", d, "want absolute, clean directory paths other than /, separated by \":\"")
@@ -516,6 +523,10 @@ func (c Config) PrebuiltDirList() []string {
 	}
 	return dirs
 }
+
+// SpoolGID returns the gid of spool_group, or -1 when it is empty (root
+// only).
+func (c Config) SpoolGID() (int, error) { return lookupGID("spool_group", c.SpoolGroup) }
 
 // AdminGID returns the gid of admin_group, or -1 when it is empty (root
 // only).

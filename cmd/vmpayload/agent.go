@@ -40,10 +40,15 @@ func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.
 	if err != nil {
 		return agent.Options{}, err
 	}
+	spoolGID, err := c.SpoolGID()
+	if err != nil {
+		return agent.Options{}, err
+	}
 	return agent.Options{Host: host, SpoolDir: c.SpoolDir, PayloadDir: c.PayloadDir, SecretsDir: c.SecretsDir,
 		Workers: c.Workers, QueueLimit: c.QueueLimit, RescanInterval: c.RescanInterval,
 		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log,
-		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList()}, nil
+		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList(),
+		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0}, nil
 }
 
 func runAgent(c command, args []string, stdout, stderr io.Writer) int {
