@@ -192,7 +192,8 @@ func New(opt Options) (*Agent, error) {
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met, Starts: &a.starts, PrebuiltDirs: opt.PrebuiltDirs})
+		Log: opt.Log, Observer: a.met, Starts: &a.starts, PrebuiltDirs: opt.PrebuiltDirs,
+		LibvirtTimeout: opt.LibvirtTimeout})
 }
 
 // Reload applies the settings that can change without a restart: default

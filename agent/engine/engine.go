@@ -69,6 +69,11 @@ type Engine struct {
 	ResetWindow time.Duration
 	// Starts records when domains started; shared by the agent's engines.
 	Starts *Starts
+	// LibvirtTimeout bounds how long a job waits for an unreachable
+	// libvirt (retrying) before it fails with libvirt_timeout; 0 waits
+	// until the job's context ends. (Each call's own deadline is the
+	// host's: libvirtx.Bounded.)
+	LibvirtTimeout time.Duration
 	// PrebuiltDirs are the directories a job's prebuilt_image may come
 	// from (config prebuilt_dirs); none disables prebuilt_image. The image
 	// is copied into PayloadDir before it is checked and attached.
@@ -104,8 +109,10 @@ func fail(code string, format string, args ...any) error {
 
 // Run executes j and returns its final result (state done or failed). The
 // result's ID, Source and ReceivedAt are taken from base. While libvirt is
-// unreachable the job is retried until ctx ends; it then returns ctx's error
-// and no result, so the caller can leave the job to be run again.
+// unreachable the job is retried, for at most LibvirtTimeout (when set; the
+// job then fails with libvirt_timeout), or until ctx ends: it then returns
+// ctx's error and no result, so the caller can leave the job to be run
+// again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
 	jj := *j
 	if jj.Format == "" && e.DefaultFormat != "" {
@@ -117,6 +124,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		backoff = 200 * time.Millisecond
 	}
 	stateRetries := 0
+	var downSince time.Time // first attempt that found libvirt unreachable
 	for attempt := 1; ; attempt++ {
 		r := base
 		r.Domain, r.Action, r.Attempts = jj.Domain, string(jj.Action), attempt
@@ -126,6 +134,14 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 			return r, nil
 		}
 		if libvirtx.IsDisconnected(err) && ctx.Err() == nil {
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			if e.LibvirtTimeout > 0 && time.Since(downSince) >= e.LibvirtTimeout {
+				r.Fail(result.CodeLibvirtTimeout, fmt.Sprintf("libvirt stayed unreachable for %s (libvirt_timeout) over %d attempts: %v",
+					time.Since(downSince).Round(time.Millisecond), attempt, err), "")
+				return r, nil
+			}
 			e.obs().Retry()
 			e.log().Warn("libvirt unreachable; retrying job", "job", r.ID, "domain", jj.Domain, "attempt", attempt, "err", err)
 			select {
