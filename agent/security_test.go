@@ -22,6 +22,8 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/payload"
+	pjob "github.com/vmpayload/vmpayload/payload/job"
 )
 
 // stuckHost never answers lookups of domain "stuck" (like a libvirtd whose
@@ -191,17 +193,28 @@ func TestAccessAsRealUsers(t *testing.T) {
 	if err := os.Chmod(sockDir, 0o711); err != nil {
 		t.Fatal(err)
 	}
+	seeds := filepath.Join(sockDir, "seeds")
+	if err := os.Mkdir(seeds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := payload.Render(&pjob.Job{Version: 1, Domain: "existing", Hostname: "prebuilt"}, payload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(seeds, "seed.iso")
+	if _, err := rd.Write(context.Background(), seed, payload.Options{GID: -1}); err != nil {
+		t.Fatal(err)
+	}
 	h := startAgentWith(t, "", nil, agentSetup{sock: filepath.Join(sockDir, "agent.sock"), sockGID: sockGID,
-		opts: func(o *agent.Options) { o.Policy = access.NewPolicy(adminGID) }})
+		opts: func(o *agent.Options) { o.Policy, o.PrebuiltDirs = access.NewPolicy(adminGID), []string{seeds} }})
 	root := unixClient(h.sock)
 
 	xmlJob := func(id, dom string) string {
 		return fmt.Sprintf(`{"version":1,"id":%q,"domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, id, dom, domainXML(dom, "pc", ""))
 	}
-	img := filepath.Join(h.dir, "seed.iso")
-	os.WriteFile(img, []byte("not looked at"), 0o644)
+	img := seed
 	imgJob := func(id string) string {
-		return fmt.Sprintf(`{"version":1,"id":%q,"domain":"node-with-payload","prebuilt_image":%q}`, id, img)
+		return fmt.Sprintf(`{"version":1,"id":%q,"domain":"existing","prebuilt_image":%q}`, id, img)
 	}
 	// A stopped domain root defined: plain members attach payloads to it.
 	if _, err := h.host.DefineXML(context.Background(), domainXML("existing", "pc", "")); err != nil {
@@ -242,6 +255,14 @@ func TestAccessAsRealUsers(t *testing.T) {
 		}
 	}
 	t.Run("plain member attaches a payload", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://x/v1/events", nil)
+		evResp, err := root.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer evResp.Body.Close()
 		code, ans := postAs(t, plain, h.sock, payloadJob("p-payload"))
 		if code != http.StatusAccepted {
 			t.Fatalf("status %d: %v", code, ans)
@@ -254,6 +275,22 @@ func TestAccessAsRealUsers(t *testing.T) {
 		if fr, ok := h.spool.Lookup("p-payload"); !ok || fr.Submitter == nil || fr.Submitter.UID != uint32(plain.uid) {
 			t.Errorf("result file's submitter %+v; want uid %d", fr.Submitter, plain.uid)
 		}
+		// Every job event carries the submitter.
+		dec := json.NewDecoder(evResp.Body)
+		seen := map[string]bool{}
+		for !seen["done"] {
+			var ev agent.Event
+			if err := dec.Decode(&ev); err != nil {
+				t.Fatalf("reading events (saw %v): %v", seen, err)
+			}
+			if ev.Kind != "job" || ev.ID != "p-payload" {
+				continue
+			}
+			seen[ev.Type] = true
+			if ev.Submitter == nil || ev.Submitter.UID != uint32(plain.uid) || ev.Submitter.User != plain.name {
+				t.Errorf("%s event submitter %+v; want %s", ev.Type, ev.Submitter, plain.name)
+			}
+		}
 	})
 	t.Run("admin group member defines", func(t *testing.T) {
 		code, ans := postAs(t, admin, h.sock, xmlJob("a-xml", "admin-defined"))
@@ -262,6 +299,17 @@ func TestAccessAsRealUsers(t *testing.T) {
 		}
 		r := waitJob(t, root, "a-xml")
 		if r.State != result.StateDone {
+			t.Fatalf("%+v %+v", r, r.Error)
+		}
+		checkSubmitter(t, r, admin, access.ViaPeerCred)
+	})
+	t.Run("admin group member attaches a prebuilt image", func(t *testing.T) {
+		code, ans := postAs(t, admin, h.sock, strings.Replace(imgJob("a-img"), `"domain"`, `"action":"attach","domain"`, 1))
+		if code != http.StatusAccepted {
+			t.Fatalf("status %d: %v", code, ans)
+		}
+		r := waitJob(t, root, "a-img")
+		if r.State != result.StateDone || r.Payload == nil || !r.Payload.Prebuilt {
 			t.Fatalf("%+v %+v", r, r.Error)
 		}
 		checkSubmitter(t, r, admin, access.ViaPeerCred)
