@@ -382,6 +382,24 @@ func (a *Agent) intake() {
 	}
 }
 
+// socketSubmitter returns the API client that submitted job id when c is
+// the very file the API wrote for it (spool.PutOwned: named ID.json and
+// owned by the client, or by the agent when it cannot chown), and forgets
+// it. Another file claiming the same id in its content (a spool writer's)
+// gets its own owner as submitter, never the API client's identity.
+func (a *Agent) socketSubmitter(c *spool.Claimed, id string) (result.Submitter, bool) {
+	v, ok := a.viaSocket.Load(id)
+	if !ok {
+		return result.Submitter{}, false
+	}
+	who := v.(result.Submitter)
+	if c.Name != id+".json" || (c.UID != who.UID && int(c.UID) != os.Geteuid()) {
+		return result.Submitter{}, false
+	}
+	a.viaSocket.Delete(id)
+	return who, true
+}
+
 // prepare parses a claimed file into a task.
 func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 	t := &task{claimed: c, policy: a.opt.Policy}
@@ -395,9 +413,8 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		if j != nil && j.ID != "" && rep.OK() {
 			t.base.ID = j.ID
 		}
-		if who, ok := a.viaSocket.LoadAndDelete(t.base.ID); ok {
+		if s, ok := a.socketSubmitter(c, t.base.ID); ok {
 			t.base.Source = "socket"
-			s := who.(result.Submitter)
 			t.base.Submitter = &s
 			a.mu.Lock()
 			a.unclaimed = max(a.unclaimed-1, 0)
