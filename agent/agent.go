@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,6 +177,9 @@ func New(opt Options) (*Agent, error) {
 	spoolGID := -1
 	if opt.HasSpoolGroup {
 		spoolGID = opt.SpoolGroup
+		if os.Geteuid() == 0 && !readsOthersFiles() {
+			return nil, errors.New("spool_group is set, but the agent lacks CAP_DAC_READ_SEARCH to read the jobs its members own (mode 0600); add it to the service's CapabilityBoundingSet (docs/security.md)")
+		}
 	}
 	sp, err := spool.OpenGroup(opt.SpoolDir, spoolGID)
 	if err != nil {
@@ -187,6 +191,27 @@ func New(opt Options) (*Agent, error) {
 	}
 	a.setEngine(opt)
 	return a, nil
+}
+
+// readsOthersFiles reports whether the process may read files other users
+// own with mode 0600: CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE in its
+// effective set.
+func readsOthersFiles() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true // cannot tell; reading the jobs will say
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return true
+			}
+			const dacOverride, dacReadSearch = 1, 2 // capability numbers
+			return caps&(1<<dacOverride|1<<dacReadSearch) != 0
+		}
+	}
+	return true
 }
 
 func (a *Agent) setEngine(opt Options) {
@@ -641,7 +666,7 @@ func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	a.mu.Unlock()
 	a.viaSocket.Store(id, who)
 	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", Submitter: &who, ReceivedAt: time.Now().UTC()})
-	if err := a.spool.PutOwned(id, data, int(who.UID), int(who.GID)); err != nil {
+	if err := a.spool.PutOwned(id, data, int(who.UID)); err != nil {
 		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
 			a.mu.Lock()
 			a.unclaimed = max(a.unclaimed-1, 0)

@@ -474,3 +474,64 @@ func TestSpoolGroupAsRealUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentWithOnlyCapChown runs the agent binary with the packaged unit's
+// capabilities (CAP_CHOWN only; setpriv drops the rest from the bounding
+// set): jobs the API queues for a plain user (files it gives to the user)
+// are still read and run, and spool_group, which needs CAP_DAC_READ_SEARCH,
+// refuses to start with a message saying so.
+func TestAgentWithOnlyCapChown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	group := "vmpxc" + sfx
+	addGroup(t, group)
+	plain := addUser(t, "vmpxc"+sfx+"u", group)
+
+	a := newAgent(t, "test:///default", "--socket-group", group)
+	wrapper := filepath.Join(a.dir, "capchown.sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown --inh-caps -all -- %s \"$@\"\n", a.bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.bin = wrapper
+	a.start()
+
+	dom := "vmpx-capchown-" + sfx
+	def := fmt.Sprintf(`{"version":1,"id":"cc-def","domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, dom, domainXML(dom, "pc", ""))
+	resp, err := a.client.Post("http://agent/v1/jobs", "application/json", strings.NewReader(def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mustDone(t, a.result("cc-def", ""))
+
+	body := fmt.Sprintf(`{"version":1,"id":"cc-plain","domain":%q,"hostname":"p","action":"attach"}`, dom)
+	if code, ans := postAs(t, plain, a.sock, body); code != http.StatusAccepted {
+		t.Fatalf("status %d %v", code, ans)
+	}
+	r := a.result("cc-plain", "")
+	mustDone(t, r)
+	if r.Submitter == nil || r.Submitter.UID != uint32(plain.uid) {
+		t.Errorf("submitter %+v; want %s", r.Submitter, plain.name)
+	}
+
+	dir := t.TempDir()
+	cmd := exec.Command(wrapper, "agent", "--config", "", "--libvirt-uri", "test:///default", "--spool-dir", filepath.Join(dir, "spool"),
+		"--payload-dir", filepath.Join(dir, "payload"), "--socket", filepath.Join(dir, "s.sock"), "--spool-group", group)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CAP_DAC_READ_SEARCH") {
+		t.Errorf("agent with spool_group and CAP_CHOWN only: %v\n%s\nwant a refusal naming CAP_DAC_READ_SEARCH", err, out)
+	}
+}

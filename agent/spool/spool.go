@@ -42,11 +42,19 @@ const DirMode = 0o700
 // Modes of the subdirectories with a spool group (OpenGroup): its members
 // may create files in incoming/ but not list it, nor rename or delete files
 // of others (sticky); they may read results they know the name of in done/
-// and failed/ (results are their submitter's, mode 0400) but not list or
+// and failed/ (results are their submitter's, OwnedResultMode) but not list or
 // change those directories. processing/ stays DirMode.
 const (
 	GroupIncomingMode = 0o730 | os.ModeSticky
 	GroupResultMode   = 0o710
+)
+
+// OwnedMode and OwnedResultMode are the modes of job and result files the
+// agent gives to their submitter: the owner reads them, the agent through
+// its own group (root's), which no submitter is in.
+const (
+	OwnedMode       = 0o640
+	OwnedResultMode = 0o440
 )
 
 // ErrExists is returned by Put when a job with the same id is queued.
@@ -425,8 +433,8 @@ func (s *Spool) ForeignResultPath(id string, uid uint32) string {
 }
 
 // Complete records a claim's final result: it writes the result file
-// atomically (given to the job file's owner, mode 0400, when that is not
-// root), removes a stale result of the other state, and removes the job
+// atomically (given to the job file's owner, mode OwnedResultMode, when
+// that is not root), removes a stale result of the other state, and removes the job
 // (done) or keeps it as failed/ID.job.json with mode 0600 (failed). A job
 // whose id is another submitter's (ForeignID) gets ForeignResultPath and
 // leaves the other's results alone. Each step is idempotent, so Complete
@@ -439,7 +447,7 @@ func (s *Spool) Complete(c *Claimed, r result.Result) error {
 	}
 	owner, perm := -1, os.FileMode(0o600)
 	if c.UID != 0 && os.Geteuid() == 0 {
-		owner, perm = int(c.UID), 0o400
+		owner, perm = int(c.UID), OwnedResultMode
 	}
 	if s.ForeignID(c, r.ID) {
 		if err := writeFileAtomicOwned(s.ForeignResultPath(r.ID, c.UID), append(b, '\n'), perm, owner); err != nil {
@@ -482,13 +490,14 @@ func (s *Spool) retire(c *Claimed, r result.Result) error {
 // Put writes a job into incoming/ the way writers must: a dot temp file in
 // the same directory, fsynced, then renamed to ID.json. It refuses an id that
 // is already waiting or running.
-func (s *Spool) Put(id string, data []byte) error { return s.PutOwned(id, data, -1, -1) }
+func (s *Spool) Put(id string, data []byte) error { return s.PutOwned(id, data, -1) }
 
 // PutOwned is Put for a job submitted by another user: when uid is not -1
-// and the agent runs as root, the file is given to uid:gid before it appears
+// and the agent runs as root, the file is given to uid (mode OwnedMode, the
+// agent's group) before it appears
 // in incoming/, so that its owner names the submitter as for a dropped file
 // (also after a crash, when the job is run again from processing/).
-func (s *Spool) PutOwned(id string, data []byte, uid, gid int) error {
+func (s *Spool) PutOwned(id string, data []byte, uid int) error {
 	name := id + ".json"
 	for _, sub := range []string{Incoming, Processing} {
 		if _, err := os.Lstat(filepath.Join(s.Dir(sub), name)); err == nil {
@@ -506,7 +515,16 @@ func (s *Spool) PutOwned(id string, data []byte, uid, gid int) error {
 		return fmt.Errorf("queueing job %s: %w", id, err)
 	}
 	if uid >= 0 && os.Geteuid() == 0 {
-		if err := tmp.Chown(uid, gid); err != nil {
+		// The group stays the agent's, readable: the agent reads it back
+		// through the group, without CAP_DAC_READ_SEARCH (the packaged unit
+		// has CAP_CHOWN only).
+		// Mode first: once the file is the submitter's, changing its mode
+		// would need CAP_FOWNER.
+		err := tmp.Chmod(OwnedMode)
+		if err == nil {
+			err = tmp.Chown(uid, -1)
+		}
+		if err != nil {
 			tmp.Close()
 			return fmt.Errorf("queueing job %s: giving it to its submitter: %w", id, err)
 		}
