@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/vmpayload/vmpayload/agent/access"
 	"github.com/vmpayload/vmpayload/agent/engine"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
@@ -51,6 +53,18 @@ type Options struct {
 	ImageGID       int
 	Log            *slog.Logger
 	Metrics        Metrics
+	// Policy decides who may use privileged job fields (docs/security.md).
+	Policy access.Policy
+	// SpoolGroup is the gid whose members may drop jobs into the spool
+	// (spool.OpenGroup); -1 or 0 with HasSpoolGroup false: root only.
+	SpoolGroup    int
+	HasSpoolGroup bool
+	// PrebuiltDirs are where a job's prebuilt_image may come from
+	// (engine.Engine.PrebuiltDirs).
+	PrebuiltDirs []string
+	// LibvirtTimeout bounds every libvirt call (libvirtx.Bounded); 0 means
+	// unbounded.
+	LibvirtTimeout time.Duration
 }
 
 // Metrics records what the agent does; see agent/metrics for the
@@ -61,6 +75,9 @@ type Metrics interface {
 	JobFinished(outcome string, d time.Duration)
 	QueueDepth(n int)
 	InFlight(n int)
+	// LibvirtTimeout counts a libvirt call that did not answer within
+	// Options.LibvirtTimeout (call as in libvirtx.TimeoutError.Call).
+	LibvirtTimeout(call string)
 }
 
 type nopMetrics struct{}
@@ -74,6 +91,7 @@ func (nopMetrics) JobReceived(string)                {}
 func (nopMetrics) JobFinished(string, time.Duration) {}
 func (nopMetrics) QueueDepth(int)                    {}
 func (nopMetrics) InFlight(int)                      {}
+func (nopMetrics) LibvirtTimeout(string)             {}
 
 // task is a claimed job waiting for or in execution.
 type task struct {
@@ -82,6 +100,7 @@ type task struct {
 	report  job.Report
 	base    result.Result
 	key     string // serialisation key: the domain
+	policy  access.Policy
 }
 
 // Agent is the daemon. Create it with New, then call Run.
@@ -117,7 +136,7 @@ type Agent struct {
 	scan chan struct{}
 	wg   sync.WaitGroup
 
-	viaSocket sync.Map // ids queued through the API, for Result.Source
+	viaSocket sync.Map // ids queued through the API → their result.Submitter
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -147,7 +166,22 @@ func New(opt Options) (*Agent, error) {
 	if a.met == nil {
 		a.met = nopMetrics{}
 	}
-	sp, err := spool.Open(opt.SpoolDir)
+	if opt.LibvirtTimeout > 0 {
+		met := a.met
+		a.opt.Host = libvirtx.Bounded(opt.Host, opt.LibvirtTimeout, func(call string) {
+			met.LibvirtTimeout(call)
+			a.log.Warn("libvirt call timed out; the connection is reopened", "call", call, "libvirt_timeout", opt.LibvirtTimeout)
+		})
+		opt.Host = a.opt.Host
+	}
+	spoolGID := -1
+	if opt.HasSpoolGroup {
+		spoolGID = opt.SpoolGroup
+		if os.Geteuid() == 0 && !readsOthersFiles() {
+			return nil, errors.New("spool_group is set, but the agent lacks CAP_DAC_READ_SEARCH to read the jobs its members own (mode 0600); add it to the service's CapabilityBoundingSet (docs/security.md)")
+		}
+	}
+	sp, err := spool.OpenGroup(opt.SpoolDir, spoolGID)
 	if err != nil {
 		return nil, err
 	}
@@ -159,18 +193,42 @@ func New(opt Options) (*Agent, error) {
 	return a, nil
 }
 
+// readsOthersFiles reports whether the process may read files other users
+// own with mode 0600: CAP_DAC_READ_SEARCH or CAP_DAC_OVERRIDE in its
+// effective set.
+func readsOthersFiles() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true // cannot tell; reading the jobs will say
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return true
+			}
+			const dacOverride, dacReadSearch = 1, 2 // capability numbers
+			return caps&(1<<dacOverride|1<<dacReadSearch) != 0
+		}
+	}
+	return true
+}
+
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met, Starts: &a.starts})
+		Log: opt.Log, Observer: a.met, Starts: &a.starts, PrebuiltDirs: opt.PrebuiltDirs,
+		LibvirtTimeout: opt.LibvirtTimeout})
 }
 
 // Reload applies the settings that can change without a restart: default
-// format, CD-ROM bus, image mode and group, secrets directory, rescan
-// interval. Others (URI, directories, workers, socket) need a restart.
+// format, CD-ROM bus, image mode and group, secrets directory, prebuilt
+// directories, rescan interval. Others (URI, directories, workers, socket,
+// admin group, libvirt timeout) need a restart.
 func (a *Agent) Reload(opt Options) {
-	cur := a.opt
+	cur := a.opt // keeps the (bounded) host of New
 	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir
+	cur.PrebuiltDirs = opt.PrebuiltDirs
 	if opt.Log != nil {
 		cur.Log = opt.Log
 		a.log = opt.Log
@@ -349,9 +407,27 @@ func (a *Agent) intake() {
 	}
 }
 
+// socketSubmitter returns the API client that submitted job id when c is
+// the very file the API wrote for it (spool.PutOwned: named ID.json and
+// owned by the client, or by the agent when it cannot chown), and forgets
+// it. Another file claiming the same id in its content (a spool writer's)
+// gets its own owner as submitter, never the API client's identity.
+func (a *Agent) socketSubmitter(c *spool.Claimed, id string) (result.Submitter, bool) {
+	v, ok := a.viaSocket.Load(id)
+	if !ok {
+		return result.Submitter{}, false
+	}
+	who := v.(result.Submitter)
+	if c.Name != id+".json" || (c.UID != who.UID && int(c.UID) != os.Geteuid()) {
+		return result.Submitter{}, false
+	}
+	a.viaSocket.Delete(id)
+	return who, true
+}
+
 // prepare parses a claimed file into a task.
 func (a *Agent) prepare(c *spool.Claimed, source string) *task {
-	t := &task{claimed: c}
+	t := &task{claimed: c, policy: a.opt.Policy}
 	t.base = result.Result{ID: spool.IDFromName(c.Name), Source: source, State: result.StateQueued, ReceivedAt: time.Now().UTC()}
 	if st, err := os.Lstat(c.Path); err == nil {
 		t.base.ReceivedAt = st.ModTime().UTC()
@@ -362,8 +438,9 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		if j != nil && j.ID != "" && rep.OK() {
 			t.base.ID = j.ID
 		}
-		if _, ok := a.viaSocket.LoadAndDelete(t.base.ID); ok {
+		if s, ok := a.socketSubmitter(c, t.base.ID); ok {
 			t.base.Source = "socket"
+			t.base.Submitter = &s
 			a.mu.Lock()
 			a.unclaimed = max(a.unclaimed-1, 0)
 			a.mu.Unlock()
@@ -371,6 +448,10 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		if j != nil {
 			t.base.Domain, t.base.Action = j.Domain, string(j.WithDefaults().Action)
 		}
+	}
+	if t.base.Submitter == nil {
+		s := access.FileOwner(c.UID, c.GID)
+		t.base.Submitter = &s
 	}
 	t.key = strings.ToLower(t.base.Domain)
 	return t
@@ -392,7 +473,7 @@ func (a *Agent) enqueue(t *task) {
 		a.mu.Unlock()
 	}
 	a.met.QueueDepth(q)
-	a.events.publish(Event{Kind: "job", Type: "received", ID: t.base.ID, Domain: t.base.Domain})
+	a.events.publish(Event{Kind: "job", Type: "received", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 }
 
 // worker runs the tasks of one domain key at a time.
@@ -428,15 +509,28 @@ func (a *Agent) worker(ctx context.Context) {
 	}
 }
 
+// forbidden returns the privileged fields of t's job its submitter may not
+// use (agent/access); the job then fails before libvirt is asked anything.
+func (t *task) forbidden() []job.FieldError {
+	if t.job == nil || t.base.Submitter == nil {
+		return nil
+	}
+	return t.policy.Check(t.job, *t.base.Submitter)
+}
+
 func (a *Agent) execute(ctx context.Context, t *task) {
 	a.met.InFlight(int(a.inflight.Add(1)))
 	defer func() { a.met.InFlight(int(a.inflight.Add(-1))) }()
 	running := t.base
 	running.State = result.StateRunning
 	a.reg.set(running)
-	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain})
+	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 
 	var res result.Result
+	var forbidden []job.FieldError
+	if t.claimed.ReadErr == nil && t.report.OK() {
+		forbidden = t.forbidden()
+	}
 	switch {
 	case t.claimed.ReadErr != nil:
 		res = t.base
@@ -445,6 +539,14 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 		res = t.base
 		res.Fail(result.CodeInvalidJob, (&t.report).Err().Error(), t.report.Errors[0].Field)
 		res.Errors = t.report.Errors
+	case t.claimed.ReadErr == nil && a.spool.ForeignID(t.claimed, t.base.ID):
+		res = t.base
+		res.Fail(result.CodeForbidden, fmt.Sprintf("job id %q already has a result of another submitter; choose another id (this result is %s)",
+			t.base.ID, a.spool.ForeignResultPath(t.base.ID, t.claimed.UID)), "id")
+	case forbidden != nil:
+		res = t.base
+		res.Fail(result.CodeForbidden, forbidden[0].Message, forbidden[0].Field)
+		res.Errors = forbidden
 	default:
 		var err error
 		res, err = a.eng.Load().Run(ctx, t.job, t.base)
@@ -465,8 +567,11 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 	}
 	a.reg.set(res)
 	a.met.JobFinished(string(res.State), time.Duration(res.DurationMS)*time.Millisecond)
-	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID}
+	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Submitter: res.Submitter}
 	attrs := []any{"id", res.ID, "domain", res.Domain, "action", res.Action, "state", res.State, "duration_ms", res.DurationMS}
+	if s := res.Submitter; s != nil {
+		attrs = append(attrs, "source", res.Source, "uid", s.UID, "user", s.User, "gid", s.GID, "pid", s.PID)
+	}
 	if res.Error != nil {
 		ev.Error = res.Error.Code
 		attrs = append(attrs, "code", res.Error.Code, "field", res.Error.Field, "error", res.Error.Message)
@@ -518,15 +623,26 @@ func (a *Agent) lifecycle(ctx context.Context) {
 	}
 }
 
-// Submit validates a job posted to the API and queues it through the spool,
-// so that it survives a crash like any dropped file. It returns the job id.
+// Submit is SubmitAs on behalf of the agent's own user.
 func (a *Agent) Submit(data []byte) (string, error) {
+	return a.SubmitAs(data, access.FileOwner(uint32(os.Geteuid()), uint32(os.Getegid())))
+}
+
+// SubmitAs validates a job posted to the API by who and queues it through
+// the spool, so that it survives a crash like any dropped file. It returns
+// the job id; a *job.ValidationError for an invalid job, an
+// *access.ForbiddenError when who may not use a field of it.
+func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	j, rep := job.Parse(data)
 	if rep.OK() && j.Domain == "" {
 		rep.Add("domain", job.CodeRequired, "the agent needs the libvirt domain (name or UUID) the payload is for")
 	}
 	if err := rep.Err(); err != nil {
 		return "", err
+	}
+	if errs := a.opt.Policy.Check(j, who); errs != nil {
+		a.log.Warn("job refused", "domain", j.Domain, "field", errs[0].Field, "uid", who.UID, "user", who.User, "gid", who.GID, "pid", who.PID)
+		return "", &access.ForbiddenError{Errors: errs}
 	}
 	id := j.ID
 	if id == "" {
@@ -548,9 +664,9 @@ func (a *Agent) Submit(data []byte) (string, error) {
 	}
 	a.unclaimed++
 	a.mu.Unlock()
-	a.viaSocket.Store(id, true)
-	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", ReceivedAt: time.Now().UTC()})
-	if err := a.spool.Put(id, data); err != nil {
+	a.viaSocket.Store(id, who)
+	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", Submitter: &who, ReceivedAt: time.Now().UTC()})
+	if err := a.spool.PutOwned(id, data, int(who.UID)); err != nil {
 		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
 			a.mu.Lock()
 			a.unclaimed = max(a.unclaimed-1, 0)

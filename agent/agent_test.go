@@ -35,6 +35,7 @@ type harness struct {
 	done    chan error
 	payload string
 	spool   *spool.Spool
+	prom    *agent.Prometheus
 }
 
 // nodeFile writes a test-driver node file with domains whose payload drive
@@ -68,8 +69,25 @@ func nodeFile(t *testing.T, dir, payloadDir string) string {
 
 func startAgent(t *testing.T, uri string, prep func(payloadDir string)) *harness {
 	t.Helper()
+	return startAgentWith(t, uri, prep, agentSetup{})
+}
+
+// agentSetup adjusts the agent startAgentWith runs.
+type agentSetup struct {
+	opts    func(o *agent.Options) // changes the options before New
+	sock    string                 // socket path instead of one in the test's directory
+	sockGID int                    // group of the socket (0: keep)
+	spool   string                 // spool directory instead of one in the test's directory
+	wrap    func(h *libvirtx.LibvirtHost) libvirtx.Host
+}
+
+func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set agentSetup) *harness {
+	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, payload: filepath.Join(dir, "payload"), sock: filepath.Join(dir, "agent.sock")}
+	if set.sock != "" {
+		h.sock = set.sock
+	}
 	if err := os.MkdirAll(h.payload, 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +104,28 @@ func startAgent(t *testing.T, uri string, prep func(payloadDir string)) *harness
 	}
 	h.host = host
 	prom := agent.NewPrometheus(host)
-	a, err := agent.New(agent.Options{Metrics: prom, Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: h.payload,
-		SecretsDir: filepath.Join(dir, "secrets"), Workers: 3, RescanInterval: 200 * time.Millisecond, ImageGID: -1, Log: log})
+	h.prom = prom
+	opts := agent.Options{Metrics: prom, Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: h.payload,
+		SecretsDir: filepath.Join(dir, "secrets"), Workers: 3, RescanInterval: 200 * time.Millisecond, ImageGID: -1, Log: log}
+	if set.wrap != nil {
+		opts.Host = set.wrap(host)
+	}
+	if set.spool != "" {
+		opts.SpoolDir = set.spool
+	}
+	if set.opts != nil {
+		set.opts(&opts)
+	}
+	a, err := agent.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.agent, h.spool = a, a.Spool()
-	l, err := api.Listen(h.sock, -1)
+	sockGID := -1
+	if set.sockGID > 0 {
+		sockGID = set.sockGID
+	}
+	l, err := api.Listen(h.sock, sockGID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,3 +55,6 @@ func (p *Prometheus) QueueDepth(n int) { p.M.QueueDepth.Set(float64(n)) }
 
 // InFlight implements Metrics.
 func (p *Prometheus) InFlight(n int) { p.M.JobsInFlight.Set(float64(n)) }
+
+// LibvirtTimeout implements Metrics.
+func (p *Prometheus) LibvirtTimeout(call string) { p.M.LibvirtTimeouts.With(call).Inc() }

@@ -119,6 +119,8 @@ type Event struct {
 	Domain string    `json:"domain,omitempty"`
 	UUID   string    `json:"uuid,omitempty"`
 	Error  string    `json:"error,omitempty"`
+	// Submitter is who submitted the job (job events only).
+	Submitter *result.Submitter `json:"submitter,omitempty"`
 }
 
 // hub fans events out to subscribers. A subscriber that does not keep up

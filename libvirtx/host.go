@@ -533,29 +533,60 @@ func (h *LibvirtHost) Close() error {
 // withConn runs fn on the current connection. Failures that turn out to be a
 // dead connection are reported to the supervisor and wrapped with
 // ErrDisconnected.
+//
+// The call holds its own reference to the connection (virConnectRef) rather
+// than the host's lock, so that a call libvirt never answers cannot keep the
+// supervisor from replacing a suspect connection (see Suspect): the stuck
+// call keeps the old connection alive until it returns.
 func (h *LibvirtHost) withConn(ctx context.Context, op string, fn func(c *libvirt.Connect) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.closed {
+	conn, gen, closed := h.conn, h.gen, h.closed
+	var rerr error
+	if conn != nil && !closed {
+		rerr = conn.Ref()
+	}
+	h.mu.RUnlock()
+	if closed {
 		return fmt.Errorf("%s: %w", op, ErrClosed)
 	}
-	if h.conn == nil {
+	if conn == nil {
 		return fmt.Errorf("%s: %w", op, ErrDisconnected)
 	}
-	err := fn(h.conn)
+	if rerr != nil {
+		h.reportLost(gen)
+		return fmt.Errorf("%s: %w: %w", op, ErrDisconnected, rerr)
+	}
+	defer func() {
+		if _, err := conn.Close(); err != nil { // drops the reference taken above
+			h.log.Debug("releasing libvirt connection reference", "err", err)
+		}
+	}()
+	err := fn(conn)
 	if err == nil {
 		return nil
 	}
 	if connectionBroken(err) {
-		if alive, aerr := h.conn.IsAlive(); aerr != nil || !alive {
-			h.reportLost(h.gen)
+		if alive, aerr := conn.IsAlive(); aerr != nil || !alive {
+			h.reportLost(gen)
 			return fmt.Errorf("%s: %w: %w", op, ErrDisconnected, err)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Suspect implements Suspecter: the current connection is dropped and a
+// new one opened, as when it is lost.
+func (h *LibvirtHost) Suspect() {
+	h.mu.RLock()
+	gen, up := h.gen, h.conn != nil
+	h.mu.RUnlock()
+	if up {
+		h.log.Warn("libvirt connection suspect (a call did not answer in time); reopening it")
+		h.reportLost(gen)
+	}
 }
 
 // looksLikeUUID reports whether s has the shape of a textual UUID (with or

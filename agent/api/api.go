@@ -1,6 +1,7 @@
 // Package api serves the agent's HTTP/1.1 + JSON API on a unix socket:
 //
-//	POST /v1/jobs            submit a job; 202 {"id"}; 400 {"errors":[...]} when invalid
+//	POST /v1/jobs            submit a job; 202 {"id"}; 400 {"errors":[...]} when invalid;
+//	                         403 {"errors":[...]} when the client may not use a field
 //	GET  /v1/jobs            recent jobs of this run
 //	GET  /v1/jobs/{id}       a job's state/result; ?wait=30s blocks until it is final
 //	GET  /v1/events          JSON lines: job and domain events as they happen
@@ -23,13 +24,17 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent"
+	"github.com/vmpayload/vmpayload/agent/access"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 // Backend is what the API needs from the agent.
 type Backend interface {
-	Submit(data []byte) (string, error)
+	// SubmitAs queues a job on behalf of who (the client's SO_PEERCRED
+	// credentials); it returns an *access.ForbiddenError when who may not
+	// use a field of the job.
+	SubmitAs(data []byte, who result.Submitter) (string, error)
 	Job(id string) (result.Result, bool)
 	Wait(ctx context.Context, id string) (result.Result, bool)
 	Jobs(n int) []result.Result
@@ -100,7 +105,8 @@ func (s *Server) init() {
 		// hold a request for minutes, and a read deadline expiring under a
 		// handler cancels its context. Bodies and answers get per-request
 		// deadlines instead (BodyTimeout, WriteTimeout).
-		s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
+		s.srv = &http.Server{Handler: s.routes(), ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
+			ConnContext: withPeer}
 	})
 }
 
@@ -136,6 +142,30 @@ func withDeadlines(h http.Handler) http.Handler {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(WriteTimeout))
 		h.ServeHTTP(w, r)
 	})
+}
+
+type peerKey struct{}
+
+// peerInfo is the client identity of a connection, read once when it is
+// accepted.
+type peerInfo struct {
+	who result.Submitter
+	err error
+}
+
+// withPeer records the connection's SO_PEERCRED credentials in its context.
+func withPeer(ctx context.Context, c net.Conn) context.Context {
+	who, err := access.PeerCred(c)
+	return context.WithValue(ctx, peerKey{}, peerInfo{who, err})
+}
+
+// peer returns the credentials of r's client.
+func peer(r *http.Request) (result.Submitter, error) {
+	p, ok := r.Context().Value(peerKey{}).(peerInfo)
+	if !ok {
+		return result.Submitter{}, errors.New("reading peer credentials: the connection did not record them")
+	}
+	return p.who, p.err
 }
 
 // Listen creates the unix socket (mode 0660, group gid unless -1),
@@ -246,14 +276,24 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	id, err := s.Backend.Submit(body)
+	who, err := peer(r)
+	if err != nil {
+		// Fail closed: a job without a known submitter is not taken.
+		s.log().Error("refusing job: unknown client", "err", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+		return
+	}
+	id, err := s.Backend.SubmitAs(body, who)
 	var ve *job.ValidationError
+	var fe *access.ForbiddenError
 	switch {
 	case err == nil:
 		w.Header().Set("Location", "/v1/jobs/"+id)
 		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "state": string(result.StateQueued)})
 	case errors.As(err, &ve):
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid job", Errors: ve.Errors})
+	case errors.As(err, &fe):
+		writeJSON(w, http.StatusForbidden, apiError{Error: "forbidden", Errors: fe.Errors})
 	case errors.Is(err, agent.ErrQueueFull), errors.Is(err, agent.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})

@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"os"
 	"os/user"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -51,6 +52,10 @@ const (
 	MaxQueueLimit     = 10_000_000
 	MinHookTimeout    = 100 * time.Millisecond
 	MaxHookTimeout    = 10 * time.Minute
+	// DefaultLibvirtTimeout is libvirt_timeout's default (see Default).
+	DefaultLibvirtTimeout = 2 * time.Minute
+	MinLibvirtTimeout     = time.Second
+	MaxLibvirtTimeout     = time.Hour
 	// maxSocketPath is the longest unix socket path Linux accepts
 	// (sun_path is 108 bytes including the terminating NUL).
 	maxSocketPath = 107
@@ -103,6 +108,22 @@ type Config struct {
 	// start fails with the reason) or "boot" (the domain boots without its
 	// payload; the reason is logged).
 	HookFailure string `yaml:"hook_failure"`
+	// AdminGroup is the group (name or numeric gid) whose members may use
+	// privileged job fields (domain_xml, prebuilt_image) besides root;
+	// "" (the default) means root only. See docs/security.md.
+	AdminGroup string `yaml:"admin_group"`
+	// SpoolGroup is the group (name or numeric gid) whose members may drop
+	// jobs into the spool's incoming/ and read their own results; "" (the
+	// default) keeps the spool root's only. See docs/security.md.
+	SpoolGroup string `yaml:"spool_group"`
+	// PrebuiltDirs lists, separated by ":" like PATH, the directories a
+	// job's prebuilt_image may come from; "" (the default) disables
+	// prebuilt_image. Use PrebuiltDirList for the parsed list.
+	PrebuiltDirs string `yaml:"prebuilt_dirs"`
+	// LibvirtTimeout bounds every libvirt call the agent makes; a call that
+	// does not answer in time fails its job with libvirt_timeout and the
+	// connection is reopened (1s..1h).
+	LibvirtTimeout time.Duration `yaml:"libvirt_timeout"`
 }
 
 // Allowed values of the enumerated keys.
@@ -135,6 +156,14 @@ func Default() Config {
 		QueueLimit:     10000,
 		HookTimeout:    20 * time.Second,
 		HookFailure:    "refuse",
+		AdminGroup:     "",
+		SpoolGroup:     "",
+		PrebuiltDirs:   "",
+		// A healthy but slow libvirtd answers a define in seconds, and in
+		// close to a minute while it re-probes QEMU binaries (after an
+		// upgrade); two minutes leave room for that and still free a
+		// worker held by a hung libvirtd (wedged storage or QEMU monitor).
+		LibvirtTimeout: DefaultLibvirtTimeout,
 	}
 }
 
@@ -164,6 +193,10 @@ var keys = []key{
 	{"queue_limit", "most jobs waiting for a worker (extension)", func(c *Config) any { return &c.QueueLimit }},
 	{"hook_timeout", "longest run of the libvirt hook before it counts as failed", func(c *Config) any { return &c.HookTimeout }},
 	{"hook_failure", "what a failed hook run does: refuse (the start fails) or boot (boots without payload)", func(c *Config) any { return &c.HookFailure }},
+	{"admin_group", "group allowed privileged job fields (domain_xml, prebuilt_image) besides root, name or gid (empty: root only)", func(c *Config) any { return &c.AdminGroup }},
+	{"spool_group", "group allowed to drop jobs into the spool and read their own results, name or gid (empty: root only)", func(c *Config) any { return &c.SpoolGroup }},
+	{"prebuilt_dirs", "directories prebuilt_image may come from, \":\"-separated (empty: prebuilt_image disabled)", func(c *Config) any { return &c.PrebuiltDirs }},
+	{"libvirt_timeout", "longest wait for one libvirt call before its job fails with libvirt_timeout", func(c *Config) any { return &c.LibvirtTimeout }},
 }
 
 // Keys returns the configuration key names in file order.
@@ -428,6 +461,16 @@ func (c Config) Validate() error {
 		bad("hook_timeout", c.HookTimeout.String(), fmt.Sprintf("want %s..%s", MinHookTimeout, MaxHookTimeout))
 	}
 	oneOf("hook_failure", c.HookFailure, HookFailures)
+	group("admin_group", c.AdminGroup)
+	group("spool_group", c.SpoolGroup)
+	for _, d := range c.PrebuiltDirList() {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || strings.ContainsRune(d, 0) || d == "/" {
+			bad("prebuilt_dirs", d, "want absolute, clean directory paths other than /, separated by \":\"")
+		}
+	}
+	if c.LibvirtTimeout < MinLibvirtTimeout || c.LibvirtTimeout > MaxLibvirtTimeout {
+		bad("libvirt_timeout", c.LibvirtTimeout.String(), fmt.Sprintf("want %s..%s", MinLibvirtTimeout, MaxLibvirtTimeout))
+	}
 	return errors.Join(errs...)
 }
 
@@ -469,6 +512,25 @@ func (c Config) ImageMode() os.FileMode {
 // ImageGID returns the gid payload images are given, or -1 when image_group
 // is empty (keep). Group names are looked up with os/user.
 func (c Config) ImageGID() (int, error) { return lookupGID("image_group", c.ImageGroup) }
+
+// PrebuiltDirList returns prebuilt_dirs as a list (empty elements dropped).
+func (c Config) PrebuiltDirList() []string {
+	var dirs []string
+	for _, d := range strings.Split(c.PrebuiltDirs, ":") {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// SpoolGID returns the gid of spool_group, or -1 when it is empty (root
+// only).
+func (c Config) SpoolGID() (int, error) { return lookupGID("spool_group", c.SpoolGroup) }
+
+// AdminGID returns the gid of admin_group, or -1 when it is empty (root
+// only).
+func (c Config) AdminGID() (int, error) { return lookupGID("admin_group", c.AdminGroup) }
 
 // SocketGID returns the gid the API socket is given, or -1 when
 // socket_group is empty (keep). Group names are looked up with os/user.

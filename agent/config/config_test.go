@@ -40,7 +40,7 @@ func TestDefault(t *testing.T) {
 		Socket: "/run/vmpayload/vmpayload.sock", SocketGroup: "", SecretsDir: "/etc/vmpayload/secrets",
 		Workers: 4, DefaultFormat: "nocloud", CDROMBus: "auto", ImageModeOctal: "0640", ImageGroup: "",
 		LogFormat: "text", LogLevel: "info", RescanInterval: 30 * time.Second, QueueLimit: 10000,
-		HookTimeout: 20 * time.Second, HookFailure: "refuse",
+		HookTimeout: 20 * time.Second, HookFailure: "refuse", AdminGroup: "", SpoolGroup: "", PrebuiltDirs: "", LibvirtTimeout: 2 * time.Minute,
 	}
 	if d != want {
 		t.Fatalf("Default() = %+v, want %+v", d, want)
@@ -51,7 +51,7 @@ func TestDefault(t *testing.T) {
 	if d.ImageMode() != 0o640 {
 		t.Errorf("ImageMode = %o", d.ImageMode())
 	}
-	for _, f := range []func() (int, error){d.ImageGID, d.SocketGID} {
+	for _, f := range []func() (int, error){d.ImageGID, d.SocketGID, d.AdminGID, d.SpoolGID} {
 		if gid, err := f(); gid != -1 || err != nil {
 			t.Errorf("gid of empty group = %d, %v; want -1, nil", gid, err)
 		}
@@ -77,7 +77,7 @@ func TestKeysMatchTags(t *testing.T) {
 	}
 	want := []string{"libvirt_uri", "spool_dir", "payload_dir", "socket", "socket_group", "secrets_dir",
 		"workers", "default_format", "cdrom_bus", "image_mode", "image_group", "log_format", "log_level",
-		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure"}
+		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "spool_group", "prebuilt_dirs", "libvirt_timeout"}
 	if got := Keys(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Keys() = %v, want %v", got, want)
 	}
@@ -310,6 +310,10 @@ func TestValidate(t *testing.T) {
 		QueueLimit:     0,
 		HookTimeout:    time.Hour,
 		HookFailure:    "ignore",
+		AdminGroup:     "bad group",
+		SpoolGroup:     "9999999999",
+		PrebuiltDirs:   "/srv/seeds:relative",
+		LibvirtTimeout: 0,
 	}
 	err := c.Validate()
 	if err == nil {
@@ -333,6 +337,10 @@ func TestValidate(t *testing.T) {
 		`queue_limit: invalid value "0"`,
 		`hook_timeout: invalid value "1h0m0s"`,
 		`hook_failure: invalid value "ignore": want refuse, boot`,
+		`admin_group: invalid value "bad group"`,
+		`spool_group: invalid value "9999999999"`,
+		`prebuilt_dirs: invalid value "relative"`,
+		`libvirt_timeout: invalid value "0s": want 1s..1h0m0s`,
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) {
@@ -473,6 +481,22 @@ func TestLogger(t *testing.T) {
 	for _, bad := range []Config{{LogFormat: "text", LogLevel: "loud"}, {LogFormat: "xml", LogLevel: "info"}} {
 		if _, err := bad.Logger(io.Discard); err == nil {
 			t.Errorf("Logger(%+v) succeeded", bad)
+		}
+	}
+}
+
+func TestPrebuiltDirList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"/srv/seeds", []string{"/srv/seeds"}},
+		{"/srv/seeds::/var/lib/seeds:", []string{"/srv/seeds", "/var/lib/seeds"}},
+	}
+	for _, tt := range tests {
+		if got := (Config{PrebuiltDirs: tt.in}).PrebuiltDirList(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("PrebuiltDirList(%q) = %q; want %q", tt.in, got, tt.want)
 		}
 	}
 }

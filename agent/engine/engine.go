@@ -69,6 +69,15 @@ type Engine struct {
 	ResetWindow time.Duration
 	// Starts records when domains started; shared by the agent's engines.
 	Starts *Starts
+	// LibvirtTimeout bounds how long a job waits for an unreachable
+	// libvirt (retrying) before it fails with libvirt_timeout; 0 waits
+	// until the job's context ends. (Each call's own deadline is the
+	// host's: libvirtx.Bounded.)
+	LibvirtTimeout time.Duration
+	// PrebuiltDirs are the directories a job's prebuilt_image may come
+	// from (config prebuilt_dirs); none disables prebuilt_image. The image
+	// is copied into PayloadDir before it is checked and attached.
+	PrebuiltDirs []string
 }
 
 func (e *Engine) obs() Observer {
@@ -100,8 +109,10 @@ func fail(code string, format string, args ...any) error {
 
 // Run executes j and returns its final result (state done or failed). The
 // result's ID, Source and ReceivedAt are taken from base. While libvirt is
-// unreachable the job is retried until ctx ends; it then returns ctx's error
-// and no result, so the caller can leave the job to be run again.
+// unreachable the job is retried, for at most LibvirtTimeout (when set; the
+// job then fails with libvirt_timeout), or until ctx ends: it then returns
+// ctx's error and no result, so the caller can leave the job to be run
+// again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
 	jj := *j
 	if jj.Format == "" && e.DefaultFormat != "" {
@@ -113,6 +124,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		backoff = 200 * time.Millisecond
 	}
 	stateRetries := 0
+	var downSince time.Time // first attempt that found libvirt unreachable
 	for attempt := 1; ; attempt++ {
 		r := base
 		r.Domain, r.Action, r.Attempts = jj.Domain, string(jj.Action), attempt
@@ -122,6 +134,14 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 			return r, nil
 		}
 		if libvirtx.IsDisconnected(err) && ctx.Err() == nil {
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			if e.LibvirtTimeout > 0 && time.Since(downSince) >= e.LibvirtTimeout {
+				r.Fail(result.CodeLibvirtTimeout, fmt.Sprintf("libvirt stayed unreachable for %s (libvirt_timeout) over %d attempts: %v",
+					time.Since(downSince).Round(time.Millisecond), attempt, err), "")
+				return r, nil
+			}
 			e.obs().Retry()
 			e.log().Warn("libvirt unreachable; retrying job", "job", r.ID, "domain", jj.Domain, "attempt", attempt, "err", err)
 			select {
@@ -145,7 +165,12 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		}
 		var ve *job.ValidationError
 		var f *failure
+		var te *libvirtx.TimeoutError
 		switch {
+		case errors.As(err, &te):
+			// Before the other cases: a timeout inside a define is a
+			// timeout, not libvirt refusing domain_xml.
+			r.Fail(result.CodeLibvirtTimeout, err.Error(), "")
 		case errors.As(err, &ve):
 			r.Fail(result.CodeInvalidJob, ve.Error(), ve.Errors[0].Field)
 			r.Errors = ve.Errors
@@ -222,12 +247,11 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	var imgPath, recipeEl string
 	t0 := time.Now()
 	if j.PrebuiltImage != "" {
-		p, err := checkPrebuilt(j.PrebuiltImage)
+		p, info, err := e.copyPrebuilt(j.PrebuiltImage, dom.UUID)
 		if err != nil {
 			return err
 		}
-		imgPath = j.PrebuiltImage
-		r.Payload = p
+		imgPath, r.Payload = p, info
 	} else {
 		imgPath = filepath.Join(e.PayloadDir, rendered.ImageName(dom.UUID))
 		res, reused, err := e.writeImage(ctx, rendered, imgPath)
@@ -257,7 +281,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	t1 := time.Now()
 	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, r)
 	if err != nil {
-		if r.Payload != nil && !r.Payload.Reused && !r.Payload.Prebuilt && !libvirtx.IsDisconnected(err) {
+		if r.Payload != nil && !r.Payload.Reused && !libvirtx.IsDisconnected(err) {
 			e.dropUnattached(ctx, dom.UUID, imgPath)
 		}
 		return err
@@ -288,35 +312,6 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 		return res, false, err
 	}
 	return res, false, nil
-}
-
-func checkPrebuilt(p string) (*result.Payload, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q: %w", p, err)}
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q is not a regular file", p)}
-	}
-	info, err := image.Inspect(p)
-	if err != nil {
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q is not a readable ISO9660 or vfat image: %w", p, err)}
-	}
-	label := strings.ToLower(info.Label)
-	format := ""
-	switch label {
-	case payload.LabelNoCloud:
-		format = string(job.FormatNoCloud)
-	case payload.LabelConfigDrive:
-		format = string(job.FormatConfigDrive)
-	default:
-		return nil, &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf("prebuilt image %q has label %q; cloud-init looks for \"cidata\" or \"config-2\"", p, info.Label)}
-	}
-	media := string(job.MediaISO)
-	if info.FSType == image.FSTypeVFAT {
-		media = string(job.MediaVFAT)
-	}
-	return &result.Payload{Path: p, Format: format, Media: media, Label: info.Label, Size: info.Size, SHA256: info.SHA256, Prebuilt: true}, nil
 }
 
 func (e *Engine) domOpts() []domxml.Option {

@@ -106,7 +106,9 @@ func TestRecipeFollowsAttachAndDetach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prebuilt := filepath.Join(t.TempDir(), "prebuilt.iso")
+	seeds := t.TempDir()
+	e.PrebuiltDirs = []string{seeds}
+	prebuilt := filepath.Join(seeds, "prebuilt.iso")
 	if _, err := rd.Write(ctx, prebuilt, payload.Options{GID: -1}); err != nil {
 		t.Fatal(err)
 	}

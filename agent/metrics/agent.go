@@ -60,6 +60,10 @@ type Agent struct {
 	// media changes that needed the payload drive replaced ("replace") or
 	// the freshly started domain reset ("reset") to go through.
 	MediaRecoveries *CounterVec
+	// LibvirtTimeouts is vmpayload_libvirt_timeouts_total{call=...}: libvirt
+	// calls that did not answer within libvirt_timeout, by Host method
+	// (libvirtx.TimeoutError.Call).
+	LibvirtTimeouts *CounterVec
 }
 
 // NewAgent returns the agent's metrics in a new registry.
@@ -82,6 +86,8 @@ func NewAgent() *Agent {
 		JobRetries: r.Counter("job_retries_total", "Job attempts retried after a transient failure."),
 		MediaRecoveries: r.CounterVec("media_recoveries_total",
 			"Live media changes that needed the payload drive replaced or the freshly started domain reset, by action.", "action"),
+		LibvirtTimeouts: r.CounterVec("libvirt_timeouts_total",
+			"libvirt calls that did not answer within libvirt_timeout, by call.", "call"),
 	}
 	for _, act := range []string{RecoveryReplace, RecoveryReset} {
 		a.MediaRecoveries.With(act)

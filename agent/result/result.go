@@ -37,6 +37,8 @@ const (
 	CodeBadFile        = "bad_file"         // the spool file is not a regular file, or unreadable
 	CodeShutdown       = "shutdown"         // never written: jobs interrupted by shutdown are re-run
 	CodeInternal       = "internal"         // a bug
+	CodeForbidden      = "forbidden"        // the submitter may not use a field of the job (docs/security.md)
+	CodeLibvirtTimeout = "libvirt_timeout"  // a libvirt call did not answer within libvirt_timeout
 )
 
 // Error is the main error of a failed job.
@@ -70,6 +72,20 @@ type Device struct {
 	Kind string `json:"kind,omitempty"`
 }
 
+// Submitter identifies who submitted a job, for audit and for the access
+// policy (agent/access).
+type Submitter struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// User is the user name of UID, when the user database knows it.
+	User string `json:"user,omitempty"`
+	// PID is the API client's process id (SO_PEERCRED); 0 for spool jobs.
+	PID int32 `json:"pid,omitempty"`
+	// Via is how the identity was learned: "peercred" (socket) or
+	// "file_owner" (spool).
+	Via string `json:"via"`
+}
+
 // Result is a job's outcome (or, in the API, its current state).
 type Result struct {
 	ID          string           `json:"id"`
@@ -83,10 +99,13 @@ type Result struct {
 	Error       *Error           `json:"error"`
 	Errors      []job.FieldError `json:"errors"`
 	Source      string           `json:"source,omitempty"`
-	Attempts    int              `json:"attempts,omitempty"`
-	ReceivedAt  time.Time        `json:"received_at"`
-	FinishedAt  *time.Time       `json:"finished_at"`
-	DurationMS  int64            `json:"duration_ms"`
+	// Submitter is who submitted the job: the API peer's credentials or
+	// the spool file's owner. Absent in results of older versions.
+	Submitter  *Submitter `json:"submitter,omitempty"`
+	Attempts   int        `json:"attempts,omitempty"`
+	ReceivedAt time.Time  `json:"received_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	DurationMS int64      `json:"duration_ms"`
 	// Claim ties a result to one claim of a spool file, so that a job found
 	// in processing/ after a crash is not run twice.
 	Claim string `json:"claim,omitempty"`

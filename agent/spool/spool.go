@@ -39,6 +39,24 @@ const (
 // DirMode is the mode of the spool's subdirectories.
 const DirMode = 0o700
 
+// Modes of the subdirectories with a spool group (OpenGroup): its members
+// may create files in incoming/ but not list it, nor rename or delete files
+// of others (sticky); they may read results they know the name of in done/
+// and failed/ (results are their submitter's, OwnedResultMode) but not list or
+// change those directories. processing/ stays DirMode.
+const (
+	GroupIncomingMode = 0o730 | os.ModeSticky
+	GroupResultMode   = 0o710
+)
+
+// OwnedMode and OwnedResultMode are the modes of job and result files the
+// agent gives to their submitter: the owner reads them, the agent through
+// its own group (root's), which no submitter is in.
+const (
+	OwnedMode       = 0o640
+	OwnedResultMode = 0o440
+)
+
 // ErrExists is returned by Put when a job with the same id is queued.
 var ErrExists = errors.New("a job with this id is already queued")
 
@@ -48,13 +66,24 @@ type Spool struct {
 }
 
 // Open creates the spool's directories if needed (mode 0700) and returns it.
-func Open(root string) (*Spool, error) {
+func Open(root string) (*Spool, error) { return OpenGroup(root, -1) }
+
+// OpenGroup is Open for a spool that the members of group gid may write
+// jobs into (config spool_group; -1: root only). See GroupIncomingMode.
+func OpenGroup(root string, gid int) (*Spool, error) {
 	s := &Spool{Root: root}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("creating spool directory %s: %w", root, err)
 	}
 	for _, d := range []string{Incoming, Processing, Done, Failed} {
 		p := filepath.Join(root, d)
+		mode, group := os.FileMode(DirMode), -1
+		if gid >= 0 && d != Processing {
+			mode, group = GroupResultMode, gid
+			if d == Incoming {
+				mode = GroupIncomingMode
+			}
+		}
 		if err := os.Mkdir(p, DirMode); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("creating spool directory %s: %w", p, err)
 		}
@@ -65,8 +94,21 @@ func Open(root string) (*Spool, error) {
 		if !st.IsDir() {
 			return nil, fmt.Errorf("spool directory %s is not a directory (symlinks are refused)", p)
 		}
-		if st.Mode().Perm() != DirMode {
-			if err := os.Chmod(p, DirMode); err != nil {
+		// The group first, then the mode: never group access with the
+		// wrong group.
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			want := group
+			if want < 0 {
+				want = os.Getegid()
+			}
+			if int(sys.Gid) != want {
+				if err := os.Lchown(p, -1, want); err != nil {
+					return nil, fmt.Errorf("setting group of %s: %w", p, err)
+				}
+			}
+		}
+		if st.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetgid) != mode {
+			if err := os.Chmod(p, mode); err != nil {
 				return nil, fmt.Errorf("setting mode of %s: %w", p, err)
 			}
 		}
@@ -182,6 +224,9 @@ type Claimed struct {
 	Token string
 	// Data is the file's content, unless ReadErr is set.
 	Data []byte
+	// UID and GID own the file: the writer of a dropped job, the API
+	// client for a job the agent queued on its behalf (see PutOwned).
+	UID, GID uint32
 	// ReadErr says why the content could not be read (not a regular file,
 	// a symlink, too large, an I/O error); the job fails with it.
 	ReadErr error
@@ -273,6 +318,7 @@ func (s *Spool) open(name string) (*Claimed, error) {
 	var ino uint64
 	if sys != nil {
 		ino = sys.Ino
+		c.UID, c.GID = sys.Uid, sys.Gid
 	}
 	c.Token = fmt.Sprintf("%s@%d/%d/%d", name, st.ModTime().UnixNano(), ino, st.Size())
 	c.Data, c.ReadErr = readJobFile(p)
@@ -297,6 +343,11 @@ func readJobFile(p string) ([]byte, error) {
 	}
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("the spool file is not a regular file (%s)", st.Mode().Type())
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+		// A writer could link a file it may not read (where the kernel
+		// allows it) and read it back from the job's error.
+		return nil, fmt.Errorf("the spool file has %d hard links; hard links are refused", sys.Nlink)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, job.MaxJobBytes+1))
 	if err != nil {
@@ -355,18 +406,57 @@ func (s *Spool) Lookup(id string) (result.Result, bool) {
 	return best, found
 }
 
+// ForeignID reports whether id's result in done/ or failed/ belongs to
+// another submitter than c's owner: then c may not replace it (root may
+// replace any). The agent fails such a job without running it, and Complete
+// writes its result to ForeignResultPath instead.
+func (s *Spool) ForeignID(c *Claimed, id string) bool {
+	if c.UID == 0 {
+		return false
+	}
+	for _, st := range []result.State{result.StateDone, result.StateFailed} {
+		fi, err := os.Lstat(s.ResultPath(id, st))
+		if err != nil {
+			continue
+		}
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Uid != c.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// ForeignResultPath is where the result of a job refused by ForeignID goes:
+// failed/ID.uidUID.json, its submitter's own name.
+func (s *Spool) ForeignResultPath(id string, uid uint32) string {
+	return filepath.Join(s.Dir(Failed), fmt.Sprintf("%s.uid%d.json", id, uid))
+}
+
 // Complete records a claim's final result: it writes the result file
-// atomically, removes a stale result of the other state, and removes the
-// job (done) or keeps it as failed/ID.job.json with mode 0600 (failed).
-// Each step is idempotent, so Complete can be repeated after a crash.
+// atomically (given to the job file's owner, mode OwnedResultMode, when
+// that is not root), removes a stale result of the other state, and removes the job
+// (done) or keeps it as failed/ID.job.json with mode 0600 (failed). A job
+// whose id is another submitter's (ForeignID) gets ForeignResultPath and
+// leaves the other's results alone. Each step is idempotent, so Complete
+// can be repeated after a crash.
 func (s *Spool) Complete(c *Claimed, r result.Result) error {
 	r.Claim = c.Token
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding result of %s: %w", r.ID, err)
 	}
+	owner, perm := -1, os.FileMode(0o600)
+	if c.UID != 0 && os.Geteuid() == 0 {
+		owner, perm = int(c.UID), OwnedResultMode
+	}
+	if s.ForeignID(c, r.ID) {
+		if err := writeFileAtomicOwned(s.ForeignResultPath(r.ID, c.UID), append(b, '\n'), perm, owner); err != nil {
+			return fmt.Errorf("writing result of %s: %w", r.ID, err)
+		}
+		return s.retire(c, result.Result{ID: r.ID, State: result.StateDone}) // no failed/ID.job.json of another's id
+	}
 	dst := s.ResultPath(r.ID, r.State)
-	if err := WriteFileAtomic(dst, append(b, '\n'), 0o600); err != nil {
+	if err := writeFileAtomicOwned(dst, append(b, '\n'), perm, owner); err != nil {
 		return fmt.Errorf("writing result of %s: %w", r.ID, err)
 	}
 	other := result.StateFailed
@@ -400,7 +490,14 @@ func (s *Spool) retire(c *Claimed, r result.Result) error {
 // Put writes a job into incoming/ the way writers must: a dot temp file in
 // the same directory, fsynced, then renamed to ID.json. It refuses an id that
 // is already waiting or running.
-func (s *Spool) Put(id string, data []byte) error {
+func (s *Spool) Put(id string, data []byte) error { return s.PutOwned(id, data, -1) }
+
+// PutOwned is Put for a job submitted by another user: when uid is not -1
+// and the agent runs as root, the file is given to uid (mode OwnedMode, the
+// agent's group) before it appears
+// in incoming/, so that its owner names the submitter as for a dropped file
+// (also after a crash, when the job is run again from processing/).
+func (s *Spool) PutOwned(id string, data []byte, uid int) error {
 	name := id + ".json"
 	for _, sub := range []string{Incoming, Processing} {
 		if _, err := os.Lstat(filepath.Join(s.Dir(sub), name)); err == nil {
@@ -416,6 +513,21 @@ func (s *Spool) Put(id string, data []byte) error {
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("queueing job %s: %w", id, err)
+	}
+	if uid >= 0 && os.Geteuid() == 0 {
+		// The group stays the agent's, readable: the agent reads it back
+		// through the group, without CAP_DAC_READ_SEARCH (the packaged unit
+		// has CAP_CHOWN only).
+		// Mode first: once the file is the submitter's, changing its mode
+		// would need CAP_FOWNER.
+		err := tmp.Chmod(OwnedMode)
+		if err == nil {
+			err = tmp.Chown(uid, -1)
+		}
+		if err != nil {
+			tmp.Close()
+			return fmt.Errorf("queueing job %s: giving it to its submitter: %w", id, err)
+		}
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
@@ -437,6 +549,12 @@ func (s *Spool) Put(id string, data []byte) error {
 // fsyncs it and renames it into place, then fsyncs the directory. On error
 // nothing is left behind.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFileAtomicOwned(path, data, perm, -1)
+}
+
+// writeFileAtomicOwned is WriteFileAtomic giving the file to uid (unless -1)
+// before it appears under its name.
+func writeFileAtomicOwned(path string, data []byte, perm os.FileMode, uid int) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -451,6 +569,11 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}()
 	if err := tmp.Chmod(perm); err != nil {
 		return err
+	}
+	if uid >= 0 {
+		if err := tmp.Chown(uid, -1); err != nil {
+			return err
+		}
 	}
 	if _, err := tmp.Write(data); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent"
+	"github.com/vmpayload/vmpayload/agent/access"
 	"github.com/vmpayload/vmpayload/agent/api"
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -35,9 +36,19 @@ func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.
 	if err != nil {
 		return agent.Options{}, err
 	}
+	adminGID, err := c.AdminGID()
+	if err != nil {
+		return agent.Options{}, err
+	}
+	spoolGID, err := c.SpoolGID()
+	if err != nil {
+		return agent.Options{}, err
+	}
 	return agent.Options{Host: host, SpoolDir: c.SpoolDir, PayloadDir: c.PayloadDir, SecretsDir: c.SecretsDir,
 		Workers: c.Workers, QueueLimit: c.QueueLimit, RescanInterval: c.RescanInterval,
-		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log}, nil
+		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log,
+		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList(),
+		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0}, nil
 }
 
 func runAgent(c command, args []string, stdout, stderr io.Writer) int {
