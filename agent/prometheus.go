@@ -55,3 +55,12 @@ func (p *Prometheus) QueueDepth(n int) { p.M.QueueDepth.Set(float64(n)) }
 
 // InFlight implements Metrics.
 func (p *Prometheus) InFlight(n int) { p.M.JobsInFlight.Set(float64(n)) }
+
+// ResultRetry implements Metrics.
+func (p *Prometheus) ResultRetry() { p.M.ResultRetries.Inc() }
+
+// ResultsPending implements Metrics.
+func (p *Prometheus) ResultsPending(n int) { p.M.ResultsPending.Set(float64(n)) }
+
+// DirRecreated implements Metrics.
+func (p *Prometheus) DirRecreated(dir string) { p.M.DirsRecreated.With(dir).Inc() }

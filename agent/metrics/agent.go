@@ -16,6 +16,9 @@ const (
 	ReasonDetach     = "detach"     // a detach job removed it
 	ReasonUnattached = "unattached" // its job failed before the domain referenced it
 
+	DirPayload = "payload" // the payload directory
+	DirSpool   = "spool"   // a spool subdirectory
+
 	RecoveryReplace = "replace" // the payload drive was detached and attached again
 	RecoveryReset   = "reset"   // the freshly started domain was reset
 )
@@ -60,6 +63,16 @@ type Agent struct {
 	// media changes that needed the payload drive replaced ("replace") or
 	// the freshly started domain reset ("reset") to go through.
 	MediaRecoveries *CounterVec
+	// ResultRetries is vmpayload_result_write_retries_total: attempts to
+	// write a job's result (or retire its spool file) again after a failure
+	// such as a full spool file system.
+	ResultRetries *Counter
+	// ResultsPending is vmpayload_results_pending: finished jobs whose
+	// result is not written yet (the agent retries them with backoff).
+	ResultsPending *Gauge
+	// DirsRecreated is vmpayload_dirs_recreated_total{dir="payload|spool"}:
+	// directories the agent recreated after they went missing.
+	DirsRecreated *CounterVec
 }
 
 // NewAgent returns the agent's metrics in a new registry.
@@ -82,6 +95,14 @@ func NewAgent() *Agent {
 		JobRetries: r.Counter("job_retries_total", "Job attempts retried after a transient failure."),
 		MediaRecoveries: r.CounterVec("media_recoveries_total",
 			"Live media changes that needed the payload drive replaced or the freshly started domain reset, by action.", "action"),
+		ResultRetries: r.Counter("result_write_retries_total",
+			"Attempts to write a job result or retire its spool file again after a failure (e.g. a full spool file system)."),
+		ResultsPending: r.Gauge("results_pending", "Finished jobs whose result is not written yet; retried with backoff."),
+		DirsRecreated: r.CounterVec("dirs_recreated_total",
+			"Directories recreated after they went missing, by directory (payload, spool).", "dir"),
+	}
+	for _, d := range []string{DirPayload, DirSpool} {
+		a.DirsRecreated.With(d)
 	}
 	for _, act := range []string{RecoveryReplace, RecoveryReset} {
 		a.MediaRecoveries.With(act)

@@ -50,31 +50,89 @@ type Spool struct {
 // Open creates the spool's directories if needed (mode 0700) and returns it.
 func Open(root string) (*Spool, error) {
 	s := &Spool{Root: root}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("creating spool directory %s: %w", root, err)
-	}
-	for _, d := range []string{Incoming, Processing, Done, Failed} {
-		p := filepath.Join(root, d)
-		if err := os.Mkdir(p, DirMode); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("creating spool directory %s: %w", p, err)
-		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return nil, fmt.Errorf("checking spool directory %s: %w", p, err)
-		}
-		if !st.IsDir() {
-			return nil, fmt.Errorf("spool directory %s is not a directory (symlinks are refused)", p)
-		}
-		if st.Mode().Perm() != DirMode {
-			if err := os.Chmod(p, DirMode); err != nil {
-				return nil, fmt.Errorf("setting mode of %s: %w", p, err)
-			}
-		}
+	if _, err := s.Heal(); err != nil {
+		return nil, err
 	}
 	if err := s.removeStaleTemps(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Heal recreates the spool directory and its subdirectories where they are
+// missing (an operator's rm -rf, a tmpfs remounted) with mode 0700, and
+// returns the subdirectories it created. It refuses a symlink or any
+// non-directory in their place. The agent calls it at start and again
+// whenever it rescans, so that it heals without a restart.
+func (s *Spool) Heal() (created []string, err error) {
+	if err := os.MkdirAll(s.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("creating spool directory %s: %w", s.Root, err)
+	}
+	for _, d := range []string{Incoming, Processing, Done, Failed} {
+		made, err := EnsureDir(filepath.Join(s.Root, d), DirMode, -1)
+		if err != nil {
+			return created, fmt.Errorf("spool: %w", err)
+		}
+		if made {
+			created = append(created, d)
+		}
+	}
+	return created, nil
+}
+
+// ErrNotDir is returned by EnsureDir when a symlink or another non-directory
+// sits where a directory should be.
+var ErrNotDir = errors.New("not a directory (symlinks are refused)")
+
+// EnsureDir makes sure p is a directory with permission mode, creating it
+// (and, with mode 0755, missing parents) when it is missing; a directory it
+// creates is given group gid unless gid is negative. It never follows a
+// symlink at p: a symlink or other non-directory there is refused with
+// ErrNotDir. created reports whether it made the directory.
+func EnsureDir(p string, mode os.FileMode, gid int) (created bool, err error) {
+	if err := os.Mkdir(p, mode); err == nil {
+		created = true
+	} else if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return false, fmt.Errorf("creating the parent of directory %s: %w", p, err)
+		}
+		if err := os.Mkdir(p, mode); err != nil && !errors.Is(err, os.ErrExist) {
+			return false, fmt.Errorf("creating directory %s: %w", p, err)
+		}
+		created = true
+	} else if !errors.Is(err, os.ErrExist) {
+		return false, fmt.Errorf("creating directory %s: %w", p, err)
+	}
+	st, err := os.Lstat(p)
+	if err != nil {
+		return created, fmt.Errorf("checking directory %s: %w", p, err)
+	}
+	if !st.IsDir() {
+		return false, fmt.Errorf("directory %s is a %s: %w", p, kindOf(st.Mode()), ErrNotDir)
+	}
+	if created && gid >= 0 {
+		if err := os.Lchown(p, -1, gid); err != nil {
+			return created, fmt.Errorf("setting the group of directory %s: %w", p, err)
+		}
+	}
+	if st.Mode().Perm() != mode {
+		if err := os.Chmod(p, mode); err != nil {
+			return created, fmt.Errorf("setting the mode of directory %s: %w", p, err)
+		}
+	}
+	return created, nil
+}
+
+// kindOf names a file type for error messages.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m.IsRegular():
+		return "regular file"
+	default:
+		return "special file (" + m.Type().String() + ")"
+	}
 }
 
 // removeStaleTemps deletes the temp files of result writes (WriteFileAtomic)
