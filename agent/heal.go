@@ -56,7 +56,7 @@ func (a *Agent) complete(t *task, res result.Result) {
 			return
 		}
 		a.log.Error("writing job result failed; retrying until it is written", "id", res.ID, "err", err)
-		a.setFault(faultResults, err)
+		defer a.setFault(faultResults, err)
 	}
 	a.mu.Lock()
 	a.unwritten = append(a.unwritten, &outcome{t: t, res: res})
