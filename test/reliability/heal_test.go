@@ -43,13 +43,19 @@ func (a *agentProc) health(c *http.Client) health {
 // waitFor polls cond until it holds; what names the state in the failure.
 func (a *agentProc) waitFor(what string, cond func() bool) {
 	a.t.Helper()
-	deadline := time.Now().Add(healWait)
+	a.waitForWithin(healWait, what, cond)
+}
+
+// waitForWithin is waitFor with another bound.
+func (a *agentProc) waitForWithin(bound time.Duration, what string, cond func() bool) {
+	a.t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if err, done := a.exited(); done {
 			a.t.Fatalf("agent exited while waiting for %s: %v\n%s", what, err, a.tail(30))
 		}
 		if time.Now().After(deadline) {
-			a.t.Fatalf("%s: not reached after %v\n%s", what, healWait, a.tail(40))
+			a.t.Fatalf("%s: not reached after %v\n%s", what, bound, a.tail(40))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -171,6 +177,7 @@ func TestFaultMatrix(t *testing.T) {
 		{name: "payload directory removed", run: payloadRemoved},
 		{name: "symlink in place of the payload directory", run: payloadSymlink, images: true},
 		{name: "spool subdirectories removed", run: spoolDirsRemoved, images: true},
+		{name: "incoming/ flooded past the inotify queue", run: incomingFlood},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -389,4 +396,43 @@ func spoolDirsRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, tim
 		a.waitResult(id, healWait)
 	}
 	return ids, heal
+}
+
+// incomingFlood drops more jobs into incoming/ at once than the kernel's
+// inotify queue holds (fs.inotify.max_queued_events, 16384 by default); the
+// overflow is answered with a rescan and every job gets one result.
+func incomingFlood(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+	if os.Getenv("VMPAYLOAD_FLOOD") != "1" {
+		t.Skip("17000 jobs take about a minute: set VMPAYLOAD_FLOOD=1")
+	}
+	n := 17000
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events"); err == nil {
+		var q int
+		if _, err := fmt.Sscan(string(b), &q); err == nil && q+616 > n {
+			n = q + 616
+		}
+	}
+	if n > 40000 {
+		t.Skipf("max_queued_events is %d: too many jobs to flood it", n-616)
+	}
+	in := filepath.Join(a.spoolDir, spool.Incoming)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("flood-%05d", i)
+		doc := jsonJob(t, map[string]any{"version": 1, "id": ids[i], "domain": fmt.Sprintf("heal-%04d", i%16), "action": "detach"})
+		tmp := filepath.Join(in, "."+ids[i]+".tmp")
+		must(t, os.WriteFile(tmp, doc, 0o600))
+		must(t, os.Rename(tmp, filepath.Join(in, ids[i]+".json")))
+	}
+	t0 := time.Now()
+	a.waitForWithin(10*time.Minute, "all flood results", func() bool {
+		for _, sub := range []string{spool.Incoming, spool.Processing} {
+			if len(dirNames(t, filepath.Join(a.spoolDir, sub))) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%d jobs dropped at once; the watch overflowed %d times (each answered by a rescan)", n, a.logCount("spool watch overflowed"))
+	return ids, time.Since(t0)
 }
