@@ -177,6 +177,9 @@ func TestFaultMatrix(t *testing.T) {
 		{name: "payload directory removed", run: payloadRemoved},
 		{name: "symlink in place of the payload directory", run: payloadSymlink, images: true},
 		{name: "spool subdirectories removed", run: spoolDirsRemoved, images: true},
+		{name: "secrets directory unreadable", run: secretsUnreadable, images: true},
+		{name: "payload image deleted under a defined domain", run: imageDeleted, images: true},
+		{name: "job file truncated while the agent reads it", run: jobTruncated},
 		{name: "incoming/ flooded past the inotify queue", run: incomingFlood},
 	}
 	for _, row := range rows {
@@ -435,4 +438,92 @@ func incomingFlood(t *testing.T, a *agentProc, c *http.Client) ([]string, time.D
 	})
 	t.Logf("%d jobs dropped at once; the watch overflowed %d times (each answered by a rescan)", n, a.logCount("spool watch overflowed"))
 	return ids, time.Since(t0)
+}
+
+// secretsUnreadable: the secrets directory goes away (moved aside: root
+// reads through any mode); a job naming a secret fails invalid_job naming
+// the directory, the agent stays ok, and the same job succeeds once the
+// directory is back.
+func secretsUnreadable(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+	must(t, os.WriteFile(filepath.Join(a.secretsDir, "pw"), []byte("s3cret-heal\n"), 0o600))
+	doc := func(id string) []byte {
+		return jsonJob(t, map[string]any{"version": 1, "id": id, "domain": "heal-0000", "action": "attach",
+			"users": []any{map[string]any{"name": "a", "password_secret": "pw"}}})
+	}
+	aside := a.secretsDir + ".aside"
+	must(t, os.Rename(a.secretsDir, aside))
+	a.drop("sec-0", doc("sec-0"))
+	r := a.waitResult("sec-0", healWait)
+	if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeInvalidJob ||
+		!strings.Contains(r.Error.Message, a.secretsDir) {
+		t.Errorf("job with the secrets directory gone: %s %+v, want invalid_job naming %s", r.State, r.Error, a.secretsDir)
+	}
+	a.healthy(c)
+	must(t, os.Rename(aside, a.secretsDir))
+	t0 := time.Now()
+	a.drop("sec-1", doc("sec-1"))
+	a.waitResult("sec-1", healWait)
+	return []string{"sec-1"}, time.Since(t0)
+}
+
+// imageDeleted: the payload image of a domain is deleted behind the agent's
+// back; the same job again rebuilds it (not reused) with the same content.
+func imageDeleted(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+	a.drop("img-0", healJob(t, "img", 0))
+	first := a.waitResult("img", healWait)
+	if first.Payload == nil {
+		t.Fatalf("img: no payload in %+v", first)
+	}
+	must(t, os.Remove(first.Payload.Path))
+	t0 := time.Now()
+	// the same document again (same id: its earlier result is replaced)
+	a.drop("img-1", healJob(t, "img", 0))
+	a.waitFor("img re-run", func() bool {
+		r, ok := a.spoolResult("img")
+		return ok && r.FinishedAt != nil && r.FinishedAt.After(*first.FinishedAt)
+	})
+	r, _ := a.spoolResult("img")
+	if r.Payload == nil || r.Payload.Reused || r.Payload.SHA256 != first.Payload.SHA256 || r.Payload.Path != first.Payload.Path {
+		t.Errorf("img after deleting the image: %+v, want the same image rebuilt (reused false)", r.Payload)
+	}
+	return []string{"img"}, time.Since(t0)
+}
+
+// jobTruncated: job files are truncated in place right after they are
+// dropped, racing the agent's read. Each job gets exactly one result:
+// done if the agent read it whole, else failed invalid_job naming the
+// parse error. The agent stays ok.
+func jobTruncated(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+	const n = 16
+	in := filepath.Join(a.spoolDir, spool.Incoming)
+	var ids []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("trunc-%d", i)
+		ids = append(ids, id)
+		a.drop(id, healJob(t, id, i))
+		_ = os.Truncate(filepath.Join(in, id+".json"), int64(10*i%40)) // gone already when claimed and run
+	}
+	t0 := time.Now()
+	var done []string
+	failed := 0
+	for _, id := range ids {
+		r := a.waitResult(id, healWait)
+		if n := a.resultFiles(id); n != 1 {
+			t.Errorf("%s: %d result files, want 1", id, n)
+		}
+		switch {
+		case r.State == result.StateDone:
+			done = append(done, id)
+		case r.Error != nil && r.Error.Code == result.CodeInvalidJob:
+			failed++
+		default:
+			t.Errorf("%s: %s %+v, want done or invalid_job", id, r.State, r.Error)
+		}
+	}
+	t.Logf("%d truncated jobs: %d read whole (done), %d read truncated (invalid_job)", n, len(done), failed)
+	a.healthy(c)
+	// Failed ones keep their job copy in failed/; the agent takes new work.
+	a.drop("trunc-after", healJob(t, "trunc-after", 0))
+	a.waitResult("trunc-after", healWait)
+	return append(done, "trunc-after"), time.Since(t0)
 }
