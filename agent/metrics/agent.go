@@ -18,6 +18,7 @@ const (
 
 	DirPayload = "payload" // the payload directory
 	DirSpool   = "spool"   // a spool subdirectory
+	DirSocket  = "socket"  // the API socket (and its directory)
 
 	RecoveryReplace = "replace" // the payload drive was detached and attached again
 	RecoveryReset   = "reset"   // the freshly started domain was reset
@@ -70,8 +71,9 @@ type Agent struct {
 	// ResultsPending is vmpayload_results_pending: finished jobs whose
 	// result is not written yet (the agent retries them with backoff).
 	ResultsPending *Gauge
-	// DirsRecreated is vmpayload_dirs_recreated_total{dir="payload|spool"}:
-	// directories the agent recreated after they went missing.
+	// DirsRecreated is vmpayload_dirs_recreated_total{dir=...}: directories
+	// (payload, spool) and the API socket (socket) the agent recreated after
+	// they went missing.
 	DirsRecreated *CounterVec
 }
 
@@ -99,9 +101,9 @@ func NewAgent() *Agent {
 			"Attempts to write a job result or retire its spool file again after a failure (e.g. a full spool file system)."),
 		ResultsPending: r.Gauge("results_pending", "Finished jobs whose result is not written yet; retried with backoff."),
 		DirsRecreated: r.CounterVec("dirs_recreated_total",
-			"Directories recreated after they went missing, by directory (payload, spool).", "dir"),
+			"Directories (payload, spool) and the API socket (socket) recreated after they went missing.", "dir"),
 	}
-	for _, d := range []string{DirPayload, DirSpool} {
+	for _, d := range []string{DirPayload, DirSpool, DirSocket} {
 		a.DirsRecreated.With(d)
 	}
 	for _, act := range []string{RecoveryReplace, RecoveryReset} {

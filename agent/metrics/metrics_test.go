@@ -439,7 +439,7 @@ func TestAgent(t *testing.T) {
 		"vmpayload_jobs_total":           {OutcomeDone, OutcomeFailed},
 		"vmpayload_jobs_received_total":  {SourceSpool, SourceSocket},
 		"vmpayload_images_removed_total": {ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach, ReasonUnattached},
-		"vmpayload_dirs_recreated_total": {DirPayload, DirSpool},
+		"vmpayload_dirs_recreated_total": {DirPayload, DirSpool, DirSocket},
 	}
 	for name, values := range labels {
 		var got []string

@@ -177,6 +177,7 @@ func TestFaultMatrix(t *testing.T) {
 		{name: "payload directory removed", run: payloadRemoved},
 		{name: "symlink in place of the payload directory", run: payloadSymlink, images: true},
 		{name: "spool subdirectories removed", run: spoolDirsRemoved, images: true},
+		{name: "socket directory removed", setup: socketInSubdir, run: socketRemoved, images: true},
 		{name: "secrets directory unreadable", run: secretsUnreadable, images: true},
 		{name: "payload image deleted under a defined domain", run: imageDeleted, images: true},
 		{name: "job file truncated while the agent reads it", run: jobTruncated},
@@ -526,4 +527,52 @@ func jobTruncated(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Du
 	a.drop("trunc-after", healJob(t, "trunc-after", 0))
 	a.waitResult("trunc-after", healWait)
 	return append(done, "trunc-after"), time.Since(t0)
+}
+
+// socketInSubdir puts the API socket in a directory of its own (as
+// /run/vmpayload/), which the socketRemoved row removes.
+func socketInSubdir(t *testing.T, a *agentProc) {
+	a.sock = filepath.Join(a.dir, "run", "agent.sock")
+}
+
+// socketRemoved: the socket's directory is removed (rm -rf /run/vmpayload)
+// while jobs are posted; the agent recreates the directory and the socket,
+// and the API takes jobs again.
+func socketRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+	var ids []string
+	for i := 0; i < 4; i++ {
+		id := fmt.Sprintf("sock-a-%d", i)
+		ids = append(ids, id)
+		if code, m := a.submit(c, healJob(t, id, i)); code != http.StatusAccepted {
+			t.Fatalf("POST %s: %d %v", id, code, m)
+		}
+	}
+	c.CloseIdleConnections()
+	must(t, os.RemoveAll(filepath.Dir(a.sock)))
+	t0 := time.Now()
+	a.waitFor("the socket recreated and answering", func() bool {
+		code, _, err := a.do(c, "GET", "/healthz", nil)
+		return err == nil && code == http.StatusOK
+	})
+	heal := time.Since(t0)
+	st, err := os.Lstat(a.sock)
+	if err != nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o660 {
+		t.Errorf("recreated socket: %v %v, want a 0660 socket", st, err)
+	}
+	for i := 0; i < 4; i++ {
+		id := fmt.Sprintf("sock-b-%d", i)
+		ids = append(ids, id)
+		if code, m := a.submit(c, healJob(t, id, 4+i)); code != http.StatusAccepted {
+			t.Fatalf("POST %s after the socket came back: %d %v", id, code, m)
+		}
+	}
+	for _, id := range ids {
+		a.apiResult(c, id)
+		a.waitResult(id, healWait)
+	}
+	v, err := a.metric(c, "vmpayload_dirs_recreated_total", `dir="socket"`)
+	if err != nil || v < 1 {
+		t.Errorf("dirs_recreated_total{dir=socket} = %v %v, want >= 1", v, err)
+	}
+	return ids, heal
 }
