@@ -140,7 +140,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		if ctx.Err() != nil {
 			return result.Result{}, ctx.Err()
 		}
-		if stateChanged(err) && stateRetries < maxStateRetries {
+		if (stateChanged(err) || e.stoppedUnder(ctx, &jj, err)) && stateRetries < maxStateRetries {
 			stateRetries++
 			// The domain changed state between the lookup and the change
 			// (e.g. a restarted libvirtd killed a half-started guest): look
@@ -177,6 +177,18 @@ const maxStateRetries = 3
 func stateChanged(err error) bool {
 	var le libvirt.Error
 	return errors.As(err, &le) && le.Code == libvirt.ERR_OPERATION_INVALID
+}
+
+// stoppedUnder reports whether err is a domain_running failure of a domain
+// that no longer runs: it was destroyed or shut down after the job looked it
+// up, so the job is redone for the stopped domain instead of failing.
+func (e *Engine) stoppedUnder(ctx context.Context, j *job.Job, err error) bool {
+	var f *failure
+	if !errors.As(err, &f) || f.code != result.CodeDomainRunning {
+		return false
+	}
+	d, lerr := e.Host.Domain(ctx, j.Domain)
+	return lerr == nil && !d.Active
 }
 
 func isIO(err error) bool {
