@@ -657,15 +657,23 @@ func (a *Agent) Health() map[string]any {
 	h := map[string]any{"status": "ok", "libvirt": conn, "queued": q, "in_flight": a.inflight.Load(), "libvirt_reconnects": a.opt.Host.Reconnects()}
 	a.mu.Lock()
 	h["results_pending"] = len(a.unwritten)
-	if len(a.faults) > 0 || len(a.unwritten) > 0 {
-		reasons := make([]string, 0, len(a.faults)+1)
-		for _, area := range faultAreas {
-			if r, ok := a.faults[area]; ok {
-				reasons = append(reasons, r)
-			} else if area == faultResults && len(a.unwritten) > 0 {
-				reasons = append(reasons, fmt.Sprintf("job results not written yet (retrying with backoff; %d waiting)", len(a.unwritten)))
+	var reasons []string
+	for _, area := range faultAreas {
+		r, ok := a.faults[area]
+		switch {
+		case area == faultResults && len(a.unwritten) > 0:
+			msg := fmt.Sprintf("job results not written yet (retrying with backoff; %d waiting)", len(a.unwritten))
+			if ok {
+				msg += ": " + r // the last write error
 			}
+			reasons = append(reasons, msg)
+		case area == faultResults:
+			// all written since; the retrier clears the fault
+		case ok:
+			reasons = append(reasons, r)
 		}
+	}
+	if len(reasons) > 0 {
 		h["status"], h["reasons"] = "degraded", reasons
 	}
 	a.mu.Unlock()

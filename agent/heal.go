@@ -179,11 +179,6 @@ func (a *Agent) healSpool() (incoming bool) {
 func (a *Agent) setFault(area string, err error) {
 	msg := err.Error()
 	switch area {
-	case faultResults:
-		a.mu.Lock()
-		n := len(a.unwritten)
-		a.mu.Unlock()
-		msg = fmt.Sprintf("job results not written yet (retrying with backoff; %d waiting): %v", max(n, 1), err)
 	case faultPayloadDir:
 		if errors.Is(err, spool.ErrNotDir) {
 			msg = "refusing to write payload images: " + msg
