@@ -352,7 +352,14 @@ func (a *Agent) sweep() error {
 		t := a.prepare(c, "spool")
 		if res, done := a.spool.Finished(c, t.base.ID); done {
 			if err := a.spool.Complete(c, res); err != nil {
-				a.log.Error("retiring finished job", "id", t.base.ID, "err", err)
+				// Hold it with the results waiting to be written, so that
+				// it is retried with backoff and /healthz says so.
+				a.log.Error("retiring finished job failed; retrying", "id", t.base.ID, "err", err)
+				a.mu.Lock()
+				a.held[name] = true
+				a.mu.Unlock()
+				a.setFault(faultResults, err)
+				a.hold(&outcome{t: t, res: res, retiring: true})
 			}
 			continue
 		}

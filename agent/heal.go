@@ -34,6 +34,9 @@ const (
 type outcome struct {
 	t   *task
 	res result.Result
+	// retiring: the result was written by an earlier run, only the job
+	// file is left to retire; it is not reported again.
+	retiring bool
 }
 
 // complete writes a finished job's result (spool.Complete). When that fails
@@ -58,8 +61,13 @@ func (a *Agent) complete(t *task, res result.Result) {
 		a.log.Error("writing job result failed; retrying until it is written", "id", res.ID, "err", err)
 		defer a.setFault(faultResults, err)
 	}
+	a.hold(&outcome{t: t, res: res})
+}
+
+// hold queues an outcome for retryResults.
+func (a *Agent) hold(o *outcome) {
 	a.mu.Lock()
-	a.unwritten = append(a.unwritten, &outcome{t: t, res: res})
+	a.unwritten = append(a.unwritten, o)
 	n := len(a.unwritten)
 	a.mu.Unlock()
 	a.met.ResultsPending(n)
@@ -135,6 +143,10 @@ func (a *Agent) flushResults() bool {
 		a.mu.Unlock()
 		a.met.ResultsPending(n)
 		a.retire(o.t.claimed.Name)
+		if o.retiring {
+			a.log.Info("finished job retired after retrying", "id", o.res.ID)
+			continue
+		}
 		a.log.Info("job result written after retrying", "id", o.res.ID)
 		a.report(o.res)
 	}
