@@ -78,6 +78,11 @@ type Metrics interface {
 	// LibvirtTimeout counts a libvirt call that did not answer within
 	// Options.LibvirtTimeout (call as in libvirtx.TimeoutError.Call).
 	LibvirtTimeout(call string)
+	// ResultRetry counts an attempt to write a result again.
+	ResultRetry()
+	// ResultsPending reports how many finished jobs wait for their result
+	// to be written.
+	ResultsPending(n int)
 }
 
 type nopMetrics struct{}
@@ -92,6 +97,9 @@ func (nopMetrics) JobFinished(string, time.Duration) {}
 func (nopMetrics) QueueDepth(int)                    {}
 func (nopMetrics) InFlight(int)                      {}
 func (nopMetrics) LibvirtTimeout(string)             {}
+func (nopMetrics) ResultRetry()                      {}
+func (nopMetrics) ResultsPending(int)                {}
+func (nopMetrics) DirRecreated(string)               {}
 
 // task is a claimed job waiting for or in execution.
 type task struct {
@@ -137,6 +145,18 @@ type Agent struct {
 	wg   sync.WaitGroup
 
 	viaSocket sync.Map // ids queued through the API → their result.Submitter
+
+	// held names the spool files (in processing/) the agent has claimed and
+	// not retired: queued, running, or with a result waiting to be written.
+	// A file in processing/ that is not held is re-queued by sweep. Under mu.
+	held map[string]bool
+	// unwritten holds finished jobs whose result could not be written yet,
+	// oldest first; retryResults writes them with backoff. Under mu.
+	unwritten []*outcome
+	// faults are the reasons /healthz reports "degraded", by area
+	// ("results", "payload_dir", "spool"). Under mu.
+	faults    map[string]string
+	retryKick chan struct{}
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -161,7 +181,8 @@ func New(opt Options) (*Agent, error) {
 	}
 	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
 		pending: map[string][]*task{}, active: map[string]bool{},
-		scan: make(chan struct{}, 1)}
+		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
+		retryKick: make(chan struct{}, 1)}
 	a.readyCond = sync.NewCond(&a.mu)
 	if a.met == nil {
 		a.met = nopMetrics{}
@@ -186,10 +207,10 @@ func New(opt Options) (*Agent, error) {
 		return nil, err
 	}
 	a.spool = sp
-	if err := os.MkdirAll(opt.PayloadDir, 0o711); err != nil {
-		return nil, fmt.Errorf("creating payload directory %s: %w", opt.PayloadDir, err)
-	}
 	a.setEngine(opt)
+	if _, err := a.eng.Load().EnsurePayloadDir(); err != nil {
+		return nil, fmt.Errorf("preparing the agent: %w", err)
+	}
 	return a, nil
 }
 
@@ -268,6 +289,8 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	}
 	lifeDone := make(chan struct{})
 	go func() { defer close(lifeDone); a.lifecycle(workCtx) }()
+	retryDone := make(chan struct{})
+	go func() { defer close(retryDone); a.retryResults(workCtx) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -284,10 +307,16 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 		a.wg.Wait()
 		stopWork()
 		<-lifeDone
+		<-retryDone
+		a.mu.Lock()
+		if n := len(a.unwritten); n > 0 {
+			a.log.Warn("stopping with job results not written; those jobs run again at the next start", "count", n)
+		}
+		a.mu.Unlock()
 	}
 	defer stop()
 
-	if err := a.recover(); err != nil {
+	if err := a.sweep(); err != nil {
 		return err
 	}
 	watcher, err := fsnotify.NewWatcher()
@@ -315,6 +344,10 @@ loop:
 			if !ok {
 				break loop
 			}
+			if ev.Name == a.spool.Dir(spool.Incoming) && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+				// incoming/ itself went away, and its watch with it.
+				a.heal(watcher)
+			}
 			if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Write) {
 				a.intake()
 			}
@@ -331,6 +364,10 @@ loop:
 		case <-a.scan:
 			a.intake()
 		case <-ticker.C:
+			a.heal(watcher)
+			if err := a.sweep(); err != nil {
+				a.log.Error("checking processing/ for jobs without a pending action", "err", err)
+			}
 			a.intake()
 		}
 	}
@@ -349,14 +386,22 @@ func (a *Agent) poke() {
 	}
 }
 
-// recover re-queues jobs left in processing/ by a crash; those whose result
-// was already written are only retired.
-func (a *Agent) recover() error {
+// sweep queues every job in processing/ that the agent does not hold: at
+// start, the jobs a crash interrupted; later, any job a failed claim or an
+// operator left there, so that no job sits in processing/ without a pending
+// action. Jobs whose result was already written are only retired.
+func (a *Agent) sweep() error {
 	names, err := a.spool.Interrupted()
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
+		a.mu.Lock()
+		held, closing := a.held[name], a.closing
+		a.mu.Unlock()
+		if held || closing {
+			continue
+		}
 		c, err := a.spool.Reclaim(name)
 		if err != nil {
 			a.log.Warn("cannot reopen interrupted job", "file", name, "err", err)
@@ -365,7 +410,14 @@ func (a *Agent) recover() error {
 		t := a.prepare(c, "spool")
 		if res, done := a.spool.Finished(c, t.base.ID); done {
 			if err := a.spool.Complete(c, res); err != nil {
-				a.log.Error("retiring finished job", "id", t.base.ID, "err", err)
+				// Hold it with the results waiting to be written, so that
+				// it is retried with backoff and /healthz says so.
+				a.log.Error("retiring finished job failed; retrying", "id", t.base.ID, "err", err)
+				a.mu.Lock()
+				a.held[name] = true
+				a.mu.Unlock()
+				a.setFault(faultResults, err)
+				a.hold(&outcome{t: t, res: res, retiring: true})
 			}
 			continue
 		}
@@ -459,6 +511,7 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 
 func (a *Agent) enqueue(t *task) {
 	a.mu.Lock()
+	a.held[t.claimed.Name] = true
 	a.queued++
 	q := a.queued
 	a.reg.set(t.base)
@@ -562,9 +615,13 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 	if res.Errors == nil {
 		res.Errors = []job.FieldError{}
 	}
-	if err := a.spool.Complete(t.claimed, res); err != nil {
-		a.log.Error("writing job result", "id", res.ID, "err", err)
-	}
+	a.complete(t, res)
+	a.finishCount()
+}
+
+// report publishes a job's outcome once its result is written: registry,
+// metrics, event and log.
+func (a *Agent) report(res result.Result) {
 	a.reg.set(res)
 	a.met.JobFinished(string(res.State), time.Duration(res.DurationMS)*time.Millisecond)
 	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Submitter: res.Submitter}
@@ -583,7 +640,6 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 		a.log.Info("job done", attrs...)
 	}
 	a.events.publish(ev)
-	a.finishCount()
 }
 
 func (a *Agent) finishCount() {
@@ -721,5 +777,28 @@ func (a *Agent) Health() map[string]any {
 	if c, ok := a.opt.Host.(interface{ Connected() bool }); ok && !c.Connected() {
 		conn = "disconnected"
 	}
-	return map[string]any{"status": "ok", "libvirt": conn, "queued": q, "in_flight": a.inflight.Load(), "libvirt_reconnects": a.opt.Host.Reconnects()}
+	h := map[string]any{"status": "ok", "libvirt": conn, "queued": q, "in_flight": a.inflight.Load(), "libvirt_reconnects": a.opt.Host.Reconnects()}
+	a.mu.Lock()
+	h["results_pending"] = len(a.unwritten)
+	var reasons []string
+	for _, area := range faultAreas {
+		r, ok := a.faults[area]
+		switch {
+		case area == faultResults && len(a.unwritten) > 0:
+			msg := fmt.Sprintf("job results not written yet (retrying with backoff; %d waiting)", len(a.unwritten))
+			if ok {
+				msg += ": " + r // the last write error
+			}
+			reasons = append(reasons, msg)
+		case area == faultResults:
+			// all written since; the retrier clears the fault
+		case ok:
+			reasons = append(reasons, r)
+		}
+	}
+	if len(reasons) > 0 {
+		h["status"], h["reasons"] = "degraded", reasons
+	}
+	a.mu.Unlock()
+	return h
 }

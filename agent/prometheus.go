@@ -58,3 +58,12 @@ func (p *Prometheus) InFlight(n int) { p.M.JobsInFlight.Set(float64(n)) }
 
 // LibvirtTimeout implements Metrics.
 func (p *Prometheus) LibvirtTimeout(call string) { p.M.LibvirtTimeouts.With(call).Inc() }
+
+// ResultRetry implements Metrics.
+func (p *Prometheus) ResultRetry() { p.M.ResultRetries.Inc() }
+
+// ResultsPending implements Metrics.
+func (p *Prometheus) ResultsPending(n int) { p.M.ResultsPending.Set(float64(n)) }
+
+// DirRecreated implements Metrics.
+func (p *Prometheus) DirRecreated(dir string) { p.M.DirsRecreated.With(dir).Inc() }

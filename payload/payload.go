@@ -146,6 +146,8 @@ func addSecretError(r *job.Report, field, name string, err error) {
 		r.Add(field, job.CodeInvalid, "%q is not a secret name", name)
 	case errors.Is(err, secrets.ErrNotRegular):
 		r.Add(field, job.CodeInvalid, "secret %q is not a regular file (symlinks are refused)", name)
+	case errors.Is(err, secrets.ErrDirUnreadable):
+		r.Add(field, job.CodeNotFound, "secret %q cannot be read: %v", name, err)
 	case errors.Is(err, secrets.ErrTooLarge):
 		r.Add(field, job.CodeTooLarge, "secret %q is larger than %d bytes", name, secrets.MaxSecretBytes)
 	default:

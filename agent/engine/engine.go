@@ -18,6 +18,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -36,6 +37,9 @@ type Observer interface {
 	// MediaRecovery counts a live media change that needed action
 	// ("replace" or "reset") to go through.
 	MediaRecovery(action string)
+	// DirRecreated counts a directory the agent recreated after it went
+	// missing ("payload" or "spool").
+	DirRecreated(dir string)
 }
 
 type nopObserver struct{}
@@ -45,6 +49,7 @@ func (nopObserver) AttachDone(time.Duration) {}
 func (nopObserver) ImageRemoved(string)      {}
 func (nopObserver) Retry()                   {}
 func (nopObserver) MediaRecovery(string)     {}
+func (nopObserver) DirRecreated(string)      {}
 
 // Engine runs jobs. Its fields are set once before use.
 type Engine struct {
@@ -155,7 +160,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 		if ctx.Err() != nil {
 			return result.Result{}, ctx.Err()
 		}
-		if stateChanged(err) && stateRetries < maxStateRetries {
+		if (stateChanged(err) || e.stoppedUnder(ctx, &jj, err)) && stateRetries < maxStateRetries {
 			stateRetries++
 			// The domain changed state between the lookup and the change
 			// (e.g. a restarted libvirtd killed a half-started guest): look
@@ -199,10 +204,23 @@ func stateChanged(err error) bool {
 	return errors.As(err, &le) && le.Code == libvirt.ERR_OPERATION_INVALID
 }
 
+// stoppedUnder reports whether err is a domain_running failure of a domain
+// that no longer runs: it was destroyed or shut down after the job looked it
+// up, so the job is redone for the stopped domain instead of failing.
+func (e *Engine) stoppedUnder(ctx context.Context, j *job.Job, err error) bool {
+	var f *failure
+	if !errors.As(err, &f) || f.code != result.CodeDomainRunning {
+		return false
+	}
+	d, lerr := e.Host.Domain(ctx, j.Domain)
+	return lerr == nil && !d.Active
+}
+
 func isIO(err error) bool {
 	var pe *os.PathError
 	var le *os.LinkError
-	return errors.As(err, &pe) || errors.As(err, &le) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) ||
+		errors.Is(err, spool.ErrNotDir)
 }
 
 func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
@@ -294,6 +312,31 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	return nil
 }
 
+// PayloadDirMode is the permission of a payload directory the agent creates.
+const PayloadDirMode = 0o711
+
+// EnsurePayloadDir makes sure the payload directory exists. A missing one
+// (an operator's rm -rf, a tmpfs mounted over it, a tmpfiles clean-up) is
+// recreated with PayloadDirMode and the image group; an existing directory
+// is left as the operator set it up. A symlink or any non-directory in its
+// place is refused (spool.ErrNotDir): images are never written through a
+// link. created reports whether it made the directory.
+func (e *Engine) EnsurePayloadDir() (created bool, err error) {
+	st, err := os.Lstat(e.PayloadDir)
+	if err == nil && st.IsDir() {
+		return false, nil
+	}
+	created, err = spool.EnsureDir(e.PayloadDir, PayloadDirMode, e.ImageGID)
+	if err != nil {
+		return false, fmt.Errorf("payload directory: %w", err)
+	}
+	if created {
+		e.obs().DirRecreated("payload")
+		e.log().Warn("payload directory was missing; recreated it", "dir", e.PayloadDir, "mode", fmt.Sprintf("%#o", PayloadDirMode))
+	}
+	return created, nil
+}
+
 // writeImage writes the rendered image unless an identical one (same content
 // hash in its name) is already there and intact.
 func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path string) (payload.Result, bool, error) {
@@ -304,7 +347,17 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 			e.log().Warn("existing image is damaged; rebuilding it", "path", path, "err", err)
 		}
 	}
+	if _, err := e.EnsurePayloadDir(); err != nil {
+		return payload.Result{}, false, err
+	}
 	res, err := rd.Write(ctx, path, payload.Options{Mode: e.ImageMode, GID: e.ImageGID})
+	if err != nil && errors.Is(err, os.ErrNotExist) {
+		// The directory went away during the write: recreate it and
+		// write again rather than fail the job for it.
+		if created, derr := e.EnsurePayloadDir(); derr == nil && created {
+			res, err = rd.Write(ctx, path, payload.Options{Mode: e.ImageMode, GID: e.ImageGID})
+		}
+	}
 	if err != nil {
 		if errors.Is(err, image.ErrInvalidSpec) || errors.Is(err, image.ErrTooLarge) {
 			return res, false, &failure{code: result.CodeInvalidJob, err: err}
@@ -698,6 +751,9 @@ func (e *Engine) dropUnattached(ctx context.Context, uuid, imgPath string) {
 func (e *Engine) RemoveDomainImages(uuid string) {
 	if uuid == "" {
 		return
+	}
+	if st, err := os.Lstat(e.PayloadDir); err != nil || !st.IsDir() {
+		return // missing, or a symlink that is never followed
 	}
 	matches, _ := filepath.Glob(filepath.Join(e.PayloadDir, uuid+"-*"))
 	for _, m := range matches {

@@ -16,6 +16,10 @@ const (
 	ReasonDetach     = "detach"     // a detach job removed it
 	ReasonUnattached = "unattached" // its job failed before the domain referenced it
 
+	DirPayload = "payload" // the payload directory
+	DirSpool   = "spool"   // a spool subdirectory
+	DirSocket  = "socket"  // the API socket (and its directory)
+
 	RecoveryReplace = "replace" // the payload drive was detached and attached again
 	RecoveryReset   = "reset"   // the freshly started domain was reset
 )
@@ -64,6 +68,17 @@ type Agent struct {
 	// calls that did not answer within libvirt_timeout, by Host method
 	// (libvirtx.TimeoutError.Call).
 	LibvirtTimeouts *CounterVec
+	// ResultRetries is vmpayload_result_write_retries_total: attempts to
+	// write a job's result (or retire its spool file) again after a failure
+	// such as a full spool file system.
+	ResultRetries *Counter
+	// ResultsPending is vmpayload_results_pending: finished jobs whose
+	// result is not written yet (the agent retries them with backoff).
+	ResultsPending *Gauge
+	// DirsRecreated is vmpayload_dirs_recreated_total{dir=...}: directories
+	// (payload, spool) and the API socket (socket) the agent recreated after
+	// they went missing.
+	DirsRecreated *CounterVec
 }
 
 // NewAgent returns the agent's metrics in a new registry.
@@ -88,6 +103,14 @@ func NewAgent() *Agent {
 			"Live media changes that needed the payload drive replaced or the freshly started domain reset, by action.", "action"),
 		LibvirtTimeouts: r.CounterVec("libvirt_timeouts_total",
 			"libvirt calls that did not answer within libvirt_timeout, by call.", "call"),
+		ResultRetries: r.Counter("result_write_retries_total",
+			"Attempts to write a job result or retire its spool file again after a failure (e.g. a full spool file system)."),
+		ResultsPending: r.Gauge("results_pending", "Finished jobs whose result is not written yet; retried with backoff."),
+		DirsRecreated: r.CounterVec("dirs_recreated_total",
+			"Directories (payload, spool) and the API socket (socket) recreated after they went missing.", "dir"),
+	}
+	for _, d := range []string{DirPayload, DirSpool, DirSocket} {
+		a.DirsRecreated.With(d)
 	}
 	for _, act := range []string{RecoveryReplace, RecoveryReset} {
 		a.MediaRecoveries.With(act)

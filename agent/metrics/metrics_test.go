@@ -406,17 +406,20 @@ func TestAgent(t *testing.T) {
 	a := NewAgent()
 	fams := parse(t, exposition(t, a.Registry))
 	want := map[string]dto.MetricType{
-		"vmpayload_jobs_total":               dto.MetricType_COUNTER,
-		"vmpayload_jobs_received_total":      dto.MetricType_COUNTER,
-		"vmpayload_job_duration_seconds":     dto.MetricType_HISTOGRAM,
-		"vmpayload_build_seconds":            dto.MetricType_HISTOGRAM,
-		"vmpayload_attach_seconds":           dto.MetricType_HISTOGRAM,
-		"vmpayload_libvirt_reconnects_total": dto.MetricType_COUNTER,
-		"vmpayload_queue_depth":              dto.MetricType_GAUGE,
-		"vmpayload_jobs_in_flight":           dto.MetricType_GAUGE,
-		"vmpayload_images_removed_total":     dto.MetricType_COUNTER,
-		"vmpayload_job_retries_total":        dto.MetricType_COUNTER,
-		"vmpayload_media_recoveries_total":   dto.MetricType_COUNTER,
+		"vmpayload_jobs_total":                 dto.MetricType_COUNTER,
+		"vmpayload_jobs_received_total":        dto.MetricType_COUNTER,
+		"vmpayload_job_duration_seconds":       dto.MetricType_HISTOGRAM,
+		"vmpayload_build_seconds":              dto.MetricType_HISTOGRAM,
+		"vmpayload_attach_seconds":             dto.MetricType_HISTOGRAM,
+		"vmpayload_libvirt_reconnects_total":   dto.MetricType_COUNTER,
+		"vmpayload_queue_depth":                dto.MetricType_GAUGE,
+		"vmpayload_jobs_in_flight":             dto.MetricType_GAUGE,
+		"vmpayload_images_removed_total":       dto.MetricType_COUNTER,
+		"vmpayload_job_retries_total":          dto.MetricType_COUNTER,
+		"vmpayload_media_recoveries_total":     dto.MetricType_COUNTER,
+		"vmpayload_result_write_retries_total": dto.MetricType_COUNTER,
+		"vmpayload_results_pending":            dto.MetricType_GAUGE,
+		"vmpayload_dirs_recreated_total":       dto.MetricType_COUNTER,
 	}
 	if len(fams) != len(want) {
 		t.Errorf("%d families, want %d", len(fams), len(want))
@@ -436,6 +439,7 @@ func TestAgent(t *testing.T) {
 		"vmpayload_jobs_total":           {OutcomeDone, OutcomeFailed},
 		"vmpayload_jobs_received_total":  {SourceSpool, SourceSocket},
 		"vmpayload_images_removed_total": {ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach, ReasonUnattached},
+		"vmpayload_dirs_recreated_total": {DirPayload, DirSpool, DirSocket},
 	}
 	for name, values := range labels {
 		var got []string

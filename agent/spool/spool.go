@@ -63,6 +63,9 @@ var ErrExists = errors.New("a job with this id is already queued")
 // Spool is a spool directory.
 type Spool struct {
 	Root string
+	// group is the spool_group's gid plus one (0: none, root only), so the
+	// zero value is a root-only spool.
+	group int
 }
 
 // Open creates the spool's directories if needed (mode 0700) and returns it.
@@ -71,52 +74,133 @@ func Open(root string) (*Spool, error) { return OpenGroup(root, -1) }
 // OpenGroup is Open for a spool that the members of group gid may write
 // jobs into (config spool_group; -1: root only). See GroupIncomingMode.
 func OpenGroup(root string, gid int) (*Spool, error) {
-	s := &Spool{Root: root}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("creating spool directory %s: %w", root, err)
+	s := &Spool{Root: root, group: gid + 1}
+	if gid < 0 {
+		s.group = 0
 	}
-	for _, d := range []string{Incoming, Processing, Done, Failed} {
-		p := filepath.Join(root, d)
-		mode, group := os.FileMode(DirMode), -1
-		if gid >= 0 && d != Processing {
-			mode, group = GroupResultMode, gid
-			if d == Incoming {
-				mode = GroupIncomingMode
-			}
-		}
-		if err := os.Mkdir(p, DirMode); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("creating spool directory %s: %w", p, err)
-		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return nil, fmt.Errorf("checking spool directory %s: %w", p, err)
-		}
-		if !st.IsDir() {
-			return nil, fmt.Errorf("spool directory %s is not a directory (symlinks are refused)", p)
-		}
-		// The group first, then the mode: never group access with the
-		// wrong group.
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			want := group
-			if want < 0 {
-				want = os.Getegid()
-			}
-			if int(sys.Gid) != want {
-				if err := os.Lchown(p, -1, want); err != nil {
-					return nil, fmt.Errorf("setting group of %s: %w", p, err)
-				}
-			}
-		}
-		if st.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetgid) != mode {
-			if err := os.Chmod(p, mode); err != nil {
-				return nil, fmt.Errorf("setting mode of %s: %w", p, err)
-			}
-		}
+	if _, err := s.Heal(); err != nil {
+		return nil, err
 	}
 	if err := s.removeStaleTemps(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Heal recreates the spool directory and its subdirectories where they are
+// missing (an operator's rm -rf, a tmpfs remounted) with mode 0700, and
+// returns the subdirectories it created. It refuses a symlink or any
+// non-directory in their place. The agent calls it at start and again
+// whenever it rescans, so that it heals without a restart.
+func (s *Spool) Heal() (created []string, err error) {
+	if err := os.MkdirAll(s.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("creating spool directory %s: %w", s.Root, err)
+	}
+	for _, d := range []string{Incoming, Processing, Done, Failed} {
+		p := filepath.Join(s.Root, d)
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			// Created private; setAccess then opens it to the spool_group.
+			made, err := EnsureDir(p, DirMode, -1)
+			if err != nil {
+				return created, fmt.Errorf("spool: %w", err)
+			}
+			if made {
+				created = append(created, d)
+			}
+		}
+		if err := s.setAccess(p, d); err != nil {
+			return created, fmt.Errorf("spool: %w", err)
+		}
+	}
+	return created, nil
+}
+
+// setAccess gives spool subdirectory d (at p) its group and mode: private
+// (DirMode, the agent's group) without a spool_group; with one, incoming/
+// GroupIncomingMode and done/, failed/ GroupResultMode in that group.
+// The group is set first, then the mode: never group access with the wrong
+// group.
+func (s *Spool) setAccess(p, d string) error {
+	mode, group := os.FileMode(DirMode), os.Getegid()
+	if s.group > 0 && d != Processing {
+		mode, group = GroupResultMode, s.group-1
+		if d == Incoming {
+			mode = GroupIncomingMode
+		}
+	}
+	st, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("checking spool directory %s: %w", p, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("spool directory %s is a %s: %w", p, kindOf(st.Mode()), ErrNotDir)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Gid) != group {
+		if err := os.Lchown(p, -1, group); err != nil {
+			return fmt.Errorf("setting group of %s: %w", p, err)
+		}
+	}
+	if st.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetgid) != mode {
+		if err := os.Chmod(p, mode); err != nil {
+			return fmt.Errorf("setting mode of %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// ErrNotDir is returned by EnsureDir when a symlink or another non-directory
+// sits where a directory should be.
+var ErrNotDir = errors.New("not a directory (symlinks are refused)")
+
+// EnsureDir makes sure p is a directory with permission mode, creating it
+// (and, with mode 0755, missing parents) when it is missing; a directory it
+// creates is given group gid unless gid is negative. It never follows a
+// symlink at p: a symlink or other non-directory there is refused with
+// ErrNotDir. created reports whether it made the directory.
+func EnsureDir(p string, mode os.FileMode, gid int) (created bool, err error) {
+	if err := os.Mkdir(p, mode); err == nil {
+		created = true
+	} else if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return false, fmt.Errorf("creating the parent of directory %s: %w", p, err)
+		}
+		if err := os.Mkdir(p, mode); err != nil && !errors.Is(err, os.ErrExist) {
+			return false, fmt.Errorf("creating directory %s: %w", p, err)
+		}
+		created = true
+	} else if !errors.Is(err, os.ErrExist) {
+		return false, fmt.Errorf("creating directory %s: %w", p, err)
+	}
+	st, err := os.Lstat(p)
+	if err != nil {
+		return created, fmt.Errorf("checking directory %s: %w", p, err)
+	}
+	if !st.IsDir() {
+		return false, fmt.Errorf("directory %s is a %s: %w", p, kindOf(st.Mode()), ErrNotDir)
+	}
+	if created && gid >= 0 {
+		if err := os.Lchown(p, -1, gid); err != nil {
+			return created, fmt.Errorf("setting the group of directory %s: %w", p, err)
+		}
+	}
+	if st.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetgid) != mode {
+		if err := os.Chmod(p, mode); err != nil {
+			return created, fmt.Errorf("setting the mode of directory %s: %w", p, err)
+		}
+	}
+	return created, nil
+}
+
+// kindOf names a file type for error messages.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m.IsRegular():
+		return "regular file"
+	default:
+		return "special file (" + m.Type().String() + ")"
+	}
 }
 
 // removeStaleTemps deletes the temp files of result writes (WriteFileAtomic)

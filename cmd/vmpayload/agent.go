@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/access"
 	"github.com/vmpayload/vmpayload/agent/api"
 	"github.com/vmpayload/vmpayload/agent/config"
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -129,7 +130,9 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 	}
 	srv := &api.Server{Backend: a, Log: log, Metrics: met.Write}
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(l) }()
+	go func() {
+		srvErr <- srv.ServeKeeping(l, cfg.Socket, sockGID, func() { met.DirRecreated(metrics.DirSocket) })
+	}()
 	defer os.Remove(cfg.Socket)
 
 	hup := make(chan os.Signal, 1)

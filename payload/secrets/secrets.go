@@ -20,11 +20,14 @@ const MaxSecretBytes = 1 << 20
 
 // Errors a caller can tell apart with errors.Is.
 var (
-	ErrNoDir       = errors.New("no secrets directory is configured")
-	ErrInvalidName = errors.New("invalid secret name")
-	ErrNotFound    = errors.New("secret not found")
-	ErrNotRegular  = errors.New("secret is not a regular file")
-	ErrTooLarge    = errors.New("secret too large")
+	ErrNoDir = errors.New("no secrets directory is configured")
+	// ErrDirUnreadable: the secrets directory is missing or cannot be
+	// opened (the wrapped error says why).
+	ErrDirUnreadable = errors.New("the secrets directory cannot be opened")
+	ErrInvalidName   = errors.New("invalid secret name")
+	ErrNotFound      = errors.New("secret not found")
+	ErrNotRegular    = errors.New("secret is not a regular file")
+	ErrTooLarge      = errors.New("secret too large")
 )
 
 // Dir is a secrets directory.
@@ -41,7 +44,7 @@ func (d Dir) Read(name string) ([]byte, error) {
 	}
 	dfd, err := unix.Open(string(d), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("opening secrets directory %s: %w", d, err)
+		return nil, fmt.Errorf("opening secrets directory %s: %w: %w", d, ErrDirUnreadable, err)
 	}
 	defer unix.Close(dfd)
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/vmpayload/vmpayload/agent/metrics"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
+)
+
+// Areas of /healthz "degraded" reasons, in the order they are listed.
+const (
+	faultResults    = "results"
+	faultSpool      = "spool"
+	faultPayloadDir = "payload_dir"
+)
+
+var faultAreas = []string{faultResults, faultSpool, faultPayloadDir}
+
+// Backoff between attempts to write pending results: it doubles from
+// resultRetryMin up to resultRetryMax and starts again from resultRetryMin
+// once a write succeeds.
+const (
+	resultRetryMin = 100 * time.Millisecond
+	resultRetryMax = 2 * time.Second
+)
+
+// outcome is a finished job whose result is not written yet.
+type outcome struct {
+	t   *task
+	res result.Result
+	// retiring: the result was written by an earlier run, only the job
+	// file is left to retire; it is not reported again.
+	retiring bool
+}
+
+// complete writes a finished job's result (spool.Complete). When that fails
+// (a full or read-only spool file system, a removed done/), the outcome is
+// kept and retried with backoff until it is written; only then is it
+// reported (registry, events, metrics), so that a consumer never sees an
+// outcome that a crash could still replace: a job whose result was not
+// written runs again at the next start.
+func (a *Agent) complete(t *task, res result.Result) {
+	a.mu.Lock()
+	waiting := len(a.unwritten) > 0
+	a.mu.Unlock()
+	if !waiting {
+		// Results are written in finishing order: a newer one does not
+		// overtake those already waiting.
+		err := a.spool.Complete(t.claimed, res)
+		if err == nil {
+			a.retire(t.claimed.Name)
+			a.report(res)
+			return
+		}
+		a.log.Error("writing job result failed; retrying until it is written", "id", res.ID, "err", err)
+		defer a.setFault(faultResults, err)
+	}
+	a.hold(&outcome{t: t, res: res})
+}
+
+// hold queues an outcome for retryResults.
+func (a *Agent) hold(o *outcome) {
+	a.mu.Lock()
+	a.unwritten = append(a.unwritten, o)
+	n := len(a.unwritten)
+	a.mu.Unlock()
+	a.met.ResultsPending(n)
+	select {
+	case a.retryKick <- struct{}{}:
+	default:
+	}
+}
+
+// retire forgets a claim whose result is written and whose file left
+// processing/.
+func (a *Agent) retire(name string) {
+	a.mu.Lock()
+	delete(a.held, name)
+	a.mu.Unlock()
+}
+
+// retryResults writes the pending results, oldest first, with backoff,
+// until ctx ends.
+func (a *Agent) retryResults(ctx context.Context) {
+	backoff := resultRetryMin
+	for {
+		a.mu.Lock()
+		n := len(a.unwritten)
+		a.mu.Unlock()
+		if n == 0 {
+			backoff = resultRetryMin
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.retryKick:
+			}
+			continue
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if a.flushResults() {
+			backoff = resultRetryMin
+		} else {
+			backoff = min(backoff*2, resultRetryMax)
+		}
+	}
+}
+
+// flushResults tries to write the pending results in order and reports
+// whether all of them are written.
+func (a *Agent) flushResults() bool {
+	a.healSpool()
+	for {
+		a.mu.Lock()
+		if len(a.unwritten) == 0 {
+			a.mu.Unlock()
+			a.clearFault(faultResults)
+			a.met.ResultsPending(0)
+			return true
+		}
+		o := a.unwritten[0]
+		a.mu.Unlock()
+		a.met.ResultRetry()
+		if err := a.spool.Complete(o.t.claimed, o.res); err != nil {
+			a.setFault(faultResults, err)
+			a.log.Debug("writing job result failed again", "id", o.res.ID, "err", err)
+			return false
+		}
+		a.mu.Lock()
+		a.unwritten = a.unwritten[1:]
+		n := len(a.unwritten)
+		a.mu.Unlock()
+		a.met.ResultsPending(n)
+		a.retire(o.t.claimed.Name)
+		if o.retiring {
+			a.log.Info("finished job retired after retrying", "id", o.res.ID)
+			continue
+		}
+		a.log.Info("job result written after retrying", "id", o.res.ID)
+		a.report(o.res)
+	}
+}
+
+// heal recreates the spool subdirectories and the payload directory if
+// they went missing, records or clears the health faults about them, and
+// watches incoming/ again when it was recreated.
+func (a *Agent) heal(w *fsnotify.Watcher) {
+	if a.healSpool() && w != nil {
+		in := a.spool.Dir(spool.Incoming)
+		_ = w.Remove(in) // the old watch died with the directory
+		if err := w.Add(in); err != nil {
+			a.setFault(faultSpool, fmt.Errorf("watching the recreated %s: %w", in, err))
+		}
+	}
+	if _, err := a.eng.Load().EnsurePayloadDir(); err != nil {
+		a.setFault(faultPayloadDir, err)
+	} else {
+		a.clearFault(faultPayloadDir)
+	}
+}
+
+// healSpool recreates missing spool subdirectories and reports whether
+// incoming/ was among them.
+func (a *Agent) healSpool() (incoming bool) {
+	created, err := a.spool.Heal()
+	for _, d := range created {
+		a.met.DirRecreated(metrics.DirSpool)
+		a.log.Warn("spool directory was missing; recreated it", "dir", a.spool.Dir(d))
+		incoming = incoming || d == spool.Incoming
+	}
+	if err != nil {
+		a.setFault(faultSpool, err)
+	} else {
+		a.clearFault(faultSpool)
+	}
+	return incoming
+}
+
+// setFault records why the agent is degraded in area.
+func (a *Agent) setFault(area string, err error) {
+	msg := err.Error()
+	switch area {
+	case faultPayloadDir:
+		if errors.Is(err, spool.ErrNotDir) {
+			msg = "refusing to write payload images: " + msg
+		}
+	}
+	a.mu.Lock()
+	prev, had := a.faults[area]
+	a.faults[area] = msg
+	a.mu.Unlock()
+	if !had || (prev != msg && area != faultResults) {
+		a.log.Warn("agent degraded", "area", area, "reason", msg)
+	}
+}
+
+// clearFault forgets the fault of area.
+func (a *Agent) clearFault(area string) {
+	a.mu.Lock()
+	_, had := a.faults[area]
+	delete(a.faults, area)
+	a.mu.Unlock()
+	if had {
+		a.log.Info("agent healed", "area", area)
+	}
+}

@@ -1,0 +1,80 @@
+package agent_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
+)
+
+// waitUntil polls cond until it holds; the bound only ends a hung test.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestUnwrittenResultsAreRetried blocks a result directory with a regular
+// file: the job's outcome is kept (not reported final), /healthz says
+// degraded naming the cause, and once the file is gone the agent recreates
+// the directory and writes the result exactly once, without a restart.
+func TestUnwrittenResultsAreRetried(t *testing.T) {
+	tests := []struct {
+		name    string
+		blocked string // spool subdirectory replaced by a file
+		job     map[string]any
+		state   result.State
+	}{
+		{"done/ blocked", spool.Done, map[string]any{"version": 1, "id": "heal-done", "domain": "heal-d", "domain_xml": domainXML("heal-d", "pc", ""), "action": "attach"}, result.StateDone},
+		{"failed/ blocked", spool.Failed, map[string]any{"version": 1, "id": "heal-failed", "domain": "no-such-domain", "action": "attach"}, result.StateFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := startAgent(t, "", nil)
+			dir := h.spool.Dir(tt.blocked)
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dir, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			id := tt.job["id"].(string)
+			h.drop(id, tt.job)
+			var health map[string]any
+			waitUntil(t, "results_pending 1", func() bool {
+				health = h.agent.Health()
+				return health["results_pending"] == 1
+			})
+			reasons, _ := health["reasons"].([]string)
+			if health["status"] != "degraded" || !strings.Contains(strings.Join(reasons, "\n"), "not a directory") {
+				t.Errorf("health while the result cannot be written: %v, want degraded naming the cause", health)
+			}
+			if r, _ := h.agent.Job(id); r.State.Final() {
+				t.Errorf("job reported %s before its result was written", r.State)
+			}
+			if _, err := os.Lstat(filepath.Join(h.spool.Dir(spool.Processing), id+".json")); err != nil {
+				t.Errorf("the job left processing/ before its result was written: %v", err)
+			}
+			if err := os.Remove(dir); err != nil {
+				t.Fatal(err)
+			}
+			r := h.result(id)
+			if r.State != tt.state {
+				t.Errorf("state %s (%+v), want %s", r.State, r.Error, tt.state)
+			}
+			waitUntil(t, "healthy again", func() bool { return h.agent.Health()["status"] == "ok" })
+			if got, _ := h.agent.Job(id); got.State != tt.state {
+				t.Errorf("API state %s, want %s", got.State, tt.state)
+			}
+		})
+	}
+}
