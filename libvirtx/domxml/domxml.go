@@ -2,10 +2,39 @@
 // replaces and removes the payload CD-ROM and answers the questions the
 // agent asks about a domain (name, UUID, machine type, referenced files).
 //
-// Every function parses the XML into an etree document and changes only the
-// elements it is about, so everything else (unknown elements, attributes,
-// comments, metadata, whitespace) survives unchanged. Nothing is round-tripped
-// through partial Go structs. Malformed input returns an error, never panics.
+// Two models are used, one per kind of work:
+//
+//   - Reading uses libvirt's typed model, libvirt.org/go/libvirtxml:
+//     FindPayload, ChooseDevice, DomainName, DomainUUID, Machine and the
+//     reading half of SetPayloadCDROM and RemovePayloadCDROM decode a
+//     partial view of the domain (type, name, UUID, <os><type>, and the
+//     <disk> and <controller> devices as libvirtxml.DomainDisk and
+//     libvirtxml.DomainController); the payload drive is found, and a free
+//     target chosen, on those structs. Only that view is decoded, so
+//     elements libvirtxml does not know elsewhere in the domain do not
+//     matter.
+//   - Building the payload drive uses the typed model too: it is a
+//     libvirtxml.DomainDisk, marshalled by encoding/xml. PayloadDeviceXML
+//     (media change, hot-plug) and SetPayloadCDROM parse that marshalled
+//     element into the tree and write it with the serializer below, so the
+//     drive comes out in libvirt's own layout (single-quoted attributes,
+//     empty elements closed as <readonly/>). Nothing builds a <disk> by
+//     string or element by element.
+//   - Editing a whole definition that is redefined afterwards
+//     (SetPayloadCDROM, RemovePayloadCDROM, SetMetadata, RemoveMetadata)
+//     is a tree edit on an etree document: only the payload <disk> (or the
+//     metadata element) is replaced, inserted or removed, and everything
+//     else (elements and attributes libvirtxml may not know, comments,
+//     metadata, whitespace) is written back byte for byte. A round trip
+//     through the typed model would drop what it does not know. The tree
+//     element of a disk is the one at the same position among the
+//     <devices><disk> elements as its decoded struct.
+//   - ReferencedFiles stays a tree walk: the orphan GC must see every
+//     <source file=...> under a disk, wherever it sits (backing chains,
+//     mirrors, data stores, elements newer than libvirtxml), because a file
+//     it misses is deleted while in use.
+//
+// Malformed input returns an error wrapping ErrInvalidXML, never panics.
 package domxml
 
 import (
@@ -15,7 +44,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/beevik/etree"
@@ -102,29 +130,27 @@ func serialize(doc *etree.Document) (string, error) {
 
 // DomainName returns the domain's <name>.
 func DomainName(domainXML string) (string, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return "", err
 	}
-	el := root.SelectElement("name")
-	if el == nil || strings.TrimSpace(el.Text()) == "" {
+	if v.Name == nil || strings.TrimSpace(*v.Name) == "" {
 		return "", fmt.Errorf("reading domain name: %w: no <name>", ErrInvalidXML)
 	}
-	return strings.TrimSpace(el.Text()), nil
+	return strings.TrimSpace(*v.Name), nil
 }
 
 // DomainUUID returns the domain's <uuid>, or "" when the XML has none (libvirt
 // then generates one at definition time).
 func DomainUUID(domainXML string) (string, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return "", err
 	}
-	el := root.SelectElement("uuid")
-	if el == nil {
+	if v.UUID == nil {
 		return "", nil
 	}
-	return strings.TrimSpace(el.Text()), nil
+	return strings.TrimSpace(*v.UUID), nil
 }
 
 // MachineInfo is what the domain says about its virtual hardware platform.
@@ -140,18 +166,18 @@ type MachineInfo struct {
 
 // Machine returns the domain's type, architecture and machine type.
 func Machine(domainXML string) (MachineInfo, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return MachineInfo{}, err
 	}
-	return machineOf(root), nil
+	return machineOf(v), nil
 }
 
-func machineOf(root *etree.Element) MachineInfo {
-	mi := MachineInfo{Type: root.SelectAttrValue("type", "")}
-	if t := root.FindElement("./os/type"); t != nil {
-		mi.Arch = t.SelectAttrValue("arch", "")
-		mi.Machine = t.SelectAttrValue("machine", "")
+func machineOf(v *domainView) MachineInfo {
+	mi := MachineInfo{Type: v.Type}
+	if t := v.OS.Type; t != nil {
+		mi.Arch = t.Arch
+		mi.Machine = t.Machine
 	}
 	return mi
 }
@@ -225,15 +251,6 @@ func targetName(prefix string, idx int) string {
 		b = append([]byte{byte('a' + n%26)}, b...)
 	}
 	return prefix + string(b)
-}
-
-// atoi parses a libvirt integer attribute (decimal or 0x hex).
-func atoi(s string) (int, bool) {
-	v, err := strconv.ParseInt(s, 0, 32)
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	return int(v), true
 }
 
 // checkImagePath rejects paths libvirt would misinterpret.
