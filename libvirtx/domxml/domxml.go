@@ -91,31 +91,71 @@ func parse(domainXML string) (*etree.Document, *etree.Element, error) {
 // and nothing but whitespace, comments and processing instructions may
 // surround the root element.
 func wellFormed(s string) error {
+	_, _, err := scan(s)
+	return err
+}
+
+// checkDomain is parse's check without building the tree, for the functions
+// that only read: the input is well-formed and has exactly one root element,
+// an unprefixed <domain>.
+func checkDomain(domainXML string) error {
+	roots, root, err := scan(domainXML)
+	if err != nil {
+		return fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
+	}
+	if roots != 1 {
+		return fmt.Errorf("parsing domain XML: %w: want exactly one root element, got %d", ErrInvalidXML, roots)
+	}
+	if root != "domain" {
+		return fmt.Errorf("parsing domain XML: %w: root element is <%s>, want <domain>", ErrInvalidXML, root)
+	}
+	return nil
+}
+
+// scan tokenizes s strictly (see wellFormed) and returns the number of root
+// elements and the first root's name as written, prefix included.
+func scan(s string) (roots int, root string, err error) {
 	dec := xml.NewDecoder(strings.NewReader(s))
 	dec.Strict = true
 	depth := 0
 	for {
+		off := dec.InputOffset()
 		tok, err := dec.Token()
 		if err == io.EOF {
 			if depth != 0 {
-				return errors.New("unexpected end of input")
+				return roots, root, errors.New("unexpected end of input")
 			}
-			return nil
+			return roots, root, nil
 		}
 		if err != nil {
-			return err
+			return roots, root, err
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
+			if depth == 0 {
+				if roots == 0 {
+					root = rawName(s[off:])
+				}
+				roots++
+			}
 			depth++
 		case xml.EndElement:
 			depth--
 		case xml.CharData:
 			if depth == 0 && len(bytes.TrimSpace(t)) > 0 {
-				return errors.New("text outside the root element")
+				return roots, root, errors.New("text outside the root element")
 			}
 		}
 	}
+}
+
+// rawName returns the element name at the start of a start tag ("<x:a ...").
+func rawName(tag string) string {
+	tag = strings.TrimPrefix(tag, "<")
+	if i := strings.IndexAny(tag, " \t\r\n/>"); i >= 0 {
+		return tag[:i]
+	}
+	return tag
 }
 
 // serialize writes doc back to a string.

@@ -29,9 +29,10 @@ type domainView struct {
 	} `xml:"devices"`
 }
 
-// readDomain checks domainXML like parse and decodes its domainView.
+// readDomain checks domainXML like parse (without building a tree) and
+// decodes its domainView.
 func readDomain(domainXML string) (*domainView, error) {
-	if _, _, err := parse(domainXML); err != nil {
+	if err := checkDomain(domainXML); err != nil {
 		return nil, err
 	}
 	return decodeView(domainXML)

@@ -2,6 +2,7 @@ package domxml
 
 import (
 	"encoding/xml"
+	"errors"
 	"strings"
 	"testing"
 
@@ -96,4 +97,50 @@ func TestSetPayloadCDROMKeepsDrive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckDomainAgreesWithParse checks that the read-only check accepts
+// exactly what parse accepts.
+func TestCheckDomainAgreesWithParse(t *testing.T) {
+	tests := []struct {
+		name, in string
+		ok       bool
+	}{
+		{"plain", "<domain><name>a</name></domain>", true},
+		{"prolog and comments", "<?xml version='1.0'?>\n<!-- c --><domain/>\n", true},
+		{"default namespace", "<domain xmlns='urn:x'/>", true},
+		{"prefixed root", "<x:domain xmlns:x='urn:x'/>", false},
+		{"other root", "<network/>", false},
+		{"two roots", "<domain/><domain/>", false},
+		{"no root", "<!-- c -->", false},
+		{"text after root", "<domain/>x", false},
+		{"unclosed", "<domain><name>", false},
+		{"mismatched", "<domain></name>", false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errCheck := checkDomain(tt.in)
+			_, _, errParse := parse(tt.in)
+			if (errCheck == nil) != tt.ok || (errParse == nil) != tt.ok {
+				t.Errorf("checkDomain: %v, parse: %v; want ok=%v", errCheck, errParse, tt.ok)
+			}
+			if errCheck != nil && !errors.Is(errCheck, ErrInvalidXML) {
+				t.Errorf("checkDomain error %v does not wrap ErrInvalidXML", errCheck)
+			}
+		})
+	}
+}
+
+// FuzzCheckDomain checks that checkDomain and parse agree on any input.
+func FuzzCheckDomain(f *testing.F) {
+	f.Add("<domain><devices><disk/></devices></domain>")
+	f.Add("<x:domain xmlns:x='u'/>")
+	f.Fuzz(func(t *testing.T, x string) {
+		errCheck := checkDomain(x)
+		_, _, errParse := parse(x)
+		if (errCheck == nil) != (errParse == nil) {
+			t.Fatalf("checkDomain: %v, parse: %v", errCheck, errParse)
+		}
+	})
 }
