@@ -178,9 +178,9 @@ func controllers(v *domainView, typ, preferModel string) (idx []int, preferred i
 		if c.Type != typ {
 			continue
 		}
-		i := 0
-		if c.Index != nil {
-			i = int(*c.Index)
+		i, ok := uintAttr(c.Index)
+		if !ok {
+			continue
 		}
 		idx = append(idx, i)
 		if preferModel != "" && c.Model == preferModel && (preferred < 0 || i < preferred) {

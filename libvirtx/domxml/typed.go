@@ -3,6 +3,7 @@ package domxml
 import (
 	"encoding/xml"
 	"fmt"
+	"math"
 
 	"github.com/beevik/etree"
 	"libvirt.org/go/libvirtxml"
@@ -94,13 +95,29 @@ func driveAddress(a *libvirtxml.DomainAddress) *DriveAddress {
 	if a == nil || a.Drive == nil {
 		return nil
 	}
-	u := func(p *uint) int {
-		if p == nil {
-			return 0
+	var da DriveAddress
+	for _, f := range []struct {
+		src *uint
+		dst *int
+	}{{a.Drive.Controller, &da.Controller}, {a.Drive.Bus, &da.Bus}, {a.Drive.Target, &da.Target}, {a.Drive.Unit, &da.Unit}} {
+		var ok bool
+		if *f.dst, ok = uintAttr(f.src); !ok {
+			return nil
 		}
-		return int(*p)
 	}
-	return &DriveAddress{Controller: u(a.Drive.Controller), Bus: u(a.Drive.Bus), Target: u(a.Drive.Target), Unit: u(a.Drive.Unit)}
+	return &da
+}
+
+// uintAttr converts an optional unsigned attribute libvirtxml decoded: 0
+// when absent, false when it does not fit an int32 (libvirt's limit).
+func uintAttr(p *uint) (int, bool) {
+	if p == nil {
+		return 0, true
+	}
+	if *p > math.MaxInt32 {
+		return 0, false
+	}
+	return int(*p), true
 }
 
 // payloadDisk is the typed payload drive: a raw file with

@@ -144,3 +144,24 @@ func FuzzCheckDomain(f *testing.F) {
 		}
 	})
 }
+
+func TestUintAttr(t *testing.T) {
+	u := func(n uint) *uint { return &n }
+	tests := []struct {
+		in     *uint
+		want   int
+		wantOK bool
+	}{
+		{nil, 0, true},
+		{u(0), 0, true},
+		{u(7), 7, true},
+		{u(1<<31 - 1), 1<<31 - 1, true},
+		{u(1 << 31), 0, false},
+		{u(^uint(0)), 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := uintAttr(tt.in); got != tt.want || ok != tt.wantOK {
+			t.Errorf("uintAttr(%v) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
