@@ -15,7 +15,8 @@
 //     matter.
 //   - Building the payload drive uses the typed model too: it is a
 //     libvirtxml.DomainDisk, marshalled by encoding/xml. PayloadDeviceXML
-//     (media change, hot-plug) and SetPayloadCDROM parse that marshalled
+//     (media change, hot-plug, unplug), EjectedDeviceXML (eject) and
+//     SetPayloadCDROM parse that marshalled
 //     element into the tree and write it with the serializer below, so the
 //     drive comes out in libvirt's own layout (single-quoted attributes,
 //     empty elements closed as <readonly/>). Nothing builds a <disk> by

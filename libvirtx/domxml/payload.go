@@ -432,6 +432,30 @@ func PayloadDeviceXML(imagePath string, dev Device, opts ...Option) (string, err
 	return serialize(doc)
 }
 
+// EjectedDeviceXML renders the payload CD-ROM dev without a <source> (a
+// file source with no file, which libvirtxml leaves out), for
+// Domain.UpdateDeviceFlags: libvirt reads a CD-ROM without a source as
+// "eject the medium". Only CD-ROMs have a medium to eject.
+func EjectedDeviceXML(dev Device) (string, error) {
+	if dev.Target == "" {
+		return "", fmt.Errorf("rendering ejected payload drive: no target device")
+	}
+	if k := dev.Kind.orCDROM(); k != KindCDROM {
+		return "", fmt.Errorf("rendering ejected payload drive: a %s has no medium to eject", k)
+	}
+	if err := checkBus(dev); err != nil {
+		return "", fmt.Errorf("rendering ejected payload drive: %w", err)
+	}
+	d := payloadDisk("", dev, options{}, nil, nil)
+	d.Source = &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{}}
+	disk, err := diskElement(d)
+	if err != nil {
+		return "", fmt.Errorf("rendering ejected payload drive: %w", err)
+	}
+	indent(disk, "", "  ")
+	return serialize(etree.NewDocumentWithRoot(disk))
+}
+
 // SetPayloadCDROM puts the payload CD-ROM with imagePath into a domain
 // definition and returns the new XML, the drive's device and whether an
 // existing payload drive was replaced.

@@ -165,3 +165,37 @@ func TestUintAttr(t *testing.T) {
 		}
 	}
 }
+
+func TestEjectedDeviceXML(t *testing.T) {
+	tests := []struct {
+		name    string
+		dev     Device
+		want    string
+		wantErr bool
+	}{
+		{name: "sata", dev: Device{Kind: KindCDROM, Bus: BusSATA, Target: "sdb"},
+			want: "<disk type='file' device='cdrom'>\n  <driver name='qemu' type='raw'/>\n  <target dev='sdb' bus='sata'/>\n  <readonly/>\n  <alias name='ua-vmpayload'/>\n</disk>"},
+		{name: "scsi with address", dev: Device{Bus: BusSCSI, Target: "sda", Address: &DriveAddress{Unit: 2}},
+			want: "<disk type='file' device='cdrom'>\n  <driver name='qemu' type='raw'/>\n  <target dev='sda' bus='scsi'/>\n  <readonly/>\n  <alias name='ua-vmpayload'/>\n  <address type='drive' controller='0' bus='0' target='0' unit='2'/>\n</disk>"},
+		{name: "disk has no medium", dev: Device{Kind: KindDisk, Bus: BusVirtio, Target: "vdb"}, wantErr: true},
+		{name: "no target", dev: Device{Bus: BusIDE}, wantErr: true},
+		{name: "virtio cdrom", dev: Device{Bus: BusVirtio, Target: "vdb"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := EjectedDeviceXML(tt.dev)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+			if err == nil {
+				p, found, err := FindPayload("<domain><devices>" + got + "</devices></domain>")
+				if err != nil || !found || p.Path != "" || p.Target != tt.dev.Target {
+					t.Errorf("read back %+v found=%v err=%v", p, found, err)
+				}
+			}
+		})
+	}
+}
