@@ -13,6 +13,7 @@ require (
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.49.0
 	libvirt.org/go/libvirt v1.10000.0
+	libvirt.org/go/libvirtxml v1.10000.0
 )
 
 require (

@@ -23,6 +23,7 @@ targets=(
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
 	"./libvirtx/domxml FuzzSetPayloadCDROM"
+	"./libvirtx/domxml FuzzCheckDomain"
 )
 
 failed=0

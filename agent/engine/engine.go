@@ -666,10 +666,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	} else if dom.Active {
 		// Eject the medium from the live drive (IDE/SATA drives cannot be
 		// unplugged while running); the drive leaves the definition below.
-		x, err := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
-		if err == nil {
-			x, err = ejected(x)
-		}
+		x, err := domxml.EjectedDeviceXML(cur.Device)
 		if err != nil {
 			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 		}
@@ -691,20 +688,6 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		e.removeImage(cur.Path, "detach")
 	}
 	return nil
-}
-
-// ejected drops the <source> of a single-disk XML, which libvirt reads as
-// "eject the medium".
-func ejected(diskXML string) (string, error) {
-	i := strings.Index(diskXML, "<source ")
-	if i < 0 {
-		return diskXML, nil
-	}
-	j := strings.Index(diskXML[i:], "/>")
-	if j < 0 {
-		return "", fmt.Errorf("unexpected payload disk XML")
-	}
-	return diskXML[:i] + diskXML[i+j+2:], nil
 }
 
 // Owns reports whether path is an image this agent manages: a file directly

@@ -2,10 +2,40 @@
 // replaces and removes the payload CD-ROM and answers the questions the
 // agent asks about a domain (name, UUID, machine type, referenced files).
 //
-// Every function parses the XML into an etree document and changes only the
-// elements it is about, so everything else (unknown elements, attributes,
-// comments, metadata, whitespace) survives unchanged. Nothing is round-tripped
-// through partial Go structs. Malformed input returns an error, never panics.
+// Two models are used, one per kind of work:
+//
+//   - Reading uses libvirt's typed model, libvirt.org/go/libvirtxml:
+//     FindPayload, ChooseDevice, DomainName, DomainUUID, Machine and the
+//     reading half of SetPayloadCDROM and RemovePayloadCDROM decode a
+//     partial view of the domain (type, name, UUID, <os><type>, and the
+//     <disk> and <controller> devices as libvirtxml.DomainDisk and
+//     libvirtxml.DomainController); the payload drive is found, and a free
+//     target chosen, on those structs. Only that view is decoded, so
+//     elements libvirtxml does not know elsewhere in the domain do not
+//     matter.
+//   - Building the payload drive uses the typed model too: it is a
+//     libvirtxml.DomainDisk, marshalled by encoding/xml. PayloadDeviceXML
+//     (media change, hot-plug, unplug), EjectedDeviceXML (eject) and
+//     SetPayloadCDROM parse that marshalled
+//     element into the tree and write it with the serializer below, so the
+//     drive comes out in libvirt's own layout (single-quoted attributes,
+//     empty elements closed as <readonly/>). Nothing builds a <disk> by
+//     string or element by element.
+//   - Editing a whole definition that is redefined afterwards
+//     (SetPayloadCDROM, RemovePayloadCDROM, SetMetadata, RemoveMetadata)
+//     is a tree edit on an etree document: only the payload <disk> (or the
+//     metadata element) is replaced, inserted or removed, and everything
+//     else (elements and attributes libvirtxml may not know, comments,
+//     metadata, whitespace) is written back byte for byte. A round trip
+//     through the typed model would drop what it does not know. The tree
+//     element of a disk is the one at the same position among the
+//     <devices><disk> elements as its decoded struct.
+//   - ReferencedFiles stays a tree walk: the orphan GC must see every
+//     <source file=...> under a disk, wherever it sits (backing chains,
+//     mirrors, data stores, elements newer than libvirtxml), because a file
+//     it misses is deleted while in use.
+//
+// Malformed input returns an error wrapping ErrInvalidXML, never panics.
 package domxml
 
 import (
@@ -15,7 +45,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/beevik/etree"
@@ -63,31 +92,71 @@ func parse(domainXML string) (*etree.Document, *etree.Element, error) {
 // and nothing but whitespace, comments and processing instructions may
 // surround the root element.
 func wellFormed(s string) error {
+	_, _, err := scan(s)
+	return err
+}
+
+// checkDomain is parse's check without building the tree, for the functions
+// that only read: the input is well-formed and has exactly one root element,
+// an unprefixed <domain>.
+func checkDomain(domainXML string) error {
+	roots, root, err := scan(domainXML)
+	if err != nil {
+		return fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
+	}
+	if roots != 1 {
+		return fmt.Errorf("parsing domain XML: %w: want exactly one root element, got %d", ErrInvalidXML, roots)
+	}
+	if root != "domain" {
+		return fmt.Errorf("parsing domain XML: %w: root element is <%s>, want <domain>", ErrInvalidXML, root)
+	}
+	return nil
+}
+
+// scan tokenizes s strictly (see wellFormed) and returns the number of root
+// elements and the first root's name as written, prefix included.
+func scan(s string) (roots int, root string, err error) {
 	dec := xml.NewDecoder(strings.NewReader(s))
 	dec.Strict = true
 	depth := 0
 	for {
+		off := dec.InputOffset()
 		tok, err := dec.Token()
 		if err == io.EOF {
 			if depth != 0 {
-				return errors.New("unexpected end of input")
+				return roots, root, errors.New("unexpected end of input")
 			}
-			return nil
+			return roots, root, nil
 		}
 		if err != nil {
-			return err
+			return roots, root, err
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
+			if depth == 0 {
+				if roots == 0 {
+					root = rawName(s[off:])
+				}
+				roots++
+			}
 			depth++
 		case xml.EndElement:
 			depth--
 		case xml.CharData:
 			if depth == 0 && len(bytes.TrimSpace(t)) > 0 {
-				return errors.New("text outside the root element")
+				return roots, root, errors.New("text outside the root element")
 			}
 		}
 	}
+}
+
+// rawName returns the element name at the start of a start tag ("<x:a ...").
+func rawName(tag string) string {
+	tag = strings.TrimPrefix(tag, "<")
+	if i := strings.IndexAny(tag, " \t\r\n/>"); i >= 0 {
+		return tag[:i]
+	}
+	return tag
 }
 
 // serialize writes doc back to a string.
@@ -102,29 +171,27 @@ func serialize(doc *etree.Document) (string, error) {
 
 // DomainName returns the domain's <name>.
 func DomainName(domainXML string) (string, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return "", err
 	}
-	el := root.SelectElement("name")
-	if el == nil || strings.TrimSpace(el.Text()) == "" {
+	if v.Name == nil || strings.TrimSpace(*v.Name) == "" {
 		return "", fmt.Errorf("reading domain name: %w: no <name>", ErrInvalidXML)
 	}
-	return strings.TrimSpace(el.Text()), nil
+	return strings.TrimSpace(*v.Name), nil
 }
 
 // DomainUUID returns the domain's <uuid>, or "" when the XML has none (libvirt
 // then generates one at definition time).
 func DomainUUID(domainXML string) (string, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return "", err
 	}
-	el := root.SelectElement("uuid")
-	if el == nil {
+	if v.UUID == nil {
 		return "", nil
 	}
-	return strings.TrimSpace(el.Text()), nil
+	return strings.TrimSpace(*v.UUID), nil
 }
 
 // MachineInfo is what the domain says about its virtual hardware platform.
@@ -140,18 +207,18 @@ type MachineInfo struct {
 
 // Machine returns the domain's type, architecture and machine type.
 func Machine(domainXML string) (MachineInfo, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return MachineInfo{}, err
 	}
-	return machineOf(root), nil
+	return machineOf(v), nil
 }
 
-func machineOf(root *etree.Element) MachineInfo {
-	mi := MachineInfo{Type: root.SelectAttrValue("type", "")}
-	if t := root.FindElement("./os/type"); t != nil {
-		mi.Arch = t.SelectAttrValue("arch", "")
-		mi.Machine = t.SelectAttrValue("machine", "")
+func machineOf(v *domainView) MachineInfo {
+	mi := MachineInfo{Type: v.Type}
+	if t := v.OS.Type; t != nil {
+		mi.Arch = t.Arch
+		mi.Machine = t.Machine
 	}
 	return mi
 }
@@ -225,15 +292,6 @@ func targetName(prefix string, idx int) string {
 		b = append([]byte{byte('a' + n%26)}, b...)
 	}
 	return prefix + string(b)
-}
-
-// atoi parses a libvirt integer attribute (decimal or 0x hex).
-func atoi(s string) (int, bool) {
-	v, err := strconv.ParseInt(s, 0, 32)
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	return int(v), true
 }
 
 // checkImagePath rejects paths libvirt would misinterpret.

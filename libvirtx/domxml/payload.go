@@ -2,10 +2,10 @@ package domxml
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/beevik/etree"
+	"libvirt.org/go/libvirtxml"
 )
 
 // Bus is the bus the payload drive is attached to.
@@ -127,63 +127,18 @@ func WithoutDACRelabel() Option {
 	return func(o *options) { o.noRelabel = true }
 }
 
-// findPayloadDisk returns the first <disk> whose alias is PayloadAlias.
-func findPayloadDisk(root *etree.Element) *etree.Element {
-	for _, disk := range root.FindElements("./devices/disk") {
-		if a := disk.SelectElement("alias"); a != nil && a.SelectAttrValue("name", "") == PayloadAlias {
-			return disk
-		}
-	}
-	return nil
-}
-
-// readAddress reads a disk's <address type='drive'>, if any.
-func readAddress(disk *etree.Element) *DriveAddress {
-	a := disk.SelectElement("address")
-	if a == nil || a.SelectAttrValue("type", "") != "drive" {
-		return nil
-	}
-	var da DriveAddress
-	var ok bool
-	for _, f := range []struct {
-		attr string
-		dst  *int
-	}{{"controller", &da.Controller}, {"bus", &da.Bus}, {"target", &da.Target}, {"unit", &da.Unit}} {
-		v := a.SelectAttrValue(f.attr, "0")
-		if *f.dst, ok = atoi(v); !ok {
-			return nil
-		}
-	}
-	return &da
-}
-
 // FindPayload reports the payload CD-ROM of a domain (the disk with alias
 // PayloadAlias).
 func FindPayload(domainXML string) (PayloadDisk, bool, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return PayloadDisk{}, false, err
 	}
-	disk := findPayloadDisk(root)
-	if disk == nil {
+	idx := payloadIndexes(v.Devices.Disks)
+	if len(idx) == 0 {
 		return PayloadDisk{}, false, nil
 	}
-	return payloadOf(disk), true, nil
-}
-
-func payloadOf(disk *etree.Element) PayloadDisk {
-	var p PayloadDisk
-	if src := disk.SelectElement("source"); src != nil {
-		p.Path = src.SelectAttrValue("file", "")
-	}
-	if t := disk.SelectElement("target"); t != nil {
-		p.Target = t.SelectAttrValue("dev", "")
-		p.Bus = Bus(t.SelectAttrValue("bus", ""))
-		p.TrayOpen = t.SelectAttrValue("tray", "") == "open"
-	}
-	p.Kind = Kind(disk.SelectAttrValue("device", string(KindDisk)))
-	p.Address = readAddress(disk)
-	return p
+	return payloadOf(&v.Devices.Disks[idx[0]]), true, nil
 }
 
 // ChooseDevice picks bus and target for a new payload drive: a CD-ROM, or a
@@ -208,47 +163,47 @@ func payloadOf(disk *etree.Element) PayloadDisk {
 // drive gets an explicit address on the virtio-scsi controller (the
 // lowest-indexed one; any SCSI controller if none is virtio-scsi).
 func ChooseDevice(domainXML string, bus Bus, opts ...Option) (Device, error) {
-	_, root, err := parse(domainXML)
+	v, err := readDomain(domainXML)
 	if err != nil {
 		return Device{}, err
 	}
-	return chooseDevice(root, bus, newOptions(opts).kind, nil)
+	return chooseDevice(v, bus, newOptions(opts).kind, -1)
 }
 
 // controllers returns the indexes of controllers of a type, in order, and the
 // index of the first one whose model is preferred ("" model means any).
-func controllers(root *etree.Element, typ, preferModel string) (idx []int, preferred int) {
+func controllers(v *domainView, typ, preferModel string) (idx []int, preferred int) {
 	preferred = -1
-	for _, c := range root.FindElements("./devices/controller") {
-		if c.SelectAttrValue("type", "") != typ {
+	for _, c := range v.Devices.Controllers {
+		if c.Type != typ {
 			continue
 		}
-		i, ok := atoi(c.SelectAttrValue("index", "0"))
+		i, ok := uintAttr(c.Index)
 		if !ok {
 			continue
 		}
 		idx = append(idx, i)
-		if preferModel != "" && c.SelectAttrValue("model", "") == preferModel && (preferred < 0 || i < preferred) {
+		if preferModel != "" && c.Model == preferModel && (preferred < 0 || i < preferred) {
 			preferred = i
 		}
 	}
 	return idx, preferred
 }
 
-func chooseBus(root *etree.Element, bus Bus, kind Kind) (Bus, error) {
+func chooseBus(v *domainView, bus Bus, kind Kind) (Bus, error) {
 	if kind == KindDisk {
 		switch bus {
 		case BusSCSI, BusVirtio:
 			return bus, nil
 		case BusAuto, "":
-			if scsi, _ := controllers(root, "scsi", ""); len(scsi) > 0 {
+			if scsi, _ := controllers(v, "scsi", ""); len(scsi) > 0 {
 				return BusSCSI, nil
 			}
 			return BusVirtio, nil
 		}
 		return "", fmt.Errorf("choosing payload disk bus: %q has no read-only disks in QEMU; use scsi, virtio or auto", bus)
 	}
-	mi := machineOf(root)
+	mi := machineOf(v)
 	switch bus {
 	case BusIDE:
 		if IsQ35(mi.Machine) {
@@ -268,7 +223,7 @@ func chooseBus(root *etree.Element, bus Bus, kind Kind) (Bus, error) {
 	default:
 		return "", fmt.Errorf("choosing CD-ROM bus: unknown bus %q", bus)
 	}
-	if scsi, _ := controllers(root, "scsi", ""); len(scsi) > 0 {
+	if scsi, _ := controllers(v, "scsi", ""); len(scsi) > 0 {
 		return BusSCSI, nil
 	}
 	switch {
@@ -277,10 +232,10 @@ func chooseBus(root *etree.Element, bus Bus, kind Kind) (Bus, error) {
 	case IsI440FX(mi.Machine), mi.Machine == "" && isX86(mi.Arch):
 		return BusIDE, nil
 	}
-	if sata, _ := controllers(root, "sata", ""); len(sata) > 0 {
+	if sata, _ := controllers(v, "sata", ""); len(sata) > 0 {
 		return BusSATA, nil
 	}
-	if ide, _ := controllers(root, "ide", ""); len(ide) > 0 {
+	if ide, _ := controllers(v, "ide", ""); len(ide) > 0 {
 		return BusIDE, nil
 	}
 	return BusSCSI, nil
@@ -288,32 +243,29 @@ func chooseBus(root *etree.Element, bus Bus, kind Kind) (Bus, error) {
 
 type addrKey struct{ controller, bus, target, unit int }
 
-// chooseDevice picks the device; skip is a disk to ignore (being replaced).
-func chooseDevice(root *etree.Element, bus Bus, kind Kind, skip *etree.Element) (Device, error) {
+// chooseDevice picks the device; skip is the index in v.Devices.Disks of a
+// disk to ignore (being replaced), or -1.
+func chooseDevice(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 	kind = kind.orCDROM()
-	dev, err := chooseTarget(root, bus, kind, skip)
+	dev, err := chooseTarget(v, bus, kind, skip)
 	dev.Kind = kind
 	return dev, err
 }
 
-func chooseTarget(root *etree.Element, bus Bus, kind Kind, skip *etree.Element) (Device, error) {
-	b, err := chooseBus(root, bus, kind)
+func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
+	b, err := chooseBus(v, bus, kind)
 	if err != nil {
 		return Device{}, err
 	}
 	usedTargets := map[string]bool{}
 	usedAddr := map[addrKey]bool{}
-	for _, disk := range root.FindElements("./devices/disk") {
-		if disk == skip {
+	for i, disk := range v.Devices.Disks {
+		if i == skip || disk.Target == nil {
 			continue
 		}
-		t := disk.SelectElement("target")
-		if t == nil {
-			continue
-		}
-		dev := t.SelectAttrValue("dev", "")
+		dev := disk.Target.Dev
 		usedTargets[dev] = true
-		dbus := Bus(t.SelectAttrValue("bus", ""))
+		dbus := Bus(disk.Target.Bus)
 		if dbus == "" {
 			// libvirt derives the bus from the name when it is absent.
 			switch {
@@ -328,7 +280,7 @@ func chooseTarget(root *etree.Element, bus Bus, kind Kind, skip *etree.Element) 
 		if dbus != b {
 			continue
 		}
-		if a := readAddress(disk); a != nil {
+		if a := driveAddress(disk.Address); a != nil {
 			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
 		} else if a, ok := impliedAddress(b, dev); ok {
 			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
@@ -354,7 +306,7 @@ func chooseTarget(root *etree.Element, bus Bus, kind Kind, skip *etree.Element) 
 		}
 		return Device{}, fmt.Errorf("choosing IDE target: %w: hda-hdd are taken", ErrNoFreeTarget)
 	case BusSATA:
-		sata, _ := controllers(root, "sata", "")
+		sata, _ := controllers(v, "sata", "")
 		n := max(len(sata), 1)
 		for i := 0; i < 6*n; i++ {
 			name := targetName("sd", i)
@@ -367,7 +319,7 @@ func chooseTarget(root *etree.Element, bus Bus, kind Kind, skip *etree.Element) 
 	}
 
 	// SCSI: explicit address on the preferred controller.
-	scsi, virtio := controllers(root, "scsi", "virtio-scsi")
+	scsi, virtio := controllers(v, "scsi", "virtio-scsi")
 	ctrl, maxUnit := 0, 7
 	switch {
 	case virtio >= 0:
@@ -423,44 +375,6 @@ func impliedAddress(b Bus, dev string) (DriveAddress, bool) {
 	return DriveAddress{}, false
 }
 
-// buildDisk creates the payload <disk> element (unindented).
-func buildDisk(imagePath string, dev Device, o options) *etree.Element {
-	disk := etree.NewElement("disk")
-	disk.CreateAttr("type", "file")
-	disk.CreateAttr("device", string(dev.Kind.orCDROM()))
-	drv := disk.CreateElement("driver")
-	drv.CreateAttr("name", "qemu")
-	drv.CreateAttr("type", "raw")
-	src := disk.CreateElement("source")
-	src.CreateAttr("file", imagePath)
-	src.CreateAttr("startupPolicy", "optional")
-	if o.noRelabel {
-		sl := src.CreateElement("seclabel")
-		sl.CreateAttr("model", "dac")
-		sl.CreateAttr("relabel", "no")
-	}
-	tgt := disk.CreateElement("target")
-	tgt.CreateAttr("dev", dev.Target)
-	tgt.CreateAttr("bus", string(dev.Bus))
-	disk.CreateElement("readonly")
-	disk.CreateElement("alias").CreateAttr("name", PayloadAlias)
-	if a := dev.Address; a != nil {
-		disk.AddChild(addressElement(*a))
-	}
-	return disk
-}
-
-// addressElement renders a drive address.
-func addressElement(a DriveAddress) *etree.Element {
-	ad := etree.NewElement("address")
-	ad.CreateAttr("type", "drive")
-	ad.CreateAttr("controller", strconv.Itoa(a.Controller))
-	ad.CreateAttr("bus", strconv.Itoa(a.Bus))
-	ad.CreateAttr("target", strconv.Itoa(a.Target))
-	ad.CreateAttr("unit", strconv.Itoa(a.Unit))
-	return ad
-}
-
 // checkBus reports whether a drive of dev's kind can sit on dev's bus.
 func checkBus(dev Device) error {
 	switch dev.Kind.orCDROM() {
@@ -509,10 +423,37 @@ func PayloadDeviceXML(imagePath string, dev Device, opts ...Option) (string, err
 	if err := checkBus(dev); err != nil {
 		return "", fmt.Errorf("rendering payload disk: %w", err)
 	}
-	disk := buildDisk(imagePath, dev, o)
+	disk, err := diskElement(payloadDisk(imagePath, dev, o, nil, nil))
+	if err != nil {
+		return "", fmt.Errorf("rendering payload disk: %w", err)
+	}
 	indent(disk, "", "  ")
 	doc := etree.NewDocumentWithRoot(disk)
 	return serialize(doc)
+}
+
+// EjectedDeviceXML renders the payload CD-ROM dev without a <source> (a
+// file source with no file, which libvirtxml leaves out), for
+// Domain.UpdateDeviceFlags: libvirt reads a CD-ROM without a source as
+// "eject the medium". Only CD-ROMs have a medium to eject.
+func EjectedDeviceXML(dev Device) (string, error) {
+	if dev.Target == "" {
+		return "", fmt.Errorf("rendering ejected payload drive: no target device")
+	}
+	if k := dev.Kind.orCDROM(); k != KindCDROM {
+		return "", fmt.Errorf("rendering ejected payload drive: a %s has no medium to eject", k)
+	}
+	if err := checkBus(dev); err != nil {
+		return "", fmt.Errorf("rendering ejected payload drive: %w", err)
+	}
+	d := payloadDisk("", dev, options{}, nil, nil)
+	d.Source = &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{}}
+	disk, err := diskElement(d)
+	if err != nil {
+		return "", fmt.Errorf("rendering ejected payload drive: %w", err)
+	}
+	indent(disk, "", "  ")
+	return serialize(etree.NewDocumentWithRoot(disk))
 }
 
 // SetPayloadCDROM puts the payload CD-ROM with imagePath into a domain
@@ -532,45 +473,56 @@ func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 	if err != nil {
 		return "", Device{}, false, err
 	}
+	v, err := decodeView(domainXML)
+	if err != nil {
+		return "", Device{}, false, err
+	}
+	els, err := diskElements(root, v)
+	if err != nil {
+		return "", Device{}, false, err
+	}
 	o := newOptions(opts)
 	devices := root.SelectElement("devices")
 	if devices == nil {
 		devices = root.CreateElement("devices")
 	}
 
-	if old := findPayloadDisk(root); old != nil {
-		cur := payloadOf(old)
-		dev := cur.Device
+	if idx := payloadIndexes(v.Devices.Disks); len(idx) > 0 {
+		cur := &v.Devices.Disks[idx[0]]
+		old := els[idx[0]]
+		dev := payloadOf(cur).Device
 		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil
-		if !keep {
+		var addr *libvirtxml.DomainAddress
+		if keep {
+			addr = cur.Address
+		} else {
 			// A broken drive under our alias, or one of the other kind (a
 			// vfat disk replacing a CD-ROM or back): choose afresh in its
 			// place.
-			if dev, err = chooseDevice(root, bus, o.kind, old); err != nil {
+			if dev, err = chooseDevice(v, bus, o.kind, idx[0]); err != nil {
 				return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 			}
 		}
-		disk := buildDisk(imagePath, Device{Kind: dev.Kind, Bus: dev.Bus, Target: dev.Target}, o)
-		if b := old.SelectElement("boot"); b != nil {
-			disk.InsertChildAt(disk.SelectElement("alias").Index(), b.Copy())
-		}
-		if a := old.SelectElement("address"); a != nil && keep {
-			disk.AddChild(a.Copy())
-		} else if a := dev.Address; a != nil {
-			disk.AddChild(addressElement(*a))
+		disk, err := diskElement(payloadDisk(imagePath, dev, o, addr, cur.Boot))
+		if err != nil {
+			return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 		}
 		indent(disk, leadingIndent(old), indentStep(root))
-		devices.InsertChildAt(old.Index(), disk)
-		devices.RemoveChild(old)
+		parent := old.Parent()
+		parent.InsertChildAt(old.Index(), disk)
+		parent.RemoveChild(old)
 		out, err := serialize(doc)
 		return out, dev, true, err
 	}
 
-	dev, err := chooseDevice(root, bus, o.kind, nil)
+	dev, err := chooseDevice(v, bus, o.kind, -1)
 	if err != nil {
 		return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 	}
-	disk := buildDisk(imagePath, dev, o)
+	disk, err := diskElement(payloadDisk(imagePath, dev, o, nil, nil))
+	if err != nil {
+		return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
+	}
 	insertDevice(devices, disk, indentStep(root))
 	out, err := serialize(doc)
 	return out, dev, false, err
@@ -583,8 +535,17 @@ func RemovePayloadCDROM(domainXML string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
+	v, err := decodeView(domainXML)
+	if err != nil {
+		return "", false, err
+	}
+	els, err := diskElements(root, v)
+	if err != nil {
+		return "", false, err
+	}
 	removed := false
-	for disk := findPayloadDisk(root); disk != nil; disk = findPayloadDisk(root) {
+	for _, i := range payloadIndexes(v.Devices.Disks) {
+		disk := els[i]
 		parent := disk.Parent()
 		i := disk.Index()
 		// Drop the indentation that preceded the element too.

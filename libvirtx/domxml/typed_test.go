@@ -1,0 +1,201 @@
+package domxml
+
+import (
+	"encoding/xml"
+	"errors"
+	"strings"
+	"testing"
+
+	"libvirt.org/go/libvirtxml"
+)
+
+// TestPayloadDeviceXMLTyped reads the rendered drive back with libvirtxml
+// and checks what libvirt relies on.
+func TestPayloadDeviceXMLTyped(t *testing.T) {
+	u := func(n uint) *uint { return &n }
+	tests := []struct {
+		name        string
+		dev         Device
+		opts        []Option
+		wantDevice  string
+		wantRelabel bool
+		wantAddr    *libvirtxml.DomainAddressDrive
+	}{
+		{name: "sata cdrom", dev: Device{Bus: BusSATA, Target: "sdb"}, wantDevice: "cdrom"},
+		{name: "scsi cdrom with address", dev: Device{Bus: BusSCSI, Target: "sdc", Address: &DriveAddress{Controller: 1, Unit: 3}},
+			wantDevice: "cdrom", wantAddr: &libvirtxml.DomainAddressDrive{Controller: u(1), Bus: u(0), Target: u(0), Unit: u(3)}},
+		{name: "ide without relabel", dev: Device{Bus: BusIDE, Target: "hdc"}, opts: []Option{WithoutDACRelabel()},
+			wantDevice: "cdrom", wantRelabel: true},
+		{name: "virtio disk", dev: Device{Bus: BusVirtio, Target: "vdb"}, opts: []Option{AsDisk()}, wantDevice: "disk"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := PayloadDeviceXML("/p/x.iso", tt.dev, tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d libvirtxml.DomainDisk
+			if err := xml.Unmarshal([]byte(out), &d); err != nil {
+				t.Fatalf("unmarshalling %s: %v", out, err)
+			}
+			switch {
+			case d.Device != tt.wantDevice:
+				t.Errorf("device = %q, want %q", d.Device, tt.wantDevice)
+			case d.Source == nil || d.Source.File == nil || d.Source.File.File != "/p/x.iso" || d.Source.StartupPolicy != "optional":
+				t.Errorf("source = %+v, want file /p/x.iso with startupPolicy optional", d.Source)
+			case d.Target == nil || d.Target.Dev != tt.dev.Target || d.Target.Bus != string(tt.dev.Bus):
+				t.Errorf("target = %+v, want %s on %s", d.Target, tt.dev.Target, tt.dev.Bus)
+			case d.ReadOnly == nil:
+				t.Errorf("not read-only")
+			case d.Alias == nil || d.Alias.Name != PayloadAlias:
+				t.Errorf("alias = %+v, want %s", d.Alias, PayloadAlias)
+			case (len(d.Source.File.SecLabel) == 1 && d.Source.File.SecLabel[0].Relabel == "no") != tt.wantRelabel:
+				t.Errorf("seclabels = %+v, want relabel='no': %v", d.Source.File.SecLabel, tt.wantRelabel)
+			}
+			var gotAddr *libvirtxml.DomainAddressDrive
+			if d.Address != nil {
+				gotAddr = d.Address.Drive
+			}
+			if (gotAddr == nil) != (tt.wantAddr == nil) || gotAddr != nil && *gotAddr.Controller != *tt.wantAddr.Controller || gotAddr != nil && *gotAddr.Unit != *tt.wantAddr.Unit {
+				t.Errorf("address = %+v, want %+v", gotAddr, tt.wantAddr)
+			}
+			if strings.Contains(out, `"`) {
+				t.Errorf("attributes not single-quoted like libvirt's:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestSetPayloadCDROMKeepsDrive checks that replacing a payload drive keeps
+// its position, address (of any type) and boot order, and that nothing else
+// in the definition changes.
+func TestSetPayloadCDROMKeepsDrive(t *testing.T) {
+	const before = "<domain type='kvm'>\n  <name>x</name>\n  <devices>\n    <disk type='file' device='disk'>\n      <source file='/a.img'/>\n      <target dev='vda' bus='virtio'/>\n      <vendor-extension foo='bar'/>\n    </disk>\n    "
+	const after = "\n    <future-device/>\n  </devices>\n</domain>"
+	tests := []struct {
+		name, drive, want string
+	}{
+		{name: "virtio disk with pci address and boot order",
+			drive: "<disk type='file' device='disk'>\n      <source file='/old.img'/>\n      <target dev='vdb' bus='virtio'/>\n      <readonly/>\n      <boot order='1'/>\n      <alias name='ua-vmpayload'/>\n      <address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0'/>\n    </disk>",
+			want:  "<disk type='file' device='disk'>\n      <driver name='qemu' type='raw'/>\n      <source file='/p/new.img' startupPolicy='optional'/>\n      <target dev='vdb' bus='virtio'/>\n      <readonly/>\n      <boot order='1'/>\n      <alias name='ua-vmpayload'/>\n      <address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0'/>\n    </disk>"},
+		{name: "cdrom on scsi keeps drive address",
+			drive: "<disk type='file' device='cdrom'>\n      <target dev='sdb' bus='scsi'/>\n      <alias name='ua-vmpayload'/>\n      <address type='drive' controller='0' bus='0' target='0' unit='5'/>\n    </disk>",
+			want:  "<disk type='file' device='cdrom'>\n      <driver name='qemu' type='raw'/>\n      <source file='/p/new.img' startupPolicy='optional'/>\n      <target dev='sdb' bus='scsi'/>\n      <readonly/>\n      <alias name='ua-vmpayload'/>\n      <address type='drive' controller='0' bus='0' target='0' unit='5'/>\n    </disk>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts []Option
+			if strings.Contains(tt.drive, "device='disk'") {
+				opts = append(opts, AsDisk())
+			}
+			out, _, replaced, err := SetPayloadCDROM(before+tt.drive+after, "/p/new.img", BusAuto, opts...)
+			if err != nil || !replaced {
+				t.Fatalf("replaced=%v err=%v", replaced, err)
+			}
+			if want := before + tt.want + after; out != want {
+				t.Errorf("got\n%s\nwant\n%s", out, want)
+			}
+		})
+	}
+}
+
+// TestCheckDomainAgreesWithParse checks that the read-only check accepts
+// exactly what parse accepts.
+func TestCheckDomainAgreesWithParse(t *testing.T) {
+	tests := []struct {
+		name, in string
+		ok       bool
+	}{
+		{"plain", "<domain><name>a</name></domain>", true},
+		{"prolog and comments", "<?xml version='1.0'?>\n<!-- c --><domain/>\n", true},
+		{"default namespace", "<domain xmlns='urn:x'/>", true},
+		{"prefixed root", "<x:domain xmlns:x='urn:x'/>", false},
+		{"other root", "<network/>", false},
+		{"two roots", "<domain/><domain/>", false},
+		{"no root", "<!-- c -->", false},
+		{"text after root", "<domain/>x", false},
+		{"unclosed", "<domain><name>", false},
+		{"mismatched", "<domain></name>", false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errCheck := checkDomain(tt.in)
+			_, _, errParse := parse(tt.in)
+			if (errCheck == nil) != tt.ok || (errParse == nil) != tt.ok {
+				t.Errorf("checkDomain: %v, parse: %v; want ok=%v", errCheck, errParse, tt.ok)
+			}
+			if errCheck != nil && !errors.Is(errCheck, ErrInvalidXML) {
+				t.Errorf("checkDomain error %v does not wrap ErrInvalidXML", errCheck)
+			}
+		})
+	}
+}
+
+// FuzzCheckDomain checks that checkDomain and parse agree on any input.
+func FuzzCheckDomain(f *testing.F) {
+	f.Add("<domain><devices><disk/></devices></domain>")
+	f.Add("<x:domain xmlns:x='u'/>")
+	f.Fuzz(func(t *testing.T, x string) {
+		errCheck := checkDomain(x)
+		_, _, errParse := parse(x)
+		if (errCheck == nil) != (errParse == nil) {
+			t.Fatalf("checkDomain: %v, parse: %v", errCheck, errParse)
+		}
+	})
+}
+
+func TestUintAttr(t *testing.T) {
+	u := func(n uint) *uint { return &n }
+	tests := []struct {
+		in     *uint
+		want   int
+		wantOK bool
+	}{
+		{nil, 0, true},
+		{u(0), 0, true},
+		{u(7), 7, true},
+		{u(1<<31 - 1), 1<<31 - 1, true},
+		{u(1 << 31), 0, false},
+		{u(^uint(0)), 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := uintAttr(tt.in); got != tt.want || ok != tt.wantOK {
+			t.Errorf("uintAttr(%v) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+func TestEjectedDeviceXML(t *testing.T) {
+	tests := []struct {
+		name    string
+		dev     Device
+		want    string
+		wantErr bool
+	}{
+		{name: "sata", dev: Device{Kind: KindCDROM, Bus: BusSATA, Target: "sdb"},
+			want: "<disk type='file' device='cdrom'>\n  <driver name='qemu' type='raw'/>\n  <target dev='sdb' bus='sata'/>\n  <readonly/>\n  <alias name='ua-vmpayload'/>\n</disk>"},
+		{name: "scsi with address", dev: Device{Bus: BusSCSI, Target: "sda", Address: &DriveAddress{Unit: 2}},
+			want: "<disk type='file' device='cdrom'>\n  <driver name='qemu' type='raw'/>\n  <target dev='sda' bus='scsi'/>\n  <readonly/>\n  <alias name='ua-vmpayload'/>\n  <address type='drive' controller='0' bus='0' target='0' unit='2'/>\n</disk>"},
+		{name: "disk has no medium", dev: Device{Kind: KindDisk, Bus: BusVirtio, Target: "vdb"}, wantErr: true},
+		{name: "no target", dev: Device{Bus: BusIDE}, wantErr: true},
+		{name: "virtio cdrom", dev: Device{Bus: BusVirtio, Target: "vdb"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := EjectedDeviceXML(tt.dev)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+			if err == nil {
+				p, found, err := FindPayload("<domain><devices>" + got + "</devices></domain>")
+				if err != nil || !found || p.Path != "" || p.Target != tt.dev.Target {
+					t.Errorf("read back %+v found=%v err=%v", p, found, err)
+				}
+			}
+		})
+	}
+}
