@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -545,7 +544,7 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 			return e.replaceDrive(ctx, dom, cur, newDisk, err)
 		}
 		if stale {
-			up, known := e.Starts.Since(dom.UUID)
+			up, known := e.startedAgo(ctx, dom.UUID)
 			if !known || up > e.resetWindow() || resets >= maxResets {
 				return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("libvirt's record of payload drive %s (%s) says its tray is open while QEMU's is closed (the guest reset the drive during a media change), so libvirt cannot change its medium until it re-reads the drive: reset or restart the domain (virsh reset %s), then resubmit: %w", cur.Target, cur.Bus, dom.Name, err)}
 			}
@@ -574,6 +573,27 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 	}
 	return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked shut for %s although the change was forced; stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
 }
+
+// startedAgo is how long ago domain uuid started. A domain started a moment
+// ago (e.g. by virsh) may have its start event still on the way to the
+// agent's event loop: an unknown start is waited for up to startEventWait.
+func (e *Engine) startedAgo(ctx context.Context, uuid string) (time.Duration, bool) {
+	deadline := time.Now().Add(startEventWait)
+	for {
+		up, known := e.Starts.Since(uuid)
+		if known || e.Starts == nil || !time.Now().Before(deadline) {
+			return up, known
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// startEventWait bounds the wait for a domain's start event (startedAgo).
+const startEventWait = 3 * time.Second
 
 // maxResets bounds the resets one media change may do (each reset restarts
 // the firmware's probing, which can race the change again).
