@@ -119,6 +119,9 @@ type Agent struct {
 	eng   atomic.Pointer[engine.Engine]
 	// starts records domain start times for every engine (see engine.Starts).
 	starts engine.Starts
+	// cleanups holds failed image removals for every engine (retried at
+	// each rescan; /healthz is degraded while any is pending).
+	cleanups engine.Cleanups
 	met    Metrics
 
 	reg    *registry
@@ -238,7 +241,7 @@ func readsOthersFiles() bool {
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met, Starts: &a.starts, PrebuiltDirs: opt.PrebuiltDirs,
+		Log: opt.Log, Observer: a.met, Starts: &a.starts, Cleanups: &a.cleanups, PrebuiltDirs: opt.PrebuiltDirs,
 		LibvirtTimeout: opt.LibvirtTimeout})
 }
 

@@ -18,9 +18,10 @@ const (
 	faultResults    = "results"
 	faultSpool      = "spool"
 	faultPayloadDir = "payload_dir"
+	faultCleanup    = "cleanup"
 )
 
-var faultAreas = []string{faultResults, faultSpool, faultPayloadDir}
+var faultAreas = []string{faultResults, faultSpool, faultPayloadDir, faultCleanup}
 
 // Backoff between attempts to write pending results: it doubles from
 // resultRetryMin up to resultRetryMax and starts again from resultRetryMin
@@ -167,6 +168,11 @@ func (a *Agent) heal(w *fsnotify.Watcher) {
 		a.setFault(faultPayloadDir, err)
 	} else {
 		a.clearFault(faultPayloadDir)
+	}
+	if n, err := a.eng.Load().RetryCleanups(); n > 0 {
+		a.setFault(faultCleanup, fmt.Errorf("%d superseded or orphaned payload images could not be removed (retried at each rescan): %w", n, err))
+	} else {
+		a.clearFault(faultCleanup)
 	}
 }
 

@@ -78,3 +78,47 @@ func TestUnwrittenResultsAreRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedImageRemovalIsRetried: a superseded image that cannot be
+// removed (here a non-empty directory in its place, which even root cannot
+// unlink) stays pending: /healthz is degraded naming it, the removal is
+// retried at each rescan and succeeds once the cause is gone, without a
+// restart.
+func TestFailedImageRemovalIsRetried(t *testing.T) {
+	h := startAgent(t, "", nil)
+	job := func(id, host string) map[string]any {
+		return map[string]any{"version": 1, "id": id, "domain": "clean-d", "domain_xml": domainXML("clean-d", "pc", ""), "action": "attach", "hostname": host}
+	}
+	h.drop("clean-1", job("clean-1", "one"))
+	r1 := h.result("clean-1")
+	if r1.State != result.StateDone {
+		t.Fatalf("first job: %s %+v", r1.State, r1.Error)
+	}
+	old := r1.Payload.Path
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(old, "busy"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.drop("clean-2", job("clean-2", "two"))
+	if r2 := h.result("clean-2"); r2.State != result.StateDone {
+		t.Fatalf("second job: %s %+v", r2.State, r2.Error)
+	}
+	var health map[string]any
+	waitUntil(t, "degraded by the pending removal", func() bool {
+		health = h.agent.Health()
+		reasons, _ := health["reasons"].([]string)
+		return strings.Contains(strings.Join(reasons, "\n"), "could not be removed")
+	})
+	if health["status"] != "degraded" {
+		t.Errorf("health %v, want degraded", health)
+	}
+	if err := os.Remove(filepath.Join(old, "busy")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "healthy again", func() bool { return h.agent.Health()["status"] == "ok" })
+	if _, err := os.Lstat(old); !os.IsNotExist(err) {
+		t.Errorf("superseded image %s still there after the retry: %v", old, err)
+	}
+}

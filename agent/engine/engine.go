@@ -73,6 +73,9 @@ type Engine struct {
 	ResetWindow time.Duration
 	// Starts records when domains started; shared by the agent's engines.
 	Starts *Starts
+	// Cleanups holds image removals that failed, for RetryCleanups; shared
+	// by the agent's engines.
+	Cleanups *Cleanups
 	// LibvirtTimeout bounds how long a job waits for an unreachable
 	// libvirt (retrying) before it fails with libvirt_timeout; 0 waits
 	// until the job's context ends. (Each call's own deadline is the
@@ -339,6 +342,7 @@ func (e *Engine) EnsurePayloadDir() (created bool, err error) {
 // writeImage writes the rendered image unless an identical one (same content
 // hash in its name) is already there and intact.
 func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path string) (payload.Result, bool, error) {
+	e.Cleanups.cancel(path) // the image is wanted again: never remove it now
 	if _, err := os.Lstat(path); err == nil {
 		if res, err := rd.Reuse(path); err == nil {
 			return res, true, nil
@@ -727,7 +731,8 @@ func (e *Engine) removeImage(path, reason string) {
 	}
 	if err := os.Remove(path); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			e.log().Warn("removing payload image failed", "path", path, "reason", reason, "err", err)
+			e.log().Warn("removing payload image failed; retrying at each rescan", "path", path, "reason", reason, "err", err)
+			e.Cleanups.add(path, reason, err)
 		}
 		return
 	}

@@ -235,3 +235,46 @@ func runDoc(t *testing.T, e *Engine, doc, id string) result.Result {
 	}
 	return r
 }
+
+// TestRetryCleanups: a failed image removal stays pending and is retried; a
+// job that wants the image again cancels it (the image is kept).
+func TestRetryCleanups(t *testing.T) {
+	dir := t.TempDir()
+	e := &Engine{PayloadDir: dir, Cleanups: &Cleanups{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	stuck := dir + "/d-1.iso"
+	busy := stuck + "/busy" // a non-empty directory: even root cannot unlink it
+	if err := os.MkdirAll(busy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.removeImage(stuck, "superseded")
+	if n, err := e.RetryCleanups(); n != 1 || err == nil {
+		t.Fatalf("RetryCleanups = %d, %v; want 1 pending with its error", n, err)
+	}
+	e.Cleanups.cancel(stuck)
+	if n, _ := e.RetryCleanups(); n != 0 {
+		t.Fatalf("%d pending after cancel", n)
+	}
+	if err := os.Remove(busy); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := e.RetryCleanups(); n != 0 {
+		t.Fatal("cancelled removal came back")
+	}
+	if _, err := os.Stat(stuck); err != nil {
+		t.Fatalf("a cancelled removal removed the image: %v", err)
+	}
+	e.removeImage(stuck+"x", "superseded") // missing: nothing pending
+	if err := os.Mkdir(busy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.removeImage(stuck, "superseded")
+	if err := os.Remove(busy); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.RetryCleanups(); n != 0 || err != nil {
+		t.Fatalf("RetryCleanups after the cause went = %d, %v", n, err)
+	}
+	if _, err := os.Lstat(stuck); !os.IsNotExist(err) {
+		t.Fatalf("image still there: %v", err)
+	}
+}
