@@ -122,7 +122,7 @@ type Agent struct {
 	// cleanups holds failed image removals for every engine (retried at
 	// each rescan; /healthz is degraded while any is pending).
 	cleanups engine.Cleanups
-	met    Metrics
+	met      Metrics
 
 	reg    *registry
 	events *hub
