@@ -60,7 +60,8 @@ func (a *Agent) complete(t *task, res result.Result) {
 			return
 		}
 		a.log.Error("writing job result failed; retrying until it is written", "id", res.ID, "err", err)
-		defer a.setFault(faultResults, err)
+		// The cause first: /healthz never shows a pending result without it.
+		a.setFault(faultResults, err)
 	}
 	a.hold(&outcome{t: t, res: res})
 }
@@ -138,18 +139,20 @@ func (a *Agent) flushResults() bool {
 			a.log.Debug("writing job result failed again", "id", o.res.ID, "err", err)
 			return false
 		}
+		// Report before the outcome leaves unwritten: once /healthz no
+		// longer counts it, the API already shows it final.
+		a.retire(o.t.claimed.Name)
+		if o.retiring {
+			a.log.Info("finished job retired after retrying", "id", o.res.ID)
+		} else {
+			a.log.Info("job result written after retrying", "id", o.res.ID)
+			a.report(o.res)
+		}
 		a.mu.Lock()
 		a.unwritten = a.unwritten[1:]
 		n := len(a.unwritten)
 		a.mu.Unlock()
 		a.met.ResultsPending(n)
-		a.retire(o.t.claimed.Name)
-		if o.retiring {
-			a.log.Info("finished job retired after retrying", "id", o.res.ID)
-			continue
-		}
-		a.log.Info("job result written after retrying", "id", o.res.ID)
-		a.report(o.res)
 	}
 }
 
