@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,20 +16,23 @@ import (
 
 // heldAfterLookup returns domain lookups only when the test lets it, after
 // they were made, so that a test can change the domain under a running job.
+// Only the first lookup of gone-d is held, and it is held until the test
+// has taken it (not only when the test happens to be waiting already: the
+// job's lookup could otherwise slip past and a later one be held instead).
 type heldAfterLookup struct {
 	*libvirtx.LibvirtHost
 	looked  chan libvirtx.DomainInfo
 	release chan struct{}
+	once    sync.Once
 }
 
 func (h *heldAfterLookup) Domain(ctx context.Context, name string) (libvirtx.DomainInfo, error) {
 	d, err := h.LibvirtHost.Domain(ctx, name)
 	if err == nil && name == "gone-d" {
-		select {
-		case h.looked <- d:
+		h.once.Do(func() {
+			h.looked <- d
 			<-h.release
-		default:
-		}
+		})
 	}
 	return d, err
 }
