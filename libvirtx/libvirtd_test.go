@@ -154,18 +154,30 @@ func payloadPath(t *testing.T, x string) string {
 	return p.Path
 }
 
-// changeMedia changes the payload medium live and in the config, retrying
-// while the guest firmware holds the tray (IsTrayBusy), as the agent does.
+// changeMedia changes the payload medium live and in the config the way the
+// agent does (agent/engine changeMedia, docs/media-change.md): forced, and
+// when the firmware's probing right after the start left libvirt's tray
+// record stale (live XML tray='open' on a drive whose QEMU tray is shut),
+// the domain is reset so that libvirt re-reads the drive, and the change is
+// retried.
 func changeMedia(t *testing.T, h *LibvirtHost, uuid, diskXML string) error {
 	t.Helper()
+	ctx := context.Background()
 	deadline := time.Now().Add(eventBound)
+	resets := 0
 	for attempt := 1; ; attempt++ {
-		err := h.UpdateDevice(context.Background(), uuid, diskXML, DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG)
+		err := h.UpdateDevice(ctx, uuid, diskXML, DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG|DOMAIN_DEVICE_MODIFY_FORCE)
 		if err == nil || !IsTrayBusy(err) || time.Now().After(deadline) {
 			if attempt > 1 {
-				t.Logf("media change took %d attempts (tray busy)", attempt)
+				t.Logf("media change took %d attempts, %d resets (tray busy)", attempt, resets)
 			}
 			return err
+		}
+		if p, found, perr := domxml.FindPayload(liveXML(t, uuid)); perr == nil && found && p.TrayOpen && resets < 3 {
+			resets++
+			if rerr := h.Reset(ctx, uuid); rerr != nil {
+				return fmt.Errorf("%w (and resetting the domain: %v)", err, rerr)
+			}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
