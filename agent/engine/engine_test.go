@@ -61,9 +61,7 @@ func TestMediaChangeTrayLocked(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			name := fmt.Sprintf("vmpx-engine-tray-%d-%d", os.Getpid(), i)
-			if _, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`, name)); err != nil {
-				t.Fatal(err)
-			}
+			defineTestDomain(t, h, name)
 			th := &trayHost{Host: h, busy: c.busy}
 			e := &Engine{Host: th, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1,
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
@@ -173,13 +171,10 @@ func TestMediaChangeStaleTray(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	ctx := context.Background()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			name := fmt.Sprintf("vmpx-engine-stale-%d-%d", os.Getpid(), i)
-			if _, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`, name)); err != nil {
-				t.Fatal(err)
-			}
+			defineTestDomain(t, h, name)
 			sh := &staleHost{Host: h, refuseAfterReset: c.refuseAfterReset}
 			sh.refused.Store(1) // the first change races the firmware
 			starts := &Starts{}
