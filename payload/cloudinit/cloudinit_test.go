@@ -1,58 +1,11 @@
 package cloudinit
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload/job"
 )
-
-func TestDeepMerge(t *testing.T) {
-	for _, c := range []struct {
-		name            string
-		base, over, out map[string]any
-	}{
-		{"scalars: user wins", map[string]any{"a": 1, "b": "x"}, map[string]any{"a": 2}, map[string]any{"a": 2, "b": "x"}},
-		{"lists append", map[string]any{"l": []any{1, 2}}, map[string]any{"l": []any{3}}, map[string]any{"l": []any{1, 2, 3}}},
-		{"maps merge recursively", map[string]any{"m": map[string]any{"x": 1, "y": map[string]any{"z": 1}}},
-			map[string]any{"m": map[string]any{"y": map[string]any{"w": 2}}},
-			map[string]any{"m": map[string]any{"x": 1, "y": map[string]any{"z": 1, "w": 2}}}},
-		{"type change: user wins", map[string]any{"k": []any{1}}, map[string]any{"k": "s"}, map[string]any{"k": "s"}},
-		{"new keys", map[string]any{}, map[string]any{"n": nil}, map[string]any{"n": nil}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			before := len(c.base)
-			got := DeepMerge(c.base, c.over)
-			if !reflect.DeepEqual(got, c.out) {
-				t.Errorf("got %v, want %v", got, c.out)
-			}
-			if len(c.base) != before {
-				t.Errorf("base modified")
-			}
-		})
-	}
-}
-
-func TestMultipartRoundTrip(t *testing.T) {
-	parts := []Part{partFor("#cloud-config\na: 1\n", "one"), partFor("#!/bin/sh\necho hi\n", "two")}
-	doc, err := JoinMultipart(parts, "b-123")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := SplitMultipart(string(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || string(got[1].Body) != "#!/bin/sh\necho hi\n" || !strings.HasPrefix(got[1].Header.Get("Content-Type"), "text/x-shellscript") {
-		t.Fatalf("round trip: %+v", got)
-	}
-	for _, bad := range []string{"Content-Type: text/plain\n\nx", "Content-Type: multipart/mixed\n\nx", "Content-Type: multipart/mixed; boundary=Q\n\nno parts"} {
-		if _, err := SplitMultipart(bad); err == nil {
-			t.Errorf("SplitMultipart(%q) accepted", bad)
-		}
-	}
-}
 
 func render(t *testing.T, j job.Job) *Documents {
 	t.Helper()

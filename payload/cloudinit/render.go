@@ -442,36 +442,18 @@ func assembleUserData(cc *CloudConfig, user string, mode job.UserDataMode, conte
 	if mode == job.ModeReplace {
 		return []byte(user), nil
 	}
-	kind := job.ClassifyUserData(user)
-	if kind == job.KindCloudConfig {
-		gen, err := toMap(cc)
-		if err != nil {
-			return nil, err
-		}
-		um, err := job.ParseYAMLMap(user)
-		if err != nil {
-			return nil, fmt.Errorf("merging user_data: %w", err)
-		}
-		return cloudConfigDoc(DeepMerge(gen, um))
+	text, err := job.UserDataText(user)
+	if err != nil {
+		return nil, fmt.Errorf("merging user_data: %w", err)
 	}
 	if cc.IsEmpty() {
-		return []byte(user), nil
+		return []byte(text), nil
 	}
 	gen, err := cloudConfigDoc(cc)
 	if err != nil {
 		return nil, err
 	}
-	parts := []Part{partFor(string(gen), "vmpayload.cfg")}
-	if kind == job.KindMultipart {
-		up, err := SplitMultipart(user)
-		if err != nil {
-			return nil, fmt.Errorf("merging user_data: %w", err)
-		}
-		parts = append(parts, up...)
-	} else {
-		parts = append(parts, partFor(user, "user-data"))
-	}
-	return JoinMultipart(parts, "vmpayload-"+contentHash[:24])
+	return mergeUserData(text, "vmpayload-"+contentHash[:24], generatedPart(gen, "vmpayload.cfg"))
 }
 
 func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {
@@ -503,8 +485,8 @@ func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {
 	} else if j.NetworkConfig != "" {
 		d.Files = append(d.Files, File{"network-config", []byte(j.NetworkConfig)})
 	}
-	if j.VendorData != "" {
-		d.Files = append(d.Files, File{"vendor-data", []byte(j.VendorData)})
+	if vd := j.VendorDataRaw(); vd != "" {
+		d.Files = append(d.Files, File{"vendor-data", []byte(vd)})
 	}
 	return nil
 }
@@ -564,8 +546,14 @@ func renderConfigDrive(d *Documents, j *job.Job, userData []byte, seed string) e
 		}
 		d.Files = append(d.Files, File{configDriveDir + "network_data.json", b})
 	}
-	if j.VendorData != "" {
-		b, err := marshalJSON(map[string]string{"cloud-init": j.VendorData})
+	if vd := j.VendorDataRaw(); vd != "" {
+		// a JSON string holds text: gzip vendor-data goes in as the text
+		// cloud-init would decompress it to
+		text, err := job.UserDataText(vd)
+		if err != nil {
+			return fmt.Errorf("rendering vendor_data.json: %w", err)
+		}
+		b, err := marshalJSON(map[string]string{"cloud-init": text})
 		if err != nil {
 			return fmt.Errorf("rendering vendor_data.json: %w", err)
 		}

@@ -230,7 +230,7 @@ func badCases() []badCase {
 		{name: "user_data list", doc: v1(`"user_data":"#cloud-config\n- a\n"`), want: []string{"user_data|invalid"}, msg: "list"},
 		{name: "user_data two documents", doc: v1(`"user_data":"#cloud-config\na: 1\n---\nb: 2\n"`), want: []string{"user_data|invalid"}},
 		{name: "user_data alias bomb", doc: v1(`"user_data":` + jstr(aliasBomb("#cloud-config\n"))), want: []string{"user_data|invalid"}, msg: "excessive aliasing"},
-		{name: "user_data multipart without boundary", doc: v1(`"user_data":"Content-Type: multipart/mixed\n\nx"`), want: []string{"user_data|invalid"}},
+		{name: "user_data multipart without boundary", doc: v1(`"user_data":"MIME-Version: 1.0\nContent-Type: multipart/mixed\n\nx"`), want: []string{"user_data|invalid"}},
 		{name: "user_data NUL", doc: v1(`"user_data":"#!/bin/sh\n\u0000"`), want: []string{"user_data|invalid"}},
 		{name: "user_data and secret", doc: v1(`"user_data":"#!/bin/sh\n","user_data_secret":"ud"`), want: []string{"user_data|conflict"}},
 		{name: "all three user_data sources", doc: v1(`"user_data":"#!/bin/sh\n","user_data_base64":"IyEvYmluL3NoCg==","user_data_secret":"ud"`), want: []string{"user_data|conflict"}, msg: "user_data, user_data_base64, user_data_secret"},
@@ -597,7 +597,7 @@ func roundTrip(t *testing.T, j *Job) []byte {
 
 // exclusive names the fields the full job cannot set together with others;
 // the good-jobs table covers them.
-var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "NetworkConfig": true, "NetworkData": true, "GenerateBytes": true}
+var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "VendorDataBase64": true, "NetworkConfig": true, "NetworkData": true, "GenerateBytes": true}
 
 func TestFullJobDecodesEveryField(t *testing.T) {
 	j, r := Parse([]byte(fullJob()))
@@ -747,7 +747,7 @@ func TestHelpers(t *testing.T) {
 	for s, want := range map[string]UserDataKind{
 		"#cloud-config\n": KindCloudConfig, "#cloud-config-archive\n": KindArchive, "#!/bin/sh": KindScript,
 		"#include\nhttp://x": KindInclude, "#include-once\n": KindIncludeOnce, "#cloud-boothook\n": KindBoothook,
-		"#part-handler\n": KindPartHandler, "## Template: Jinja\n": KindJinja, "Content-Type: multipart/mixed": KindMultipart,
+		"#part-handler\n": KindPartHandler, "## Template: Jinja\n": KindJinja, "Content-Type: multipart/mixed": KindUnknown,
 		"MIME-Version: 1.0\r\n": KindMultipart, "hello": KindUnknown, "": KindUnknown,
 	} {
 		if got := ClassifyUserData(s); got != want {
