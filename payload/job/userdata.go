@@ -260,7 +260,6 @@ func checkMultipart(s string) error {
 	return err
 }
 
-
 // VendorDataRaw returns the job's vendor-data as given: vendor_data, or
 // the bytes of vendor_data_base64 (which may be gzip data); "" for none or
 // for base64 that does not decode (Validate reports it).

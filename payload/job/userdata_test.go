@@ -27,18 +27,18 @@ func gz(t testing.TB, s string) []byte {
 // "mime-version:" in its first 4096 bytes as MIME.
 func TestClassifyAsCloudInit(t *testing.T) {
 	for in, want := range map[string]UserDataKind{
-		"#cloud-config\n":                         KindCloudConfig,
-		"  \n#Cloud-Config\na: 1\n":                KindCloudConfig,
-		"#cloud-config-archive\n- a\n":             KindArchive,
-		"#cloud-config-jsonp\n[]\n":                KindJSONP,
-		"#include-once\nhttp://x\n":                KindIncludeOnce,
-		"#INCLUDE\nhttp://x\n":                     KindInclude,
-		"#!/bin/sh\n":                              KindScript,
-		"## Template: Jinja\n#cloud-config\n":      KindJinja,
+		"#cloud-config\n":                     KindCloudConfig,
+		"  \n#Cloud-Config\na: 1\n":           KindCloudConfig,
+		"#cloud-config-archive\n- a\n":        KindArchive,
+		"#cloud-config-jsonp\n[]\n":           KindJSONP,
+		"#include-once\nhttp://x\n":           KindIncludeOnce,
+		"#INCLUDE\nhttp://x\n":                KindInclude,
+		"#!/bin/sh\n":                         KindScript,
+		"## Template: Jinja\n#cloud-config\n": KindJinja,
 		"From nobody Mon Jan 1 00:00:00 2024\nContent-Type: text/plain\nMIME-Version: 1.0\n\n#cloud-config\n": KindMultipart,
-		"#cloud-config\n# mime-version: in a comment\n":                                                     KindMultipart,
-		"Content-Type: multipart/mixed; boundary=x\n\n--x--\n":                                               KindUnknown,
-		"#cloud-config\n" + strings.Repeat("#\n", 2100) + "MIME-Version: 1.0\n":                              KindCloudConfig,
+		"#cloud-config\n# mime-version: in a comment\n":                                                       KindMultipart,
+		"Content-Type: multipart/mixed; boundary=x\n\n--x--\n":                                                KindUnknown,
+		"#cloud-config\n" + strings.Repeat("#\n", 2100) + "MIME-Version: 1.0\n":                               KindCloudConfig,
 		"hello\n": KindUnknown,
 	} {
 		if got := ClassifyUserData(in); got != want {
@@ -147,6 +147,7 @@ func TestDuplicateKeysLastWins(t *testing.T) {
 		t.Fatalf("duplicate keys refused: %v", r.Errors)
 	}
 }
+
 // FuzzSplitMIME reads arbitrary MIME user-data: SplitMIME must not
 // panic, and what it splits must survive JoinMultipart and a second split
 // with the same bodies.
@@ -194,4 +195,3 @@ func FuzzSplitMIME(f *testing.F) {
 		}
 	})
 }
-

@@ -277,6 +277,70 @@ func CheckEnvironment(ctx context.Context) error {
 // cloudinit, bad output); cloud-init's complaints about the image are in
 // the Report.
 func Judge(ctx context.Context, imagePath string) (*Report, error) {
+	return JudgeWith(ctx, imagePath, Options{})
+}
+
+// IncludePrefix is the URL prefix of #include lines the judge serves from
+// Options.IncludesDir (the rest of the URL is a file name in it).
+const IncludePrefix = "http://includes.invalid/"
+
+// Options tune a judgement.
+type Options struct {
+	// IncludesDir, when set, serves #include URLs under IncludePrefix from
+	// this directory, processed as cloud-init processes fetched content.
+	// Other URLs are recorded, never fetched.
+	IncludesDir string
+}
+
+func (o Options) env() []string {
+	env := os.Environ()
+	if o.IncludesDir != "" {
+		env = append(env, "VMPAYLOAD_JUDGE_INCLUDES="+o.IncludesDir)
+	}
+	return env
+}
+
+// LoadUserData returns what cloud-init's user-data processor and
+// cloud-config mergers make of each raw document (gzip, MIME, #include,
+// archive, cloud-config, as user-data or vendor-data), without an image
+// and without schema checks. It is the "loader applied to the input" side
+// of the rule vmpayload keeps: what it writes must load to the same data.
+func LoadUserData(ctx context.Context, opt Options, docs ...[]byte) ([]*UserData, error) {
+	script, err := ScriptPath()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckEnvironment(ctx); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "vmpayload-judge-ud-")
+	if err != nil {
+		return nil, fmt.Errorf("judge: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	args := []string{script, "--user-data"}
+	for i, d := range docs {
+		p := filepath.Join(dir, fmt.Sprintf("doc-%d", i))
+		if err := os.WriteFile(p, d, 0o600); err != nil {
+			return nil, fmt.Errorf("judge: %w", err)
+		}
+		args = append(args, p)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, opt.env()
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("judge: running %s --user-data: %w: %s", script, err, strings.TrimSpace(stderr.String()))
+	}
+	var out []*UserData
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out) != len(docs) {
+		return nil, fmt.Errorf("judge: decoding --user-data output (%d results for %d documents): %v", len(out), len(docs), err)
+	}
+	return out, nil
+}
+
+// JudgeWith is Judge with options.
+func JudgeWith(ctx context.Context, imagePath string, opt Options) (*Report, error) {
 	script, err := ScriptPath()
 	if err != nil {
 		return nil, err
@@ -290,6 +354,7 @@ func Judge(ctx context.Context, imagePath string) (*Report, error) {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, python, script, abs)
+	cmd.Env = opt.env()
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

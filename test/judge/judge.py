@@ -165,8 +165,14 @@ class _JudgeDS:
         return "judge"
 
 
+INCLUDE_PREFIX = "http://includes.invalid/"
+
+
 class NoFetchUserDataProcessor(user_data.UserDataProcessor):
-    """cloud-init's UserDataProcessor, but #include URLs are only recorded.
+    """cloud-init's UserDataProcessor, but #include URLs are only recorded,
+    except those under INCLUDE_PREFIX when VMPAYLOAD_JUDGE_INCLUDES names a
+    directory: those are served from that directory and processed as
+    cloud-init processes fetched content.
 
     The image is judged on its own; fetching would make results depend on
     the network (and these machines have none).
@@ -175,6 +181,7 @@ class NoFetchUserDataProcessor(user_data.UserDataProcessor):
     def __init__(self, paths):
         super().__init__(paths)
         self.include_urls = []
+        self.include_dir = os.environ.get("VMPAYLOAD_JUDGE_INCLUDES") or None
 
     def _do_include(self, content, append_msg):
         for line in content.splitlines():
@@ -186,8 +193,22 @@ class NoFetchUserDataProcessor(user_data.UserDataProcessor):
             if line.startswith("#"):
                 continue
             url = line.strip()
-            if url:
-                self.include_urls.append(url)
+            if not url:
+                continue
+            self.include_urls.append(url)
+            if self.include_dir and url.startswith(INCLUDE_PREFIX):
+                name = url[len(INCLUDE_PREFIX):]
+                path = os.path.join(self.include_dir, name)
+                if "/" in name or not os.path.isfile(path):
+                    LOG_INC.warning("include %s is not served locally", url)
+                    continue
+                with open(path, "rb") as fh:
+                    self._process_msg(
+                        user_data.convert_string(fh.read()), append_msg
+                    )
+
+
+LOG_INC = logging.getLogger("judge.include")
 
 
 def schema_check(payload, workdir, name):
@@ -213,7 +234,7 @@ def schema_check(payload, workdir, name):
     }
 
 
-def judge_user_data(raw, workdir, tag, log):
+def judge_user_data(raw, workdir, tag, log, schema=True):
     """Process user-data/vendor-data the way cloud-init's stages do."""
     out = {
         "parts": [],
@@ -262,7 +283,7 @@ def judge_user_data(raw, workdir, tag, log):
             handlers.run_part(
                 cc_handler, None, filename, payload, None, headers
             )
-            if ctype == "text/cloud-config":
+            if ctype == "text/cloud-config" and schema:
                 res = schema_check(
                     payload, workdir, "%s-part-%03d.yaml" % (tag, idx)
                 )
@@ -567,7 +588,31 @@ def judge_configdrive(seed, workdir, report, log):
             report["network_errors"].extend(errs)
 
 
+def main_user_data(paths):
+    """--user-data FILE...: what cloud-init makes of each raw document as
+    user-data (no image, no schema check); one JSON list on stdout."""
+    log = LogCollector()
+    logging.getLogger().addHandler(log)
+    logging.getLogger().setLevel(logging.WARNING)
+    workdir = tempfile.mkdtemp(prefix="vmpayload-judge-")
+    out = []
+    try:
+        for i, p in enumerate(paths):
+            with open(p, "rb") as fh:
+                raw = fh.read()
+            out.append(judge_user_data(
+                raw, workdir, "doc-%d" % i, log, schema=False
+            ))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    json.dump(jsonable(out), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == "--user-data":
+        return main_user_data(argv[2:])
     if len(argv) != 2:
         sys.stderr.write("usage: judge.py IMAGE\n")
         return 2

@@ -1,0 +1,301 @@
+package payload_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/judge"
+)
+
+// The rule vmpayload keeps for user-data and vendor-data (issue 18): for
+// every input cloud-init accepts, cloud-init's loader applied to what
+// vmpayload wrote gives the same data as cloud-init's loader applied to the
+// input — in merge mode merged with the generated config (mappings merged,
+// lists joined with the generated items first, the user's values winning).
+// Both sides are read by the real cloud-init (test/judge).
+
+// ruleInput is one user-data (or vendor-data) input.
+type ruleInput struct {
+	name string
+	data []byte
+	// includes are served at judge.IncludePrefix+name.
+	includes map[string]string
+}
+
+// carry is what ruleCheck carries an input as.
+type carry struct {
+	format job.Format
+	media  job.Media
+	mode   job.UserDataMode
+	vendor bool // as vendor-data instead of user-data
+}
+
+func (c carry) String() string {
+	s := fmt.Sprintf("%s-%s-%s", c.format, c.media, c.mode)
+	if c.vendor {
+		s += "-vendor"
+	}
+	return s
+}
+
+// allCarries is every combination the issue asks for: both formats, both
+// media, both user-data modes, and as vendor-data.
+func allCarries() []carry {
+	var out []carry
+	for _, f := range []job.Format{job.FormatNoCloud, job.FormatConfigDrive} {
+		for _, m := range []job.Media{job.MediaISO, job.MediaVFAT} {
+			for _, mode := range []job.UserDataMode{job.ModeMerge, job.ModeReplace} {
+				out = append(out, carry{f, m, mode, false})
+			}
+			out = append(out, carry{f, m, job.ModeMerge, true})
+		}
+	}
+	return out
+}
+
+// ruleJob is the job an input is carried in: merge mode adds generated
+// content of every kind that has lists, mappings and scalars.
+func ruleJob(in ruleInput, c carry) *job.Job {
+	j := &job.Job{Version: 1, Format: c.format, Media: c.media, Hostname: "rule-host", UserDataMode: c.mode}
+	enc := base64.StdEncoding.EncodeToString(in.data)
+	if c.vendor {
+		j.VendorDataBase64 = enc
+		j.UserDataMode = ""
+	} else {
+		j.UserDataBase64 = enc
+	}
+	if c.mode == job.ModeMerge || c.vendor {
+		f := false
+		j.SSHPasswordAuth = &f
+		j.Timezone = "Europe/Berlin"
+		j.Runcmd = []job.Command{{Shell: "echo generated-runcmd"}}
+		j.Users = []job.User{{Name: "ruleuser", Groups: []string{"adm"}}}
+		j.Files = []job.File{{Path: "/etc/rule-file", Content: "generated\n"}}
+	}
+	return j
+}
+
+// jsonNorm makes values comparable across the two judge runs.
+func jsonNorm(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// ruleMerge is the documented merge (the oracle, written from the rule, not
+// from vmpayload's code): maps merge key by key, lists join with gen's
+// items first, anything else takes user's value.
+func ruleMerge(gen, user any) any {
+	if user == nil {
+		return gen
+	}
+	gm, ok1 := gen.(map[string]any)
+	um, ok2 := user.(map[string]any)
+	if ok1 && ok2 {
+		out := map[string]any{}
+		for k, v := range gm {
+			out[k] = v
+		}
+		for k, uv := range um {
+			if gv, ok := gm[k]; ok {
+				out[k] = ruleMergeValue(gv, uv)
+			} else {
+				out[k] = uv
+			}
+		}
+		return out
+	}
+	return user
+}
+
+func ruleMergeValue(gen, user any) any {
+	gl, ok1 := gen.([]any)
+	ul, ok2 := user.([]any)
+	if ok1 && ok2 {
+		return append(append([]any{}, gl...), ul...)
+	}
+	if _, ok := gen.(map[string]any); ok {
+		if _, ok := user.(map[string]any); ok {
+			return ruleMerge(gen, user)
+		}
+	}
+	return user
+}
+
+func scriptsOf(u *judge.UserData) []string {
+	if u == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range u.Scripts {
+		out = append(out, s.ContentType+"\n"+strings.TrimRight(s.Content, "\n"))
+	}
+	return out
+}
+
+func gzipBytes(t testing.TB, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	if _, err := w.Write([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// ruleCheck carries in as c, builds the image and holds it to the rule.
+// It returns the build's refusal, if any, instead of failing.
+func ruleCheck(t *testing.T, in ruleInput, c carry) error {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	inc := filepath.Join(dir, "includes")
+	if err := os.Mkdir(inc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range in.includes {
+		if err := os.WriteFile(filepath.Join(inc, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := ruleJob(in, c)
+	// validate must agree with build
+	vr := j.Validate()
+	r, err := payload.Render(j, payload.Options{Salt: fixedSalt})
+	if err != nil {
+		if vr.OK() && !c.vendor && !strings.Contains(err.Error(), "user_data") {
+			t.Errorf("validate accepted what build refused: %v", err)
+		}
+		return err
+	}
+	if !vr.OK() {
+		t.Errorf("build accepted what validate refused: %v", vr.Err())
+	}
+	// the generated config alone, for the merge oracle
+	gj := ruleJob(in, c)
+	gj.UserDataBase64, gj.VendorDataBase64, gj.UserDataMode = "", "", ""
+	gr, err := payload.Render(gj, payload.Options{Salt: fixedSalt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "seed"+payload.Extension(c.media))
+	if _, err := r.Write(ctx, out, payload.Options{GID: -1}); err != nil {
+		t.Fatal(err)
+	}
+	opt := judge.Options{IncludesDir: inc}
+	rep, err := judge.JudgeWith(ctx, out, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.ValidSeed {
+		t.Fatalf("cloud-init does not read the seed: %q", rep.AllErrors())
+	}
+	written := userDataFile(t, r.Docs.Files)
+	if c.mode == job.ModeReplace && !c.vendor && !bytes.Equal(written, in.data) {
+		t.Errorf("replace mode: user-data is not byte-identical to the input")
+	}
+	loaded, err := judge.LoadUserData(ctx, opt, in.data, userDataFile(t, gr.Docs.Files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input, gen := loaded[0], loaded[1]
+	got := rep.UserData
+	want := jsonNorm(input.MergedCloudConfig)
+	if c.vendor {
+		got = rep.VendorData
+		// user-data is the generated config alone
+		if g, w := jsonNorm(rep.UserData.MergedCloudConfig), jsonNorm(gen.MergedCloudConfig); !reflect.DeepEqual(g, w) {
+			t.Errorf("user-data config %v, want the generated %v", g, w)
+		}
+	} else if c.mode == job.ModeMerge {
+		want = ruleMerge(jsonNorm(gen.MergedCloudConfig), want)
+	}
+	if got == nil {
+		t.Fatalf("cloud-init read no user-data/vendor-data")
+	}
+	if g := jsonNorm(got.MergedCloudConfig); !reflect.DeepEqual(g, want) {
+		gb, _ := json.MarshalIndent(g, "", " ")
+		wb, _ := json.MarshalIndent(want, "", " ")
+		t.Errorf("cloud-init's config from the image:\n%s\nwant:\n%s", gb, wb)
+	}
+	if g, w := scriptsOf(got), scriptsOf(input); !reflect.DeepEqual(g, w) {
+		t.Errorf("scripts from the image %q, from the input %q", g, w)
+	}
+	if g, w := got.Includes, input.Includes; !reflect.DeepEqual(g, w) {
+		t.Errorf("includes from the image %q, from the input %q", g, w)
+	}
+	return nil
+}
+
+// userDataFile returns the user-data document among files.
+func userDataFile(t *testing.T, files []cloudinit.File) []byte {
+	t.Helper()
+	for _, f := range files {
+		if f.Path == "user-data" || f.Path == "openstack/latest/user_data" {
+			return f.Data
+		}
+	}
+	t.Fatal("no user-data rendered")
+	return nil
+}
+
+// ruleInputs are inputs of every class of issue 18.
+func ruleInputs(t *testing.T) []ruleInput {
+	mime := "Content-Type: multipart/mixed; boundary=\"MB\"\nMIME-Version: 1.0\n\n" +
+		"--MB\nContent-Type: text/cloud-config\n\n#cloud-config\nruncmd: [echo mime-one]\nusers: [{name: mimeuser}]\n" +
+		"--MB\nContent-Type: text/cloud-config\nMerge-Type: dict(recurse_array)+list(append)\n\n#cloud-config\nruncmd: [echo mime-two]\n" +
+		"--MB\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho mime-script\n--MB--\n"
+	yaml11 := "#cloud-config\nssh_pwauth: yes\nruncmd:\n  - echo user-runcmd\nwrite_files:\n  - path: /etc/u\n    content: !!binary |\n      aGVs\n      bG8=\n    permissions: 0644\nbootcmd: [echo on]\nx_flag: On\nx_num: 1_000\nx_oct: 0755\napt: {a: 1}\napt: {b: 2}\nx_time: 2001-12-14t21:59:43.10-05:00\n"
+	return []ruleInput{
+		{name: "yaml11-scalars-and-duplicate-keys", data: []byte(yaml11)},
+		{name: "gzip-cloud-config", data: gzipBytes(t, yaml11)},
+		{name: "mbox-mime", data: []byte("From nobody Mon Nov 23 00:00:00 2026\n" + mime)},
+		{name: "mime-late-version-header", data: []byte(strings.Replace(mime, "MIME-Version: 1.0\n", "X-Note: mime-version: below\nMime-version: 1.0\n", 1))},
+		{name: "gzip-mime", data: gzipBytes(t, mime)},
+		{name: "include-with-runcmd", data: []byte("#include\n" + judge.IncludePrefix + "inc.yaml\n"),
+			includes: map[string]string{"inc.yaml": "#cloud-config\nruncmd: [echo included]\nusers: [default, {name: incuser}]\n"}},
+		{name: "include-once-mime", data: []byte("#include-once\n" + judge.IncludePrefix + "inc.mime\n"),
+			includes: map[string]string{"inc.mime": mime}},
+		{name: "archive", data: []byte("#cloud-config-archive\n- type: text/cloud-config\n  content: |\n    #cloud-config\n    runcmd: [echo archived]\n- content: |\n    #!/bin/sh\n    echo archived-script\n")},
+		{name: "script", data: []byte("#!/bin/sh\necho plain-script\n")},
+		{name: "leading-space-and-case", data: []byte("\n  #Cloud-Config\nruncmd: [echo cased]\n")},
+	}
+}
+
+// TestUserDataRule holds every class of input to the rule in every
+// carriage (formats, media, modes, vendor-data).
+func TestUserDataRule(t *testing.T) {
+	if err := judge.CheckEnvironment(context.Background()); err != nil {
+		t.Fatalf("the cloud-init judge cannot run here (make test installs it): %v", err)
+	}
+	for _, in := range ruleInputs(t) {
+		in := in
+		t.Run(in.name, func(t *testing.T) {
+			for _, c := range allCarries() {
+				c := c
+				t.Run(c.String(), func(t *testing.T) {
+					t.Parallel()
+					if err := ruleCheck(t, in, c); err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+				})
+			}
+		})
+	}
+}
