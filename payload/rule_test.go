@@ -159,9 +159,11 @@ func gzipBytes(t testing.TB, s string) []byte {
 	return b.Bytes()
 }
 
-// ruleCheck carries in as c, builds the image and holds it to the rule.
-// It returns the build's refusal, if any, instead of failing.
-func ruleCheck(t *testing.T, in ruleInput, c carry) error {
+// ruleCheck carries in in every carriage of cs, builds the images, has
+// cloud-init read them (one judge run for all) and holds each to the rule.
+// It returns, per carriage, the build's refusal (nil when carried), and
+// fails t where validate and build disagree or the rule does not hold.
+func ruleCheck(t *testing.T, in ruleInput, cs []carry) map[carry]error {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -174,73 +176,106 @@ func ruleCheck(t *testing.T, in ruleInput, c carry) error {
 			t.Fatal(err)
 		}
 	}
-	j := ruleJob(in, c)
-	// validate must agree with build
-	vr := j.Validate()
-	r, err := payload.Render(j, payload.Options{Salt: fixedSalt})
-	if err != nil {
-		if vr.OK() && !c.vendor && !strings.Contains(err.Error(), "user_data") {
-			t.Errorf("validate accepted what build refused: %v", err)
+	refused := map[carry]error{}
+	var built []carry
+	var images [][]byte // rendered user-data per built carriage
+	var paths []string
+	for i, c := range cs {
+		j := ruleJob(in, c)
+		vr := j.Validate() // validate must agree with build
+		r, err := payload.Render(j, payload.Options{Salt: fixedSalt})
+		refused[c] = err
+		if err != nil {
+			if vr.OK() {
+				t.Errorf("%s: validate accepted what build refused: %v", c, err)
+			}
+			continue
 		}
-		return err
-	}
-	if !vr.OK() {
-		t.Errorf("build accepted what validate refused: %v", vr.Err())
-	}
-	// the generated config alone, for the merge oracle
-	gj := ruleJob(in, c)
-	gj.UserDataBase64, gj.VendorDataBase64, gj.UserDataMode = "", "", ""
-	gr, err := payload.Render(gj, payload.Options{Salt: fixedSalt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "seed"+payload.Extension(c.media))
-	if _, err := r.Write(ctx, out, payload.Options{GID: -1}); err != nil {
-		t.Fatal(err)
-	}
-	opt := judge.Options{IncludesDir: inc}
-	rep, err := judge.JudgeWith(ctx, out, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.ValidSeed {
-		t.Fatalf("cloud-init does not read the seed: %q", rep.AllErrors())
-	}
-	written := userDataFile(t, r.Docs.Files)
-	if c.mode == job.ModeReplace && !c.vendor && !bytes.Equal(written, in.data) {
-		t.Errorf("replace mode: user-data is not byte-identical to the input")
-	}
-	loaded, err := judge.LoadUserData(ctx, opt, in.data, userDataFile(t, gr.Docs.Files))
-	if err != nil {
-		t.Fatal(err)
-	}
-	input, gen := loaded[0], loaded[1]
-	got := rep.UserData
-	want := jsonNorm(input.MergedCloudConfig)
-	if c.vendor {
-		got = rep.VendorData
-		// user-data is the generated config alone
-		if g, w := jsonNorm(rep.UserData.MergedCloudConfig), jsonNorm(gen.MergedCloudConfig); !reflect.DeepEqual(g, w) {
-			t.Errorf("user-data config %v, want the generated %v", g, w)
+		if !vr.OK() {
+			t.Errorf("%s: build accepted what validate refused: %v", c, vr.Err())
 		}
-	} else if c.mode == job.ModeMerge {
-		want = ruleMerge(jsonNorm(gen.MergedCloudConfig), want)
+		out := filepath.Join(dir, fmt.Sprintf("seed-%d%s", i, payload.Extension(c.media)))
+		if _, err := r.Write(ctx, out, payload.Options{GID: -1}); err != nil {
+			t.Fatal(err)
+		}
+		built, paths = append(built, c), append(paths, out)
+		images = append(images, userDataFile(t, r.Docs.Files))
 	}
-	if got == nil {
-		t.Fatalf("cloud-init read no user-data/vendor-data")
+	if len(built) == 0 {
+		return refused
 	}
-	if g := jsonNorm(got.MergedCloudConfig); !reflect.DeepEqual(g, want) {
-		gb, _ := json.MarshalIndent(g, "", " ")
-		wb, _ := json.MarshalIndent(want, "", " ")
-		t.Errorf("cloud-init's config from the image:\n%s\nwant:\n%s", gb, wb)
+	// the generated config alone, per format, for the merge oracle
+	docs := [][]byte{in.data}
+	for _, f := range []job.Format{job.FormatNoCloud, job.FormatConfigDrive} {
+		gj := ruleJob(in, carry{format: f, media: job.MediaISO, mode: job.ModeMerge})
+		gj.UserDataBase64 = ""
+		gr, err := payload.Render(gj, payload.Options{Salt: fixedSalt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, userDataFile(t, gr.Docs.Files))
 	}
-	if g, w := scriptsOf(got), scriptsOf(input); !reflect.DeepEqual(g, w) {
-		t.Errorf("scripts from the image %q, from the input %q", g, w)
+	opt := judge.Options{IncludesDir: inc, NoSchema: true}
+	loaded, err := judge.LoadUserData(ctx, opt, docs...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if g, w := got.Includes, input.Includes; !reflect.DeepEqual(g, w) {
-		t.Errorf("includes from the image %q, from the input %q", g, w)
+	reps, err := judge.JudgeMany(ctx, paths, opt)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return nil
+	input := loaded[0]
+	for i, c := range built {
+		rep := reps[i]
+		gen := loaded[1]
+		if c.format == job.FormatConfigDrive {
+			gen = loaded[2]
+		}
+		if !rep.ValidSeed {
+			t.Errorf("%s: cloud-init does not read the seed: %q", c, rep.AllErrors())
+			continue
+		}
+		if c.mode == job.ModeReplace && !c.vendor && !bytes.Equal(images[i], in.data) {
+			t.Errorf("%s: replace mode: user-data is not byte-identical to the input", c)
+		}
+		got := rep.UserData
+		want := jsonNorm(input.MergedCloudConfig)
+		if c.vendor {
+			got = rep.VendorData
+			if g, w := jsonNorm(rep.UserData.MergedCloudConfig), jsonNorm(gen.MergedCloudConfig); !reflect.DeepEqual(g, w) {
+				t.Errorf("%s: user-data config %v, want the generated %v", c, g, w)
+			}
+		} else if c.mode == job.ModeMerge {
+			want = ruleMerge(jsonNorm(gen.MergedCloudConfig), want)
+		}
+		if got == nil {
+			t.Errorf("%s: cloud-init read no user-data/vendor-data", c)
+			continue
+		}
+		if g := jsonNorm(got.MergedCloudConfig); !reflect.DeepEqual(g, want) {
+			gb, _ := json.MarshalIndent(g, "", " ")
+			wb, _ := json.MarshalIndent(want, "", " ")
+			t.Errorf("%s: cloud-init's config from the image:\n%s\nwant:\n%s", c, gb, wb)
+		}
+		if g, w := scriptsOf(got), scriptsOf(input); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: scripts from the image %q, from the input %q", c, g, w)
+		}
+		if g, w := got.Includes, input.Includes; !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: includes from the image %q, from the input %q", c, g, w)
+		}
+		if g, w := unknownOf(got), unknownOf(input); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: other parts from the image %q, from the input %q", c, g, w)
+		}
+	}
+	return refused
+}
+
+func unknownOf(u *judge.UserData) []string {
+	var out []string
+	for _, s := range u.Unknown {
+		out = append(out, s.ContentType+"\n"+strings.TrimRight(s.Content, "\n"))
+	}
+	return out
 }
 
 // userDataFile returns the user-data document among files.
@@ -287,14 +322,11 @@ func TestUserDataRule(t *testing.T) {
 	for _, in := range ruleInputs(t) {
 		in := in
 		t.Run(in.name, func(t *testing.T) {
-			for _, c := range allCarries() {
-				c := c
-				t.Run(c.String(), func(t *testing.T) {
-					t.Parallel()
-					if err := ruleCheck(t, in, c); err != nil {
-						t.Fatalf("refused: %v", err)
-					}
-				})
+			t.Parallel()
+			for c, err := range ruleCheck(t, in, allCarries()) {
+				if err != nil {
+					t.Errorf("%s: refused: %v", c, err)
+				}
 			}
 		})
 	}

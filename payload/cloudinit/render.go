@@ -142,6 +142,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if iid == "" {
 		iid = uuidFromHash(iidHash)
 	}
+	j.MetaData = job.MetaDataFor(j.Format, j.MetaData)
 	if v, ok := j.MetaData[metaInstanceKey(j.Format)].(string); ok && v != "" {
 		iid = v
 	}
@@ -483,7 +484,11 @@ func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {
 		}
 		d.Files = append(d.Files, File{"network-config", b})
 	} else if j.NetworkConfig != "" {
-		d.Files = append(d.Files, File{"network-config", []byte(j.NetworkConfig)})
+		nc, err := job.NetworkConfigText(j.NetworkConfig)
+		if err != nil {
+			return fmt.Errorf("rendering network-config: %w", err)
+		}
+		d.Files = append(d.Files, File{"network-config", []byte(nc)})
 	}
 	if vd := j.VendorDataRaw(); vd != "" {
 		d.Files = append(d.Files, File{"vendor-data", []byte(vd)})

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -194,4 +195,40 @@ func FuzzSplitMIME(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMetaDataSpellings(t *testing.T) {
+	md := map[string]any{"instance-id": "i-1", "local-hostname": "h1", "public-keys": []any{"ssh-ed25519 AAAA x"}, "other": 1}
+	cd := MetaDataFor(FormatConfigDrive, md)
+	if cd["uuid"] != "i-1" || cd["hostname"] != "h1" || !reflect.DeepEqual(cd["public_keys"], md["public-keys"]) || cd["other"] != 1 || cd["instance-id"] != "i-1" {
+		t.Errorf("config-drive meta_data %v", cd)
+	}
+	os := map[string]any{"uuid": "u-1", "hostname": "h2", "public_keys": map[string]any{"k": "ssh-ed25519 AAAA x"}}
+	nc := MetaDataFor(FormatNoCloud, os)
+	if nc["instance-id"] != "u-1" || nc["local-hostname"] != "h2" || !reflect.DeepEqual(nc["public-keys"], os["public_keys"]) {
+		t.Errorf("nocloud meta-data %v", nc)
+	}
+	if len(md) != 4 || len(os) != 3 {
+		t.Error("input modified")
+	}
+	for _, c := range []struct {
+		md   map[string]any
+		want string
+	}{
+		{map[string]any{"instance-id": "a", "uuid": "b"}, "meta_data.uuid|conflict"},
+		{map[string]any{"local-hostname": "a", "hostname": "b"}, "meta_data.hostname|conflict"},
+		{map[string]any{"public-keys": []any{"a"}, "public_keys": []any{"b"}}, "meta_data.public_keys|conflict"},
+		{map[string]any{"uuid": map[string]any{}}, "meta_data.uuid|invalid"},
+		{map[string]any{"instance-id": "a", "uuid": "a", "hostname": "h", "local-hostname": "h"}, ""},
+	} {
+		j := Job{Version: 1, MetaData: c.md}
+		r := j.Validate()
+		var got []string
+		for _, e := range r.Errors {
+			got = append(got, e.Field+"|"+e.Code)
+		}
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("%v: errors %v, want %s", c.md, r.Errors, c.want)
+		}
+	}
 }

@@ -121,6 +121,7 @@ func (j *Job) Validate() Report {
 				r.Add(join("meta_data", k), CodeInvalid, "meta-data key %s is empty or has control characters", quote(k))
 			}
 		}
+		checkMetaDataSpellings(j.MetaData, &r)
 	}
 	if j.NetworkConfig != "" {
 		validateNetworkConfig(j, &r)
@@ -649,21 +650,30 @@ func validateNetworkConfig(j *Job, r *Report) {
 	if len(j.NICs) > 0 {
 		r.Add("network_config", CodeConflict, "network_config replaces nics; give one or the other")
 	}
-	m, err := ParseYAMLMap(j.NetworkConfig)
+	d, _, err := LoadYAMLMapping(j.NetworkConfig)
 	if err != nil {
 		r.Add("network_config", CodeInvalid, "%s is not a valid YAML mapping: %v", quote(j.NetworkConfig), err)
 		return
 	}
-	if _, wrapped := m["network"]; wrapped && m["version"] == nil {
-		r.Add("network_config", CodeInvalid, "%s has a top-level \"network:\" wrapper, which older cloud-init ignores; start the document at \"version:\"", quote(j.NetworkConfig))
+	if err := checkAliasing(d); err != nil {
+		r.Add("network_config", CodeInvalid, "%s expands beyond reason: %v", quote(j.NetworkConfig), err)
 		return
 	}
-	v, ok := m["version"]
-	if !ok {
-		r.Add("network_config.version", CodeRequired, "network-config must have \"version: 1\" or \"version: 2\" at the top level")
+	d, wrapped, err := networkConfigBody(d)
+	if err != nil {
+		r.Add("network_config", CodeInvalid, "%s: %v", quote(j.NetworkConfig), err)
 		return
 	}
-	if n, ok := v.(int); !ok || (n != 1 && n != 2) {
-		r.Add("network_config.version", CodeUnsupported, "network-config version %s is not supported; use 1 or 2", quote(fmt.Sprint(v)))
+	p := "network_config.version"
+	if wrapped {
+		p = "network_config.network.version"
+	}
+	v := mappingValue(d, "version")
+	if v == nil {
+		r.Add(p, CodeRequired, "network-config must have \"version: 1\" or \"version: 2\" at the top level (or under a top-level \"network:\")")
+		return
+	}
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || (strings.TrimLeft(v.Value, "+0") != "1" && strings.TrimLeft(v.Value, "+0") != "2") {
+		r.Add(p, CodeUnsupported, "network-config version %s is not supported; use 1 or 2", quote(v.Value))
 	}
 }

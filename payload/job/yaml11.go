@@ -100,3 +100,61 @@ func ParseYAMLMap(s string) (map[string]any, error) {
 	}
 	return m, nil
 }
+
+// mappingValue returns the value node of key in mapping m, nil when absent.
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Kind == yaml.ScalarNode && m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// networkConfigBody returns the network configuration inside a
+// network-config document: the document itself, or, when its only
+// top-level key is "network" (the form cloud-init's documentation shows,
+// which older releases' NoCloud reader passes on without unwrapping), the
+// mapping under it.
+func networkConfigBody(d *yaml.Node) (body *yaml.Node, wrapped bool, err error) {
+	w := mappingValue(d, "network")
+	if w == nil || mappingValue(d, "version") != nil {
+		return d, false, nil
+	}
+	if len(d.Content) != 2 {
+		return nil, true, fmt.Errorf("a top-level \"network:\" wrapper must be the only top-level key")
+	}
+	if w.Kind != yaml.MappingNode {
+		return nil, true, fmt.Errorf("the top-level \"network:\" holds a %s, not a mapping", kindOf(w))
+	}
+	return w, true, nil
+}
+
+// NetworkConfigText returns network-config s as it is written into the
+// image: unchanged, or, for a document wrapped in a top-level "network:",
+// the mapping under it, re-emitted from the parsed nodes so every scalar
+// keeps its text (dhcp4: yes stays a YAML 1.1 boolean) — the form every
+// cloud-init release reads.
+func NetworkConfigText(s string) (string, error) {
+	d, _, err := LoadYAMLMapping(s)
+	if err != nil {
+		return "", fmt.Errorf("reading network_config: %w", err)
+	}
+	body, wrapped, err := networkConfigBody(d)
+	if err != nil || !wrapped {
+		return s, err
+	}
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(body); err != nil {
+		return "", fmt.Errorf("unwrapping network_config: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return "", fmt.Errorf("unwrapping network_config: %w", err)
+	}
+	return b.String(), nil
+}

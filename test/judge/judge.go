@@ -290,12 +290,19 @@ type Options struct {
 	// this directory, processed as cloud-init processes fetched content.
 	// Other URLs are recorded, never fetched.
 	IncludesDir string
+	// NoSchema skips `cloud-init schema` on cloud-config parts (one
+	// cloud-init start-up each): Report.SchemaErrors stays empty. For tests
+	// that judge many images and compare data, not schema.
+	NoSchema bool
 }
 
 func (o Options) env() []string {
 	env := os.Environ()
 	if o.IncludesDir != "" {
 		env = append(env, "VMPAYLOAD_JUDGE_INCLUDES="+o.IncludesDir)
+	}
+	if o.NoSchema {
+		env = append(env, "VMPAYLOAD_JUDGE_NO_SCHEMA=1")
 	}
 	return env
 }
@@ -341,6 +348,16 @@ func LoadUserData(ctx context.Context, opt Options, docs ...[]byte) ([]*UserData
 
 // JudgeWith is Judge with options.
 func JudgeWith(ctx context.Context, imagePath string, opt Options) (*Report, error) {
+	r, err := JudgeMany(ctx, []string{imagePath}, opt)
+	if err != nil {
+		return nil, err
+	}
+	return r[0], nil
+}
+
+// JudgeMany judges several images in one run of judge.py (one Python and
+// cloud-init start-up for all), returning one report per image in order.
+func JudgeMany(ctx context.Context, imagePaths []string, opt Options) ([]*Report, error) {
 	script, err := ScriptPath()
 	if err != nil {
 		return nil, err
@@ -348,24 +365,39 @@ func JudgeWith(ctx context.Context, imagePath string, opt Options) (*Report, err
 	if err := CheckEnvironment(ctx); err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(imagePath)
-	if err != nil {
-		return nil, fmt.Errorf("judge: resolving image path %q: %w", imagePath, err)
+	if len(imagePaths) == 0 {
+		return nil, nil
+	}
+	args := []string{script}
+	for _, p := range imagePaths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("judge: resolving image path %q: %w", p, err)
+		}
+		args = append(args, abs)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, python, script, abs)
+	cmd := exec.CommandContext(ctx, python, args...)
 	cmd.Env = opt.env()
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("judge: running %s on %s: %w: %s", script, abs, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("judge: running %s on %v: %w: %s", script, imagePaths, err, strings.TrimSpace(stderr.String()))
 	}
-	var r Report
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		return nil, fmt.Errorf("judge: decoding report for %s: %w", abs, err)
+	var out []*Report
+	if len(imagePaths) == 1 {
+		var r Report
+		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("judge: decoding report for %s: %w", imagePaths[0], err)
+		}
+		out = []*Report{&r}
+	} else if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out) != len(imagePaths) {
+		return nil, fmt.Errorf("judge: decoding reports for %d images (%d decoded): %v", len(imagePaths), len(out), err)
 	}
-	r.fill()
-	return &r, nil
+	for _, r := range out {
+		r.fill()
+	}
+	return out, nil
 }
 
 // HashVerifies reports whether hash, a SHA-512 crypt string ($6$...), is
