@@ -331,3 +331,44 @@ func TestUserDataRule(t *testing.T) {
 		})
 	}
 }
+
+// TestMetaDataAndNetworkWrapperJudged: meta-data keys in the other
+// format's spelling reach cloud-init's reader of this format, and a
+// network-config in a network: wrapper gives cloud-init 22.4 (which does
+// not unwrap it) its network with YAML 1.1 booleans intact.
+func TestMetaDataAndNetworkWrapperJudged(t *testing.T) {
+	ctx := context.Background()
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAMmjD6jou8MNNJHmnk3ekQ6Tr9SBDqVj2q8F2+//2aG alice@example"
+	jobs := []*job.Job{
+		{Version: 1, Format: job.FormatConfigDrive, MetaData: map[string]any{"instance-id": "iid-nc-spelling", "local-hostname": "nc-spelled", "public-keys": []any{key}}},
+		{Version: 1, Format: job.FormatNoCloud, MetaData: map[string]any{"uuid": "iid-os-spelling", "hostname": "os-spelled", "public_keys": map[string]any{"k0": key}}},
+		{Version: 1, Format: job.FormatNoCloud, Media: job.MediaVFAT, NetworkConfig: "network:\n  version: 2\n  ethernets:\n    eth0:\n      match: {macaddress: \"52:54:00:00:18:01\"}\n      set-name: eth0\n      dhcp4: yes\n      dhcp6: off\n"},
+	}
+	dir := t.TempDir()
+	var paths []string
+	for i, j := range jobs {
+		j.Timezone = "UTC" // an empty #cloud-config draws a warning
+
+		p := filepath.Join(dir, fmt.Sprintf("seed-%d.img", i))
+		if _, err := payload.Build(ctx, j, p, payload.Options{GID: -1}); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	reps, err := judge.JudgeMany(ctx, paths, judge.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ iid, host string }{{"iid-nc-spelling", "nc-spelled"}, {"iid-os-spelling", "os-spelled"}} {
+		r := reps[i]
+		if !r.OK() || r.InstanceID != want.iid || r.Hostname != want.host || !reflect.DeepEqual(r.PublicKeys, []string{key}) {
+			t.Errorf("%s: cloud-init read instance-id %q hostname %q keys %q (errors %q), want %q %q [key]",
+				jobs[i].Format, r.InstanceID, r.Hostname, r.PublicKeys, r.AllErrors(), want.iid, want.host)
+		}
+	}
+	r := reps[2]
+	st, _ := json.Marshal(r.NetworkState)
+	if !r.OK() || r.NetworkConfig["version"] != float64(2) || !strings.Contains(string(st), `"subnets":[{"routes":[],"type":"dhcp4"}]`) || !strings.Contains(string(st), `"dhcp6":false`) {
+		t.Errorf("wrapped network-config: errors %q, config %v, state %s", r.AllErrors(), r.NetworkConfig, st)
+	}
+}
