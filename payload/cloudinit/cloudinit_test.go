@@ -126,3 +126,28 @@ func TestPinnedIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeRefusesUnjoinableLists: a #cloud-config key the job generates
+// as a list, given as something else, would lose one side in cloud-init's
+// merger, so it is refused naming user_data.
+func TestMergeRefusesUnjoinableLists(t *testing.T) {
+	base := job.Job{Version: 1, Runcmd: []job.Command{{Shell: "echo job"}}, Users: []job.User{{Name: "u1"}}}
+	for _, c := range []struct {
+		ud   string
+		mode job.UserDataMode
+		bad  bool
+	}{
+		{"#cloud-config\nruncmd: echo str\n", job.ModeMerge, true},
+		{"#cloud-config\nusers: {u: {}}\n", job.ModeMerge, true},
+		{"#cloud-config\nruncmd:\n", job.ModeMerge, true},
+		{"#cloud-config\nx: &a [1]\nruncmd: *a\n", job.ModeMerge, false},
+		{"#cloud-config\nruncmd: [echo user]\nwrite_files: str\n", job.ModeMerge, false}, // the job has no files
+	} {
+		j := base
+		j.UserData = c.ud
+		_, err := Render(Input{Job: j, UserData: c.ud}, Options{})
+		if (err != nil) != c.bad || (err != nil && !strings.Contains(err.Error(), "user_data")) {
+			t.Errorf("%q: err %v, want refused %v", c.ud, err, c.bad)
+		}
+	}
+}

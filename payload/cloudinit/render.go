@@ -277,6 +277,10 @@ func checkRenderable(j *job.Job, in Input, r *job.Report) {
 			r.Add("user_data_mode", job.CodeConflict, "mode \"replace\" writes the user's user-data verbatim, so %v would be dropped; use mode \"merge\" or move them into user_data", lost)
 		}
 	}
+	if j.UserData == "" && j.UserDataBase64 == "" && in.UserData != "" {
+		// user-data from a secret; Validate checked inline user-data
+		job.CheckMergeableLists(j, in.UserData, r)
+	}
 	for i, u := range j.Users {
 		if u.PasswordSecret != "" && (i >= len(in.Passwords) || in.Passwords[i] == "") {
 			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeNotFound, "secret %q was not resolved", u.PasswordSecret)

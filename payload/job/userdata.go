@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // This file is the one place that reads user-data and vendor-data the way
@@ -272,4 +274,52 @@ func (j *Job) VendorDataRaw() string {
 		return ""
 	}
 	return string(b)
+}
+
+// CheckMergeableLists refuses #cloud-config user-data that gives a key the
+// job generates as a list (users, write_files, runcmd) in another shape: a
+// string, a mapping or null. cloud-init's list merger cannot join them, so
+// one side would be dropped.
+func CheckMergeableLists(j *Job, user string, r *Report) {
+	if j.UserDataMode == ModeReplace {
+		return
+	}
+	text, err := UserDataText(user)
+	if err != nil || ClassifyUserData(text) != KindCloudConfig {
+		return // Validate reports unreadable text; other types merge as parts
+	}
+	d, _, err := LoadYAMLMapping(text)
+	if err != nil || d == nil {
+		return
+	}
+	for _, k := range []struct {
+		key, field string
+		set        bool
+	}{{"users", "users", len(j.Users) > 0}, {"write_files", "files", len(j.Files) > 0}, {"runcmd", "runcmd", len(j.Runcmd) > 0}} {
+		if !k.set {
+			continue
+		}
+		for i := 0; i+1 < len(d.Content); i += 2 {
+			v := d.Content[i+1]
+			for v.Kind == yaml.AliasNode && v.Alias != nil {
+				v = v.Alias
+			}
+			if d.Content[i].Value == k.key && v.Kind != yaml.SequenceNode {
+				r.Add("user_data", CodeConflict, "user_data gives %s as a %s, not a list, and the job's %s generate that list; cloud-init's merger would drop one of them (give %s as a list, or move the job's %s into user_data)",
+					k.key, yamlKind(v), k.field, k.key, k.field)
+			}
+		}
+	}
+}
+
+func yamlKind(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.MappingNode:
+		return "mapping"
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null":
+		return "null"
+	case n.Kind == yaml.ScalarNode:
+		return "scalar"
+	}
+	return "node"
 }

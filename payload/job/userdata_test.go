@@ -81,6 +81,9 @@ func TestGzipUserDataFields(t *testing.T) {
 		{"gzip bomb", Job{Version: 1, UserDataBase64: b64(bomb)}, "user_data_base64|too_large"},
 		{"vendor bomb", Job{Version: 1, VendorDataBase64: b64(bomb)}, "vendor_data_base64|too_large"},
 		{"broken gzip", Job{Version: 1, UserDataBase64: b64([]byte{0x1f, 0x8b, 0, 0})}, "user_data_base64|invalid"},
+		{"runcmd string against the job's runcmd", Job{Version: 1, Runcmd: []Command{{Shell: "echo"}}, UserData: "#cloud-config\nruncmd: echo x\n"}, "user_data|conflict"},
+		{"runcmd string in gzip base64", Job{Version: 1, Runcmd: []Command{{Shell: "echo"}}, UserDataBase64: b64(gz(t, "#cloud-config\nruncmd: echo x\n"))}, "user_data|conflict"},
+		{"runcmd string in replace mode", Job{Version: 1, UserDataMode: ModeReplace, UserData: "#cloud-config\nruncmd: echo x\n"}, ""},
 		{"both vendor fields", Job{Version: 1, VendorData: "#!/bin/sh\n", VendorDataBase64: b64([]byte("#!/bin/sh\n"))}, "vendor_data|conflict"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -518,6 +518,14 @@ func validateUserData(j *Job, r *Report) {
 	if len(set) > 1 {
 		r.Add("user_data", CodeConflict, "use only one of user_data, user_data_base64 and user_data_secret (got %s)", strings.Join(set, ", "))
 	}
+	switch {
+	case j.UserData != "":
+		CheckMergeableLists(j, j.UserData, r)
+	case j.UserDataBase64 != "":
+		if b, err := base64.StdEncoding.DecodeString(j.UserDataBase64); err == nil {
+			CheckMergeableLists(j, string(b), r)
+		}
+	}
 	if j.UserDataMode == ModeReplace && len(set) == 0 {
 		r.Add("user_data_mode", CodeConflict, "user_data_mode %s needs user_data, user_data_base64 or user_data_secret", quote(string(j.UserDataMode)))
 	}
