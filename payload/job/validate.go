@@ -620,14 +620,15 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 }
 
 // checkAliasing refuses a document whose aliases expand excessively (an
-// alias bomb); other decoding problems are left to cloud-init, whose
+// alias bomb) or refer to themselves (a structure without end); other
+// decoding problems are left to cloud-init, whose
 // YAML 1.1 loader reads some values yaml.v3 refuses.
 func checkAliasing(d *yaml.Node) error {
 	if d == nil {
 		return nil
 	}
 	var v any
-	if err := d.Decode(&v); err != nil && strings.Contains(err.Error(), "aliasing") {
+	if err := d.Decode(&v); err != nil && (strings.Contains(err.Error(), "aliasing") || strings.Contains(err.Error(), "contains itself")) {
 		return err
 	}
 	return nil
