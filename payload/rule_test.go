@@ -263,6 +263,9 @@ func ruleCheck(t *testing.T, in ruleInput, cs []carry) map[carry]error {
 		if g, w := got.Includes, input.Includes; !reflect.DeepEqual(g, w) {
 			t.Errorf("%s: includes from the image %q, from the input %q", c, g, w)
 		}
+		if len(got.Jinja) != len(input.Jinja) {
+			t.Errorf("%s: %d jinja parts from the image, %d from the input", c, len(got.Jinja), len(input.Jinja))
+		}
 		if g, w := unknownOf(got), unknownOf(input); !reflect.DeepEqual(g, w) {
 			t.Errorf("%s: other parts from the image %q, from the input %q", c, g, w)
 		}
@@ -308,6 +311,8 @@ func ruleInputs(t *testing.T) []ruleInput {
 		{name: "include-once-mime", data: []byte("#include-once\n" + judge.IncludePrefix + "inc.mime\n"),
 			includes: map[string]string{"inc.mime": mime}},
 		{name: "archive", data: []byte("#cloud-config-archive\n- type: text/cloud-config\n  content: |\n    #cloud-config\n    runcmd: [echo archived]\n- content: |\n    #!/bin/sh\n    echo archived-script\n")},
+		{name: "jinja-cloud-config", data: []byte("## template: jinja\n#cloud-config\nruncmd:\n  - echo {{ v1.local_hostname }}\nssh_pwauth: on\n")},
+		{name: "mime-with-jinja-part", data: []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=J\n\n--J\nContent-Type: text/jinja2\n\n## template: jinja\n#cloud-config\nruncmd: [echo {{ v1.instance_id }}]\n--J--\n")},
 		{name: "script", data: []byte("#!/bin/sh\necho plain-script\n")},
 		{name: "leading-space-and-case", data: []byte("\n  #Cloud-Config\nruncmd: [echo cased]\n")},
 	}

@@ -94,6 +94,11 @@ type UserData struct {
 	Includes []string `json:"includes"`
 	// Unknown are parts no default handler takes (cloud-init ignores them).
 	Unknown []Script `json:"unknown"`
+	// Jinja are the file names of "## template: jinja" parts, rendered
+	// with the judge's fixed instance data (v1.instance_id
+	// "judge-instance", v1.local_hostname "judge-host") and handed to the
+	// cloud-config handler as cloud-init does.
+	Jinja []string `json:"jinja"`
 	// Errors are cloud-init's complaints while processing and merging.
 	Errors []string `json:"errors"`
 }

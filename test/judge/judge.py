@@ -25,7 +25,7 @@ import tempfile
 
 try:
     from cloudinit import handlers, helpers, sources, user_data, util
-    from cloudinit.handlers import cloud_config
+    from cloudinit.handlers import cloud_config, jinja_template
     from cloudinit.net import network_state
     from cloudinit.sources import DataSourceConfigDrive as ds_configdrive
     from cloudinit.sources import DataSourceNoCloud as ds_nocloud
@@ -166,6 +166,14 @@ class _JudgeDS:
 
 
 INCLUDE_PREFIX = "http://includes.invalid/"
+JINJA_INSTANCE_DATA = {
+    "v1": {
+        "instance_id": "judge-instance",
+        "local_hostname": "judge-host",
+        "cloud_name": "judge",
+    },
+    "ds": {"meta_data": {}},
+}
 # VMPAYLOAD_JUDGE_NO_SCHEMA=1 skips `cloud-init schema` (one cloud-init
 # start-up per cloud-config part) for tests that judge many images.
 NO_SCHEMA = os.environ.get("VMPAYLOAD_JUDGE_NO_SCHEMA") == "1"
@@ -246,13 +254,22 @@ def judge_user_data(raw, workdir, tag, log, schema=True):
         "scripts": [],
         "includes": [],
         "unknown": [],
+        "jinja": [],
         "errors": [],
     }
     if raw is None:
         return out
+    run_dir = os.path.join(workdir, "run-" + tag)
+    os.makedirs(run_dir, exist_ok=True)
     paths = helpers.Paths(
-        {"cloud_dir": os.path.join(workdir, "cloud-" + tag)}, ds=_JudgeDS()
+        {"cloud_dir": os.path.join(workdir, "cloud-" + tag),
+         "run_dir": run_dir},
+        ds=_JudgeDS(),
     )
+    # Jinja templates render against this fixed instance data (the same
+    # for an image and for a raw document, so the two compare).
+    with open(paths.get_runpath("instance_data_sensitive"), "w") as fh:
+        json.dump(JINJA_INSTANCE_DATA, fh)
     proc = NoFetchUserDataProcessor(paths)
     try:
         msg = proc.process(raw)
@@ -264,6 +281,9 @@ def judge_user_data(raw, workdir, tag, log, schema=True):
 
     cc_handler = cloud_config.CloudConfigPartHandler(paths)
     cc_types = cc_handler.list_types()
+    jinja_handler = jinja_template.JinjaTemplatePartHandler(
+        paths, sub_handlers=[cc_handler]
+    )
     handlers.call_begin(cc_handler, None, None)
     state = {"n": 0}
 
@@ -309,10 +329,18 @@ def judge_user_data(raw, workdir, tag, log, schema=True):
                     "load and run); the judge does not run it" % filename
                 )
             elif ctype == "text/jinja2":
-                out["errors"].append(
-                    "part %s is a jinja template; rendering needs instance "
-                    "data, the judge does not render it" % filename
-                )
+                # rendered with JINJA_INSTANCE_DATA; a cloud-config result
+                # merges like any cloud-config part
+                out["jinja"].append(filename)
+                try:
+                    handlers.run_part(
+                        jinja_handler, None, filename, payload, None, headers
+                    )
+                except Exception as exc:
+                    out["errors"].append(
+                        "rendering jinja part %s: %s: %s"
+                        % (filename, type(exc).__name__, exc)
+                    )
             else:
                 # Let cloud-init's own walker say it will ignore the part.
                 handlers.walker_callback(
