@@ -281,7 +281,7 @@ func (j *Job) VendorDataRaw() string {
 // string, a mapping or null. cloud-init's list merger cannot join them, so
 // one side would be dropped.
 func CheckMergeableLists(j *Job, user string, r *Report) {
-	if j.UserDataMode == ModeReplace {
+	if !generatesLists(j) {
 		return
 	}
 	text, err := UserDataText(user)
@@ -289,7 +289,20 @@ func CheckMergeableLists(j *Job, user string, r *Report) {
 		return // Validate reports unreadable text; other types merge as parts
 	}
 	d, _, err := LoadYAMLMapping(text)
-	if err != nil || d == nil {
+	if err != nil {
+		return
+	}
+	checkMergeableNode(j, d, r)
+}
+
+func generatesLists(j *Job) bool {
+	return j.UserDataMode != ModeReplace && (len(j.Users) > 0 || len(j.Files) > 0 || len(j.Runcmd) > 0)
+}
+
+// checkMergeableNode is CheckMergeableLists on the parsed top mapping d of
+// a #cloud-config (nil: nothing to check).
+func checkMergeableNode(j *Job, d *yaml.Node, r *Report) {
+	if d == nil || !generatesLists(j) {
 		return
 	}
 	for _, k := range []struct {

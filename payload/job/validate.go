@@ -500,7 +500,7 @@ func validateUserData(j *Job, r *Report) {
 	var set []string
 	if j.UserData != "" {
 		set = append(set, "user_data")
-		validateUserDataText("user_data", j.UserData, r)
+		checkMergeableNode(j, validateUserDataText("user_data", j.UserData, r), r)
 	}
 	if j.UserDataBase64 != "" {
 		set = append(set, "user_data_base64")
@@ -508,7 +508,7 @@ func validateUserData(j *Job, r *Report) {
 		if err != nil {
 			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", quote(j.UserDataBase64), err)
 		} else {
-			validateUserDataText("user_data_base64", string(b), r)
+			checkMergeableNode(j, validateUserDataText("user_data_base64", string(b), r), r)
 		}
 	}
 	if j.UserDataSecret != "" {
@@ -518,21 +518,15 @@ func validateUserData(j *Job, r *Report) {
 	if len(set) > 1 {
 		r.Add("user_data", CodeConflict, "use only one of user_data, user_data_base64 and user_data_secret (got %s)", strings.Join(set, ", "))
 	}
-	switch {
-	case j.UserData != "":
-		CheckMergeableLists(j, j.UserData, r)
-	case j.UserDataBase64 != "":
-		if b, err := base64.StdEncoding.DecodeString(j.UserDataBase64); err == nil {
-			CheckMergeableLists(j, string(b), r)
-		}
-	}
 	if j.UserDataMode == ModeReplace && len(set) == 0 {
 		r.Add("user_data_mode", CodeConflict, "user_data_mode %s needs user_data, user_data_base64 or user_data_secret", quote(string(j.UserDataMode)))
 	}
 }
 
-func validateUserDataText(p, s string, r *Report) {
-	checkUserDataContent(p, s, quote, func(err error) string { return err.Error() }, r)
+// validateUserDataText checks user-data or vendor-data s for field p and
+// returns the top mapping of a #cloud-config (nil for other types).
+func validateUserDataText(p, s string, r *Report) *yaml.Node {
+	return checkUserDataContent(p, s, quote, func(err error) string { return err.Error() }, r)
 }
 
 // ValidateSecretUserData checks user-data read from a secret the way
@@ -542,7 +536,7 @@ func validateUserDataText(p, s string, r *Report) {
 func ValidateSecretUserData(field, name, s string) Report {
 	var r Report
 	show := func(string) string { return fmt.Sprintf("(content of secret %q, %d bytes)", name, len(s)) }
-	checkUserDataContent(field, s, show, redactParseError, &r)
+	_ = checkUserDataContent(field, s, show, redactParseError, &r)
 	return r
 }
 
@@ -582,7 +576,7 @@ func UserDataText(raw string) (string, error) {
 	return string(b), err
 }
 
-func checkUserDataContent(p, s string, show func(string) string, detail func(error) string, r *Report) {
+func checkUserDataContent(p, s string, show func(string) string, detail func(error) string, r *Report) (cloudConfig *yaml.Node) {
 	if IsGzip([]byte(s)) {
 		t, err := UserDataText(s)
 		if err != nil {
@@ -591,13 +585,13 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 				code = CodeTooLarge
 			}
 			r.Add(p, code, "gzip-compressed content (%d bytes) cannot be used: %v", len(s), err)
-			return
+			return nil
 		}
 		s = t
 	}
 	if strings.ContainsRune(s, 0) {
 		r.Add(p, CodeInvalid, "%s contains a NUL byte; cloud-init reads such binary content as no known type and ignores it", show(s))
-		return
+		return nil
 	}
 	switch ClassifyUserData(s) {
 	case KindCloudConfig:
@@ -605,6 +599,8 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping (cloud-init would ignore it): %s", show(s), detail(err))
 		} else if err := checkAliasing(d); err != nil {
 			r.Add(p, CodeInvalid, "#cloud-config %s expands beyond reason (cloud-init's loader would expand every alias): %s", show(s), detail(err))
+		} else {
+			cloudConfig = d
 		}
 	case KindArchive:
 		if err := checkYAML(s); err != nil {
@@ -617,6 +613,7 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 	case KindUnknown:
 		r.Add(p, CodeInvalid, "cloud-init would ignore %s: it does not start with \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or \"#cloud-config-archive\", and has no \"MIME-Version:\" header in its first 4096 bytes", show(s))
 	}
+	return cloudConfig
 }
 
 // checkAliasing refuses a document whose aliases expand excessively (an
