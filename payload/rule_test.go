@@ -32,6 +32,9 @@ type ruleInput struct {
 	data []byte
 	// includes are served at judge.IncludePrefix+name.
 	includes map[string]string
+	// want are key: value pairs (JSON) cloud-init must load from the input
+	// itself, so that the comparison is not between two empty configs.
+	want map[string]any
 }
 
 // carry is what ruleCheck carries an input as.
@@ -225,6 +228,11 @@ func ruleCheck(t *testing.T, in ruleInput, cs []carry) map[carry]error {
 		t.Fatal(err)
 	}
 	input := loaded[0]
+	for k, v := range in.want {
+		if g := jsonNorm(input.MergedCloudConfig[k]); !reflect.DeepEqual(g, jsonNorm(v)) {
+			t.Errorf("cloud-init loads %s = %v from the input, want %v (errors %q)", k, g, v, input.Errors)
+		}
+	}
 	for i, c := range built {
 		rep := reps[i]
 		gen := loaded[1]
@@ -299,22 +307,27 @@ func ruleInputs(t *testing.T) []ruleInput {
 		"--MB\nContent-Type: text/cloud-config\n\n#cloud-config\nruncmd: [echo mime-one]\nusers: [{name: mimeuser}]\n" +
 		"--MB\nContent-Type: text/cloud-config\nMerge-Type: dict(recurse_array)+list(append)\n\n#cloud-config\nruncmd: [echo mime-two]\n" +
 		"--MB\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho mime-script\n--MB--\n"
-	yaml11 := "#cloud-config\nssh_pwauth: yes\nruncmd:\n  - echo user-runcmd\nwrite_files:\n  - path: /etc/u\n    content: !!binary |\n      aGVs\n      bG8=\n    permissions: 0644\nbootcmd: [echo on]\nx_flag: On\nx_num: 1_000\nx_oct: 0755\napt: {a: 1}\napt: {b: 2}\nx_time: 2001-12-14t21:59:43.10-05:00\n"
+	yaml11 := "#cloud-config\nssh_pwauth: yes\nruncmd:\n  - echo user-runcmd\nwrite_files:\n  - path: /etc/u\n    content: !!binary |\n      aGVs\n      bG8=\n    permissions: 0644\nbootcmd: [echo on]\nx_flag: On\nx_num: 1_000\nx_oct: 0755\napt: {a: 1}\napt: {b: 2}\nx_time: 2001-12-14t21:59:43.10-05:00\nx_bin2: !!binary \"aGVs*bG8=\"\n"
+	yaml11Want := map[string]any{"ssh_pwauth": true, "x_flag": true, "x_num": 1000, "x_oct": 493, "apt": map[string]any{"b": 2},
+		"x_bin2": "hello", "bootcmd": []any{"echo on"}}
+	mimeWant := map[string]any{"runcmd": []any{"echo mime-one", "echo mime-two"}}
 	return []ruleInput{
-		{name: "yaml11-scalars-and-duplicate-keys", data: []byte(yaml11)},
-		{name: "gzip-cloud-config", data: gzipBytes(t, yaml11)},
-		{name: "mbox-mime", data: []byte("From nobody Mon Nov 23 00:00:00 2026\n" + mime)},
-		{name: "mime-late-version-header", data: []byte(strings.Replace(mime, "MIME-Version: 1.0\n", "X-Note: mime-version: below\nMime-version: 1.0\n", 1))},
-		{name: "gzip-mime", data: gzipBytes(t, mime)},
+		{name: "yaml11-scalars-and-duplicate-keys", data: []byte(yaml11), want: yaml11Want},
+		{name: "gzip-cloud-config", data: gzipBytes(t, yaml11), want: yaml11Want},
+		{name: "mbox-mime", data: []byte("From nobody Mon Nov 23 00:00:00 2026\n" + mime), want: mimeWant},
+		{name: "mime-late-version-header", data: []byte(strings.Replace(mime, "MIME-Version: 1.0\n", "X-Note: mime-version: below\nMime-version: 1.0\n", 1)), want: mimeWant},
+		{name: "gzip-mime", data: gzipBytes(t, mime), want: mimeWant},
 		{name: "include-with-runcmd", data: []byte("#include\n" + judge.IncludePrefix + "inc.yaml\n"),
-			includes: map[string]string{"inc.yaml": "#cloud-config\nruncmd: [echo included]\nusers: [default, {name: incuser}]\n"}},
+			includes: map[string]string{"inc.yaml": "#cloud-config\nruncmd: [echo included]\nusers: [default, {name: incuser}]\n"},
+			want: map[string]any{"runcmd": []any{"echo included"}}},
 		{name: "include-once-mime", data: []byte("#include-once\n" + judge.IncludePrefix + "inc.mime\n"),
-			includes: map[string]string{"inc.mime": mime}},
-		{name: "archive", data: []byte("#cloud-config-archive\n- type: text/cloud-config\n  content: |\n    #cloud-config\n    runcmd: [echo archived]\n- content: |\n    #!/bin/sh\n    echo archived-script\n")},
-		{name: "jinja-cloud-config", data: []byte("## template: jinja\n#cloud-config\nruncmd:\n  - echo {{ v1.local_hostname }}\nssh_pwauth: on\n")},
-		{name: "mime-with-jinja-part", data: []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=J\n\n--J\nContent-Type: text/jinja2\n\n## template: jinja\n#cloud-config\nruncmd: [echo {{ v1.instance_id }}]\n--J--\n")},
+			includes: map[string]string{"inc.mime": mime}, want: mimeWant},
+		{name: "archive", data: []byte("#cloud-config-archive\n- type: text/cloud-config\n  content: |\n    #cloud-config\n    runcmd: [echo archived]\n- content: |\n    #!/bin/sh\n    echo archived-script\n"),
+			want: map[string]any{"runcmd": []any{"echo archived"}}},
+		{name: "jinja-cloud-config", data: []byte("## template: jinja\n#cloud-config\nruncmd:\n  - echo {{ v1.local_hostname }}\nssh_pwauth: on\n"), want: map[string]any{"runcmd": []any{"echo judge-host"}, "ssh_pwauth": true}},
+		{name: "mime-with-jinja-part", data: []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=J\n\n--J\nContent-Type: text/jinja2\n\n## template: jinja\n#cloud-config\nruncmd: [echo {{ v1.instance_id }}]\n--J--\n"), want: map[string]any{"runcmd": []any{"echo judge-instance"}}},
 		{name: "script", data: []byte("#!/bin/sh\necho plain-script\n")},
-		{name: "leading-space-and-case", data: []byte("\n  #Cloud-Config\nruncmd: [echo cased]\n")},
+		{name: "leading-space-and-case", data: []byte("\n  #Cloud-Config\nruncmd: [echo cased]\n"), want: map[string]any{"runcmd": []any{"echo cased"}}},
 	}
 }
 
