@@ -319,7 +319,7 @@ func ruleInputs(t *testing.T) []ruleInput {
 		{name: "gzip-mime", data: gzipBytes(t, mime), want: mimeWant},
 		{name: "include-with-runcmd", data: []byte("#include\n" + judge.IncludePrefix + "inc.yaml\n"),
 			includes: map[string]string{"inc.yaml": "#cloud-config\nruncmd: [echo included]\nusers: [default, {name: incuser}]\n"},
-			want: map[string]any{"runcmd": []any{"echo included"}}},
+			want:     map[string]any{"runcmd": []any{"echo included"}}},
 		{name: "include-once-mime", data: []byte("#include-once\n" + judge.IncludePrefix + "inc.mime\n"),
 			includes: map[string]string{"inc.mime": mime}, want: mimeWant},
 		{name: "archive", data: []byte("#cloud-config-archive\n- type: text/cloud-config\n  content: |\n    #cloud-config\n    runcmd: [echo archived]\n- content: |\n    #!/bin/sh\n    echo archived-script\n"),
