@@ -170,8 +170,12 @@ func Render(in Input, opt Options) (*Documents, error) {
 		}
 	}
 	cc := buildCloudConfig(&j, hashes, keys, seed)
+	big := detachBigContents(cc, contentHash)
 	userData, err := assembleUserData(cc, in.UserData, j.UserDataMode, contentHash)
 	if err != nil {
+		return nil, err
+	}
+	if userData, err = big.splice(userData); err != nil {
 		return nil, err
 	}
 
