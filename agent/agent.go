@@ -28,6 +28,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -488,11 +489,13 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		t.base.ReceivedAt = st.ModTime().UTC()
 	}
 	if c.ReadErr == nil {
-		j, rep := job.Parse(c.Data)
-		t.job, t.report = j, rep
+		opt := a.eng.Load().CheckOptions()
+		j, rep := job.ParseWith(c.Data, opt.Defaults)
 		if j != nil && j.ID != "" && rep.OK() {
 			t.base.ID = j.ID
 		}
+		payload.CheckParsed(j, &rep, opt)
+		t.job, t.report = j, rep
 		if s, ok := a.socketSubmitter(c, t.base.ID); ok {
 			t.base.Source = "socket"
 			t.base.Submitter = &s
@@ -687,15 +690,13 @@ func (a *Agent) Submit(data []byte) (string, error) {
 	return a.SubmitAs(data, access.FileOwner(uint32(os.Geteuid()), uint32(os.Getegid())))
 }
 
-// SubmitAs validates a job posted to the API by who and queues it through
+// SubmitAs checks a job posted to the API by who (payload.Check, with the
+// engine's CheckOptions: every problem at once) and queues it through
 // the spool, so that it survives a crash like any dropped file. It returns
 // the job id; a *job.ValidationError for an invalid job, an
 // *access.ForbiddenError when who may not use a field of it.
 func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
-	j, rep := job.Parse(data)
-	if rep.OK() && j.Domain == "" {
-		rep.Add("domain", job.CodeRequired, "the agent needs the libvirt domain (name or UUID) the payload is for")
-	}
+	j, rep := payload.Check(data, a.eng.Load().CheckOptions())
 	if err := rep.Err(); err != nil {
 		return "", err
 	}

@@ -114,6 +114,14 @@ func fail(code string, format string, args ...any) error {
 	return &failure{code: code, err: fmt.Errorf(format, args...)}
 }
 
+// CheckOptions are the options payload.Check needs for a job this engine
+// runs: its default format and secrets directory. The API and the spool
+// intake check jobs with them, so a job they accept is not refused here
+// for its content.
+func (e *Engine) CheckOptions() payload.CheckOptions {
+	return payload.CheckOptions{Defaults: job.Defaults{Format: e.DefaultFormat}, Secrets: true, SecretsDir: e.SecretsDir, Agent: true}
+}
+
 // Run executes j and returns its final result (state done or failed). The
 // result's ID, Source and ReceivedAt are taken from base. While libvirt is
 // unreachable the job is retried, for at most LibvirtTimeout (when set; the
@@ -121,11 +129,7 @@ func fail(code string, format string, args ...any) error {
 // ctx's error and no result, so the caller can leave the job to be run
 // again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
-	jj := *j
-	if jj.Format == "" && e.DefaultFormat != "" {
-		jj.Format = e.DefaultFormat
-	}
-	jj = jj.WithDefaults()
+	jj := j.Apply(job.Defaults{Format: e.DefaultFormat})
 	backoff := e.RetryBackoff
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
@@ -226,11 +230,8 @@ func isIO(err error) bool {
 }
 
 func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
-	if r := j.Validate(); !r.OK() {
+	if r := payload.CheckJob(j, e.CheckOptions()); !r.OK() {
 		return r.Err()
-	}
-	if j.Domain == "" {
-		return (&job.Report{Errors: []job.FieldError{{Field: "domain", Code: job.CodeRequired, Message: "the agent needs the libvirt domain (name or UUID) the payload is for"}}}).Err()
 	}
 	var rendered *payload.Rendered
 	if j.Action != job.ActionDetach && j.PrebuiltImage == "" {

@@ -134,6 +134,7 @@ func (j *Job) Validate() Report {
 	if j.VendorData != "" {
 		validateUserDataText("vendor_data", j.VendorData, &r)
 	}
+	validateCombinations(j, &r)
 	return r
 }
 
