@@ -43,12 +43,23 @@ func Check(data []byte, opt CheckOptions) (*job.Job, job.Report) {
 }
 
 // CheckParsed completes the check of a job job.ParseWith(data,
-// opt.Defaults) returned with report r: when the job's own fields are
-// valid it adds what running it needs (a domain on the agent, secrets that
-// resolve). Check is ParseWith followed by CheckParsed.
+// opt.Defaults) returned with report r: it adds what running the job needs
+// (a domain on the agent, secrets that resolve) for the fields r does not
+// already find fault with. Check is ParseWith followed by CheckParsed.
 func CheckParsed(j *job.Job, r *job.Report, opt CheckOptions) {
-	if j != nil && r.OK() {
-		checkRun(j, opt, r)
+	if j == nil {
+		return
+	}
+	var more job.Report
+	checkRun(j, opt, &more, r.OK())
+	seen := map[string]bool{}
+	for _, e := range r.Errors {
+		seen[e.Field] = true
+	}
+	for _, e := range more.Errors {
+		if !seen[e.Field] {
+			r.Errors = append(r.Errors, e)
+		}
 	}
 }
 
@@ -56,21 +67,33 @@ func CheckParsed(j *job.Job, r *job.Report, opt CheckOptions) {
 func CheckJob(j *job.Job, opt CheckOptions) job.Report {
 	a := j.Apply(opt.Defaults)
 	r := a.Validate()
-	if r.OK() {
-		checkRun(j, opt, &r)
-	}
+	CheckParsed(j, &r, opt)
 	return r
 }
 
 // checkRun adds what a job needs beyond its own fields: a domain on the
-// agent, secrets that resolve.
-func checkRun(j *job.Job, opt CheckOptions, r *job.Report) {
+// agent, secrets that resolve and whose content can be used. When the
+// job's own fields are valid (valid) and its secrets resolve, the
+// documents are rendered once, in memory, so that nothing the renderer
+// would refuse (a host key that is not a private key of its type) is
+// left to the build.
+func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) {
 	if opt.Agent && j.Domain == "" {
 		r.Add("domain", job.CodeRequired, MsgDomainRequired)
 	}
 	a := j.Apply(opt.Defaults)
-	if opt.Secrets && a.Action != job.ActionDetach && a.PrebuiltImage == "" {
-		resolveSecrets(&a, secrets.Dir(opt.SecretsDir), r)
+	if !opt.Secrets || a.Action == job.ActionDetach || a.PrebuiltImage != "" {
+		return
+	}
+	var sr job.Report
+	in := resolveSecrets(&a, secrets.Dir(opt.SecretsDir), &sr)
+	r.Merge(sr)
+	if !valid || !sr.OK() {
+		return
+	}
+	var ve *job.ValidationError
+	if _, err := cloudinit.Render(in, cloudinit.Options{}); errors.As(err, &ve) {
+		r.Merge(job.Report{Errors: ve.Errors})
 	}
 }
 
