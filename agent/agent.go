@@ -123,7 +123,9 @@ type Agent struct {
 	// cleanups holds failed image removals for every engine (retried at
 	// each rescan; /healthz is degraded while any is pending).
 	cleanups engine.Cleanups
-	met      Metrics
+	// locks serialise the jobs of one domain, by UUID, for every engine.
+	locks engine.DomainLocks
+	met   Metrics
 
 	reg    *registry
 	events *hub
@@ -242,7 +244,7 @@ func readsOthersFiles() bool {
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met, Starts: &a.starts, Cleanups: &a.cleanups, PrebuiltDirs: opt.PrebuiltDirs,
+		Log: opt.Log, Observer: a.met, Starts: &a.starts, Cleanups: &a.cleanups, Locks: &a.locks, PrebuiltDirs: opt.PrebuiltDirs,
 		LibvirtTimeout: opt.LibvirtTimeout})
 }
 
@@ -511,8 +513,20 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		s := access.FileOwner(c.UID, c.GID)
 		t.base.Submitter = &s
 	}
-	t.key = strings.ToLower(t.base.Domain)
+	t.key = queueKey(t.base.Domain)
 	return t
+}
+
+// queueKey is the key that queues a job behind the jobs before it for the
+// same domain field: the exact name (libvirt names are case-sensitive:
+// "Web" and "web" are two domains), or the UUID in libvirt's form. A job
+// naming a domain and one giving its UUID get two keys; the engine's
+// DomainLocks serialise them by the UUID libvirt resolves both to.
+func queueKey(domain string) string {
+	if domxml.IsUUID(domain) {
+		return "uuid:" + domxml.CanonicalUUID(domain)
+	}
+	return "name:" + domain
 }
 
 func (a *Agent) enqueue(t *task) {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -76,6 +77,10 @@ type Engine struct {
 	// Cleanups holds image removals that failed, for RetryCleanups; shared
 	// by the agent's engines.
 	Cleanups *Cleanups
+	// Locks serialise the jobs of one domain by its UUID; shared by the
+	// agent's engines. nil: the engine's own.
+	Locks     *DomainLocks
+	locksOnce sync.Once
 	// LibvirtTimeout bounds how long a job waits for an unreachable
 	// libvirt (retrying) before it fails with libvirt_timeout; 0 waits
 	// until the job's context ends. (Each call's own deadline is the
@@ -112,6 +117,15 @@ func (f *failure) Unwrap() error { return f.err }
 
 func fail(code string, format string, args ...any) error {
 	return &failure{code: code, err: fmt.Errorf(format, args...)}
+}
+
+func (e *Engine) locks() *DomainLocks {
+	e.locksOnce.Do(func() {
+		if e.Locks == nil {
+			e.Locks = &DomainLocks{}
+		}
+	})
+	return e.Locks
 }
 
 // CheckOptions are the options payload.Check needs for a job this engine
@@ -255,6 +269,21 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	}
 	if err != nil {
 		return fmt.Errorf("looking up domain %q: %w", j.Domain, err)
+	}
+	// One job at a time changes a domain, however each names it.
+	unlock, waited, err := e.locks().Lock(ctx, dom.UUID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if waited {
+		// another job changed the domain meanwhile: read it again
+		if dom, err = e.Host.Domain(ctx, dom.UUID); err != nil {
+			if libvirtx.IsNotFound(err) {
+				return &failure{code: result.CodeDomainNotFound, field: "domain", err: fmt.Errorf("domain %q does not exist on this host (give domain_xml to define it)", j.Domain)}
+			}
+			return fmt.Errorf("looking up domain %q: %w", j.Domain, err)
+		}
 	}
 	r.DomainUUID = dom.UUID
 	r.Domain = dom.Name
