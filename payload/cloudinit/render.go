@@ -250,36 +250,10 @@ func metaInstanceKey(f job.Format) string {
 	return "instance-id"
 }
 
-// checkRenderable reports combinations the validator accepts in general but
-// this rendering cannot honour without dropping data.
+// checkRenderable reports what only rendering can tell: a password_secret
+// the caller did not resolve. The combinations of fields a format or mode
+// cannot express are the job's own (job.Validate reports them).
 func checkRenderable(j *job.Job, in Input, r *job.Report) {
-	if j.Format == job.FormatConfigDrive && j.NetworkConfig != "" {
-		r.Add("network_config", job.CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns, or give the network_data.json object as network_data, instead of network_config")
-	}
-	if j.Format != job.FormatConfigDrive && j.NetworkData != nil {
-		r.Add("network_data", job.CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %q use network_config or nics", j.Format)
-	}
-	if j.UserDataMode == job.ModeReplace {
-		var lost []string
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"timezone", j.Timezone != ""}, {"users", len(j.Users) > 0}, {"files", len(j.Files) > 0},
-			{"runcmd", len(j.Runcmd) > 0}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
-			{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil},
-			{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0},
-			{"power_state", j.PowerState != nil}, {"phone_home", j.PhoneHome != nil},
-			{"random_seed", j.RandomSeed != nil && j.Format != job.FormatConfigDrive},
-		} {
-			if f.set {
-				lost = append(lost, f.name)
-			}
-		}
-		if len(lost) > 0 {
-			r.Add("user_data_mode", job.CodeConflict, "mode \"replace\" writes the user's user-data verbatim, so %v would be dropped; use mode \"merge\" or move them into user_data", lost)
-		}
-	}
 	for i, u := range j.Users {
 		if u.PasswordSecret != "" && (i >= len(in.Passwords) || in.Passwords[i] == "") {
 			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeNotFound, "secret %q was not resolved", u.PasswordSecret)
