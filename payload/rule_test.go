@@ -326,6 +326,9 @@ func ruleInputs(t *testing.T) []ruleInput {
 			want: map[string]any{"runcmd": []any{"echo archived"}}},
 		{name: "jinja-cloud-config", data: []byte("## template: jinja\n#cloud-config\nruncmd:\n  - echo {{ v1.local_hostname }}\nssh_pwauth: on\n"), want: map[string]any{"runcmd": []any{"echo judge-host"}, "ssh_pwauth": true}},
 		{name: "mime-with-jinja-part", data: []byte("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=J\n\n--J\nContent-Type: text/jinja2\n\n## template: jinja\n#cloud-config\nruncmd: [echo {{ v1.instance_id }}]\n--J--\n"), want: map[string]any{"runcmd": []any{"echo judge-instance"}}},
+		{name: "non-ascii-cloud-config", data: []byte("#cloud-config\nruncmd: [echo grüße 日本]\nx_text: naïve\n"),
+			want: map[string]any{"runcmd": []any{"echo grüße 日本"}, "x_text": "naïve"}},
+		{name: "non-ascii-script", data: []byte("#!/bin/sh\necho grüße\n")},
 		{name: "script", data: []byte("#!/bin/sh\necho plain-script\n")},
 		{name: "leading-space-and-case", data: []byte("\n  #Cloud-Config\nruncmd: [echo cased]\n"), want: map[string]any{"runcmd": []any{"echo cased"}}},
 	}
@@ -350,7 +353,8 @@ func TestUserDataRule(t *testing.T) {
 	}
 }
 
-// TestMetaDataAndNetworkWrapperJudged: meta-data keys in the other
+// TestMetaDataAndNetworkWrapperJudged (the network-config matches no MAC:
+// cloud-init would look the MAC up among the host's interfaces): meta-data keys in the other
 // format's spelling reach cloud-init's reader of this format, and a
 // network-config in a network: wrapper gives cloud-init 22.4 (which does
 // not unwrap it) its network with YAML 1.1 booleans intact.
@@ -360,7 +364,7 @@ func TestMetaDataAndNetworkWrapperJudged(t *testing.T) {
 	jobs := []*job.Job{
 		{Version: 1, Format: job.FormatConfigDrive, MetaData: map[string]any{"instance-id": "iid-nc-spelling", "local-hostname": "nc-spelled", "public-keys": []any{key}}},
 		{Version: 1, Format: job.FormatNoCloud, MetaData: map[string]any{"uuid": "iid-os-spelling", "hostname": "os-spelled", "public_keys": map[string]any{"k0": key}}},
-		{Version: 1, Format: job.FormatNoCloud, Media: job.MediaVFAT, NetworkConfig: "network:\n  version: 2\n  ethernets:\n    eth0:\n      match: {macaddress: \"52:54:00:00:18:01\"}\n      set-name: eth0\n      dhcp4: yes\n      dhcp6: off\n"},
+		{Version: 1, Format: job.FormatNoCloud, Media: job.MediaVFAT, NetworkConfig: "network:\n  version: 2\n  ethernets:\n    eth0:\n      dhcp4: yes\n      dhcp6: off\n"},
 	}
 	dir := t.TempDir()
 	var paths []string

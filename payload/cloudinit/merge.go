@@ -1,6 +1,7 @@
 package cloudinit
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/textproto"
 
@@ -29,9 +30,36 @@ func partFor(doc, filename string) job.Part {
 	} else {
 		h.Set("Content-Type", `text/plain; charset="utf-8"`)
 	}
-	h.Set("Content-Transfer-Encoding", "8bit")
 	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", filename))
-	return job.Part{Header: h, Body: []byte(doc)}
+	if isASCII(doc) {
+		h.Set("Content-Transfer-Encoding", "7bit")
+		return job.Part{Header: h, Body: []byte(doc)}
+	}
+	// Python's email package, which cloud-init parses MIME with, hands an
+	// 8bit part's non-ASCII text on as Latin-1 bytes ("ü" becomes 0xFC, and
+	// the YAML no longer loads); a base64 part comes back byte for byte.
+	h.Set("Content-Transfer-Encoding", "base64")
+	return job.Part{Header: h, Body: base64Lines(doc)}
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// base64Lines encodes s as base64 in lines of 76 characters (RFC 2045).
+func base64Lines(s string) []byte {
+	enc := base64.StdEncoding.EncodeToString([]byte(s))
+	out := make([]byte, 0, len(enc)+len(enc)/76+1)
+	for len(enc) > 76 {
+		out = append(append(out, enc[:76]...), '\n')
+		enc = enc[76:]
+	}
+	return append(append(out, enc...), '\n')
 }
 
 // generatedPart wraps a generated cloud-config document as a part that

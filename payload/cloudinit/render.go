@@ -172,11 +172,8 @@ func Render(in Input, opt Options) (*Documents, error) {
 	}
 	cc := buildCloudConfig(&j, hashes, keys, seed)
 	big := detachBigContents(cc, contentHash)
-	userData, err := assembleUserData(cc, in.UserData, j.UserDataMode, contentHash)
+	userData, err := assembleUserData(cc, big, in.UserData, j.UserDataMode, contentHash)
 	if err != nil {
-		return nil, err
-	}
-	if userData, err = big.splice(userData); err != nil {
 		return nil, err
 	}
 
@@ -435,9 +432,19 @@ func cloudConfigDoc(v any) ([]byte, error) {
 
 // assembleUserData combines the generated cloud-config with the user's
 // user-data according to mode.
-func assembleUserData(cc *CloudConfig, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
+// The contents big detached from cc are spliced back into the generated
+// document before it becomes a MIME part (whose transfer encoding may hide
+// the placeholders), and never into the user's text.
+func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
+	generated := func() ([]byte, error) {
+		doc, err := cloudConfigDoc(cc)
+		if err != nil {
+			return nil, err
+		}
+		return big.splice(doc)
+	}
 	if user == "" {
-		return cloudConfigDoc(cc)
+		return generated()
 	}
 	if mode == job.ModeReplace {
 		return []byte(user), nil
@@ -449,7 +456,7 @@ func assembleUserData(cc *CloudConfig, user string, mode job.UserDataMode, conte
 	if cc.IsEmpty() {
 		return []byte(text), nil
 	}
-	gen, err := cloudConfigDoc(cc)
+	gen, err := generated()
 	if err != nil {
 		return nil, err
 	}

@@ -401,14 +401,41 @@ def judge_user_data(raw, workdir, tag, log, schema=True):
     return out
 
 
+# cloud-init's network_state looks interfaces up by MAC on the machine it
+# runs on (get_interfaces_by_mac). The judge stands for the guest, not this
+# host, whose tap devices (vnetN, MACs of whatever guests run right now,
+# sometimes twice) made results depend on other tests. Both the in-process
+# parse and net-convert see only the guest's assumed interfaces instead.
+NET_CONVERT = """
+import json, sys
+from cloudinit import net
+from cloudinit.net import network_state
+macs = json.loads(sys.argv[1])
+net.get_interfaces_by_mac = lambda *a, **k: dict(macs)
+network_state.get_interfaces_by_mac = net.get_interfaces_by_mac
+from cloudinit.cmd.devel import net_convert
+args = net_convert.get_parser().parse_args(sys.argv[2:])
+net_convert.handle_args("net-convert", args)
+"""
+
+
+def guest_interfaces(macs):
+    """Make the in-process network_state see the guest's interfaces
+    (macs: [(name, mac)]), not this host's."""
+    known = {m: n for n, m in macs}
+    network_state.get_interfaces_by_mac = lambda *a, **k: dict(known)
+
+
 def net_convert(src_path, kind, workdir, macs):
     """Run `cloud-init devel net-convert` for every output kind (in
-    parallel: each is a separate cloud-init start-up)."""
+    parallel: each is a separate cloud-init start-up), with the guest's
+    assumed interfaces (macs: [(name, mac)]) instead of this host's."""
     rendered, errors, procs = {}, [], []
+    known = json.dumps({m: n for n, m in macs})
     for okind in OUTPUT_KINDS:
         odir = os.path.join(workdir, "net-" + okind)
         argv = [
-            "cloud-init", "devel", "net-convert",
+            sys.executable, "-c", NET_CONVERT, known,
             "--network-data", src_path, "--kind", kind,
             "--distro", "debian", "--output-kind", okind, "-d", odir,
         ]
@@ -442,7 +469,8 @@ def net_convert(src_path, kind, workdir, macs):
     return rendered, errors
 
 
-def parse_state(netcfg, report, log):
+def parse_state(netcfg, report, log, macs=()):
+    guest_interfaces(macs)
     try:
         ns = network_state.parse_net_config_data(netcfg)
         report["network_state"] = jsonable(
@@ -633,7 +661,7 @@ def judge_configdrive(seed, workdir, report, log):
                 nd, known_macs={m: n for n, m in macs}
             )
             report["network_config"] = jsonable(netcfg)
-            parse_state(netcfg, report, log)
+            parse_state(netcfg, report, log, macs)
         except Exception as exc:
             report["network_errors"].append(
                 "convert_net_json: %s: %s" % (type(exc).__name__, exc)
