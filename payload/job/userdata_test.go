@@ -175,8 +175,11 @@ func FuzzSplitMIME(f *testing.F) {
 			}
 			for k, vs := range p.Header {
 				for _, v := range vs {
-					if strings.ContainsAny(k+v, "\r\n") {
-						return // not representable as a header line
+					badName := strings.IndexFunc(k, func(r rune) bool { return !strings.ContainsRune(tokenChars, r) }) >= 0
+					if badName || strings.IndexFunc(v, func(r rune) bool { return r != '\t' && (r < 0x20 || r >= 0x7f) }) >= 0 {
+						// not representable as a header line Go's reader
+						// accepts (Python's, cloud-init's, is more lenient)
+						return
 					}
 				}
 			}
@@ -235,3 +238,7 @@ func TestMetaDataSpellings(t *testing.T) {
 		}
 	}
 }
+
+// tokenChars are the characters of an HTTP/MIME header name Go's reader
+// accepts (RFC 7230 token).
+const tokenChars = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
