@@ -422,8 +422,11 @@ net_convert.handle_args("net-convert", args)
 def guest_interfaces(macs):
     """Make the in-process network_state see the guest's interfaces
     (macs: [(name, mac)]), not this host's."""
+    from cloudinit import net
+
     known = {m: n for n, m in macs}
-    network_state.get_interfaces_by_mac = lambda *a, **k: dict(known)
+    net.get_interfaces_by_mac = lambda *a, **k: dict(known)
+    network_state.get_interfaces_by_mac = net.get_interfaces_by_mac
 
 
 def net_convert(src_path, kind, workdir, macs):
