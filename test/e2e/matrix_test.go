@@ -388,7 +388,8 @@ func checkFull(t *testing.T, rep *guest.Report, w want) {
 	case "cloud-config":
 		checks = append(checks,
 			check{"merged user runcmd appended", fileDesc(rep, "/var/lib/vmpayload-e2e/user-runcmd"), fmt.Sprintf("644 root:root %q", "user-"+w.token+"\n")},
-			check{"user-data.txt is #cloud-config", strings.HasPrefix(string(udText), "#cloud-config"), true})
+			// the user's text kept, the generated part merged under cloud-init's Merge-Type (issue 18)
+			check{"user-data.txt is MIME with the generated part's Merge-Type", bytes.Contains(udText, []byte("Merge-Type: dict(no_replace,recurse_list)+list(prepend)+str()")), true})
 	case "script":
 		checks = append(checks,
 			check{"merged user script ran", fileDesc(rep, "/var/lib/vmpayload-e2e/user-script"), fmt.Sprintf("644 root:root %q", "script-"+w.token+"\n")},
