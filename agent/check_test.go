@@ -33,7 +33,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "notakey": "not a key\n"} {
+	for name, content := range map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "ud-runcmd-str": "#cloud-config\nruncmd: echo user\n", "notakey": "not a key\n"} {
 		if err := os.WriteFile(filepath.Join(secretsDir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -62,6 +62,9 @@ func TestOneCheckEverywhere(t *testing.T) {
 		{"empty password secret", map[string]any{"users": []any{map[string]any{"name": "alice", "password_secret": "empty"}}}, []string{"users[0].password_secret"}, false},
 		{"missing user_data_secret", map[string]any{"user_data_secret": "nope"}, []string{"user_data_secret"}, false},
 		{"broken user_data_secret", map[string]any{"user_data_secret": "ud-bad"}, []string{"user_data_secret"}, false},
+		{"user_data_secret runcmd no list against the job's runcmd", map[string]any{"user_data_secret": "ud-runcmd-str", "runcmd": []any{"echo job"}}, []string{"user_data"}, false},
+		{"inline runcmd no list against the job's runcmd", map[string]any{"user_data": "#cloud-config\nruncmd: echo user\n", "runcmd": []any{"echo job"}}, []string{"user_data"}, false},
+		{"meta_data with two instance-ids", map[string]any{"meta_data": map[string]any{"instance-id": "a", "uuid": "b"}}, []string{"meta_data.uuid"}, false},
 		{"missing host key secret", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "nope"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false},
 		{"host key secret that is no key", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "notakey"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false},
 		{"two problems at once", map[string]any{"hostname": "-bad-", "users": []any{map[string]any{"name": "alice", "password_secret": "nope"}}}, []string{"hostname", "users[0].password_secret"}, false},
