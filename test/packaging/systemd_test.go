@@ -157,11 +157,15 @@ func TestSystemdPackage(t *testing.T) {
 	// native protocol when JOURNAL_STREAM says stderr is the journal)
 	t.Run("journal", func(t *testing.T) {
 		var jobDone map[string]string
-		for _, e := range c.journalJSON() {
-			if e["_SYSTEMD_UNIT"] == "vmpayload.service" && e["ID"] == "systemd-job-1" && strings.HasPrefix(e["MESSAGE"], "job done") {
-				jobDone = e
+		// journald takes the entries asynchronously
+		eventually(func() bool {
+			for _, e := range c.journalJSON() {
+				if e["_SYSTEMD_UNIT"] == "vmpayload.service" && e["ID"] == "systemd-job-1" && strings.HasPrefix(e["MESSAGE"], "job done") {
+					jobDone = e
+				}
 			}
-		}
+			return jobDone != nil
+		})
 		want := map[string]string{"DOMAIN": "systemd-vm", "STATE": "done", "ACTION": "start", "SOURCE": "socket",
 			"PRIORITY": "6", "SYSLOG_IDENTIFIER": "vmpayload", "_PID": pid1}
 		if jobDone == nil {
@@ -193,7 +197,11 @@ func TestSystemdPackage(t *testing.T) {
 		"--id", "systemd-job-2", "--wait", "--timeout", "2m"); err != nil {
 		t.Errorf("job after reload: %v\n%s", err, out)
 	}
-	after := c.exec2("journalctl", "-u", "vmpayload", "--since", "@"+since, "-o", "cat", "_PID="+pid1)
+	var after string
+	eventually(func() bool {
+		after = c.exec2("journalctl", "-u", "vmpayload", "--since", "@"+since, "-o", "cat", "_PID="+pid1)
+		return strings.Contains(after, `"id":"systemd-job-2"`)
+	})
 	if !strings.Contains(after, `"msg":"configuration reloaded"`) && !strings.Contains(after, `msg="configuration reloaded"`) {
 		t.Errorf("the journal does not show the reload:\n%s", after)
 	}
@@ -209,7 +217,12 @@ func TestSystemdPackage(t *testing.T) {
 	if c.run("test", "-s", "/var/spool/vmpayload/done/systemd-job-3.json") != nil {
 		t.Errorf("the job queued before stop has no done result:\n%s", c.journal())
 	}
-	if j := c.journal(); !strings.Contains(j, "finishing running jobs") || !strings.Contains(j, "agent stopped") {
+	var j string
+	eventually(func() bool {
+		j = c.journal()
+		return strings.Contains(j, "finishing running jobs") && strings.Contains(j, "agent stopped")
+	})
+	if !strings.Contains(j, "finishing running jobs") || !strings.Contains(j, "agent stopped") {
 		t.Errorf("no drain in the journal:\n%s", j)
 	}
 	if c.run("test", "-e", "/run/vmpayload/vmpayload.sock") == nil {
@@ -526,6 +539,14 @@ func (c *container) journalJSON() []map[string]string {
 		entries = append(entries, e)
 	}
 	return entries
+}
+
+// eventually polls cond for up to 20 s (journald stores entries
+// asynchronously); the caller checks the outcome itself.
+func eventually(cond func() bool) {
+	for deadline := time.Now().Add(20 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // groupID looks a group up in root's /etc/group.
