@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -119,7 +120,7 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// Validate locally first: the same checks the agent makes.
-	j, rep := job.Parse(data)
+	j, rep := payload.Check(data, payload.CheckOptions{Agent: true})
 	if !rep.OK() {
 		printReport(stderr, rep.Errors)
 		return exitInvalid
