@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -224,7 +225,8 @@ func runRun(c command, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	data := buf.Bytes()
-	parsed, rep := job.Parse(data)
+	// the checks submit, validate and the agent make (payload.Check)
+	parsed, rep := payload.Check(data, payload.CheckOptions{Agent: true})
 	if !rep.OK() {
 		b.report(stderr, rep.Errors)
 		return exitInvalid

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -113,8 +114,8 @@ func TestRunJobs(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, errb)
 			}
-			// the printed document is a valid job v1 for the agent
-			j, rep := job.Parse([]byte(out))
+			// the printed document passes the agent's check
+			j, rep := payload.Check([]byte(out), payload.CheckOptions{Agent: true})
 			if !rep.OK() {
 				t.Fatalf("the printed job is invalid: %v\n%s", rep.Err(), out)
 			}
