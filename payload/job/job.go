@@ -84,6 +84,10 @@ type Job struct {
 	MetaData       map[string]any `json:"meta_data,omitempty"`
 	NetworkConfig  string         `json:"network_config,omitempty"`
 	VendorData     string         `json:"vendor_data,omitempty"`
+	// VendorDataBase64 is vendor-data as base64, for content a JSON string
+	// cannot hold (gzip-compressed vendor-data). Optional; not with
+	// vendor_data.
+	VendorDataBase64 string `json:"vendor_data_base64,omitempty"`
 	// NetworkData is a raw OpenStack network_data.json object, written
 	// as it is with format "configdrive".
 	NetworkData map[string]any `json:"network_data,omitempty"`
