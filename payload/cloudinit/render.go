@@ -174,6 +174,11 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if err != nil {
 		return nil, err
 	}
+	if j.GuestReport != nil && *j.GuestReport {
+		if userData, err = withReporter(userData, contentHash); err != nil {
+			return nil, err
+		}
+	}
 
 	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes, RandomSeed: seed}
 	for _, k := range keys {
@@ -323,6 +328,7 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		return "", "", err
 	}
 	c.Format, c.Media, c.InstanceID = "", "", ""
+	c.GuestReport = nil // turning the report on or off is no new instance
 	instance, err = sum(c)
 	return content, instance, err
 }
