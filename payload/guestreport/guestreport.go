@@ -137,6 +137,9 @@ func Parse(b []byte) (Report, error) {
 			r.RecoverableErrors = append(r.RecoverableErrors, lv+": "+m)
 		}
 	}
+	if st.Status == "" && len(r.Errors) == 0 {
+		r.Errors = append(r.Errors, "the guest's cloud-init gave no status document")
+	}
 	r.Status = normalise(st, l.StatusExit, len(r.Errors), len(r.RecoverableErrors))
 	return r, nil
 }
