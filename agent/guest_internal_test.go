@@ -86,7 +86,27 @@ func send(t *testing.T, c net.Conn, line string) string {
 
 const testUUID = "5b8e4f1c-0000-4000-8000-00000000c0de"
 
+// recMetrics records GuestReport calls.
+type recMetrics struct {
+	nopMetrics
+	mu   sync.Mutex
+	seen []string
+}
+
+func (m *recMetrics) GuestReport(status string, seconds float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen = append(m.seen, fmt.Sprintf("%s/%v", status, seconds >= 0))
+}
+
+func (m *recMetrics) got() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.seen, ",")
+}
+
 type guestEnv struct {
+	met  *recMetrics
 	a    *Agent
 	host *chanHost
 	fg   *fakeGuest
@@ -104,7 +124,8 @@ func newGuestEnv(t *testing.T, spoolDir string, timeout time.Duration) *guestEnv
 	}
 	t.Cleanup(func() { ln.Close() })
 	host := &chanHost{sock: sock, running: true}
-	a, err := New(Options{Host: host, SpoolDir: spoolDir, PayloadDir: filepath.Join(dir, "payload"), GuestTimeout: timeout, ImageGID: -1})
+	met := &recMetrics{}
+	a, err := New(Options{Metrics: met, Host: host, SpoolDir: spoolDir, PayloadDir: filepath.Join(dir, "payload"), GuestTimeout: timeout, ImageGID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +133,7 @@ func newGuestEnv(t *testing.T, spoolDir string, timeout time.Duration) *guestEnv
 	evs, cancelSub := a.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	a.guest.start(ctx)
-	e := &guestEnv{a: a, host: host, fg: &fakeGuest{t: t, ln: ln}, evs: evs}
+	e := &guestEnv{met: met, a: a, host: host, fg: &fakeGuest{t: t, ln: ln}, evs: evs}
 	e.stop = func() { cancel(); a.guest.stop(); cancelSub() }
 	t.Cleanup(e.stop)
 	return e
@@ -208,6 +229,9 @@ func TestGuestReports(t *testing.T) {
 			if reg, ok := e.a.Job(id); !ok || reg.Guest == nil || reg.Guest.Status != tc.want {
 				t.Errorf("registry %+v", reg.Guest)
 			}
+			if got := e.met.got(); got != tc.want+"/true" {
+				t.Errorf("metrics %q, want %s with a provisioning time", got, tc.want)
+			}
 		})
 	}
 }
@@ -237,6 +261,11 @@ func TestGuestTimeoutThenReport(t *testing.T) {
 	g := e.fileResult(t, "job-slow").Guest
 	if g.Status != result.GuestDone || g.Reports != 2 || g.BootID != "boot-2" || g.Detail != "" {
 		t.Errorf("result guest %+v", g)
+	}
+	// timeout counted without a time, the first report with one, the
+	// second boot's without
+	if got := e.met.got(); got != "timeout/false,done/true,done/false" {
+		t.Errorf("metrics %q", got)
 	}
 }
 
