@@ -238,6 +238,11 @@ func (g *guests) follow(ctx context.Context, uuid string) {
 			if up, known := g.a.starts.Since(uuid); known {
 				now = now.Add(-up)
 			}
+			if res.FinishedAt != nil && res.FinishedAt.After(now) {
+				// the job changed the payload of a running domain: its
+				// guest reports at its next boot, counted from the job
+				now = *res.FinishedAt
+			}
 			now = now.UTC()
 			started = &now
 			g.update(tr, func(gs *result.Guest) {

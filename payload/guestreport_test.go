@@ -2,6 +2,8 @@ package payload_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +29,8 @@ var guestReportCases = []struct {
 	{name: "generated-only", job: job.Job{Version: 1, Hostname: "gr1", Runcmd: []job.Command{{Shell: "echo generated"}}}, wantConfig: []string{"runcmd"}},
 	{name: "merge-cloud-config", job: job.Job{Version: 1, Hostname: "gr2", Timezone: "UTC", UserData: "#cloud-config\npackages: [jq]\n"}, wantConfig: []string{"packages", "timezone"}},
 	{name: "merge-script", job: job.Job{Version: 1, Hostname: "gr3", Timezone: "UTC", UserData: "#!/bin/sh\necho user script\n"}, wantScripts: []string{"echo user script"}, wantConfig: []string{"timezone"}},
-	{name: "replace-cloud-config", job: job.Job{Version: 1, Hostname: "gr4", UserDataMode: job.ModeReplace, UserData: "#cloud-config\nvendor_data: {enabled: false}\npackages: [jq]\n"}, wantConfig: []string{"packages"}},
+	{name: "replace-cloud-config", job: job.Job{Version: 1, Hostname: "gr4", UserDataMode: job.ModeReplace, UserData: "#cloud-config\npackages: [jq]\n"}, wantConfig: []string{"packages"}},
+	{name: "replace-with-vendor-data", job: job.Job{Version: 1, Hostname: "gr8", UserDataMode: job.ModeReplace, UserData: "#!/bin/sh\necho replaced\n", VendorData: "#!/bin/sh\necho vendor\n"}, wantScripts: []string{"echo replaced", "echo vendor"}},
 	{name: "replace-script", job: job.Job{Version: 1, Hostname: "gr5", UserDataMode: job.ModeReplace, UserData: "#!/bin/sh\necho replaced\n"}, wantScripts: []string{"echo replaced"}},
 	{name: "replace-multipart", job: job.Job{Version: 1, Hostname: "gr6", UserDataMode: job.ModeReplace, UserData: "Content-Type: multipart/mixed; boundary=\"XX\"\nMIME-Version: 1.0\n\n--XX\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho part one\n--XX\nContent-Type: text/cloud-config\n\n#cloud-config\nruncmd: [[echo, two]]\n--XX--\n"}, wantScripts: []string{"echo part one"}, wantConfig: []string{"runcmd"}},
 	{name: "configdrive", job: job.Job{Version: 1, Format: job.FormatConfigDrive, Hostname: "gr7", UserData: "#cloud-config\npackages: [jq]\n"}, wantConfig: []string{"packages"}},
@@ -58,42 +61,79 @@ func TestGuestReportRendered(t *testing.T) {
 			if on.Docs.ContentHash == off.Docs.ContentHash {
 				t.Errorf("content hash %s with and without the report: the images differ", on.Docs.ContentHash)
 			}
-			ud := userDataOf(t, on)
-			if !strings.Contains(ud, "Content-Type: text/cloud-boothook") || !strings.Contains(ud, guestreport.Channel) {
-				t.Errorf("user-data has no reporter boothook:\n%s", ud)
+			ud, vd := docOf(on, "user-data"), docOf(on, "vendor-data")
+			carrier := ud
+			if c.job.UserDataMode == job.ModeReplace {
+				// replace keeps the user-data verbatim: vendor-data carries it
+				carrier = vd
+				if ud != c.job.UserData {
+					t.Errorf("replace mode: user-data is not verbatim:\n%s", ud)
+				}
 			}
-			if strings.Contains(userDataOf(t, off), guestreport.Channel) {
+			if !strings.Contains(carrier, "Content-Type: text/cloud-boothook") || !strings.Contains(carrier, guestreport.Channel) {
+				t.Errorf("no reporter boothook in:\n%s", carrier)
+			}
+			if strings.Contains(docOf(off, "user-data")+docOf(off, "vendor-data"), guestreport.Channel) {
 				t.Errorf("guest_report false still carries the reporter")
 			}
-			gp := filepath.Join("testdata", "guestreport", c.name+".user-data")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(gp), 0o755); err != nil {
-					t.Fatal(err)
+			for kind, doc := range map[string]string{"user-data": ud, "vendor-data": vd} {
+				gp := filepath.Join("testdata", "guestreport", c.name+"."+kind)
+				if *update {
+					_ = os.Remove(gp)
+					if doc != "" {
+						if err := os.MkdirAll(filepath.Dir(gp), 0o755); err != nil {
+							t.Fatal(err)
+						}
+						if err := os.WriteFile(gp, []byte(doc), 0o644); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
-				if err := os.WriteFile(gp, []byte(ud), 0o644); err != nil {
-					t.Fatal(err)
+				g, err := os.ReadFile(gp)
+				if os.IsNotExist(err) && doc == "" {
+					continue
 				}
-			}
-			g, err := os.ReadFile(gp)
-			if err != nil {
-				t.Fatalf("golden file (run with -update): %v", err)
-			}
-			if string(g) != ud {
-				t.Errorf("user-data differs from %s:\n--- got\n%s", gp, ud)
+				if err != nil {
+					t.Fatalf("golden file (run with -update): %v", err)
+				}
+				if string(g) != doc {
+					t.Errorf("%s differs from %s:\n--- got\n%s", kind, gp, doc)
+				}
 			}
 		})
 	}
 }
 
-func userDataOf(t *testing.T, r *payload.Rendered) string {
-	t.Helper()
+// docOf returns the rendered user-data or vendor-data ("" when there is
+// none), in either format.
+func docOf(r *payload.Rendered, kind string) string {
 	for _, f := range r.Docs.Files {
-		if f.Path == "user-data" || f.Path == "openstack/latest/user_data" {
+		switch {
+		case f.Path == kind, kind == "user-data" && f.Path == "openstack/latest/user_data":
 			return string(f.Data)
+		case kind == "vendor-data" && f.Path == "openstack/latest/vendor_data.json":
+			var m map[string]string
+			if err := json.Unmarshal(f.Data, &m); err == nil {
+				return m["cloud-init"]
+			}
 		}
 	}
-	t.Fatalf("no user-data in %v", r.Docs.Files)
 	return ""
+}
+
+// TestGuestReportVendorDataOff: in replace mode a cloud-config that turns
+// vendor-data off would drop the reporter; that is refused, naming
+// guest_report, rather than left to a silent timeout.
+func TestGuestReportVendorDataOff(t *testing.T) {
+	j := job.Job{Version: 1, Hostname: "gr9", UserDataMode: job.ModeReplace, UserData: "#cloud-config\nvendor_data: {enabled: false}\n"}
+	_, err := payload.Render(withReport(j, true), payload.Options{})
+	var ve *job.ValidationError
+	if !errors.As(err, &ve) || ve.Errors[0].Field != "guest_report" || ve.Errors[0].Code != job.CodeConflict {
+		t.Fatalf("err %v, want a guest_report conflict", err)
+	}
+	if _, err := payload.Render(withReport(j, false), payload.Options{}); err != nil {
+		t.Fatalf("without the report: %v", err)
+	}
 }
 
 // TestGuestReportJudgedByCloudInit has real cloud-init read each image: the
@@ -127,17 +167,21 @@ func TestGuestReportJudgedByCloudInit(t *testing.T) {
 				t.Errorf("instance-id %q, build said %q", rep.InstanceID, res.InstanceID)
 			}
 			var hooks int
-			for _, s := range rep.Scripts {
+			scripts := append([]judge.Script(nil), rep.Scripts...)
+			if rep.VendorData != nil {
+				scripts = append(scripts, rep.VendorData.Scripts...)
+			}
+			for _, s := range scripts {
 				if s.ContentType == "text/cloud-boothook" && strings.Contains(s.Content, "/dev/virtio-ports/"+guestreport.Channel) {
 					hooks++
 				}
 			}
 			if hooks != 1 {
-				t.Errorf("%d reporter boothooks among cloud-init's scripts %+v, want 1", hooks, rep.Scripts)
+				t.Errorf("%d reporter boothooks among cloud-init's scripts %+v, want 1", hooks, scripts)
 			}
 			for _, want := range c.wantScripts {
 				found := false
-				for _, s := range rep.Scripts {
+				for _, s := range scripts {
 					found = found || strings.Contains(s.Content, want)
 				}
 				if !found {

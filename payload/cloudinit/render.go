@@ -175,7 +175,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 		return nil, err
 	}
 	if j.GuestReport != nil && *j.GuestReport {
-		if userData, err = withReporter(userData, contentHash); err != nil {
+		if userData, err = addReporter(&j, in.UserData, userData, contentHash); err != nil {
 			return nil, err
 		}
 	}

@@ -4,8 +4,10 @@
 # boothook on every boot. It copies itself to /run/vmpayload (tmpfs) and
 # starts itself as a transient systemd unit ordered after
 # cloud-final.service, which waits for cloud-init's outcome and writes one
-# JSON line to the virtio-serial port below. Without the port it does
-# nothing. It never fails the boot: every path exits 0.
+# JSON line to the virtio-serial port below. The unit is also ordered
+# before shutdown.target, so a power-off right after cloud-init (its
+# power_state) waits for the report. Without the port it does nothing. It
+# never fails the boot: every path exits 0.
 port=/dev/virtio-ports/org.vmpayload.guest.0
 run=/run/vmpayload
 unit=vmpayload-guest-report
@@ -37,12 +39,16 @@ report() {
 		"$(json_str "$iid")" "$(json_str "$boot")" "${up:-0}" "$(json_str "$ver")" "$code" \
 		"$(json_doc "$run/status.json")" "$(json_doc /run/cloud-init/result.json)")
 	# Send until the host acknowledges ("ok"), for up to an hour: the host
-	# end may be closed for a while (agent restarting).
+	# end may be closed for a while (agent restarting). While the guest
+	# shuts down, a few tries only.
 	i=0
 	while [ "$i" -lt 720 ]; do
 		ack=$(timeout 5 sh -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && head -c 2 <&3' vmpayload-send "$port" "$line" 2>/dev/null)
 		[ "$ack" = ok ] && exit 0
 		i=$((i + 1))
+		if [ "$i" -ge 3 ] && [ "$(systemctl is-system-running 2>/dev/null)" = stopping ]; then
+			exit 0
+		fi
 		sleep 5
 	done
 	exit 0
@@ -55,7 +61,9 @@ fi
 mkdir -p "$run" && chmod 0700 "$run" && cp "$0" "$run/guest-report" 2>/dev/null && chmod 0700 "$run/guest-report" || exit 0
 if command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 	systemd-run --no-block --quiet --unit="$unit-$(cut -c1-8 /proc/sys/kernel/random/boot_id)" \
-		--property=After=cloud-final.service --property=Wants=cloud-final.service \
+		--property=Type=oneshot --property=DefaultDependencies=no \
+		--property=After=cloud-final.service --property=Before=shutdown.target \
+		--property=TimeoutStartSec=4000 \
 		/bin/sh "$run/guest-report" report >/dev/null 2>&1 || true
 else
 	nohup /bin/sh "$run/guest-report" report >/dev/null 2>&1 &
