@@ -303,6 +303,9 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		c.SSHHostKeys[i] = k
 	}
 	c.ID, c.Domain, c.Action, c.DomainXML, c.PrebuiltImage = "", "", "", "", ""
+	if c.GuestReport != nil && !*c.GuestReport {
+		c.GuestReport = nil // off is the same content as absent
+	}
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
 	c.Users = make([]job.User, len(j.Users))
 	for i, u := range j.Users {
