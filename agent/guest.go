@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 )
@@ -56,8 +57,9 @@ type guests struct {
 	dir string
 	// dial connects to a channel's host socket (net.Dial; tests replace it).
 	dial func(path string) (net.Conn, error)
-	// retry is the pause between connection attempts.
-	retry time.Duration
+	// retry is the pause between connection attempts; gap the shortest
+	// time between two reports applied from one connection (minReportGap).
+	retry, gap time.Duration
 
 	mu       sync.Mutex
 	watching map[string]context.CancelFunc // by domain UUID
@@ -67,7 +69,7 @@ type guests struct {
 }
 
 func newGuests(a *Agent) *guests {
-	return &guests{a: a, dir: filepath.Join(a.spool.Root, GuestDir), retry: time.Second,
+	return &guests{a: a, dir: filepath.Join(a.spool.Root, GuestDir), retry: time.Second, gap: minReportGap,
 		dial: func(p string) (net.Conn, error) {
 			return net.DialTimeout("unix", p, 5*time.Second)
 		},
@@ -257,6 +259,11 @@ func (g *guests) follow(ctx context.Context, uuid string) {
 	}
 	for ctx.Err() == nil {
 		path, live, err := g.channelPath(ctx, uuid)
+		if libvirtx.IsNotFound(err) {
+			// undefined while the agent was not looking
+			g.forget(uuid)
+			return
+		}
 		if err != nil || !live {
 			if err != nil {
 				g.a.log.Debug("guest channel not available", "uuid", uuid, "err", err)
@@ -305,6 +312,7 @@ func (g *guests) read(ctx context.Context, tr guestTrack, conn net.Conn, deadlin
 		}
 		errc <- sc.Err()
 	}()
+	var last time.Time // when a report was last applied
 	for {
 		select {
 		case <-ctx.Done():
@@ -321,11 +329,18 @@ func (g *guests) read(ctx context.Context, tr guestTrack, conn net.Conn, deadlin
 			if len(strings.TrimSpace(string(b))) == 0 {
 				continue
 			}
+			if !last.IsZero() && time.Since(last) < g.gap {
+				// a guest that floods the channel costs one result write
+				// per minReportGap at most; the reporter sends one line
+				// per boot
+				continue
+			}
 			rep, err := guestreport.Parse(b)
 			if err != nil {
 				g.a.log.Warn("ignoring a line on the guest report channel", "domain", tr.Domain, "err", err)
 				continue
 			}
+			last = time.Now()
 			*deadline = nil
 			g.reported(tr, rep)
 			_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -335,6 +350,10 @@ func (g *guests) read(ctx context.Context, tr guestTrack, conn net.Conn, deadlin
 		}
 	}
 }
+
+// minReportGap is the shortest time between two reports applied from one
+// connection.
+const minReportGap = time.Second
 
 // channelPath returns the host socket of uuid's report channel while the
 // domain runs; live is false when it does not run or has no channel.

@@ -129,7 +129,7 @@ func newGuestEnv(t *testing.T, spoolDir string, timeout time.Duration) *guestEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.guest.retry = 20 * time.Millisecond
+	a.guest.retry, a.guest.gap = 20*time.Millisecond, 0
 	evs, cancelSub := a.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	a.guest.start(ctx)
@@ -334,5 +334,29 @@ func TestWaitGuest(t *testing.T) {
 	e.a.guest.finished(result.Result{ID: "job-d", DomainUUID: testUUID, Action: "detach", State: result.StateDone})
 	if _, err := os.Stat(e.a.guest.trackPath(testUUID)); !os.IsNotExist(err) {
 		t.Errorf("detach left the guest state: %v", err)
+	}
+}
+
+// TestGuestFlood: lines beyond one report per gap are dropped unanswered
+// (the reporter resends until acknowledged), so a guest cannot make the
+// agent rewrite the result file in a loop.
+func TestGuestFlood(t *testing.T) {
+	e := newGuestEnv(t, filepath.Join(t.TempDir(), "spool"), time.Hour)
+	e.a.guest.gap = time.Hour
+	e.finishJob(t, "job-flood")
+	c := e.fg.accept()
+	defer c.Close()
+	send(t, c, reportLine("iid-payload", statusDone, "boot-1"))
+	for i := 0; i < 50; i++ {
+		if _, err := c.Write([]byte(reportLine("iid-payload", statusError, fmt.Sprintf("boot-x%d", i)) + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if b, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Errorf("flood line acknowledged: %q", b)
+	}
+	if g := e.fileResult(t, "job-flood").Guest; g.Reports != 1 || g.Status != result.GuestDone {
+		t.Errorf("after the flood: %+v", g)
 	}
 }
