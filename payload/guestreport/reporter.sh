@@ -26,15 +26,19 @@ json_doc() {
 
 report() {
 	[ -c "$port" ] || exit 0
-	# Wait for cloud-init to finish this boot (bounded: 1 hour).
-	timeout 3600 cloud-init status --wait >/dev/null 2>&1
+	# Wait for cloud-init to finish this boot (bounded: 1 hour) and take
+	# its status; one python start only (seconds each on a slow guest).
+	# While waiting, status --wait prints dots before the document.
 	mkdir -p "$run" && chmod 0700 "$run"
-	timeout 60 cloud-init status --format json >"$run/status.json" 2>/dev/null
+	timeout 3600 cloud-init status --wait --format json >"$run/status.raw" 2>/dev/null
 	code=$?
+	sed '1s/^[.]*//' "$run/status.raw" >"$run/status.json"
 	iid=$(cat /var/lib/cloud/data/instance-id 2>/dev/null)
 	boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
 	up=$(cut -d' ' -f1 /proc/uptime 2>/dev/null)
-	ver=$(cloud-init --version 2>&1 | sed -n '1s/.* //p')
+	# the version without starting python again
+	ver=$(sed -n 's/^__VERSION__ = "\(.*\)"$/\1/p' /usr/lib/python3*/dist-packages/cloudinit/version.py 2>/dev/null | head -n 1)
+	[ -n "$ver" ] || ver=$(cloud-init --version 2>&1 | sed -n '1s/.* //p')
 	line=$(printf '{"vmpayload_guest_report":1,"instance_id":%s,"boot_id":%s,"uptime_seconds":%s,"cloud_init_version":%s,"status_exit":%d,"status":%s,"result":%s}' \
 		"$(json_str "$iid")" "$(json_str "$boot")" "${up:-0}" "$(json_str "$ver")" "$code" \
 		"$(json_doc "$run/status.json")" "$(json_doc /run/cloud-init/result.json)")
