@@ -28,6 +28,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -127,7 +128,9 @@ type Agent struct {
 	// cleanups holds failed image removals for every engine (retried at
 	// each rescan; /healthz is degraded while any is pending).
 	cleanups engine.Cleanups
-	met      Metrics
+	// locks serialise the jobs of one domain, by UUID, for every engine.
+	locks engine.DomainLocks
+	met   Metrics
 
 	reg    *registry
 	events *hub
@@ -249,7 +252,7 @@ func readsOthersFiles() bool {
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met, Starts: &a.starts, Cleanups: &a.cleanups, PrebuiltDirs: opt.PrebuiltDirs,
+		Log: opt.Log, Observer: a.met, Starts: &a.starts, Cleanups: &a.cleanups, Locks: &a.locks, PrebuiltDirs: opt.PrebuiltDirs,
 		LibvirtTimeout: opt.LibvirtTimeout, GuestReport: opt.GuestReport})
 }
 
@@ -499,11 +502,13 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		t.base.ReceivedAt = st.ModTime().UTC()
 	}
 	if c.ReadErr == nil {
-		j, rep := job.Parse(c.Data)
-		t.job, t.report = j, rep
+		opt := a.eng.Load().CheckOptions()
+		j, rep := job.ParseWith(c.Data, opt.Defaults)
 		if j != nil && j.ID != "" && rep.OK() {
 			t.base.ID = j.ID
 		}
+		payload.CheckParsed(j, &rep, opt)
+		t.job, t.report = j, rep
 		if s, ok := a.socketSubmitter(c, t.base.ID); ok {
 			t.base.Source = "socket"
 			t.base.Submitter = &s
@@ -519,8 +524,20 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		s := access.FileOwner(c.UID, c.GID)
 		t.base.Submitter = &s
 	}
-	t.key = strings.ToLower(t.base.Domain)
+	t.key = queueKey(t.base.Domain)
 	return t
+}
+
+// queueKey is the key that queues a job behind the jobs before it for the
+// same domain field: the exact name (libvirt names are case-sensitive:
+// "Web" and "web" are two domains), or the UUID in libvirt's form. A job
+// naming a domain and one giving its UUID get two keys; the engine's
+// DomainLocks serialise them by the UUID libvirt resolves both to.
+func queueKey(domain string) string {
+	if domxml.IsUUID(domain) {
+		return "uuid:" + domxml.CanonicalUUID(domain)
+	}
+	return "name:" + domain
 }
 
 func (a *Agent) enqueue(t *task) {
@@ -703,15 +720,13 @@ func (a *Agent) Submit(data []byte) (string, error) {
 	return a.SubmitAs(data, access.FileOwner(uint32(os.Geteuid()), uint32(os.Getegid())))
 }
 
-// SubmitAs validates a job posted to the API by who and queues it through
+// SubmitAs checks a job posted to the API by who (payload.Check, with the
+// engine's CheckOptions: every problem at once) and queues it through
 // the spool, so that it survives a crash like any dropped file. It returns
 // the job id; a *job.ValidationError for an invalid job, an
 // *access.ForbiddenError when who may not use a field of it.
 func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
-	j, rep := job.Parse(data)
-	if rep.OK() && j.Domain == "" {
-		rep.Add("domain", job.CodeRequired, "the agent needs the libvirt domain (name or UUID) the payload is for")
-	}
+	j, rep := payload.Check(data, a.eng.Load().CheckOptions())
 	if err := rep.Err(); err != nil {
 		return "", err
 	}

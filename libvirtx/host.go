@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"libvirt.org/go/libvirt"
+
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 )
 
 // ErrDisconnected is wrapped by errors of Host calls made while the
@@ -589,25 +591,9 @@ func (h *LibvirtHost) Suspect() {
 	}
 }
 
-// looksLikeUUID reports whether s has the shape of a textual UUID (with or
-// without dashes).
-func looksLikeUUID(s string) bool {
-	hex := 0
-	for _, r := range s {
-		switch {
-		case r >= '0' && r <= '9', r >= 'a' && r <= 'f', r >= 'A' && r <= 'F':
-			hex++
-		case r == '-':
-		default:
-			return false
-		}
-	}
-	return hex == 32 && (len(s) == 32 || len(s) == 36)
-}
-
 // lookup finds a domain by UUID or name on c. The caller frees it.
 func lookup(c *libvirt.Connect, nameOrUUID string) (*libvirt.Domain, error) {
-	if looksLikeUUID(nameOrUUID) {
+	if domxml.IsUUID(nameOrUUID) {
 		d, err := c.LookupDomainByUUIDString(nameOrUUID)
 		if err == nil || !IsNotFound(err) {
 			return d, err

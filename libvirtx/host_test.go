@@ -59,7 +59,7 @@ func TestHostDomainLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DefineXML: %v", err)
 	}
-	if di.Name != "vmpx-host" || di.Active || !looksLikeUUID(di.UUID) || !strings.Contains(di.InactiveXML, "<name>vmpx-host</name>") {
+	if di.Name != "vmpx-host" || di.Active || !domxml.IsUUID(di.UUID) || !strings.Contains(di.InactiveXML, "<name>vmpx-host</name>") {
 		t.Fatalf("DefineXML info = %+v", di)
 	}
 	ev := waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined")
@@ -436,25 +436,6 @@ func TestErrorClassifiers(t *testing.T) {
 					IsNotFound(tt.err), IsDisconnected(tt.err), IsUnsupported(tt.err), IsTrayBusy(tt.err))
 			}
 		})
-	}
-}
-
-func TestLooksLikeUUID(t *testing.T) {
-	for _, tt := range []struct {
-		s    string
-		want bool
-	}{
-		{"6695eb01-f6a4-8304-79aa-97f2502e193f", true},
-		{"6695eb01f6a4830479aa97f2502e193f", true},
-		{"6695EB01-F6A4-8304-79AA-97F2502E193F", true},
-		{"vmpx-host", false},
-		{"6695eb01-f6a4-8304-79aa-97f2502e193", false},
-		{"6695eb01-f6a4-8304-79aa-97f2502e193g", false},
-		{"", false},
-	} {
-		if got := looksLikeUUID(tt.s); got != tt.want {
-			t.Errorf("looksLikeUUID(%q) = %v", tt.s, got)
-		}
 	}
 }
 

@@ -5,12 +5,9 @@ package payload
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/vmpayload/vmpayload/payload/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/image"
@@ -74,55 +71,9 @@ type Rendered struct {
 // Problems with the job come back as *job.ValidationError.
 func Render(j *job.Job, opt Options) (*Rendered, error) {
 	jj := j.WithDefaults()
-	in := cloudinit.Input{Job: jj, Passwords: make([]string, len(jj.Users)), HostKeys: make([]string, len(jj.SSHHostKeys)), Identity: opt.Identity}
 	var r job.Report
-	sd := secrets.Dir(opt.SecretsDir)
-	for i, u := range jj.Users {
-		if u.PasswordSecret == "" {
-			continue
-		}
-		b, err := sd.Read(u.PasswordSecret)
-		if err != nil {
-			addSecretError(&r, fmt.Sprintf("users[%d].password_secret", i), u.PasswordSecret, err)
-			continue
-		}
-		in.Passwords[i] = strings.TrimRight(string(b), "\r\n")
-		if in.Passwords[i] == "" {
-			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeInvalid, "secret %q is empty", u.PasswordSecret)
-		}
-	}
-	for i, k := range jj.SSHHostKeys {
-		if k.PrivateKeySecret == "" || !job.ValidSecretName(k.PrivateKeySecret) {
-			continue // Validate reports it
-		}
-		f := fmt.Sprintf("ssh_host_keys[%d].private_key_secret", i)
-		b, err := sd.Read(k.PrivateKeySecret)
-		if err != nil {
-			addSecretError(&r, f, k.PrivateKeySecret, err)
-			continue
-		}
-		in.HostKeys[i] = string(b)
-		if strings.TrimSpace(in.HostKeys[i]) == "" {
-			r.Add(f, job.CodeInvalid, "secret %q is empty", k.PrivateKeySecret)
-		}
-	}
-	switch {
-	case jj.UserData != "":
-		in.UserData = jj.UserData
-	case jj.UserDataBase64 != "":
-		b, err := base64.StdEncoding.DecodeString(jj.UserDataBase64)
-		if err == nil {
-			in.UserData = string(b)
-		} // else: Validate reports it
-	case jj.UserDataSecret != "":
-		b, err := sd.Read(jj.UserDataSecret)
-		if err != nil {
-			addSecretError(&r, "user_data_secret", jj.UserDataSecret, err)
-		} else {
-			in.UserData = string(b)
-			r.Merge(job.ValidateSecretUserData("user_data_secret", jj.UserDataSecret, in.UserData))
-		}
-	}
+	in := resolveSecrets(&jj, secrets.Dir(opt.SecretsDir), &r)
+	in.Identity = opt.Identity
 	if err := r.Err(); err != nil {
 		// report the job's own problems too, so nothing is hidden
 		v := jj.Validate()
@@ -134,25 +85,6 @@ func Render(j *job.Job, opt Options) (*Rendered, error) {
 		return nil, err
 	}
 	return &Rendered{Job: jj, Docs: docs}, nil
-}
-
-func addSecretError(r *job.Report, field, name string, err error) {
-	switch {
-	case errors.Is(err, secrets.ErrNotFound):
-		r.Add(field, job.CodeNotFound, "secret %q does not exist in the secrets directory", name)
-	case errors.Is(err, secrets.ErrNoDir):
-		r.Add(field, job.CodeNotFound, "secret %q cannot be resolved: no secrets directory is configured", name)
-	case errors.Is(err, secrets.ErrInvalidName):
-		r.Add(field, job.CodeInvalid, "%q is not a secret name", name)
-	case errors.Is(err, secrets.ErrNotRegular):
-		r.Add(field, job.CodeInvalid, "secret %q is not a regular file (symlinks are refused)", name)
-	case errors.Is(err, secrets.ErrDirUnreadable):
-		r.Add(field, job.CodeNotFound, "secret %q cannot be read: %v", name, err)
-	case errors.Is(err, secrets.ErrTooLarge):
-		r.Add(field, job.CodeTooLarge, "secret %q is larger than %d bytes", name, secrets.MaxSecretBytes)
-	default:
-		r.Add(field, job.CodeNotFound, "secret %q cannot be read: %v", name, errors.Unwrap(err))
-	}
 }
 
 // Spec returns the image spec for the rendered documents.

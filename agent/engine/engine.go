@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -77,6 +78,10 @@ type Engine struct {
 	// Cleanups holds image removals that failed, for RetryCleanups; shared
 	// by the agent's engines.
 	Cleanups *Cleanups
+	// Locks serialise the jobs of one domain by its UUID; shared by the
+	// agent's engines. nil: the engine's own.
+	Locks     *DomainLocks
+	locksOnce sync.Once
 	// LibvirtTimeout bounds how long a job waits for an unreachable
 	// libvirt (retrying) before it fails with libvirt_timeout; 0 waits
 	// until the job's context ends. (Each call's own deadline is the
@@ -119,6 +124,23 @@ func fail(code string, format string, args ...any) error {
 	return &failure{code: code, err: fmt.Errorf(format, args...)}
 }
 
+func (e *Engine) locks() *DomainLocks {
+	e.locksOnce.Do(func() {
+		if e.Locks == nil {
+			e.Locks = &DomainLocks{}
+		}
+	})
+	return e.Locks
+}
+
+// CheckOptions are the options payload.Check needs for a job this engine
+// runs: its default format and secrets directory. The API and the spool
+// intake check jobs with them, so a job they accept is not refused here
+// for its content.
+func (e *Engine) CheckOptions() payload.CheckOptions {
+	return payload.CheckOptions{Defaults: job.Defaults{Format: e.DefaultFormat}, Secrets: true, SecretsDir: e.SecretsDir, Agent: true}
+}
+
 // Run executes j and returns its final result (state done or failed). The
 // result's ID, Source and ReceivedAt are taken from base. While libvirt is
 // unreachable the job is retried, for at most LibvirtTimeout (when set; the
@@ -126,11 +148,7 @@ func fail(code string, format string, args ...any) error {
 // ctx's error and no result, so the caller can leave the job to be run
 // again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
-	jj := *j
-	if jj.Format == "" && e.DefaultFormat != "" {
-		jj.Format = e.DefaultFormat
-	}
-	jj = e.withGuestReport(jj.WithDefaults())
+	jj := e.withGuestReport(j.Apply(job.Defaults{Format: e.DefaultFormat}))
 	backoff := e.RetryBackoff
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
@@ -231,11 +249,8 @@ func isIO(err error) bool {
 }
 
 func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
-	if r := j.Validate(); !r.OK() {
+	if r := payload.CheckJob(j, e.CheckOptions()); !r.OK() {
 		return r.Err()
-	}
-	if j.Domain == "" {
-		return (&job.Report{Errors: []job.FieldError{{Field: "domain", Code: job.CodeRequired, Message: "the agent needs the libvirt domain (name or UUID) the payload is for"}}}).Err()
 	}
 	var rendered *payload.Rendered
 	if j.Action != job.ActionDetach && j.PrebuiltImage == "" {
@@ -259,6 +274,21 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	}
 	if err != nil {
 		return fmt.Errorf("looking up domain %q: %w", j.Domain, err)
+	}
+	// One job at a time changes a domain, however each names it.
+	unlock, waited, err := e.locks().Lock(ctx, dom.UUID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if waited {
+		// another job changed the domain meanwhile: read it again
+		if dom, err = e.Host.Domain(ctx, dom.UUID); err != nil {
+			if libvirtx.IsNotFound(err) {
+				return &failure{code: result.CodeDomainNotFound, field: "domain", err: fmt.Errorf("domain %q does not exist on this host (give domain_xml to define it)", j.Domain)}
+			}
+			return fmt.Errorf("looking up domain %q: %w", j.Domain, err)
+		}
 	}
 	r.DomainUUID = dom.UUID
 	r.Domain = dom.Name

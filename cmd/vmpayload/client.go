@@ -15,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -106,7 +107,7 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// Validate locally first: the same checks the agent makes.
-	j, rep := job.Parse(data)
+	j, rep := payload.Check(data, payload.CheckOptions{Agent: true})
 	if !rep.OK() {
 		printReport(stderr, rep.Errors)
 		return exitInvalid

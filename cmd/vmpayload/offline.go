@@ -16,7 +16,7 @@ import (
 func init() {
 	register(command{name: "build", usage: "[--secrets-dir DIR] [--mode 0640] [--json] -o OUT JOB.json|-",
 		summary: "render a job's cloud-init documents and write the payload image", run: runBuild})
-	register(command{name: "validate", usage: "[--json] JOB.json|-",
+	register(command{name: "validate", usage: "[--secrets-dir DIR] [--json] JOB.json|-",
 		summary: "check a job document; prints one \"field: message\" line per problem", run: runValidate})
 	register(command{name: "inspect", usage: "[--json] [--cat PATH] IMAGE",
 		summary: "show a payload image's label, filesystem type and files", run: runInspect})
@@ -45,6 +45,7 @@ func printReport(w io.Writer, errs []job.FieldError) {
 func runValidate(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	asJSON := fs.Bool("json", false, "print {\"valid\": bool, \"errors\": [{field, code, message}]} instead of text")
+	secretsDir := fs.String("secrets-dir", "", "also check that the secrets the job names resolve in this directory, as build does")
 	pos, code, ok := parseOrUsage(fs, args)
 	if !ok {
 		return code
@@ -57,7 +58,7 @@ func runValidate(c command, args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	_, rep := job.Parse(data)
+	_, rep := payload.Check(data, payload.CheckOptions{Secrets: *secretsDir != "", SecretsDir: *secretsDir})
 	if *asJSON {
 		out := struct {
 			Valid  bool             `json:"valid"`
@@ -101,9 +102,9 @@ func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	j, err := job.Decode(data)
-	if err != nil {
-		printErr(stderr, err)
+	j, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir})
+	if !rep.OK() {
+		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
 	res, err := payload.Build(context.Background(), j, *out, payload.Options{SecretsDir: *secretsDir, Mode: os.FileMode(perm), GID: -1})

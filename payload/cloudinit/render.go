@@ -170,8 +170,12 @@ func Render(in Input, opt Options) (*Documents, error) {
 		}
 	}
 	cc := buildCloudConfig(&j, hashes, keys, seed)
+	big := detachBigContents(cc, contentHash)
 	userData, err := assembleUserData(cc, in.UserData, j.UserDataMode, contentHash)
 	if err != nil {
+		return nil, err
+	}
+	if userData, err = big.splice(userData); err != nil {
 		return nil, err
 	}
 	if j.GuestReport != nil && *j.GuestReport {
@@ -251,36 +255,10 @@ func metaInstanceKey(f job.Format) string {
 	return "instance-id"
 }
 
-// checkRenderable reports combinations the validator accepts in general but
-// this rendering cannot honour without dropping data.
+// checkRenderable reports what only rendering can tell: a password_secret
+// the caller did not resolve. The combinations of fields a format or mode
+// cannot express are the job's own (job.Validate reports them).
 func checkRenderable(j *job.Job, in Input, r *job.Report) {
-	if j.Format == job.FormatConfigDrive && j.NetworkConfig != "" {
-		r.Add("network_config", job.CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns, or give the network_data.json object as network_data, instead of network_config")
-	}
-	if j.Format != job.FormatConfigDrive && j.NetworkData != nil {
-		r.Add("network_data", job.CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %q use network_config or nics", j.Format)
-	}
-	if j.UserDataMode == job.ModeReplace {
-		var lost []string
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"timezone", j.Timezone != ""}, {"users", len(j.Users) > 0}, {"files", len(j.Files) > 0},
-			{"runcmd", len(j.Runcmd) > 0}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
-			{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil},
-			{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0},
-			{"power_state", j.PowerState != nil}, {"phone_home", j.PhoneHome != nil},
-			{"random_seed", j.RandomSeed != nil && j.Format != job.FormatConfigDrive},
-		} {
-			if f.set {
-				lost = append(lost, f.name)
-			}
-		}
-		if len(lost) > 0 {
-			r.Add("user_data_mode", job.CodeConflict, "mode \"replace\" writes the user's user-data verbatim, so %v would be dropped; use mode \"merge\" or move them into user_data", lost)
-		}
-	}
 	for i, u := range j.Users {
 		if u.PasswordSecret != "" && (i >= len(in.Passwords) || in.Passwords[i] == "") {
 			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeNotFound, "secret %q was not resolved", u.PasswordSecret)
@@ -320,12 +298,14 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		c.Users[i] = u
 	}
 	sum := func(v job.Job) (string, error) {
-		b, err := json.Marshal(v)
-		if err != nil {
+		// the SHA-256 of json.Marshal(v), without copying a document that
+		// can hold megabytes of file content: the encoder hashes from its
+		// own buffer (it differs from Marshal only by the final newline)
+		h := sha256.New()
+		if err := json.NewEncoder(noFinalNewline{h}).Encode(v); err != nil {
 			return "", fmt.Errorf("deriving the content hash: %w", err)
 		}
-		s := sha256.Sum256(b)
-		return hex.EncodeToString(s[:]), nil
+		return hex.EncodeToString(h.Sum(nil)), nil
 	}
 	if content, err = sum(c); err != nil {
 		return "", "", err
@@ -334,6 +314,21 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 	c.GuestReport = nil // turning the report on or off is no new instance
 	instance, err = sum(c)
 	return content, instance, err
+}
+
+// noFinalNewline passes writes on without the newline json.Encoder puts
+// after each document (it writes a document in one call).
+type noFinalNewline struct{ w io.Writer }
+
+func (n noFinalNewline) Write(p []byte) (int, error) {
+	q := p
+	if len(q) > 0 && q[len(q)-1] == '\n' {
+		q = q[:len(q)-1]
+	}
+	if _, err := n.w.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // uuidFromHash shapes the first 16 bytes of a hex hash as an RFC 9562

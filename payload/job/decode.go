@@ -20,6 +20,10 @@ const MaxDepth = 32
 // found: JSON syntax (with line and column), unknown keys, duplicate keys,
 // wrong types and invalid values.
 func Parse(data []byte) (*Job, Report) {
+	return parse(data, (*Job).Validate)
+}
+
+func parse(data []byte, validate func(*Job) Report) (*Job, Report) {
 	var r Report
 	j := decode(data, &r)
 	if j == nil {
@@ -33,7 +37,7 @@ func Parse(data []byte) (*Job, Report) {
 			broken = append(broken, e.Field)
 		}
 	}
-	for _, e := range j.Validate().Errors {
+	for _, e := range validate(j).Errors {
 		if !under(e.Field, broken) {
 			r.Errors = append(r.Errors, e)
 		}

@@ -23,6 +23,8 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -44,7 +46,6 @@ var (
 	macRE        = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
 	permRE       = regexp.MustCompile(`^0?[0-7]{3,4}$`)
 	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
-	uuidRE       = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
 	// cryptRE accepts the crypt(3) hash forms Linux guests understand:
 	// $1$ (MD5), $5$ (SHA-256), $6$ (SHA-512), $2a/b/y$ (bcrypt), $y$/$gy$ (yescrypt), $7$ (scrypt).
 	cryptRE = regexp.MustCompile(`^\$(1|5|6|2[aby]|y|gy|7)\$[./A-Za-z0-9$=,]+$`)
@@ -134,6 +135,7 @@ func (j *Job) Validate() Report {
 	if j.VendorData != "" {
 		validateUserDataText("vendor_data", j.VendorData, &r)
 	}
+	validateCombinations(j, &r)
 	return r
 }
 
@@ -147,7 +149,7 @@ func hasControl(s string) bool {
 }
 
 func validateDomainName(p, name string, r *Report) {
-	if uuidRE.MatchString(name) {
+	if domxml.IsUUID(name) {
 		return
 	}
 	if len(name) > 255 || strings.Contains(name, "/") || hasControl(name) || strings.TrimSpace(name) != name {

@@ -86,6 +86,10 @@ type UserData struct {
 	MergedCloudConfig map[string]any `json:"merged_cloud_config"`
 	// CloudConfigTxt is the cloud-config.txt cloud-init writes from it.
 	CloudConfigTxt string `json:"cloud_config_txt"`
+	// WriteFiles are the files cloud-init's write_files module would write
+	// from MergedCloudConfig, contents decoded by the module's own
+	// extract_contents (encoding b64, gzip, …).
+	WriteFiles []WrittenFile `json:"write_files"`
 	// Schema holds one result per text/cloud-config part.
 	Schema []SchemaResult `json:"schema"`
 	// Scripts are the shell-script and boothook parts.
@@ -96,6 +100,16 @@ type UserData struct {
 	Unknown []Script `json:"unknown"`
 	// Errors are cloud-init's complaints while processing and merging.
 	Errors []string `json:"errors"`
+}
+
+// WrittenFile is one file of write_files as cloud-init would write it.
+type WrittenFile struct {
+	// Path is the file's path in the guest.
+	Path string `json:"path"`
+	// Content is the decoded content (base64 in the judge's JSON).
+	Content []byte `json:"content_b64"`
+	// Defer is true when it is written in the final stage.
+	Defer bool `json:"defer"`
 }
 
 // SchemaErrors returns the messages of every cloud-config part that failed

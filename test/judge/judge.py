@@ -213,6 +213,36 @@ def schema_check(payload, workdir, name):
     }
 
 
+def written_files(cfg, errors):
+    """The files cc_write_files would write from a merged cloud-config: each
+    entry's content decoded by the module's own extract_contents, as base64."""
+    from cloudinit.config import cc_write_files
+
+    out = []
+    entries = cfg.get("write_files") if isinstance(cfg, dict) else None
+    for i, f in enumerate(entries or []):
+        if not isinstance(f, dict) or not f.get("path"):
+            continue
+        try:
+            data = cc_write_files.extract_contents(
+                f.get("content", ""),
+                cc_write_files.canonicalize_extraction(f.get("encoding")),
+            )
+        except Exception as exc:
+            errors.append("write_files[%d] %s: decoding: %s" % (i, f["path"], exc))
+            continue
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        out.append(
+            {
+                "path": f["path"],
+                "content_b64": base64.b64encode(data).decode("ascii"),
+                "defer": bool(f.get("defer")),
+            }
+        )
+    return out
+
+
 def judge_user_data(raw, workdir, tag, log):
     """Process user-data/vendor-data the way cloud-init's stages do."""
     out = {
@@ -309,6 +339,7 @@ def judge_user_data(raw, workdir, tag, log):
         out["errors"].append("walking %s parts: %s" % (tag, exc))
     if cc_handler.file_names:
         out["merged_cloud_config"] = copy.deepcopy(cc_handler.cloud_buf)
+        out["write_files"] = written_files(cc_handler.cloud_buf, out["errors"])
     handlers.call_end(cc_handler, None, None)
     # cloud-config.txt exactly as cloud-init writes it for the config stages.
     if cc_handler.cloud_fn and os.path.exists(cc_handler.cloud_fn):

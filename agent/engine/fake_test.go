@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
+)
+
+// fakeDomainXML is a shut-off domain on machine pc; scsi adds a virtio-scsi
+// controller.
+func fakeDomainXML(name string, scsi bool) string {
+	ctl := ""
+	if scsi {
+		ctl = `<controller type='scsi' index='0' model='virtio-scsi'/>`
+	}
+	return fmt.Sprintf(`<domain type='kvm'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os><devices>%s</devices></domain>`, name, ctl)
+}
+
+// withTrayOpen marks the payload drive's tray open in a live XML (libvirt's
+// stale record after a guest reset raced a media change).
+func withTrayOpen(t *testing.T, x string) string {
+	t.Helper()
+	p, found, err := domxml.FindPayload(x)
+	if err != nil || !found {
+		t.Fatalf("no payload drive to open: %v", err)
+	}
+	old := fmt.Sprintf("<target dev='%s' bus='%s'/>", p.Target, p.Bus)
+	if !strings.Contains(x, old) {
+		t.Fatalf("live XML lacks %s:\n%s", old, x)
+	}
+	return strings.Replace(x, old, fmt.Sprintf("<target dev='%s' bus='%s' tray='open'/>", p.Target, p.Bus), 1)
+}
+
+// TestEngineBranchesOnFakeHost runs jobs through every branch of attach,
+// changeMedia, replaceDrive and detach on a scripted in-memory host and
+// checks the outcome and the libvirt changes made, in order. The same paths
+// run against a real libvirtd in libvirtd_test.go and the agent's
+// integration tests; the fake reaches the failures a daemon rarely gives.
+func TestEngineBranchesOnFakeHost(t *testing.T) {
+	const (
+		define = "DefineXML"
+		start  = "Start"
+		update = "UpdateDevice"
+		attach = "AttachDevice"
+		detach = "DetachDevice"
+		reset  = "Reset"
+	)
+	type env struct {
+		f    *libvirtxtest.Fake
+		e    *Engine
+		uuid string
+	}
+	cases := []struct {
+		name string
+		scsi bool
+		bus  domxml.Bus
+		// drive: the domain already has a payload drive (an earlier job)
+		drive  bool
+		media  string // of the job ("" iso; the earlier job is always iso unless driveMedia)
+		driveM string // media of the earlier job
+		active bool
+		action string // of the job ("" attach)
+		same   bool   // the job has the earlier job's content
+		setup  func(t *testing.T, v env)
+		// want
+		code    string // "" done
+		methods []string
+		msg     string // in the error message
+		check   func(t *testing.T, v env, r result.Result)
+	}{
+		// attach to a shut-off domain
+		{name: "stopped: add drive", methods: []string{define}},
+		{name: "stopped: start", action: "start", methods: []string{define, start},
+			check: func(t *testing.T, v env, r result.Result) {
+				if r.DomainState != "running" {
+					t.Errorf("domain state %q", r.DomainState)
+				}
+			}},
+		{name: "stopped: define refused", setup: func(t *testing.T, v env) { v.f.FailNext(define, libvirtxtest.Failed("XML error: bad")) },
+			code: result.CodeLibvirt, methods: []string{define}, msg: "redefining"},
+		{name: "stopped: start refused", action: "start", setup: func(t *testing.T, v env) { v.f.FailNext(start, libvirtxtest.Failed("no memory")) },
+			code: result.CodeLibvirt, methods: []string{define, start}, msg: "starting"},
+		{name: "stopped: same content again", drive: true, same: true, methods: nil},
+		{name: "stopped: vfat disk replaces CD-ROM", drive: true, media: "vfat", methods: []string{define}},
+		// attach to a running domain
+		{name: "running: same content records nothing new", drive: true, same: true, active: true, methods: nil},
+		{name: "running: change medium, then record the recipe", drive: true, active: true, methods: []string{update, define}},
+		{name: "running: CD-ROM drive, vfat job", drive: true, active: true, media: "vfat", code: result.CodeDomainRunning, methods: nil, msg: "only a CD-ROM's medium can change"},
+		{name: "running: vfat disk drive, iso job", drive: true, driveM: "vfat", active: true, code: result.CodeDomainRunning, methods: nil},
+		{name: "running: no drive, no SCSI", active: true, code: result.CodeDomainRunning, methods: nil, msg: "SCSI controller"},
+		{name: "running: no drive, IDE bus configured", scsi: true, bus: domxml.BusIDE, active: true, code: result.CodeDomainRunning, methods: nil},
+		{name: "running: no drive, hot-plug CD-ROM on SCSI", scsi: true, active: true, methods: []string{attach, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				if r.Device == nil || r.Device.Bus != "scsi" || r.Device.Kind != "cdrom" {
+					t.Errorf("device %+v", r.Device)
+				}
+			}},
+		{name: "running: no drive, hot-plug vfat disk", active: true, media: "vfat", methods: []string{attach, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				if r.Device == nil || r.Device.Kind != "disk" {
+					t.Errorf("device %+v", r.Device)
+				}
+			}},
+		{name: "running: hot-plug refused", scsi: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(attach, libvirtxtest.Failed("no free unit")) },
+			code: result.CodeLibvirt, methods: []string{attach}, msg: "hot-plugging"},
+		// changeMedia
+		{name: "change: refused for another reason", drive: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(update, libvirtxtest.Failed("disk busy")) },
+			code: result.CodeLibvirt, methods: []string{update}, msg: "disk busy"},
+		{name: "change: tray busy, then opens", drive: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(update, libvirtxtest.TrayBusy()) },
+			methods: []string{update, update, define}},
+		{name: "change: tray busy, live XML unreadable", drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.f.FailNext("LiveXML", libvirtxtest.Failed("monitor gone"))
+		}, code: result.CodeLibvirt, methods: []string{update}, msg: "reading the live definition"},
+		{name: "change: tray stays locked on IDE", drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy())
+			v.e.TrayWait = 10 * time.Millisecond
+		}, code: result.CodeMediaLocked, methods: []string{update}, msg: "locked shut"},
+		{name: "change: tray stays locked on SCSI, drive replaced", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.e.TrayWait = 10 * time.Millisecond
+		}, methods: []string{update, detach, attach, define}},
+		{name: "change: stale tray on SCSI, drive replaced", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
+		}, methods: []string{update, detach, attach, define}},
+		{name: "change: replacing, detach refused", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.f.FailNext(detach, libvirtxtest.Failed("device busy"))
+			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
+		}, code: result.CodeLibvirt, methods: []string{update, detach}, msg: "replacing the drive: detach"},
+		{name: "change: replacing, attach refused", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.f.FailNext(attach, libvirtxtest.Failed("no free unit"))
+			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
+		}, code: result.CodeLibvirt, methods: []string{update, detach, attach}, msg: "attaching the new one failed"},
+		{name: "change: stale tray on IDE just after start, reset", drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
+			v.e.Starts.Note(v.uuid, time.Now())
+		}, methods: []string{update, reset, update, define}},
+		{name: "change: stale tray on IDE, reset refused", drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.f.FailNext(reset, libvirtxtest.Failed("reset failed"))
+			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
+			v.e.Starts.Note(v.uuid, time.Now())
+		}, code: result.CodeLibvirt, methods: []string{update, reset}, msg: "resetting the domain"},
+		{name: "change: stale tray on IDE of a domain up for long", drive: true, active: true, setup: func(t *testing.T, v env) {
+			v.f.FailNext(update, libvirtxtest.TrayBusy())
+			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
+			v.e.Starts.Note(v.uuid, time.Now().Add(-time.Hour))
+		}, code: result.CodeMediaLocked, methods: []string{update}, msg: "virsh reset"},
+		// detach
+		{name: "detach: no drive, no recipe", action: "detach", methods: nil},
+		{name: "detach: stopped", action: "detach", drive: true, methods: []string{define},
+			check: func(t *testing.T, v env, r result.Result) {
+				if _, found, _ := domxml.FindPayload(v.f.XML(v.uuid)); found {
+					t.Error("payload drive still defined")
+				}
+				if ents, _ := os.ReadDir(v.e.PayloadDir); len(ents) != 0 {
+					t.Errorf("%d images left after detach", len(ents))
+				}
+			}},
+		{name: "detach: running CD-ROM ejected", action: "detach", drive: true, active: true, methods: []string{update, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				c := v.f.Calls()
+				for _, x := range c {
+					if x.Method == update && x.Flags != libvirtx.DOMAIN_DEVICE_MODIFY_LIVE {
+						t.Errorf("eject flags %v, want live only", x.Flags)
+					}
+				}
+			}},
+		{name: "detach: running disk unplugged", action: "detach", drive: true, driveM: "vfat", active: true, methods: []string{detach, define}},
+		{name: "detach: eject refused", action: "detach", drive: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(update, libvirtxtest.Failed("tray locked")) },
+			code: result.CodeLibvirt, methods: []string{update}, msg: "ejecting"},
+		{name: "detach: unplug refused", action: "detach", drive: true, driveM: "vfat", active: true, setup: func(t *testing.T, v env) { v.f.FailNext(detach, libvirtxtest.Failed("busy")) },
+			code: result.CodeLibvirt, methods: []string{detach}, msg: "unplugging"},
+		{name: "detach: redefine refused", action: "detach", drive: true, setup: func(t *testing.T, v env) { v.f.FailNext(define, libvirtxtest.Failed("XML error")) },
+			code: result.CodeLibvirt, methods: []string{define}, msg: "without the payload drive"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := libvirtxtest.New()
+			defer f.Close()
+			name := fmt.Sprintf("fake-%d", i)
+			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, c.scsi))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bus := c.bus
+			if bus == "" {
+				bus = domxml.BusAuto
+			}
+			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: bus, Starts: &Starts{}, Cleanups: &Cleanups{},
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			doc := func(host, media, action string) string {
+				s := fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q`, name, host)
+				if media != "" {
+					s += fmt.Sprintf(`,"media":%q`, media)
+				}
+				if action != "" {
+					s += fmt.Sprintf(`,"action":%q`, action)
+				}
+				return s + "}"
+			}
+			if c.drive {
+				if r := runDoc(t, e, doc("earlier", c.driveM, "attach"), "earlier"); r.State != result.StateDone {
+					t.Fatalf("earlier job: %s %+v", r.State, r.Error)
+				}
+			}
+			if c.active {
+				f.SetActive(d.UUID, true)
+			}
+			v := env{f: f, e: e, uuid: d.UUID}
+			if c.setup != nil {
+				c.setup(t, v)
+			}
+			f.ResetCalls()
+			host, media := "now", c.media
+			if c.same {
+				host, media = "earlier", c.driveM
+			}
+			action := c.action
+			if action == "" {
+				action = "attach"
+			}
+			r := runDoc(t, e, doc(host, media, action), "job")
+			code := ""
+			if r.Error != nil {
+				code = r.Error.Code
+			}
+			if code != c.code {
+				t.Fatalf("result %s %+v, want code %q", r.State, r.Error, c.code)
+			}
+			if c.msg != "" && (r.Error == nil || !strings.Contains(r.Error.Message, c.msg)) {
+				t.Errorf("error %+v does not say %q", r.Error, c.msg)
+			}
+			if got := f.Methods(); !reflect.DeepEqual(got, c.methods) && !(len(got) == 0 && len(c.methods) == 0) {
+				t.Errorf("libvirt changes %q, want %q", got, c.methods)
+			}
+			if c.check != nil {
+				c.check(t, v, r)
+			}
+		})
+	}
+}

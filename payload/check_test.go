@@ -1,0 +1,73 @@
+package payload
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// TestCheck: one report of every problem, by field, with the secrets
+// resolved and never quoted.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	const content = "topsecret-content"
+	for name, c := range map[string]string{"pw": content + "\n", "empty": "\n", "notakey": content + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := CheckOptions{Secrets: true, SecretsDir: dir, Agent: true}
+	offline := CheckOptions{}
+	for _, c := range []struct {
+		name string
+		doc  string
+		opt  CheckOptions
+		want []string
+	}{
+		{"resolvable secret", `{"version":1,"domain":"d","users":[{"name":"a","password_secret":"pw"}]}`, agent, nil},
+		{"missing secret", `{"version":1,"domain":"d","users":[{"name":"a","password_secret":"nope"}]}`, agent, []string{"users[0].password_secret|not_found"}},
+		{"empty secret", `{"version":1,"domain":"d","users":[{"name":"a","password_secret":"empty"}]}`, agent, []string{"users[0].password_secret|invalid"}},
+		{"secrets not resolved offline", `{"version":1,"users":[{"name":"a","password_secret":"nope"}]}`, offline, nil},
+		{"no secrets directory", `{"version":1,"domain":"d","user_data_secret":"x"}`, CheckOptions{Secrets: true, Agent: true}, []string{"user_data_secret|not_found"}},
+		{"host key secret that is no key", `{"version":1,"domain":"d","ssh_host_keys":[{"type":"ed25519","private_key_secret":"notakey"}]}`, agent, []string{"ssh_host_keys[0].private_key_secret|invalid"}},
+		{"agent needs a domain", `{"version":1}`, agent, []string{"domain|required"}},
+		{"offline needs none", `{"version":1}`, offline, nil},
+		{"every problem at once", `{"version":1,"hostname":"-x-","users":[{"name":"a","password_secret":"nope"}]}`, agent,
+			[]string{"domain|required", "hostname|invalid", "users[0].password_secret|not_found"}},
+		{"detach resolves nothing", `{"version":1,"domain":"d","action":"detach","user_data_secret":"nope"}`, agent, nil},
+		{"default format applies", `{"version":1,"domain":"d","network_config":"version: 2\nethernets: {}\n"}`,
+			CheckOptions{Defaults: job.Defaults{Format: job.FormatConfigDrive}, Agent: true}, []string{"network_config|conflict"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j, r := Check([]byte(c.doc), c.opt)
+			if got := fieldCodes(r.Errors); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Check: %q, want %q", got, c.want)
+			}
+			for _, e := range r.Errors {
+				if strings.Contains(e.Message, content) {
+					t.Errorf("%s quotes the secret: %s", e.Field, e.Message)
+				}
+			}
+			// CheckJob on the decoded job says the same
+			if j != nil {
+				if got := fieldCodes(CheckJob(j, c.opt).Errors); !reflect.DeepEqual(got, c.want) {
+					t.Errorf("CheckJob: %q, want %q", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func fieldCodes(errs []job.FieldError) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Field+"|"+e.Code)
+	}
+	sort.Strings(out)
+	return out
+}

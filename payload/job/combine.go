@@ -1,0 +1,65 @@
+package job
+
+// validateCombinations reports fields that are each valid but cannot be
+// expressed together in the job's format or user-data mode. They used to
+// be found only when the payload was rendered, so `vmpayload validate` and
+// the API accepted jobs that build and the agent then refused. A job that
+// names no format gets the agent's default_format, so the checks that
+// depend on the format apply once it is known: validate j.Apply(defaults)
+// (ParseWith does) to have them all.
+func validateCombinations(j *Job, r *Report) {
+	d := j
+	if d.Format == FormatConfigDrive && d.NetworkConfig != "" {
+		r.Add("network_config", CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns, or give the network_data.json object as network_data, instead of network_config")
+	}
+	// network_data with format nocloud: validateNetworkData.
+	if d.UserDataMode == ModeReplace {
+		var lost []string
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"timezone", d.Timezone != ""}, {"users", len(d.Users) > 0}, {"files", len(d.Files) > 0},
+			{"runcmd", len(d.Runcmd) > 0}, {"ssh_password_auth", d.SSHPasswordAuth != nil},
+			{"regenerate_ssh_host_keys", d.RegenerateSSHHostKeys != nil},
+			{"locale", d.Locale != ""}, {"ssh_host_keys", len(d.SSHHostKeys) > 0},
+			{"power_state", d.PowerState != nil}, {"phone_home", d.PhoneHome != nil},
+			{"random_seed", d.RandomSeed != nil && d.Format == FormatNoCloud},
+		} {
+			if f.set {
+				lost = append(lost, f.name)
+			}
+		}
+		if len(lost) > 0 {
+			r.Add("user_data_mode", CodeConflict, "mode \"replace\" writes the user's user-data verbatim, so %v would be dropped; use mode \"merge\" or move them into user_data", lost)
+		}
+	}
+}
+
+// Defaults are what a job that leaves a field out gets beyond the fixed
+// defaults of WithDefaults: the agent's default_format.
+type Defaults struct {
+	// Format is the format of a job that names none ("" is nocloud).
+	Format Format
+}
+
+// Apply returns a copy of j with every default filled in: d's, then the
+// fixed ones (WithDefaults). It is the one place a job's defaults are
+// applied; the agent, the engine and the offline commands all use it.
+func (j Job) Apply(d Defaults) Job {
+	if j.Format == "" {
+		j.Format = d.Format
+	}
+	return j.WithDefaults()
+}
+
+// ParseWith is Parse for a job that will run with defaults d: the job is
+// validated with them applied, so checks that depend on a defaulted field
+// (the format) are made too. The returned job is as written, without
+// defaults.
+func ParseWith(data []byte, d Defaults) (*Job, Report) {
+	return parse(data, func(j *Job) Report {
+		a := j.Apply(d)
+		return a.Validate()
+	})
+}
