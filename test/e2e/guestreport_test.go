@@ -124,6 +124,7 @@ func TestAgentGuestReportE2E(t *testing.T) {
 				// A reset is a new boot of the same QEMU process: the agent's
 				// connection stays, the boothook runs again, a second report
 				// comes for the same instance-id.
+				v.start = time.Now()
 				if _, err := guest.Virsh(ctx, v.g.URI, "reset", v.g.Name); err != nil {
 					t.Fatal(err)
 				}
@@ -157,6 +158,7 @@ func TestAgentGuestReportE2E(t *testing.T) {
 			if err := v.g.Define(ctx, noChan); err != nil {
 				t.Fatal(err)
 			}
+			v.start = time.Now()
 			if err := v.g.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
