@@ -176,6 +176,11 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if err != nil {
 		return nil, err
 	}
+	if j.GuestReport != nil && *j.GuestReport {
+		if userData, err = addReporter(&j, in.UserData, userData, contentHash); err != nil {
+			return nil, err
+		}
+	}
 
 	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes, RandomSeed: seed}
 	for _, k := range keys {
@@ -278,6 +283,9 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		c.SSHHostKeys[i] = k
 	}
 	c.ID, c.Domain, c.Action, c.DomainXML, c.PrebuiltImage = "", "", "", "", ""
+	if c.GuestReport != nil && !*c.GuestReport {
+		c.GuestReport = nil // off is the same content as absent
+	}
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
 	c.Users = make([]job.User, len(j.Users))
 	for i, u := range j.Users {
@@ -305,6 +313,7 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		return "", "", err
 	}
 	c.Format, c.Media, c.InstanceID = "", "", ""
+	c.GuestReport = nil // turning the report on or off is no new instance
 	instance, err = sum(c)
 	return content, instance, err
 }
