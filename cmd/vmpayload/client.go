@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	register(command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait] [--timeout 10m] JOB.json|-",
+	register(command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait[=guest]] [--timeout 10m] JOB.json|-",
 		summary: "hand a job to the agent (socket API; falls back to the spool directory)", run: runSubmit})
 	register(command{name: "status", usage: "[--socket PATH] [--spool-dir DIR] [--json] [ID]",
 		summary: "show a job's result, or the agent's recent jobs", run: runStatus})
@@ -89,7 +89,7 @@ func clientDefaults(fsSocket, fsSpool *string) {
 type submitOptions struct {
 	socket   string
 	spoolDir string
-	wait     bool
+	waitFor  waitMode // "" (no wait), "result" or "guest"
 	timeout  time.Duration
 }
 
@@ -98,7 +98,7 @@ func addSubmitFlags(fs *flag.FlagSet) *submitOptions {
 	o := &submitOptions{}
 	fs.StringVar(&o.socket, "socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
 	fs.StringVar(&o.spoolDir, "spool-dir", "", "spool directory used when the socket is unreachable")
-	fs.BoolVar(&o.wait, "wait", false, "wait for the result and print it; exit 1 if the job failed")
+	fs.Var(&o.waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	return o
 }
@@ -142,7 +142,7 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 	status, err := cl.do(ctx, http.MethodPost, "/v1/jobs", data, &ans)
 	if err != nil && status == 0 {
 		// No agent on the socket: use the spool, which the agent reads at start.
-		return submitSpool(ctx, name, o.spoolDir, j, data, o.wait, stdout, stderr, err)
+		return submitSpool(ctx, name, o.spoolDir, j, data, o.waitFor, stdout, stderr, err)
 	}
 	switch {
 	case err != nil:
@@ -156,8 +156,11 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "queued %s\n", ans.ID)
-	if !o.wait {
+	if o.waitFor == "" {
 		return exitOK
+	}
+	if o.waitFor == "guest" {
+		return waitGuestAPI(ctx, cl, ans.ID, stdout, stderr)
 	}
 	last := result.State("")
 	for {
@@ -181,7 +184,7 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 	}
 }
 
-func submitSpool(ctx context.Context, name, dir string, j *job.Job, data []byte, wait bool, stdout, stderr io.Writer, why error) int {
+func submitSpool(ctx context.Context, name, dir string, j *job.Job, data []byte, waitFor waitMode, stdout, stderr io.Writer, why error) int {
 	sp := &spool.Spool{Root: dir}
 	id := j.ID
 	if id == "" {
@@ -192,12 +195,15 @@ func submitSpool(ctx context.Context, name, dir string, j *job.Job, data []byte,
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "queued %s in %s (agent socket unreachable)\n", id, filepath.Join(dir, spool.Incoming))
-	if !wait {
+	if waitFor == "" {
 		return exitOK
 	}
 	for {
-		if res, ok := sp.Lookup(id); ok {
+		if res, ok := sp.Lookup(id); ok && waitFor != "guest" {
 			return printResult(stdout, res)
+		} else if ok && guestDone(res) {
+			printJSON(stdout, res)
+			return guestExit(res)
 		}
 		select {
 		case <-ctx.Done():
