@@ -35,13 +35,15 @@ func partFor(doc, filename string) job.Part {
 		h.Set("Content-Transfer-Encoding", "7bit")
 		return job.Part{Header: h, Body: []byte(doc)}
 	}
-	// Python's email package, which cloud-init parses MIME with, hands an
-	// 8bit part's non-ASCII text on as Latin-1 bytes ("ü" becomes 0xFC, and
-	// the YAML no longer loads); a base64 part comes back byte for byte.
+	// cloud-init parses the multipart from a Python str, and Python's email
+	// package turns an 8bit part back into bytes with raw-unicode-escape:
+	// "ü" would reach the guest as the single byte 0xfc (not UTF-8) and the
+	// part would fail to load. A base64 part decodes to the exact bytes.
 	h.Set("Content-Transfer-Encoding", "base64")
-	return job.Part{Header: h, Body: base64Lines(doc)}
+	return job.Part{Header: h, Body: base64Lines([]byte(doc))}
 }
 
+// isASCII reports whether s holds only 7-bit bytes.
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= 0x80 {
@@ -51,15 +53,18 @@ func isASCII(s string) bool {
 	return true
 }
 
-// base64Lines encodes s as base64 in lines of 76 characters (RFC 2045).
-func base64Lines(s string) []byte {
-	enc := base64.StdEncoding.EncodeToString([]byte(s))
+// base64Lines is b in standard base64, in lines of 76 characters each ended
+// by a newline (RFC 2045's limit).
+func base64Lines(b []byte) []byte {
+	enc := base64.StdEncoding.EncodeToString(b)
 	out := make([]byte, 0, len(enc)+len(enc)/76+1)
 	for len(enc) > 76 {
-		out = append(append(out, enc[:76]...), '\n')
+		out = append(out, enc[:76]...)
+		out = append(out, '\n')
 		enc = enc[76:]
 	}
-	return append(append(out, enc...), '\n')
+	out = append(out, enc...)
+	return append(out, '\n')
 }
 
 // generatedPart wraps a generated cloud-config document as a part that

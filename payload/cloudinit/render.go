@@ -176,6 +176,11 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if err != nil {
 		return nil, err
 	}
+	if j.GuestReport != nil && *j.GuestReport {
+		if userData, err = addReporter(&j, in.UserData, userData, contentHash); err != nil {
+			return nil, err
+		}
+	}
 
 	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes, RandomSeed: seed}
 	for _, k := range keys {
@@ -249,7 +254,7 @@ func metaInstanceKey(f job.Format) string {
 }
 
 // checkRenderable reports what only rendering can tell: a password_secret
-// the caller did not resolve, user-data from a secret that cannot merge. The combinations of fields a format or mode
+// the caller did not resolve. The combinations of fields a format or mode
 // cannot express are the job's own (job.Validate reports them).
 func checkRenderable(j *job.Job, in Input, r *job.Report) {
 	if j.UserData == "" && j.UserDataBase64 == "" && in.UserData != "" {
@@ -278,6 +283,9 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		c.SSHHostKeys[i] = k
 	}
 	c.ID, c.Domain, c.Action, c.DomainXML, c.PrebuiltImage = "", "", "", "", ""
+	if c.GuestReport != nil && !*c.GuestReport {
+		c.GuestReport = nil // off is the same content as absent
+	}
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
 	c.Users = make([]job.User, len(j.Users))
 	for i, u := range j.Users {
@@ -305,6 +313,7 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		return "", "", err
 	}
 	c.Format, c.Media, c.InstanceID = "", "", ""
+	c.GuestReport = nil // turning the report on or off is no new instance
 	instance, err = sum(c)
 	return content, instance, err
 }
@@ -432,19 +441,9 @@ func cloudConfigDoc(v any) ([]byte, error) {
 
 // assembleUserData combines the generated cloud-config with the user's
 // user-data according to mode.
-// The contents big detached from cc are spliced back into the generated
-// document before it becomes a MIME part (whose transfer encoding may hide
-// the placeholders), and never into the user's text.
 func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
-	generated := func() ([]byte, error) {
-		doc, err := cloudConfigDoc(cc)
-		if err != nil {
-			return nil, err
-		}
-		return big.splice(doc)
-	}
 	if user == "" {
-		return generated()
+		return generatedDoc(cc, big)
 	}
 	if mode == job.ModeReplace {
 		return []byte(user), nil
@@ -456,11 +455,22 @@ func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.U
 	if cc.IsEmpty() {
 		return []byte(text), nil
 	}
-	gen, err := generated()
+	gen, err := generatedDoc(cc, big)
 	if err != nil {
 		return nil, err
 	}
 	return mergeUserData(text, "vmpayload-"+contentHash[:24], generatedPart(gen, "vmpayload.cfg"))
+}
+
+// generatedDoc is the generated cloud-config document with the contents
+// detached by detachBigContents put back. It is spliced before it becomes a
+// MIME part, whose transfer encoding may hide the placeholders.
+func generatedDoc(cc *CloudConfig, big *bigContents) ([]byte, error) {
+	doc, err := cloudConfigDoc(cc)
+	if err != nil {
+		return nil, err
+	}
+	return big.splice(doc)
 }
 
 func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {

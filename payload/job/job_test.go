@@ -474,6 +474,7 @@ func fullJob() string {
   "format": "nocloud",
   "media": "iso",
   "instance_id": "iid-web1-0001",
+  "guest_report": false,
   "hostname": "web1.example.com",
   "timezone": "Europe/Berlin",
   "users": [

@@ -39,6 +39,35 @@ except ImportError as exc:  # pragma: no cover - environment problem
     )
     sys.exit(3)
 
+# The judge runs on a host, not in the guest: cloud-init's network code asks
+# the running system for its NICs by MAC (and fails on a host with two tap
+# devices sharing a MAC, e.g. two test guests). The guest's NICs are what the
+# judge assumes (net_convert's --mac, or none), so that lookup is replaced
+# here and in every net-convert child (NET_CONVERT_SHIM).
+def _no_host_nics(*_args, **_kwargs):
+    return {}
+
+
+def _hide_host_nics():
+    import cloudinit.net as ci_net
+
+    ci_net.get_interfaces_by_mac = _no_host_nics
+    network_state.get_interfaces_by_mac = _no_host_nics
+
+
+_hide_host_nics()
+
+NET_CONVERT_SHIM = (
+    "import sys\n"
+    "import cloudinit.net as n\n"
+    "from cloudinit.net import network_state as s\n"
+    "from cloudinit.cmd.devel import net_convert as c\n"
+    "a = c.get_parser().parse_args(sys.argv[1:])\n"
+    "m = dict(reversed(x.split(',', 1)) for x in (a.mac or []))\n"
+    "n.get_interfaces_by_mac = s.get_interfaces_by_mac = lambda *x, **k: dict(m)\n"
+    "c.handle_args(c.NAME, a)\n"
+)
+
 REQUIRED_TOOLS = ("blkid", "xorriso", "mcopy", "cloud-init")
 NOCLOUD_LABELS = ("cidata", "CIDATA")
 CONFIGDRIVE_LABELS = ("config-2", "CONFIG-2")
@@ -401,44 +430,14 @@ def judge_user_data(raw, workdir, tag, log, schema=True):
     return out
 
 
-# cloud-init's network_state looks interfaces up by MAC on the machine it
-# runs on (get_interfaces_by_mac). The judge stands for the guest, not this
-# host, whose tap devices (vnetN, MACs of whatever guests run right now,
-# sometimes twice) made results depend on other tests. Both the in-process
-# parse and net-convert see only the guest's assumed interfaces instead.
-NET_CONVERT = """
-import json, sys
-from cloudinit import net
-from cloudinit.net import network_state
-macs = json.loads(sys.argv[1])
-net.get_interfaces_by_mac = lambda *a, **k: dict(macs)
-network_state.get_interfaces_by_mac = net.get_interfaces_by_mac
-from cloudinit.cmd.devel import net_convert
-args = net_convert.get_parser().parse_args(sys.argv[2:])
-net_convert.handle_args("net-convert", args)
-"""
-
-
-def guest_interfaces(macs):
-    """Make the in-process network_state see the guest's interfaces
-    (macs: [(name, mac)]), not this host's."""
-    from cloudinit import net
-
-    known = {m: n for n, m in macs}
-    net.get_interfaces_by_mac = lambda *a, **k: dict(known)
-    network_state.get_interfaces_by_mac = net.get_interfaces_by_mac
-
-
 def net_convert(src_path, kind, workdir, macs):
     """Run `cloud-init devel net-convert` for every output kind (in
-    parallel: each is a separate cloud-init start-up), with the guest's
-    assumed interfaces (macs: [(name, mac)]) instead of this host's."""
+    parallel: each is a separate cloud-init start-up)."""
     rendered, errors, procs = {}, [], []
-    known = json.dumps({m: n for n, m in macs})
     for okind in OUTPUT_KINDS:
         odir = os.path.join(workdir, "net-" + okind)
         argv = [
-            sys.executable, "-c", NET_CONVERT, known,
+            sys.executable, "-c", NET_CONVERT_SHIM,
             "--network-data", src_path, "--kind", kind,
             "--distro", "debian", "--output-kind", okind, "-d", odir,
         ]
@@ -472,8 +471,7 @@ def net_convert(src_path, kind, workdir, macs):
     return rendered, errors
 
 
-def parse_state(netcfg, report, log, macs=()):
-    guest_interfaces(macs)
+def parse_state(netcfg, report, log):
     try:
         ns = network_state.parse_net_config_data(netcfg)
         report["network_state"] = jsonable(
@@ -664,7 +662,7 @@ def judge_configdrive(seed, workdir, report, log):
                 nd, known_macs={m: n for n, m in macs}
             )
             report["network_config"] = jsonable(netcfg)
-            parse_state(netcfg, report, log, macs)
+            parse_state(netcfg, report, log)
         except Exception as exc:
             report["network_errors"].append(
                 "convert_net_json: %s: %s" % (type(exc).__name__, exc)
