@@ -237,24 +237,9 @@ func IsJobName(name string) bool {
 }
 
 // IDFromName derives a job id from a spool file name: the name without
-// ".json", with characters outside the id alphabet replaced by "_".
+// ".json", made a valid id by job.IDFrom.
 func IDFromName(name string) string {
-	stem := strings.TrimSuffix(name, ".json")
-	b := []byte(stem)
-	for i, c := range b {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
-			b[i] = '_'
-		}
-	}
-	id := string(b)
-	if len(id) > 128 {
-		id = id[:128]
-	}
-	if id == "" || id[0] == '.' || id[0] == '-' || id[0] == '_' {
-		id = "job" + id
-	}
-	return id
+	return job.IDFrom(strings.TrimSuffix(name, ".json"))
 }
 
 // list returns the job names in a subdirectory, oldest first.

@@ -38,7 +38,6 @@ var (
 	// Counted repetitions such as {0,127} compile into programs that
 	// cost milliseconds at every process start (`vmpayload build`), so
 	// the long ones are unbounded here and their length checked apart.
-	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	userRE       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	groupRE      = userRE
 	ifnameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
@@ -61,7 +60,7 @@ func (j *Job) Validate() Report {
 	} else if j.Version != Version {
 		r.Add("version", CodeUnsupported, "job format version %d is not supported; this agent reads version %d", j.Version, Version)
 	}
-	if j.ID != "" && (len(j.ID) > 128 || !idRE.MatchString(j.ID)) {
+	if j.ID != "" && !ValidID(j.ID) {
 		r.Add("id", CodeInvalid, "%s is not a valid job id: use 1-128 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", quote(j.ID))
 	}
 	if j.Domain != "" {
