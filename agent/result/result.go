@@ -63,7 +63,7 @@ type Payload struct {
 	Prebuilt bool `json:"prebuilt,omitempty"`
 }
 
-// Device is the payload CD-ROM in the domain.
+// Device is the payload drive in the domain (a CD-ROM or a read-only disk).
 type Device struct {
 	Bus    string `json:"bus"`
 	Target string `json:"target"`

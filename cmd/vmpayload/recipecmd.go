@@ -137,7 +137,7 @@ func runRecipe(c command, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *domainXML != "" {
-		x, _, _, err := domxml.SetPayloadCDROM(dom, path, bus, opts...)
+		x, _, _, err := domxml.SetPayloadDrive(dom, path, bus, opts...)
 		if err != nil {
 			return fail(exitInvalid, "adding the payload drive: %v", err)
 		}
