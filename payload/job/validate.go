@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -157,14 +156,8 @@ func validateDomainName(p, name string, r *Report) {
 }
 
 func validateDomainXML(j *Job, r *Report) {
-	dec := xml.NewDecoder(strings.NewReader(j.DomainXML))
-	var root struct {
-		XMLName xml.Name `xml:"domain"`
-		Type    string   `xml:"type,attr"`
-		Name    string   `xml:"name"`
-		UUID    string   `xml:"uuid"`
-	}
-	if err := dec.Decode(&root); err != nil {
+	root, err := domxml.ReadIdentity(j.DomainXML)
+	if err != nil {
 		r.Add("domain_xml", CodeInvalid, "%s is not a libvirt <domain> XML document: %v", quote(j.DomainXML), err)
 		return
 	}
@@ -172,7 +165,7 @@ func validateDomainXML(j *Job, r *Report) {
 		r.Add("domain_xml", CodeRequired, "the <domain> XML has no <name>")
 		return
 	}
-	if j.Domain != "" && j.Domain != root.Name && !strings.EqualFold(j.Domain, root.UUID) {
+	if j.Domain != "" && j.Domain != root.Name && !domxml.SameUUID(j.Domain, root.UUID) {
 		r.Add("domain_xml", CodeConflict, "the <domain> XML defines %s but the job's domain is %s", quote(root.Name), quote(j.Domain))
 	}
 }
