@@ -89,7 +89,7 @@ func Render(j *job.Job, opt Options) (*Rendered, error) {
 
 // Spec returns the image spec for the rendered documents.
 func (r *Rendered) Spec() image.Spec {
-	s := image.Spec{Media: image.Media(r.Job.Media), Label: Label(r.Job.Format)}
+	s := image.Spec{Media: r.Job.Media, Label: Label(r.Job.Format)}
 	for _, f := range r.Docs.Files {
 		s.Entries = append(s.Entries, image.Entry{Path: f.Path, Data: f.Data})
 	}

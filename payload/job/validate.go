@@ -24,12 +24,13 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/image"
 	"golang.org/x/crypto/ssh"
 )
 
 // Limits on individual fields.
 const (
-	MaxContentBytes = 16 << 20 // all content that ends up in an image
+	MaxContentBytes = image.MaxContentBytes // all content that ends up in an image
 	maxNameLen      = 128
 )
 
