@@ -308,8 +308,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		if err != nil {
 			return err
 		}
-		r.Payload = &result.Payload{Path: res.Path, Format: res.Format, Media: res.Media, Label: res.Label,
-			Size: res.Size, SHA256: res.SHA256, InstanceID: res.InstanceID, Reused: reused}
+		r.Payload = &result.Payload{Image: res.Image, Reused: reused}
 		e.obs().BuildDone(time.Since(t0))
 		rc, err := recipe.New(rendered, res)
 		if err != nil && reused {

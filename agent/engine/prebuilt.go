@@ -138,7 +138,7 @@ func (e *Engine) copyPrebuilt(p, uuid string) (string, *result.Payload, error) {
 	if err := tmp.Commit(dst); err != nil {
 		return "", nil, fmt.Errorf("installing the copy of prebuilt image %q: %w", p, err)
 	}
-	return dst, &result.Payload{Path: dst, Format: format, Media: media, Label: info.Label, Size: n, SHA256: sum, Prebuilt: true, Reused: reused}, nil
+	return dst, &result.Payload{Image: payload.Image{Path: dst, Format: format, Media: media, Label: info.Label, Size: n, SHA256: sum}, Prebuilt: true, Reused: reused}, nil
 }
 
 // setImagePerms gives an image the configured mode and group.

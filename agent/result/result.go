@@ -5,6 +5,7 @@ package result
 import (
 	"time"
 
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -50,13 +51,7 @@ type Error struct {
 
 // Payload describes the image attached to the domain.
 type Payload struct {
-	Path       string `json:"path"`
-	Format     string `json:"format"`
-	Media      string `json:"media"`
-	Label      string `json:"label"`
-	Size       int64  `json:"size"`
-	SHA256     string `json:"sha256"`
-	InstanceID string `json:"instance_id"`
+	payload.Image
 	// Reused is true when an identical image already existed and was kept.
 	Reused bool `json:"reused"`
 	// Prebuilt is true for a job's prebuilt_image.
