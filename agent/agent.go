@@ -66,6 +66,11 @@ type Options struct {
 	// LibvirtTimeout bounds every libvirt call (libvirtx.Bounded); 0 means
 	// unbounded.
 	LibvirtTimeout time.Duration
+	// GuestReport is the default of a job's guest_report; GuestTimeout
+	// bounds the wait for a guest's first report after its domain started
+	// (0: DefaultGuestTimeout). See docs/guest-report.md.
+	GuestReport  bool
+	GuestTimeout time.Duration
 }
 
 // Metrics records what the agent does; see agent/metrics for the
@@ -129,6 +134,8 @@ type Agent struct {
 
 	reg    *registry
 	events *hub
+	// guest follows the guest report channels (guest.go).
+	guest *guests
 
 	mu      sync.Mutex
 	pending map[string][]*task // per domain key, FIFO
@@ -213,6 +220,7 @@ func New(opt Options) (*Agent, error) {
 		return nil, err
 	}
 	a.spool = sp
+	a.guest = newGuests(a)
 	a.setEngine(opt)
 	if _, err := a.eng.Load().EnsurePayloadDir(); err != nil {
 		return nil, fmt.Errorf("preparing the agent: %w", err)
@@ -245,7 +253,7 @@ func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
 		Log: opt.Log, Observer: a.met, Starts: &a.starts, Cleanups: &a.cleanups, Locks: &a.locks, PrebuiltDirs: opt.PrebuiltDirs,
-		LibvirtTimeout: opt.LibvirtTimeout})
+		LibvirtTimeout: opt.LibvirtTimeout, GuestReport: opt.GuestReport})
 }
 
 // Reload applies the settings that can change without a restart: default
@@ -256,6 +264,7 @@ func (a *Agent) Reload(opt Options) {
 	cur := a.opt // keeps the (bounded) host of New
 	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir
 	cur.PrebuiltDirs = opt.PrebuiltDirs
+	cur.GuestReport = opt.GuestReport
 	if opt.Log != nil {
 		cur.Log = opt.Log
 		a.log = opt.Log
@@ -295,6 +304,7 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	}
 	lifeDone := make(chan struct{})
 	go func() { defer close(lifeDone); a.lifecycle(workCtx) }()
+	a.guest.start(workCtx)
 	retryDone := make(chan struct{})
 	go func() { defer close(retryDone); a.retryResults(workCtx) }()
 	stopped := false
@@ -312,6 +322,7 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 		a.mu.Unlock()
 		a.wg.Wait()
 		stopWork()
+		a.guest.stop()
 		<-lifeDone
 		<-retryDone
 		a.mu.Lock()
@@ -660,6 +671,7 @@ func (a *Agent) report(res result.Result) {
 		a.log.Info("job done", attrs...)
 	}
 	a.events.publish(ev)
+	a.guest.finished(res)
 }
 
 func (a *Agent) finishCount() {
@@ -693,8 +705,12 @@ func (a *Agent) lifecycle(ctx context.Context) {
 			if ev.Type == libvirtx.EventUndefined {
 				a.starts.Forget(ev.UUID)
 				a.eng.Load().RemoveDomainImages(ev.UUID)
+				a.guest.forget(ev.UUID)
 			}
 			a.events.publish(Event{Kind: kind, Type: ev.Type.String(), Domain: ev.Name, UUID: ev.UUID})
+			if ev.Type == libvirtx.EventStarted {
+				a.guest.started(ev.UUID)
+			}
 		}
 	}
 }

@@ -67,3 +67,6 @@ func (p *Prometheus) ResultsPending(n int) { p.M.ResultsPending.Set(float64(n)) 
 
 // DirRecreated implements Metrics.
 func (p *Prometheus) DirRecreated(dir string) { p.M.DirsRecreated.With(dir).Inc() }
+
+// GuestReport implements GuestMetrics.
+func (p *Prometheus) GuestReport(status string, seconds float64) { p.M.GuestReport(status, seconds) }

@@ -56,6 +56,15 @@ func (r *registry) set(res result.Result) {
 	}
 }
 
+// setGuest replaces the guest section of a job it knows.
+func (r *registry) setGuest(id string, g *result.Guest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil && e.res.State.Final() {
+		e.res.Guest = g
+	}
+}
+
 // forget drops a non-final entry (a submission that could not be queued).
 func (r *registry) forget(id string) {
 	r.mu.Lock()
@@ -113,7 +122,7 @@ func (r *registry) list(n int) []result.Result {
 // Event is one line of the /v1/events stream.
 type Event struct {
 	Time   time.Time `json:"time"`
-	Kind   string    `json:"kind"` // "job" or "domain" or "libvirt"
+	Kind   string    `json:"kind"` // "job", "domain", "libvirt" or "guest"
 	Type   string    `json:"type"` // job: received|running|done|failed; domain: defined|undefined|started|stopped; libvirt: disconnected|reconnected
 	ID     string    `json:"id,omitempty"`
 	Domain string    `json:"domain,omitempty"`
@@ -121,6 +130,9 @@ type Event struct {
 	Error  string    `json:"error,omitempty"`
 	// Submitter is who submitted the job (job events only).
 	Submitter *result.Submitter `json:"submitter,omitempty"`
+	// Guest is the job's guest section (guest events: kind "guest", type
+	// guest_ready, guest_failed, guest_timeout or guest_running).
+	Guest *result.Guest `json:"guest,omitempty"`
 }
 
 // hub fans events out to subscribers. A subscriber that does not keep up

@@ -17,8 +17,7 @@ fuzztime=${FUZZTIME:-30s}
 
 targets=(
 	"./payload/job FuzzParse"
-	"./payload/cloudinit FuzzDeepMerge"
-	"./payload/cloudinit FuzzSplitMultipart"
+	"./payload/job FuzzSplitMIME"
 	"./payload/cloudinit FuzzRender"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"

@@ -56,6 +56,10 @@ const (
 	DefaultLibvirtTimeout = 2 * time.Minute
 	MinLibvirtTimeout     = time.Second
 	MaxLibvirtTimeout     = time.Hour
+	// DefaultGuestTimeout is guest_timeout's default; Min and Max bound it.
+	DefaultGuestTimeout = 15 * time.Minute
+	MinGuestTimeout     = time.Minute
+	MaxGuestTimeout     = 24 * time.Hour
 	// maxSocketPath is the longest unix socket path Linux accepts
 	// (sun_path is 108 bytes including the terminating NUL).
 	maxSocketPath = 107
@@ -125,6 +129,13 @@ type Config struct {
 	// does not answer in time fails its job with libvirt_timeout and the
 	// connection is reopened (1s..1h).
 	LibvirtTimeout time.Duration `yaml:"libvirt_timeout"`
+	// GuestReport is the default of a job's guest_report: the payload
+	// carries the guest reporter and the domain the report channel
+	// (docs/guest-report.md).
+	GuestReport bool `yaml:"guest_report"`
+	// GuestTimeout bounds the wait for a guest's first report after its
+	// domain started; then the job's guest status is timeout (1m..24h).
+	GuestTimeout time.Duration `yaml:"guest_timeout"`
 }
 
 // Allowed values of the enumerated keys.
@@ -165,6 +176,10 @@ func Default() Config {
 		// upgrade); two minutes leave room for that and still free a
 		// worker held by a hung libvirtd (wedged storage or QEMU monitor).
 		LibvirtTimeout: DefaultLibvirtTimeout,
+		GuestReport:    true,
+		// TCG guests here finish cloud-init in 1-3 minutes; a slow
+		// first boot (package installs) takes longer.
+		GuestTimeout: DefaultGuestTimeout,
 	}
 }
 
@@ -198,6 +213,8 @@ var keys = []key{
 	{"spool_group", "group allowed to drop jobs into the spool and read their own results, name or gid (empty: root only)", func(c *Config) any { return &c.SpoolGroup }},
 	{"prebuilt_dirs", "directories prebuilt_image may come from, \":\"-separated (empty: prebuilt_image disabled)", func(c *Config) any { return &c.PrebuiltDirs }},
 	{"libvirt_timeout", "longest wait for one libvirt call before its job fails with libvirt_timeout", func(c *Config) any { return &c.LibvirtTimeout }},
+	{"guest_report", "default of a job's guest_report: cloud-init's outcome reported back over a virtio-serial channel", func(c *Config) any { return &c.GuestReport }},
+	{"guest_timeout", "longest wait for a guest's first report after its domain started", func(c *Config) any { return &c.GuestTimeout }},
 }
 
 // Keys returns the configuration key names in file order.
@@ -317,6 +334,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 			fs.IntVar(p, name, *p, k.usage)
 		case *time.Duration:
 			fs.DurationVar(p, name, *p, k.usage)
+		case *bool:
+			fs.BoolVar(p, name, *p, k.usage)
 		default:
 			panic(fmt.Sprintf("config: key %s has unsupported type %T", k.name, p))
 		}
@@ -383,6 +402,12 @@ func setString(p any, s string) error {
 			return fmt.Errorf("invalid duration %q: %w", s, err)
 		}
 		*p = d
+	case *bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("invalid boolean %q: %w", s, err)
+		}
+		*p = b
 	default:
 		return fmt.Errorf("unsupported type %T", p)
 	}
@@ -471,6 +496,9 @@ func (c Config) Validate() error {
 	}
 	if c.LibvirtTimeout < MinLibvirtTimeout || c.LibvirtTimeout > MaxLibvirtTimeout {
 		bad("libvirt_timeout", c.LibvirtTimeout.String(), fmt.Sprintf("want %s..%s", MinLibvirtTimeout, MaxLibvirtTimeout))
+	}
+	if c.GuestTimeout < MinGuestTimeout || c.GuestTimeout > MaxGuestTimeout {
+		bad("guest_timeout", c.GuestTimeout.String(), fmt.Sprintf("want %s..%s", MinGuestTimeout, MaxGuestTimeout))
 	}
 	return errors.Join(errs...)
 }

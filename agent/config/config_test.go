@@ -41,6 +41,7 @@ func TestDefault(t *testing.T) {
 		Workers: 4, DefaultFormat: "nocloud", CDROMBus: "auto", ImageModeOctal: "0640", ImageGroup: "",
 		LogFormat: "text", LogLevel: "info", RescanInterval: 30 * time.Second, QueueLimit: 10000,
 		HookTimeout: 20 * time.Second, HookFailure: "refuse", AdminGroup: "", SpoolGroup: "", PrebuiltDirs: "", LibvirtTimeout: 2 * time.Minute,
+		GuestReport: true, GuestTimeout: 15 * time.Minute,
 	}
 	if d != want {
 		t.Fatalf("Default() = %+v, want %+v", d, want)
@@ -77,7 +78,7 @@ func TestKeysMatchTags(t *testing.T) {
 	}
 	want := []string{"libvirt_uri", "spool_dir", "payload_dir", "socket", "socket_group", "secrets_dir",
 		"workers", "default_format", "cdrom_bus", "image_mode", "image_group", "log_format", "log_level",
-		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "spool_group", "prebuilt_dirs", "libvirt_timeout"}
+		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "spool_group", "prebuilt_dirs", "libvirt_timeout", "guest_report", "guest_timeout"}
 	if got := Keys(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Keys() = %v, want %v", got, want)
 	}
@@ -314,6 +315,7 @@ func TestValidate(t *testing.T) {
 		SpoolGroup:     "9999999999",
 		PrebuiltDirs:   "/srv/seeds:relative",
 		LibvirtTimeout: 0,
+		GuestTimeout:   time.Second,
 	}
 	err := c.Validate()
 	if err == nil {
@@ -341,6 +343,7 @@ func TestValidate(t *testing.T) {
 		`spool_group: invalid value "9999999999"`,
 		`prebuilt_dirs: invalid value "relative"`,
 		`libvirt_timeout: invalid value "0s": want 1s..1h0m0s`,
+		`guest_timeout: invalid value "1s": want 1m0s..24h0m0s`,
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) {

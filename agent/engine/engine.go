@@ -22,6 +22,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/recipe"
@@ -90,6 +91,10 @@ type Engine struct {
 	// from (config prebuilt_dirs); none disables prebuilt_image. The image
 	// is copied into PayloadDir before it is checked and attached.
 	PrebuiltDirs []string
+	// GuestReport is the default of a job's guest_report (config
+	// guest_report): the payload carries the guest reporter and the domain
+	// gets the report channel (docs/guest-report.md).
+	GuestReport bool
 }
 
 func (e *Engine) obs() Observer {
@@ -143,7 +148,7 @@ func (e *Engine) CheckOptions() payload.CheckOptions {
 // ctx's error and no result, so the caller can leave the job to be run
 // again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
-	jj := j.Apply(job.Defaults{Format: e.DefaultFormat})
+	jj := e.withGuestReport(j.Apply(job.Defaults{Format: e.DefaultFormat}))
 	backoff := e.RetryBackoff
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
@@ -327,6 +332,9 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		}
 	}
 
+	if j.GuestReport != nil {
+		r.Guest = &result.Guest{Status: result.GuestPending, Channel: guestreport.Channel, Errors: []string{}, RecoverableErrors: []string{}}
+	}
 	t1 := time.Now()
 	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, r)
 	if err != nil {
@@ -434,7 +442,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
-		if xml, err = withRecipe(xml, recipeEl); err != nil {
+		if xml, err = withRecipe(xml, recipeEl, r.Guest != nil); err != nil {
 			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 		}
 		if xml != dom.InactiveXML {
@@ -456,7 +464,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 	if found && cur.Path == imgPath {
 		// Same content already in the drive (a re-submitted job): nothing
 		// to change but a recipe an older version did not write.
-		return old, cur.Device, e.recordRecipe(ctx, dom, recipeEl)
+		return old, cur.Device, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
 	}
 	if found && (cur.Kind != domxml.KindCDROM || kind != domxml.KindCDROM) {
 		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a %s while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs); only a CD-ROM's medium can change while the domain runs: stop the domain, or use media iso", dom.Name, cur.Target, cur.Kind, kind)
@@ -470,7 +478,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		if err := e.changeMedia(ctx, dom, cur, x); err != nil {
 			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
 		}
-		return old, dev, e.recordRecipe(ctx, dom, recipeEl)
+		return old, dev, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
 	}
 	var dev domxml.Device
 	if kind == domxml.KindDisk {
@@ -491,13 +499,28 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 	if err := e.Host.AttachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
 		return "", dev, fmt.Errorf("hot-plugging the payload drive into running domain %s: %w", dom.Name, err)
 	}
-	return "", dev, e.recordRecipe(ctx, dom, recipeEl)
+	return "", dev, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
 }
 
 // withRecipe returns domainXML with recipeEl as its only vmpayload recipe,
-// or with no recipe when recipeEl is "". A recipe equal to the one already
-// there leaves the document unchanged (libvirt may have re-serialised it).
-func withRecipe(domainXML, recipeEl string) (string, error) {
+// or with no recipe when recipeEl is "", and with the guest report channel
+// when guest is set (else without it): the channel goes with the payload.
+// A recipe equal to the one already there leaves the document unchanged
+// (libvirt may have re-serialised it).
+func withRecipe(domainXML, recipeEl string, guest bool) (string, error) {
+	var err error
+	if guest {
+		domainXML, _, err = domxml.SetGuestChannel(domainXML, guestreport.Channel)
+	} else {
+		domainXML, _, err = domxml.RemoveGuestChannel(domainXML, guestreport.Channel)
+	}
+	if err != nil {
+		return "", err
+	}
+	return withRecipeOnly(domainXML, recipeEl)
+}
+
+func withRecipeOnly(domainXML, recipeEl string) (string, error) {
 	if recipeEl == "" {
 		x, _, err := domxml.RemoveMetadata(domainXML, recipe.Namespace)
 		return x, err
@@ -514,12 +537,12 @@ func withRecipe(domainXML, recipeEl string) (string, error) {
 // domain after its drive changed (or removes the recipe when recipeEl is
 // ""): it reads the persistent XML again (the live change updated it), sets
 // the element and redefines the domain, which libvirt allows while it runs.
-func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string) error {
+func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string, guest bool) error {
 	cur, err := e.Host.Domain(ctx, dom.UUID)
 	if err != nil {
 		return fmt.Errorf("reading the definition of %s to record the payload recipe: %w", dom.Name, err)
 	}
-	x, err := withRecipe(cur.InactiveXML, recipeEl)
+	x, err := withRecipe(cur.InactiveXML, recipeEl, guest)
 	if err != nil {
 		return fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
@@ -698,7 +721,11 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		if err != nil {
 			return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
 		}
-		if !removed {
+		xml, chRemoved, err := domxml.RemoveGuestChannel(xml, guestreport.Channel)
+		if err != nil {
+			return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
+		}
+		if !removed && !chRemoved {
 			return nil
 		}
 		if _, err := e.Host.DefineXML(ctx, xml); err != nil {
@@ -733,6 +760,9 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	}
 	if xml, _, err = domxml.RemoveMetadata(xml, recipe.Namespace); err != nil {
 		return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
+	}
+	if xml, _, err = domxml.RemoveGuestChannel(xml, guestreport.Channel); err != nil {
+		return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
 	}
 	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
@@ -889,4 +919,26 @@ func (e *Engine) RebuildImages(ctx context.Context) (RebuildStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// withGuestReport settles whether the job's payload carries the guest
+// reporter and its domain the report channel: the job's guest_report, else
+// the engine's default. A prebuilt image gets the channel only when the job
+// asks for it (the image is the submitter's: it may carry the reporter, a
+// vmpayload build with guest_report true). Detach never adds it. The result
+// is true or nil, so a job without the report renders as before.
+func (e *Engine) withGuestReport(j job.Job) job.Job {
+	on := e.GuestReport
+	if j.GuestReport != nil {
+		on = *j.GuestReport
+	}
+	if j.PrebuiltImage != "" && j.GuestReport == nil || j.Action == job.ActionDetach {
+		on = false
+	}
+	j.GuestReport = nil
+	if on {
+		t := true
+		j.GuestReport = &t
+	}
+	return j
 }

@@ -24,6 +24,17 @@ const (
 	RecoveryReset   = "reset"   // the freshly started domain was reset
 )
 
+// GuestStatuses are the label values of vmpayload_guest_reports_total: the
+// final statuses of a job's guest section (docs/guest-report.md).
+var GuestStatuses = []string{"done", "degraded", "error", "disabled", "timeout"}
+
+// GuestBuckets are the bucket bounds in seconds of the provisioning-time
+// histogram: a domain's start to its guest's first report, from 5 seconds
+// to an hour.
+func GuestBuckets() []float64 {
+	return []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600}
+}
+
 // DurationBuckets are histogram bucket bounds in seconds from 5ms to 10
 // minutes, for job phases that take milliseconds to minutes.
 func DurationBuckets() []float64 {
@@ -79,6 +90,12 @@ type Agent struct {
 	// (payload, spool) and the API socket (socket) the agent recreated after
 	// they went missing.
 	DirsRecreated *CounterVec
+	// GuestReports is vmpayload_guest_reports_total{status=...}: guest
+	// reports by final status (GuestStatuses; timeout: none came in time).
+	GuestReports *CounterVec
+	// GuestProvision is vmpayload_guest_provision_seconds: from a domain's
+	// start to its guest's first report.
+	GuestProvision *Histogram
 }
 
 // NewAgent returns the agent's metrics in a new registry.
@@ -108,6 +125,13 @@ func NewAgent() *Agent {
 		ResultsPending: r.Gauge("results_pending", "Finished jobs whose result is not written yet; retried with backoff."),
 		DirsRecreated: r.CounterVec("dirs_recreated_total",
 			"Directories (payload, spool) and the API socket (socket) recreated after they went missing.", "dir"),
+		GuestReports: r.CounterVec("guest_reports_total",
+			"Guest provisioning reports by final status (timeout: none within guest_timeout).", "status"),
+		GuestProvision: r.Histogram("guest_provision_seconds",
+			"Time from a domain's start to its guest's first provisioning report, in seconds.", GuestBuckets()),
+	}
+	for _, st := range GuestStatuses {
+		a.GuestReports.With(st)
 	}
 	for _, d := range []string{DirPayload, DirSpool, DirSocket} {
 		a.DirsRecreated.With(d)
@@ -151,3 +175,12 @@ func (a *Agent) JobFinished(outcome string, received time.Time) {
 // ImageRemoved counts a payload image removed for reason (ReasonUndefined,
 // ReasonOrphan, ReasonSuperseded or ReasonDetach).
 func (a *Agent) ImageRemoved(reason string) { a.ImagesRemoved.With(reason).Inc() }
+
+// GuestReport counts a guest report with its final status and, when seconds
+// is not negative, records the provisioning time.
+func (a *Agent) GuestReport(status string, seconds float64) {
+	a.GuestReports.With(status).Inc()
+	if seconds >= 0 {
+		a.GuestProvision.Observe(seconds)
+	}
+}

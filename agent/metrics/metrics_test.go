@@ -420,6 +420,8 @@ func TestAgent(t *testing.T) {
 		"vmpayload_result_write_retries_total": dto.MetricType_COUNTER,
 		"vmpayload_results_pending":            dto.MetricType_GAUGE,
 		"vmpayload_dirs_recreated_total":       dto.MetricType_COUNTER,
+		"vmpayload_guest_reports_total":        dto.MetricType_COUNTER,
+		"vmpayload_guest_provision_seconds":    dto.MetricType_HISTOGRAM,
 	}
 	if len(fams) != len(want) {
 		t.Errorf("%d families, want %d", len(fams), len(want))
@@ -440,6 +442,7 @@ func TestAgent(t *testing.T) {
 		"vmpayload_jobs_received_total":  {SourceSpool, SourceSocket},
 		"vmpayload_images_removed_total": {ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach, ReasonUnattached},
 		"vmpayload_dirs_recreated_total": {DirPayload, DirSpool, DirSocket},
+		"vmpayload_guest_reports_total":  GuestStatuses,
 	}
 	for name, values := range labels {
 		var got []string

@@ -101,6 +101,10 @@ type Result struct {
 	ReceivedAt time.Time  `json:"received_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	DurationMS int64      `json:"duration_ms"`
+	// Guest is the guest's provisioning report, for jobs that gave the
+	// domain the report channel (docs/guest-report.md); the result file is
+	// replaced once more when it becomes final.
+	Guest *Guest `json:"guest,omitempty"`
 	// Claim ties a result to one claim of a spool file, so that a job found
 	// in processing/ after a crash is not run twice.
 	Claim string `json:"claim,omitempty"`

@@ -49,6 +49,7 @@ func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.
 		Workers: c.Workers, QueueLimit: c.QueueLimit, RescanInterval: c.RescanInterval,
 		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log,
 		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList(),
+		GuestReport: c.GuestReport, GuestTimeout: c.GuestTimeout,
 		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0}, nil
 }
 

@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register(command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait] [--timeout 10m] JOB.json|-",
+	register(command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait[=guest]] [--timeout 10m] JOB.json|-",
 		summary: "hand a job to the agent (socket API; falls back to the spool directory)", run: runSubmit})
 	register(command{name: "status", usage: "[--socket PATH] [--spool-dir DIR] [--json] [ID]",
 		summary: "show a job's result, or the agent's recent jobs", run: runStatus})
@@ -87,7 +87,9 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
 	socket := fs.String("socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
 	spoolDir := fs.String("spool-dir", "", "spool directory used when the socket is unreachable")
-	wait := fs.Bool("wait", false, "wait for the result and print it; exit 1 if the job failed")
+	var waitFor waitMode
+	fs.Var(&waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
+	wait := new(bool)
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long --wait waits")
 	pos, code, ok := parseOrUsage(fs, args)
 	if !ok {
@@ -97,6 +99,7 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	*wait = waitFor != ""
 	clientDefaults(socket, spoolDir)
 	data, err := readInput(pos[0], job.MaxJobBytes)
 	if err != nil {
@@ -116,7 +119,7 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 	status, err := cl.do(ctx, http.MethodPost, "/v1/jobs", data, &ans)
 	if err != nil && status == 0 {
 		// No agent on the socket: use the spool, which the agent reads at start.
-		return submitSpool(ctx, *spoolDir, j, data, *wait, stdout, stderr, err)
+		return submitSpool(ctx, *spoolDir, j, data, waitFor, stdout, stderr, err)
 	}
 	switch {
 	case err != nil:
@@ -132,6 +135,9 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "queued %s\n", ans.ID)
 	if !*wait {
 		return exitOK
+	}
+	if waitFor == "guest" {
+		return waitGuestAPI(ctx, cl, ans.ID, stdout, stderr)
 	}
 	last := result.State("")
 	for {
@@ -155,7 +161,7 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func submitSpool(ctx context.Context, dir string, j *job.Job, data []byte, wait bool, stdout, stderr io.Writer, why error) int {
+func submitSpool(ctx context.Context, dir string, j *job.Job, data []byte, waitFor waitMode, stdout, stderr io.Writer, why error) int {
 	sp := &spool.Spool{Root: dir}
 	id := j.ID
 	if id == "" {
@@ -166,12 +172,15 @@ func submitSpool(ctx context.Context, dir string, j *job.Job, data []byte, wait 
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "queued %s in %s (agent socket unreachable)\n", id, filepath.Join(dir, spool.Incoming))
-	if !wait {
+	if waitFor == "" {
 		return exitOK
 	}
 	for {
-		if res, ok := sp.Lookup(id); ok {
+		if res, ok := sp.Lookup(id); ok && waitFor != "guest" {
 			return printResult(stdout, res)
+		} else if ok && guestDone(res) {
+			printJSON(stdout, res)
+			return guestExit(res)
 		}
 		select {
 		case <-ctx.Done():

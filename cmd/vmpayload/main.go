@@ -11,6 +11,9 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	// first: keeps libvirt out of the offline subcommands (issue 14)
+	_ "github.com/vmpayload/vmpayload/cmd/vmpayload/internal/libvirtgate"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -1,58 +1,11 @@
 package cloudinit
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload/job"
 )
-
-func TestDeepMerge(t *testing.T) {
-	for _, c := range []struct {
-		name            string
-		base, over, out map[string]any
-	}{
-		{"scalars: user wins", map[string]any{"a": 1, "b": "x"}, map[string]any{"a": 2}, map[string]any{"a": 2, "b": "x"}},
-		{"lists append", map[string]any{"l": []any{1, 2}}, map[string]any{"l": []any{3}}, map[string]any{"l": []any{1, 2, 3}}},
-		{"maps merge recursively", map[string]any{"m": map[string]any{"x": 1, "y": map[string]any{"z": 1}}},
-			map[string]any{"m": map[string]any{"y": map[string]any{"w": 2}}},
-			map[string]any{"m": map[string]any{"x": 1, "y": map[string]any{"z": 1, "w": 2}}}},
-		{"type change: user wins", map[string]any{"k": []any{1}}, map[string]any{"k": "s"}, map[string]any{"k": "s"}},
-		{"new keys", map[string]any{}, map[string]any{"n": nil}, map[string]any{"n": nil}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			before := len(c.base)
-			got := DeepMerge(c.base, c.over)
-			if !reflect.DeepEqual(got, c.out) {
-				t.Errorf("got %v, want %v", got, c.out)
-			}
-			if len(c.base) != before {
-				t.Errorf("base modified")
-			}
-		})
-	}
-}
-
-func TestMultipartRoundTrip(t *testing.T) {
-	parts := []Part{partFor("#cloud-config\na: 1\n", "one"), partFor("#!/bin/sh\necho hi\n", "two")}
-	doc, err := JoinMultipart(parts, "b-123")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := SplitMultipart(string(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || string(got[1].Body) != "#!/bin/sh\necho hi\n" || !strings.HasPrefix(got[1].Header.Get("Content-Type"), "text/x-shellscript") {
-		t.Fatalf("round trip: %+v", got)
-	}
-	for _, bad := range []string{"Content-Type: text/plain\n\nx", "Content-Type: multipart/mixed\n\nx", "Content-Type: multipart/mixed; boundary=Q\n\nno parts"} {
-		if _, err := SplitMultipart(bad); err == nil {
-			t.Errorf("SplitMultipart(%q) accepted", bad)
-		}
-	}
-}
 
 func render(t *testing.T, j job.Job) *Documents {
 	t.Helper()
@@ -170,6 +123,31 @@ func TestPinnedIdentity(t *testing.T) {
 	for _, bad := range []*Identity{{ContentHash: "xyz", InstanceID: "i"}, {ContentHash: id.ContentHash}} {
 		if _, err := Render(Input{Job: j, Identity: bad}, Options{}); err == nil {
 			t.Errorf("identity %+v accepted", bad)
+		}
+	}
+}
+
+// TestMergeRefusesUnjoinableLists: a #cloud-config key the job generates
+// as a list, given as something else, would lose one side in cloud-init's
+// merger, so it is refused naming user_data.
+func TestMergeRefusesUnjoinableLists(t *testing.T) {
+	base := job.Job{Version: 1, Runcmd: []job.Command{{Shell: "echo job"}}, Users: []job.User{{Name: "u1"}}}
+	for _, c := range []struct {
+		ud   string
+		mode job.UserDataMode
+		bad  bool
+	}{
+		{"#cloud-config\nruncmd: echo str\n", job.ModeMerge, true},
+		{"#cloud-config\nusers: {u: {}}\n", job.ModeMerge, true},
+		{"#cloud-config\nruncmd:\n", job.ModeMerge, true},
+		{"#cloud-config\nx: &a [1]\nruncmd: *a\n", job.ModeMerge, false},
+		{"#cloud-config\nruncmd: [echo user]\nwrite_files: str\n", job.ModeMerge, false}, // the job has no files
+	} {
+		j := base
+		j.UserData = c.ud
+		_, err := Render(Input{Job: j, UserData: c.ud}, Options{})
+		if (err != nil) != c.bad || (err != nil && !strings.Contains(err.Error(), "user_data")) {
+			t.Errorf("%q: err %v, want refused %v", c.ud, err, c.bad)
 		}
 	}
 }

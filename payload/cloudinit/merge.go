@@ -1,125 +1,102 @@
 package cloudinit
 
 import (
-	"bufio"
-	"bytes"
+	"encoding/base64"
 	"fmt"
-	"io"
-	"mime"
-	"mime/multipart"
 	"net/textproto"
-	"strings"
 
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// DeepMerge merges over into base and returns the result: maps merge
-// recursively, lists append (base's items first), and any other value from
-// over replaces base's. Neither input is modified.
-func DeepMerge(base, over map[string]any) map[string]any {
-	out := make(map[string]any, len(base)+len(over))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, ov := range over {
-		bv, ok := out[k]
-		if !ok {
-			out[k] = ov
-			continue
-		}
-		switch b := bv.(type) {
-		case map[string]any:
-			if o, ok := ov.(map[string]any); ok {
-				out[k] = DeepMerge(b, o)
-				continue
-			}
-		case []any:
-			if o, ok := ov.([]any); ok {
-				l := make([]any, 0, len(b)+len(o))
-				out[k] = append(append(l, b...), o...)
-				continue
-			}
-		}
-		out[k] = ov
-	}
-	return out
-}
+// MergeType is the Merge-Type header of every generated cloud-config part
+// in merge mode. The user's user-data comes first, as it is, and each
+// generated part is merged into what cloud-init made of it with cloud-init's
+// own mergers: mappings merged key by key (dict(no_replace)) so a value
+// the user gave stays, lists of both sides joined with the generated items
+// first (recurse_list + list(prepend)), and a string the user gave kept
+// (str() is only reached under recurse_str, which is off). The user's text
+// is never re-emitted, so YAML 1.1 scalars (yes, 0644, 1_000, !!binary),
+// duplicate keys and every other detail keep the meaning PyYAML gives
+// them in the guest.
+const MergeType = "dict(no_replace,recurse_list)+list(prepend)+str()"
 
-// Part is one part of a MIME multipart user-data document.
-type Part struct {
-	// Header holds the part's MIME headers, kept as given.
-	Header textproto.MIMEHeader
-	// Body is the part's body, still in its transfer encoding.
-	Body []byte
-}
-
-// SplitMultipart returns the parts of a MIME multipart user-data document.
-func SplitMultipart(doc string) ([]Part, error) {
-	tp := textproto.NewReader(bufio.NewReader(strings.NewReader(doc)))
-	hdr, err := tp.ReadMIMEHeader()
-	if err != nil && err != io.EOF {
-		return nil, fmt.Errorf("reading the MIME headers of user-data: %w", err)
-	}
-	mt, params, err := mime.ParseMediaType(hdr.Get("Content-Type"))
-	if err != nil {
-		return nil, fmt.Errorf("reading the Content-Type of user-data: %w", err)
-	}
-	if !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
-		return nil, fmt.Errorf("user-data has Content-Type %q, not a multipart with a boundary", mt)
-	}
-	mr := multipart.NewReader(tp.R, params["boundary"])
-	var parts []Part
-	for {
-		p, err := mr.NextRawPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading part %d of multipart user-data: %w", len(parts)+1, err)
-		}
-		body, err := io.ReadAll(p)
-		if err != nil {
-			return nil, fmt.Errorf("reading part %d of multipart user-data: %w", len(parts)+1, err)
-		}
-		parts = append(parts, Part{Header: p.Header, Body: body})
-	}
-	if len(parts) == 0 {
-		return nil, fmt.Errorf("multipart user-data has no parts")
-	}
-	return parts, nil
-}
-
-// partFor wraps a single user-data document as a MIME part of its kind.
-func partFor(doc, filename string) Part {
+// partFor wraps a single (non-MIME) user-data document as a MIME part of
+// the kind cloud-init would give it.
+func partFor(doc, filename string) job.Part {
 	kind := job.ClassifyUserData(doc)
 	h := textproto.MIMEHeader{}
-	h.Set("Content-Type", string(kind)+`; charset="utf-8"`)
-	h.Set("MIME-Version", "1.0")
-	h.Set("Content-Transfer-Encoding", "8bit")
+	if kind != job.KindUnknown && kind != job.KindMultipart {
+		h.Set("Content-Type", string(kind)+`; charset="utf-8"`)
+	} else {
+		h.Set("Content-Type", `text/plain; charset="utf-8"`)
+	}
 	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", filename))
-	return Part{Header: h, Body: []byte(doc)}
+	if isASCII(doc) {
+		h.Set("Content-Transfer-Encoding", "7bit")
+		return job.Part{Header: h, Body: []byte(doc)}
+	}
+	// cloud-init parses the multipart from a Python str, and Python's email
+	// package turns an 8bit part back into bytes with raw-unicode-escape:
+	// "ü" would reach the guest as the single byte 0xfc (not UTF-8) and the
+	// part would fail to load. A base64 part decodes to the exact bytes.
+	h.Set("Content-Transfer-Encoding", "base64")
+	return job.Part{Header: h, Body: base64Lines([]byte(doc))}
 }
 
-// JoinMultipart writes parts as a MIME multipart/mixed document with the
-// given boundary.
-func JoinMultipart(parts []Part, boundary string) ([]byte, error) {
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "Content-Type: multipart/mixed; boundary=%q\nMIME-Version: 1.0\n\n", boundary)
-	w := multipart.NewWriter(&buf)
-	if err := w.SetBoundary(boundary); err != nil {
-		return nil, fmt.Errorf("setting the MIME boundary: %w", err)
-	}
-	for i, p := range parts {
-		pw, err := w.CreatePart(p.Header)
-		if err != nil {
-			return nil, fmt.Errorf("writing MIME part %d: %w", i+1, err)
-		}
-		if _, err := pw.Write(p.Body); err != nil {
-			return nil, fmt.Errorf("writing MIME part %d: %w", i+1, err)
+// isASCII reports whether s holds only 7-bit bytes.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
 		}
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("closing the MIME document: %w", err)
+	return true
+}
+
+// base64Lines is b in standard base64, in lines of 76 characters each ended
+// by a newline (RFC 2045's limit).
+func base64Lines(b []byte) []byte {
+	enc := base64.StdEncoding.EncodeToString(b)
+	out := make([]byte, 0, len(enc)+len(enc)/76+1)
+	for len(enc) > 76 {
+		out = append(out, enc[:76]...)
+		out = append(out, '\n')
+		enc = enc[76:]
 	}
-	return buf.Bytes(), nil
+	out = append(out, enc...)
+	return append(out, '\n')
+}
+
+// generatedPart wraps a generated cloud-config document as a part that
+// merges under MergeType.
+func generatedPart(doc []byte, filename string) job.Part {
+	p := partFor(string(doc), filename)
+	p.Header.Set("Merge-Type", MergeType)
+	return p
+}
+
+// userPart is the user's (decompressed) user-data as one MIME part: a MIME
+// document keeps its own headers and body (a multipart nests, and
+// cloud-init walks nested multiparts), anything else is wrapped as the
+// kind it starts as.
+func userPart(text string) (job.Part, error) {
+	if job.ClassifyUserData(text) != job.KindMultipart {
+		return partFor(text, "user-data"), nil
+	}
+	if _, err := job.SplitMIME(text); err != nil {
+		return job.Part{}, err
+	}
+	return job.ParseMessage(text)
+}
+
+// mergeUserData returns the user-data of merge mode: the user's text first,
+// then the generated cloud-config parts, in a multipart/mixed document.
+// More generated parts (from later features) go after gen, each with the
+// MergeType header.
+func mergeUserData(text string, boundary string, gen ...job.Part) ([]byte, error) {
+	up, err := userPart(text)
+	if err != nil {
+		return nil, fmt.Errorf("merging user_data: %w", err)
+	}
+	return job.JoinMultipart(append([]job.Part{up}, gen...), boundary)
 }

@@ -142,6 +142,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if iid == "" {
 		iid = uuidFromHash(iidHash)
 	}
+	j.MetaData = job.MetaDataFor(j.Format, j.MetaData)
 	if v, ok := j.MetaData[metaInstanceKey(j.Format)].(string); ok && v != "" {
 		iid = v
 	}
@@ -170,9 +171,15 @@ func Render(in Input, opt Options) (*Documents, error) {
 		}
 	}
 	cc := buildCloudConfig(&j, hashes, keys, seed)
-	userData, err := assembleUserData(cc, in.UserData, j.UserDataMode, contentHash)
+	big := detachBigContents(cc, contentHash)
+	userData, err := assembleUserData(cc, big, in.UserData, j.UserDataMode, contentHash)
 	if err != nil {
 		return nil, err
+	}
+	if j.GuestReport != nil && *j.GuestReport {
+		if userData, err = addReporter(&j, in.UserData, userData, contentHash); err != nil {
+			return nil, err
+		}
 	}
 
 	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes, RandomSeed: seed}
@@ -250,6 +257,10 @@ func metaInstanceKey(f job.Format) string {
 // the caller did not resolve. The combinations of fields a format or mode
 // cannot express are the job's own (job.Validate reports them).
 func checkRenderable(j *job.Job, in Input, r *job.Report) {
+	if j.UserData == "" && j.UserDataBase64 == "" && in.UserData != "" {
+		// user-data from a secret; Validate checked inline user-data
+		job.CheckMergeableLists(j, in.UserData, r)
+	}
 	for i, u := range j.Users {
 		if u.PasswordSecret != "" && (i >= len(in.Passwords) || in.Passwords[i] == "") {
 			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeNotFound, "secret %q was not resolved", u.PasswordSecret)
@@ -272,6 +283,9 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		c.SSHHostKeys[i] = k
 	}
 	c.ID, c.Domain, c.Action, c.DomainXML, c.PrebuiltImage = "", "", "", "", ""
+	if c.GuestReport != nil && !*c.GuestReport {
+		c.GuestReport = nil // off is the same content as absent
+	}
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
 	c.Users = make([]job.User, len(j.Users))
 	for i, u := range j.Users {
@@ -286,19 +300,37 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		c.Users[i] = u
 	}
 	sum := func(v job.Job) (string, error) {
-		b, err := json.Marshal(v)
-		if err != nil {
+		// the SHA-256 of json.Marshal(v), without copying a document that
+		// can hold megabytes of file content: the encoder hashes from its
+		// own buffer (it differs from Marshal only by the final newline)
+		h := sha256.New()
+		if err := json.NewEncoder(noFinalNewline{h}).Encode(v); err != nil {
 			return "", fmt.Errorf("deriving the content hash: %w", err)
 		}
-		s := sha256.Sum256(b)
-		return hex.EncodeToString(s[:]), nil
+		return hex.EncodeToString(h.Sum(nil)), nil
 	}
 	if content, err = sum(c); err != nil {
 		return "", "", err
 	}
 	c.Format, c.Media, c.InstanceID = "", "", ""
+	c.GuestReport = nil // turning the report on or off is no new instance
 	instance, err = sum(c)
 	return content, instance, err
+}
+
+// noFinalNewline passes writes on without the newline json.Encoder puts
+// after each document (it writes a document in one call).
+type noFinalNewline struct{ w io.Writer }
+
+func (n noFinalNewline) Write(p []byte) (int, error) {
+	q := p
+	if len(q) > 0 && q[len(q)-1] == '\n' {
+		q = q[:len(q)-1]
+	}
+	if _, err := n.w.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // uuidFromHash shapes the first 16 bytes of a hex hash as an RFC 9562
@@ -409,43 +441,36 @@ func cloudConfigDoc(v any) ([]byte, error) {
 
 // assembleUserData combines the generated cloud-config with the user's
 // user-data according to mode.
-func assembleUserData(cc *CloudConfig, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
+func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
 	if user == "" {
-		return cloudConfigDoc(cc)
+		return generatedDoc(cc, big)
 	}
 	if mode == job.ModeReplace {
 		return []byte(user), nil
 	}
-	kind := job.ClassifyUserData(user)
-	if kind == job.KindCloudConfig {
-		gen, err := toMap(cc)
-		if err != nil {
-			return nil, err
-		}
-		um, err := job.ParseYAMLMap(user)
-		if err != nil {
-			return nil, fmt.Errorf("merging user_data: %w", err)
-		}
-		return cloudConfigDoc(DeepMerge(gen, um))
+	text, err := job.UserDataText(user)
+	if err != nil {
+		return nil, fmt.Errorf("merging user_data: %w", err)
 	}
 	if cc.IsEmpty() {
-		return []byte(user), nil
+		return []byte(text), nil
 	}
-	gen, err := cloudConfigDoc(cc)
+	gen, err := generatedDoc(cc, big)
 	if err != nil {
 		return nil, err
 	}
-	parts := []Part{partFor(string(gen), "vmpayload.cfg")}
-	if kind == job.KindMultipart {
-		up, err := SplitMultipart(user)
-		if err != nil {
-			return nil, fmt.Errorf("merging user_data: %w", err)
-		}
-		parts = append(parts, up...)
-	} else {
-		parts = append(parts, partFor(user, "user-data"))
+	return mergeUserData(text, "vmpayload-"+contentHash[:24], generatedPart(gen, "vmpayload.cfg"))
+}
+
+// generatedDoc is the generated cloud-config document with the contents
+// detached by detachBigContents put back. It is spliced before it becomes a
+// MIME part, whose transfer encoding may hide the placeholders.
+func generatedDoc(cc *CloudConfig, big *bigContents) ([]byte, error) {
+	doc, err := cloudConfigDoc(cc)
+	if err != nil {
+		return nil, err
 	}
-	return JoinMultipart(parts, "vmpayload-"+contentHash[:24])
+	return big.splice(doc)
 }
 
 func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {
@@ -475,10 +500,14 @@ func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {
 		}
 		d.Files = append(d.Files, File{"network-config", b})
 	} else if j.NetworkConfig != "" {
-		d.Files = append(d.Files, File{"network-config", []byte(j.NetworkConfig)})
+		nc, err := job.NetworkConfigText(j.NetworkConfig)
+		if err != nil {
+			return fmt.Errorf("rendering network-config: %w", err)
+		}
+		d.Files = append(d.Files, File{"network-config", []byte(nc)})
 	}
-	if j.VendorData != "" {
-		d.Files = append(d.Files, File{"vendor-data", []byte(j.VendorData)})
+	if vd := j.VendorDataRaw(); vd != "" {
+		d.Files = append(d.Files, File{"vendor-data", []byte(vd)})
 	}
 	return nil
 }
@@ -538,8 +567,14 @@ func renderConfigDrive(d *Documents, j *job.Job, userData []byte, seed string) e
 		}
 		d.Files = append(d.Files, File{configDriveDir + "network_data.json", b})
 	}
-	if j.VendorData != "" {
-		b, err := marshalJSON(map[string]string{"cloud-init": j.VendorData})
+	if vd := j.VendorDataRaw(); vd != "" {
+		// a JSON string holds text: gzip vendor-data goes in as the text
+		// cloud-init would decompress it to
+		text, err := job.UserDataText(vd)
+		if err != nil {
+			return fmt.Errorf("rendering vendor_data.json: %w", err)
+		}
+		b, err := marshalJSON(map[string]string{"cloud-init": text})
 		if err != nil {
 			return fmt.Errorf("rendering vendor_data.json: %w", err)
 		}

@@ -87,9 +87,20 @@ type Job struct {
 	MetaData       map[string]any `json:"meta_data,omitempty"`
 	NetworkConfig  string         `json:"network_config,omitempty"`
 	VendorData     string         `json:"vendor_data,omitempty"`
+	// VendorDataBase64 is vendor-data as base64, for content a JSON string
+	// cannot hold (gzip-compressed vendor-data). Optional; not with
+	// vendor_data.
+	VendorDataBase64 string `json:"vendor_data_base64,omitempty"`
 	// NetworkData is a raw OpenStack network_data.json object, written
 	// as it is with format "configdrive".
 	NetworkData map[string]any `json:"network_data,omitempty"`
+
+	// GuestReport turns the guest's provisioning report on or off for this
+	// job (docs/guest-report.md): the payload then carries the reporter and
+	// the domain gets the report channel. Absent: the agent's guest_report
+	// setting. It reaches the image (the user-data gains the reporter part)
+	// but not the derived instance-id.
+	GuestReport *bool `json:"guest_report,omitempty"`
 }
 
 // SSHHostKey is a host key pair the guest's SSH server gets instead of

@@ -230,7 +230,7 @@ func badCases() []badCase {
 		{name: "user_data list", doc: v1(`"user_data":"#cloud-config\n- a\n"`), want: []string{"user_data|invalid"}, msg: "list"},
 		{name: "user_data two documents", doc: v1(`"user_data":"#cloud-config\na: 1\n---\nb: 2\n"`), want: []string{"user_data|invalid"}},
 		{name: "user_data alias bomb", doc: v1(`"user_data":` + jstr(aliasBomb("#cloud-config\n"))), want: []string{"user_data|invalid"}, msg: "excessive aliasing"},
-		{name: "user_data multipart without boundary", doc: v1(`"user_data":"Content-Type: multipart/mixed\n\nx"`), want: []string{"user_data|invalid"}},
+		{name: "user_data multipart without boundary", doc: v1(`"user_data":"MIME-Version: 1.0\nContent-Type: multipart/mixed\n\nx"`), want: []string{"user_data|invalid"}},
 		{name: "user_data NUL", doc: v1(`"user_data":"#!/bin/sh\n\u0000"`), want: []string{"user_data|invalid"}},
 		{name: "user_data and secret", doc: v1(`"user_data":"#!/bin/sh\n","user_data_secret":"ud"`), want: []string{"user_data|conflict"}},
 		{name: "all three user_data sources", doc: v1(`"user_data":"#!/bin/sh\n","user_data_base64":"IyEvYmluL3NoCg==","user_data_secret":"ud"`), want: []string{"user_data|conflict"}, msg: "user_data, user_data_base64, user_data_secret"},
@@ -239,7 +239,8 @@ func badCases() []badCase {
 		{name: "user_data_secret path", doc: v1(`"user_data_secret":"secrets/ud"`), want: []string{"user_data_secret|invalid"}},
 		{name: "meta_data keys", doc: v1(`"meta_data":{"":1,"ok":2,"b\nc":3}`), want: []string{"meta_data.|invalid", "meta_data.b\nc|invalid"}, noQuote: true},
 		{name: "network_config with nics", doc: nic1(`"network_config":"version: 2\n"`), want: []string{"network_config|conflict"}},
-		{name: "network_config wrapper", doc: v1(`"network_config":"network:\n  version: 2\n  ethernets: {}\n"`), want: []string{"network_config|invalid"}, msg: `"network:"`},
+		{name: "network_config wrapper with other keys", doc: v1(`"network_config":"network:\n  version: 2\n  ethernets: {}\nextra: 1\n"`), want: []string{"network_config|invalid"}, msg: `"network:"`},
+		{name: "network_config wrapper with a bad version", doc: v1(`"network_config":"network:\n  version: 3\n"`), want: []string{"network_config.network.version|unsupported"}},
 		{name: "network_config without version", doc: v1(`"network_config":"ethernets: {}\n"`), want: []string{"network_config.version|required"}},
 		{name: "network_config version 3", doc: v1(`"network_config":"version: 3\n"`), want: []string{"network_config.version|unsupported"}, msg: `"3"`},
 		{name: "network_config not a mapping", doc: v1(`"network_config":"- version: 2\n"`), want: []string{"network_config|invalid"}},
@@ -473,6 +474,7 @@ func fullJob() string {
   "format": "nocloud",
   "media": "iso",
   "instance_id": "iid-web1-0001",
+  "guest_report": false,
   "hostname": "web1.example.com",
   "timezone": "Europe/Berlin",
   "users": [
@@ -600,7 +602,7 @@ func roundTrip(t *testing.T, j *Job) []byte {
 
 // exclusive names the fields the full job cannot set together with others;
 // the good-jobs table covers them.
-var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "NetworkConfig": true, "NetworkData": true, "GenerateBytes": true}
+var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "VendorDataBase64": true, "NetworkConfig": true, "NetworkData": true, "GenerateBytes": true}
 
 func TestFullJobDecodesEveryField(t *testing.T) {
 	j, r := Parse([]byte(fullJob()))
@@ -750,7 +752,7 @@ func TestHelpers(t *testing.T) {
 	for s, want := range map[string]UserDataKind{
 		"#cloud-config\n": KindCloudConfig, "#cloud-config-archive\n": KindArchive, "#!/bin/sh": KindScript,
 		"#include\nhttp://x": KindInclude, "#include-once\n": KindIncludeOnce, "#cloud-boothook\n": KindBoothook,
-		"#part-handler\n": KindPartHandler, "## Template: Jinja\n": KindJinja, "Content-Type: multipart/mixed": KindMultipart,
+		"#part-handler\n": KindPartHandler, "## Template: Jinja\n": KindJinja, "Content-Type: multipart/mixed": KindUnknown,
 		"MIME-Version: 1.0\r\n": KindMultipart, "hello": KindUnknown, "": KindUnknown,
 	} {
 		if got := ClassifyUserData(s); got != want {

@@ -15,10 +15,10 @@ func TestValidateSecretUserDataNeverQuotes(t *testing.T) {
 	}{
 		{"unknown kind", marker + " plain text\n", true},
 		{"broken yaml", "#cloud-config\n" + marker + ": [\n", true},
-		{"duplicate key", "#cloud-config\n" + marker + ": 1\n" + marker + ": 2\n", true},
+		{"duplicate key (PyYAML keeps the last)", "#cloud-config\n" + marker + ": 1\n" + marker + ": 2\n", false},
 		{"archive", "#cloud-config-archive\n- " + marker + ": [\n", true},
 		{"nul byte", "#!/bin/sh\necho " + marker + "\x00\n", true},
-		{"bad multipart", "Content-Type: multipart/mixed; boundary=\"\"\n\n" + marker + "\n", true},
+		{"bad multipart", "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"\"\n\n" + marker + "\n", true},
 		{"good cloud-config", "#cloud-config\nruncmd: [echo " + marker + "]\n", false},
 		{"good script", "#!/bin/sh\necho " + marker + "\n", false},
 	}

@@ -1,17 +1,11 @@
 package job
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
-	"mime/multipart"
 	"net"
 	"net/netip"
-	"net/textproto"
 	"path"
 	"regexp"
 	"sort"
@@ -127,13 +121,12 @@ func (j *Job) Validate() Report {
 				r.Add(join("meta_data", k), CodeInvalid, "meta-data key %s is empty or has control characters", quote(k))
 			}
 		}
+		checkMetaDataSpellings(j.MetaData, &r)
 	}
 	if j.NetworkConfig != "" {
 		validateNetworkConfig(j, &r)
 	}
-	if j.VendorData != "" {
-		validateUserDataText("vendor_data", j.VendorData, &r)
-	}
+	validateVendorData(j, &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -185,7 +178,7 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"users", len(j.Users) > 0}, {"ssh_authorized_keys", len(j.SSHAuthorizedKeys) > 0},
 		{"dns", j.DNS != nil}, {"nics", len(j.NICs) > 0}, {"files", len(j.Files) > 0}, {"runcmd", len(j.Runcmd) > 0},
 		{"user_data", j.UserData != ""}, {"user_data_base64", j.UserDataBase64 != ""}, {"user_data_secret", j.UserDataSecret != ""},
-		{"meta_data", j.MetaData != nil}, {"network_config", j.NetworkConfig != ""}, {"vendor_data", j.VendorData != ""},
+		{"meta_data", j.MetaData != nil}, {"network_config", j.NetworkConfig != ""}, {"vendor_data", j.VendorData != ""}, {"vendor_data_base64", j.VendorDataBase64 != ""},
 		{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
 		{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0}, {"power_state", j.PowerState != nil},
 		{"phone_home", j.PhoneHome != nil}, {"random_seed", j.RandomSeed != nil}, {"network_data", j.NetworkData != nil},
@@ -520,54 +513,17 @@ func validateUserData(j *Job, r *Report) {
 	if len(set) > 1 {
 		r.Add("user_data", CodeConflict, "use only one of user_data, user_data_base64 and user_data_secret (got %s)", strings.Join(set, ", "))
 	}
+	switch {
+	case j.UserData != "":
+		CheckMergeableLists(j, j.UserData, r)
+	case j.UserDataBase64 != "":
+		if b, err := base64.StdEncoding.DecodeString(j.UserDataBase64); err == nil {
+			CheckMergeableLists(j, string(b), r)
+		}
+	}
 	if j.UserDataMode == ModeReplace && len(set) == 0 {
 		r.Add("user_data_mode", CodeConflict, "user_data_mode %s needs user_data, user_data_base64 or user_data_secret", quote(string(j.UserDataMode)))
 	}
-}
-
-// UserDataKind classifies raw user-data by its first line, as cloud-init does.
-type UserDataKind string
-
-// Kinds of user-data.
-const (
-	KindCloudConfig UserDataKind = "text/cloud-config"
-	KindScript      UserDataKind = "text/x-shellscript"
-	KindInclude     UserDataKind = "text/x-include-url"
-	KindIncludeOnce UserDataKind = "text/x-include-once-url"
-	KindBoothook    UserDataKind = "text/cloud-boothook"
-	KindPartHandler UserDataKind = "text/part-handler"
-	KindArchive     UserDataKind = "text/cloud-config-archive"
-	KindJinja       UserDataKind = "text/jinja2"
-	KindMultipart   UserDataKind = "multipart/mixed"
-	KindUnknown     UserDataKind = ""
-)
-
-// ClassifyUserData returns the kind of raw user-data.
-func ClassifyUserData(s string) UserDataKind {
-	first, _, _ := strings.Cut(s, "\n")
-	first = strings.TrimRight(first, "\r")
-	lower := strings.ToLower(first)
-	switch {
-	case strings.HasPrefix(first, "#cloud-config-archive"):
-		return KindArchive
-	case strings.HasPrefix(first, "#cloud-config"):
-		return KindCloudConfig
-	case strings.HasPrefix(first, "#!"):
-		return KindScript
-	case strings.HasPrefix(first, "#include-once"):
-		return KindIncludeOnce
-	case strings.HasPrefix(first, "#include"):
-		return KindInclude
-	case strings.HasPrefix(first, "#cloud-boothook"):
-		return KindBoothook
-	case strings.HasPrefix(first, "#part-handler"):
-		return KindPartHandler
-	case strings.HasPrefix(lower, "## template: jinja"):
-		return KindJinja
-	case strings.HasPrefix(lower, "content-type:") || strings.HasPrefix(lower, "mime-version:"):
-		return KindMultipart
-	}
-	return KindUnknown
 }
 
 func validateUserDataText(p, s string, r *Report) {
@@ -596,15 +552,54 @@ func redactParseError(err error) string {
 	return "syntax error"
 }
 
+func validateVendorData(j *Job, r *Report) {
+	if j.VendorData != "" {
+		validateUserDataText("vendor_data", j.VendorData, r)
+	}
+	if j.VendorDataBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(j.VendorDataBase64)
+		if err != nil {
+			r.Add("vendor_data_base64", CodeInvalid, "%s is not valid base64: %v", quote(j.VendorDataBase64), err)
+		} else {
+			validateUserDataText("vendor_data_base64", string(b), r)
+		}
+		if j.VendorData != "" {
+			r.Add("vendor_data", CodeConflict, "use only one of vendor_data and vendor_data_base64")
+		}
+	}
+}
+
+// UserDataText returns the text cloud-init reads from raw user-data or
+// vendor-data: gzip data decompressed (at most MaxContentBytes), anything
+// else as it is.
+func UserDataText(raw string) (string, error) {
+	b, _, err := Gunzip([]byte(raw), MaxContentBytes)
+	return string(b), err
+}
+
 func checkUserDataContent(p, s string, show func(string) string, detail func(error) string, r *Report) {
+	if IsGzip([]byte(s)) {
+		t, err := UserDataText(s)
+		if err != nil {
+			code := CodeInvalid
+			if errors.Is(err, ErrDecompressedTooLarge) {
+				code = CodeTooLarge
+			}
+			r.Add(p, code, "gzip-compressed content (%d bytes) cannot be used: %v", len(s), err)
+			return
+		}
+		s = t
+	}
 	if strings.ContainsRune(s, 0) {
-		r.Add(p, CodeInvalid, "%s contains a NUL byte; binary user-data is not supported", show(s))
+		r.Add(p, CodeInvalid, "%s contains a NUL byte; cloud-init reads such binary content as no known type and ignores it", show(s))
 		return
 	}
 	switch ClassifyUserData(s) {
 	case KindCloudConfig:
-		if _, err := ParseYAMLMap(s); err != nil {
-			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping: %s", show(s), detail(err))
+		if d, _, err := LoadYAMLMapping(s); err != nil {
+			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping (cloud-init would ignore it): %s", show(s), detail(err))
+		} else if err := checkAliasing(d); err != nil {
+			r.Add(p, CodeInvalid, "#cloud-config %s expands beyond reason (cloud-init's loader would expand every alias): %s", show(s), detail(err))
 		}
 	case KindArchive:
 		if err := checkYAML(s); err != nil {
@@ -615,49 +610,32 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %s", show(s), detail(err))
 		}
 	case KindUnknown:
-		r.Add(p, CodeInvalid, "cloud-init would ignore %s: its first line is not \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or a MIME header", show(s))
+		r.Add(p, CodeInvalid, "cloud-init would ignore %s: it does not start with \"#cloud-config\", \"#!...\", \"#include\", \"#cloud-boothook\", \"#part-handler\", \"## template: jinja\" or \"#cloud-config-archive\", and has no \"MIME-Version:\" header in its first 4096 bytes", show(s))
 	}
 }
 
-// ParseYAMLMap parses a YAML document that must be a mapping (or empty) into
-// plain Go values. yaml.v3 refuses documents with excessive aliasing, so
-// alias bombs are rejected rather than expanded.
-func ParseYAMLMap(s string) (map[string]any, error) {
-	var node yaml.Node
-	dec := yaml.NewDecoder(strings.NewReader(s))
-	if err := dec.Decode(&node); err != nil {
-		if err.Error() == "EOF" {
-			return map[string]any{}, nil
-		}
-		return nil, err
+// checkAliasing refuses a document whose aliases expand excessively (an
+// alias bomb) or refer to themselves (a structure without end); other
+// decoding problems are left to cloud-init, whose
+// YAML 1.1 loader reads some values yaml.v3 refuses.
+func checkAliasing(d *yaml.Node) error {
+	if d == nil {
+		return nil
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("holds more than one YAML document")
+	var v any
+	if err := d.Decode(&v); err != nil && (strings.Contains(err.Error(), "aliasing") || strings.Contains(err.Error(), "contains itself")) {
+		return err
 	}
-	if len(node.Content) == 0 {
-		return map[string]any{}, nil
-	}
-	doc := node.Content[0]
-	if doc.Kind == yaml.ScalarNode && doc.Tag == "!!null" {
-		return map[string]any{}, nil
-	}
-	if doc.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("the top level is a %s, not a mapping", kindOf(doc))
-	}
-	var m map[string]any
-	if err := node.Decode(&m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
-	return m, nil
+	return nil
 }
 
 func checkYAML(s string) error {
-	var v any
-	return yaml.NewDecoder(bytes.NewReader([]byte(s))).Decode(&v)
+	var v yaml.Node
+	err := yaml.NewDecoder(strings.NewReader(s)).Decode(&v)
+	if err != nil && err.Error() == "EOF" {
+		return nil
+	}
+	return err
 }
 
 func kindOf(n *yaml.Node) string {
@@ -676,57 +654,30 @@ func validateNetworkConfig(j *Job, r *Report) {
 	if len(j.NICs) > 0 {
 		r.Add("network_config", CodeConflict, "network_config replaces nics; give one or the other")
 	}
-	m, err := ParseYAMLMap(j.NetworkConfig)
+	d, _, err := LoadYAMLMapping(j.NetworkConfig)
 	if err != nil {
 		r.Add("network_config", CodeInvalid, "%s is not a valid YAML mapping: %v", quote(j.NetworkConfig), err)
 		return
 	}
-	if _, wrapped := m["network"]; wrapped && m["version"] == nil {
-		r.Add("network_config", CodeInvalid, "%s has a top-level \"network:\" wrapper, which older cloud-init ignores; start the document at \"version:\"", quote(j.NetworkConfig))
+	if err := checkAliasing(d); err != nil {
+		r.Add("network_config", CodeInvalid, "%s expands beyond reason: %v", quote(j.NetworkConfig), err)
 		return
 	}
-	v, ok := m["version"]
-	if !ok {
-		r.Add("network_config.version", CodeRequired, "network-config must have \"version: 1\" or \"version: 2\" at the top level")
-		return
-	}
-	if n, ok := v.(int); !ok || (n != 1 && n != 2) {
-		r.Add("network_config.version", CodeUnsupported, "network-config version %s is not supported; use 1 or 2", quote(fmt.Sprint(v)))
-	}
-}
-
-// checkMultipart reads MIME user-data the way the renderer splits it: a
-// multipart Content-Type with a non-empty boundary and at least one readable
-// part.
-func checkMultipart(s string) error {
-	tp := textproto.NewReader(bufio.NewReader(strings.NewReader(s)))
-	hdr, err := tp.ReadMIMEHeader()
-	if err != nil && err != io.EOF {
-		return fmt.Errorf("reading the MIME headers: %w", err)
-	}
-	mt, params, err := mime.ParseMediaType(hdr.Get("Content-Type"))
+	d, wrapped, err := networkConfigBody(d)
 	if err != nil {
-		return fmt.Errorf("reading the Content-Type: %w", err)
+		r.Add("network_config", CodeInvalid, "%s: %v", quote(j.NetworkConfig), err)
+		return
 	}
-	if !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
-		return fmt.Errorf("Content-Type %q is not a multipart type with a boundary", mt)
+	p := "network_config.version"
+	if wrapped {
+		p = "network_config.network.version"
 	}
-	mr := multipart.NewReader(tp.R, params["boundary"])
-	n := 0
-	for ; ; n++ {
-		p, err := mr.NextRawPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading part %d: %w", n+1, err)
-		}
-		if _, err := io.Copy(io.Discard, p); err != nil {
-			return fmt.Errorf("reading part %d: %w", n+1, err)
-		}
+	v := mappingValue(d, "version")
+	if v == nil {
+		r.Add(p, CodeRequired, "network-config must have \"version: 1\" or \"version: 2\" at the top level (or under a top-level \"network:\")")
+		return
 	}
-	if n == 0 {
-		return errors.New("it has no parts")
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || (strings.TrimLeft(v.Value, "+0") != "1" && strings.TrimLeft(v.Value, "+0") != "2") {
+		r.Add(p, CodeUnsupported, "network-config version %s is not supported; use 1 or 2", quote(v.Value))
 	}
-	return nil
 }

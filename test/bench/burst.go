@@ -21,6 +21,10 @@ type burstResult struct {
 	hwm, rss                 int64
 	peer                     time.Duration // the same images with genisoimage, workers in parallel
 	peerWorkers              int
+	// cpu is the agent's utime+stime over the burst, peerCPU the
+	// genisoimage processes' (user+sys): less sensitive than wall time to
+	// other load on the machine.
+	cpu, peerCPU time.Duration
 }
 
 // domainUUID derives a stable UUID for bench domain i.
@@ -77,6 +81,10 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 		}
 	}
 	incoming := filepath.Join(a.spool, "incoming")
+	cpu0, err := cpuTime(a.cmd.Process.Pid)
+	if err != nil {
+		return br, err
+	}
 	t0 := time.Now()
 	for _, id := range ids {
 		if err := os.Rename(filepath.Join(stage, id+".json"), filepath.Join(incoming, id+".json")); err != nil {
@@ -103,6 +111,11 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 		// on a 2-core machine.
 		time.Sleep(100 * time.Millisecond)
 	}
+	cpu1, err := cpuTime(a.cmd.Process.Pid)
+	if err != nil {
+		return br, err
+	}
+	br.cpu = cpu1 - cpu0
 	if br.hwm, err = procStatus(a.cmd.Process.Pid, "VmHWM"); err != nil {
 		return br, err
 	}
@@ -156,6 +169,7 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var peerErr atomic.Value
+	var peerCPU atomic.Int64
 	p0 := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -163,15 +177,18 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
 				out := filepath.Join(dir, fmt.Sprintf("peer-%d.iso", w))
-				if o, err := exec.Command("genisoimage", "-quiet", "-o", out, "-J", "-r", "-V", "cidata", src).CombinedOutput(); err != nil {
+				cmd := exec.Command("genisoimage", "-quiet", "-o", out, "-J", "-r", "-V", "cidata", src)
+				if o, err := cmd.CombinedOutput(); err != nil {
 					peerErr.Store(fmt.Errorf("genisoimage: %w: %s", err, o))
 					return
 				}
+				peerCPU.Add(int64(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()))
 			}
 		}()
 	}
 	wg.Wait()
 	br.peer = time.Since(p0)
+	br.peerCPU = time.Duration(peerCPU.Load())
 	if e, ok := peerErr.Load().(error); ok {
 		return br, e
 	}

@@ -211,10 +211,11 @@ func writeBurst(w io.Writer, b burstResult) {
 	if b.wall > 0 {
 		tput = float64(b.done+b.failed) / b.wall.Seconds()
 	}
-	fmt.Fprintf(w, "| wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | done / failed / lost | peer: %d × genisoimage, %d parallel | peer ÷ agent |\n", b.jobs, b.peerWorkers)
-	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|--:|--:|\n")
-	fmt.Fprintf(w, "| %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %d / %d / %d | %s ms | %s |\n\n", ms(b.wall), tput,
-		ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), b.done, b.failed, b.lost, ms(b.peer), ratio(b.peer, b.wall))
+	fmt.Fprintf(w, "| wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | done / failed / lost | agent CPU (user+sys) | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b.jobs, b.peerWorkers)
+	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "| %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %d / %d / %d | %s ms | %s / %s ms | %s / %s |\n\n", ms(b.wall), tput,
+		ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), b.done, b.failed, b.lost, ms(b.cpu),
+		ms(b.peer), ms(b.peerCPU), ratio(b.peer, b.wall), ratio(b.peerCPU, b.cpu))
 	if b.firstError != "" {
 		fmt.Fprintf(w, "First failure: `%s`\n\n", b.firstError)
 	}

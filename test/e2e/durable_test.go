@@ -61,6 +61,7 @@ func TestAgentDurableE2E(t *testing.T) {
 					"ipv4": map[string]any{"method": "static", "address": "198.51.100.30/24", "gateway": "198.51.100.1"}}},
 			})
 			rep1 := v.report(ctx)
+			v.checkGuestDone(ctx, r1, 1)
 			key1 := fileDesc(rep1, hostKey)
 			runChecks(t, rep1, append(cloudInitChecks(rep1, c.datasource),
 				check{"boot 1 instance-id", instanceID(rep1), r1.Payload.InstanceID},
@@ -106,6 +107,9 @@ func TestAgentDurableE2E(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep2 := v.report(ctx)
+			// the restarted agent follows the channel again: the second
+			// boot reports into the same job's result
+			v.checkGuestDone(ctx, r1, 2)
 			runChecks(t, rep2, append(cloudInitChecks(rep2, c.datasource),
 				check{"boot 2 instance-id unchanged", instanceID(rep2), r1.Payload.InstanceID},
 				check{"boot 2 per-instance runcmd not rerun", lineCount(rep2, "/var/lib/vmpayload-e2e/per-instance"), 1},

@@ -68,6 +68,7 @@ func TestAgentInstanceIDE2E(t *testing.T) {
 	host1 := "vmpx-iid1-" + tok[:6]
 	r1 := v.run(ctx, job("iid-1-"+tok, host1, "one"))
 	rep1 := v.report(ctx)
+	v.checkGuestDone(ctx, r1, 1)
 	ud, _ := rep1.File("/var/lib/cloud/instance/user-data.txt")
 	udb, _ := ud.Content()
 	lan0, _ := rep1.LinkByMAC(mac)
@@ -84,6 +85,7 @@ func TestAgentInstanceIDE2E(t *testing.T) {
 
 	r2 := v.run(ctx, job("iid-2-"+tok, host1, "one"))
 	rep2 := v.report(ctx)
+	v.checkGuestDone(ctx, r2, 1)
 	runChecks(t, rep2, append(cloudInitChecks(rep2, "DataSourceNoCloud"),
 		check{"same payload reused", r2.Payload.Reused, true},
 		check{"same instance-id", r2.Payload.InstanceID, r1.Payload.InstanceID},
@@ -96,6 +98,7 @@ func TestAgentInstanceIDE2E(t *testing.T) {
 	host3 := "vmpx-iid3-" + tok[:6]
 	r3 := v.run(ctx, job("iid-3-"+tok, host3, "three"))
 	rep3 := v.report(ctx)
+	v.checkGuestDone(ctx, r3, 1)
 	runChecks(t, rep3, append(cloudInitChecks(rep3, "DataSourceNoCloud"),
 		check{"changed job: new instance-id", r3.Payload.InstanceID != r1.Payload.InstanceID, true},
 		check{"boot 3 instance-id", instanceID(rep3), r3.Payload.InstanceID},
@@ -135,6 +138,7 @@ func TestAgentMediaChangeE2E(t *testing.T) {
 	host1, host2 := "vmpx-mc1-"+tok[:6], "vmpx-mc2-"+tok[:6]
 	r1 := v.run(ctx, job("mc-1-"+tok, "start", host1))
 	rep1 := v.report(ctx)
+	v.checkGuestDone(ctx, r1, 1)
 	runChecks(t, rep1, append(cloudInitChecks(rep1, "DataSourceNoCloud"),
 		check{"device bus", r1.Device.Bus, guest.BusSATA},
 		check{"boot 1 hostname", rep1.Hostname, host1},
@@ -153,6 +157,8 @@ func TestAgentMediaChangeE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep2 := v.report(ctx)
+	// the live change's job gets the report of the boot after the reset
+	v.checkGuestDone(ctx, r2, 1)
 	runChecks(t, rep2, append(cloudInitChecks(rep2, "DataSourceNoCloud"),
 		check{"after reset: instance-id of the new payload", instanceID(rep2), r2.Payload.InstanceID},
 		check{"after reset: new hostname", rep2.Hostname, host2},

@@ -183,6 +183,7 @@ func TestAgentFullE2E(t *testing.T) {
 			}
 			rep := v.report(ctx)
 			checkFull(t, rep, w)
+			v.checkGuestDone(ctx, r, 1)
 			v.shutdown(ctx)
 		})
 	}
@@ -213,6 +214,7 @@ func TestAgentVFATE2E(t *testing.T) {
 			"ipv4": map[string]any{"method": "static", "address": "198.51.100.22/24", "gateway": "198.51.100.1"}}},
 	})
 	rep := v.report(ctx)
+	v.checkGuestDone(ctx, r, 1)
 	log, _ := os.ReadFile(v.g.SerialLog)
 	lan0, _ := rep.LinkByMAC(mac)
 	runChecks(t, rep, append(cloudInitChecks(rep, "DataSourceNoCloud"),
@@ -388,7 +390,10 @@ func checkFull(t *testing.T, rep *guest.Report, w want) {
 	case "cloud-config":
 		checks = append(checks,
 			check{"merged user runcmd appended", fileDesc(rep, "/var/lib/vmpayload-e2e/user-runcmd"), fmt.Sprintf("644 root:root %q", "user-"+w.token+"\n")},
-			check{"user-data.txt is #cloud-config", strings.HasPrefix(string(udText), "#cloud-config"), true})
+			// the guest reporter (a boothook part) comes first, so the
+			// merged #cloud-config is the second part of a multipart
+			check{"user-data.txt is MIME multipart with the merged #cloud-config", bytes.Contains(udText, []byte("multipart/mixed")) &&
+				bytes.Contains(udText, []byte("text/cloud-boothook")) && bytes.Contains(udText, []byte("\n#cloud-config\n")), true})
 	case "script":
 		checks = append(checks,
 			check{"merged user script ran", fileDesc(rep, "/var/lib/vmpayload-e2e/user-script"), fmt.Sprintf("644 root:root %q", "script-"+w.token+"\n")},

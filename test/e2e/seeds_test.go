@@ -158,6 +158,9 @@ func TestAgentSeedsE2E(t *testing.T) {
 			}
 			r := v.run(ctx, job)
 			rep := v.report(ctx)
+			// power_state powers off right after cloud-init: the reporter's
+			// unit is ordered before shutdown.target, so its report is in
+			v.checkGuestDone(ctx, r, 1)
 			if err := v.g.WaitShutdown(ctx); err != nil {
 				t.Fatalf("power_state poweroff: the domain did not shut off: %v", err)
 			}

@@ -86,6 +86,10 @@ type UserData struct {
 	MergedCloudConfig map[string]any `json:"merged_cloud_config"`
 	// CloudConfigTxt is the cloud-config.txt cloud-init writes from it.
 	CloudConfigTxt string `json:"cloud_config_txt"`
+	// WriteFiles are the files cloud-init's write_files module would write
+	// from MergedCloudConfig, contents decoded by the module's own
+	// extract_contents (encoding b64, gzip, …).
+	WriteFiles []WrittenFile `json:"write_files"`
 	// Schema holds one result per text/cloud-config part.
 	Schema []SchemaResult `json:"schema"`
 	// Scripts are the shell-script and boothook parts.
@@ -94,8 +98,23 @@ type UserData struct {
 	Includes []string `json:"includes"`
 	// Unknown are parts no default handler takes (cloud-init ignores them).
 	Unknown []Script `json:"unknown"`
+	// Jinja are the file names of "## template: jinja" parts, rendered
+	// with the judge's fixed instance data (v1.instance_id
+	// "judge-instance", v1.local_hostname "judge-host") and handed to the
+	// cloud-config handler as cloud-init does.
+	Jinja []string `json:"jinja"`
 	// Errors are cloud-init's complaints while processing and merging.
 	Errors []string `json:"errors"`
+}
+
+// WrittenFile is one file of write_files as cloud-init would write it.
+type WrittenFile struct {
+	// Path is the file's path in the guest.
+	Path string `json:"path"`
+	// Content is the decoded content (base64 in the judge's JSON).
+	Content []byte `json:"content_b64"`
+	// Defer is true when it is written in the final stage.
+	Defer bool `json:"defer"`
 }
 
 // SchemaErrors returns the messages of every cloud-config part that failed
@@ -277,6 +296,42 @@ func CheckEnvironment(ctx context.Context) error {
 // cloudinit, bad output); cloud-init's complaints about the image are in
 // the Report.
 func Judge(ctx context.Context, imagePath string) (*Report, error) {
+	return JudgeWith(ctx, imagePath, Options{})
+}
+
+// IncludePrefix is the URL prefix of #include lines the judge serves from
+// Options.IncludesDir (the rest of the URL is a file name in it).
+const IncludePrefix = "http://includes.invalid/"
+
+// Options tune a judgement.
+type Options struct {
+	// IncludesDir, when set, serves #include URLs under IncludePrefix from
+	// this directory, processed as cloud-init processes fetched content.
+	// Other URLs are recorded, never fetched.
+	IncludesDir string
+	// NoSchema skips `cloud-init schema` on cloud-config parts (one
+	// cloud-init start-up each): Report.SchemaErrors stays empty. For tests
+	// that judge many images and compare data, not schema.
+	NoSchema bool
+}
+
+func (o Options) env() []string {
+	env := os.Environ()
+	if o.IncludesDir != "" {
+		env = append(env, "VMPAYLOAD_JUDGE_INCLUDES="+o.IncludesDir)
+	}
+	if o.NoSchema {
+		env = append(env, "VMPAYLOAD_JUDGE_NO_SCHEMA=1")
+	}
+	return env
+}
+
+// LoadUserData returns what cloud-init's user-data processor and
+// cloud-config mergers make of each raw document (gzip, MIME, #include,
+// archive, cloud-config, as user-data or vendor-data), without an image
+// and without schema checks. It is the "loader applied to the input" side
+// of the rule vmpayload keeps: what it writes must load to the same data.
+func LoadUserData(ctx context.Context, opt Options, docs ...[]byte) ([]*UserData, error) {
 	script, err := ScriptPath()
 	if err != nil {
 		return nil, err
@@ -284,23 +339,84 @@ func Judge(ctx context.Context, imagePath string) (*Report, error) {
 	if err := CheckEnvironment(ctx); err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(imagePath)
+	dir, err := os.MkdirTemp("", "vmpayload-judge-ud-")
 	if err != nil {
-		return nil, fmt.Errorf("judge: resolving image path %q: %w", imagePath, err)
+		return nil, fmt.Errorf("judge: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	args := []string{script, "--user-data"}
+	for i, d := range docs {
+		p := filepath.Join(dir, fmt.Sprintf("doc-%d", i))
+		if err := os.WriteFile(p, d, 0o600); err != nil {
+			return nil, fmt.Errorf("judge: %w", err)
+		}
+		args = append(args, p)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, python, script, abs)
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Stdout, cmd.Stderr, cmd.Env = &stdout, &stderr, opt.env()
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("judge: running %s --user-data: %w: %s", script, err, strings.TrimSpace(stderr.String()))
+	}
+	var out []*UserData
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out) != len(docs) {
+		return nil, fmt.Errorf("judge: decoding --user-data output (%d results for %d documents): %v", len(out), len(docs), err)
+	}
+	return out, nil
+}
+
+// JudgeWith is Judge with options.
+func JudgeWith(ctx context.Context, imagePath string, opt Options) (*Report, error) {
+	r, err := JudgeMany(ctx, []string{imagePath}, opt)
+	if err != nil {
+		return nil, err
+	}
+	return r[0], nil
+}
+
+// JudgeMany judges several images in one run of judge.py (one Python and
+// cloud-init start-up for all), returning one report per image in order.
+func JudgeMany(ctx context.Context, imagePaths []string, opt Options) ([]*Report, error) {
+	script, err := ScriptPath()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckEnvironment(ctx); err != nil {
+		return nil, err
+	}
+	if len(imagePaths) == 0 {
+		return nil, nil
+	}
+	args := []string{script}
+	for _, p := range imagePaths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("judge: resolving image path %q: %w", p, err)
+		}
+		args = append(args, abs)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Env = opt.env()
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("judge: running %s on %s: %w: %s", script, abs, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("judge: running %s on %v: %w: %s", script, imagePaths, err, strings.TrimSpace(stderr.String()))
 	}
-	var r Report
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		return nil, fmt.Errorf("judge: decoding report for %s: %w", abs, err)
+	var out []*Report
+	if len(imagePaths) == 1 {
+		var r Report
+		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("judge: decoding report for %s: %w", imagePaths[0], err)
+		}
+		out = []*Report{&r}
+	} else if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out) != len(imagePaths) {
+		return nil, fmt.Errorf("judge: decoding reports for %d images (%d decoded): %v", len(imagePaths), len(out), err)
 	}
-	r.fill()
-	return &r, nil
+	for _, r := range out {
+		r.fill()
+	}
+	return out, nil
 }
 
 // HashVerifies reports whether hash, a SHA-512 crypt string ($6$...), is

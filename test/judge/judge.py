@@ -25,7 +25,7 @@ import tempfile
 
 try:
     from cloudinit import handlers, helpers, sources, user_data, util
-    from cloudinit.handlers import cloud_config
+    from cloudinit.handlers import cloud_config, jinja_template
     from cloudinit.net import network_state
     from cloudinit.sources import DataSourceConfigDrive as ds_configdrive
     from cloudinit.sources import DataSourceNoCloud as ds_nocloud
@@ -38,6 +38,35 @@ except ImportError as exc:  # pragma: no cover - environment problem
         % (sys.executable, exc)
     )
     sys.exit(3)
+
+# The judge runs on a host, not in the guest: cloud-init's network code asks
+# the running system for its NICs by MAC (and fails on a host with two tap
+# devices sharing a MAC, e.g. two test guests). The guest's NICs are what the
+# judge assumes (net_convert's --mac, or none), so that lookup is replaced
+# here and in every net-convert child (NET_CONVERT_SHIM).
+def _no_host_nics(*_args, **_kwargs):
+    return {}
+
+
+def _hide_host_nics():
+    import cloudinit.net as ci_net
+
+    ci_net.get_interfaces_by_mac = _no_host_nics
+    network_state.get_interfaces_by_mac = _no_host_nics
+
+
+_hide_host_nics()
+
+NET_CONVERT_SHIM = (
+    "import sys\n"
+    "import cloudinit.net as n\n"
+    "from cloudinit.net import network_state as s\n"
+    "from cloudinit.cmd.devel import net_convert as c\n"
+    "a = c.get_parser().parse_args(sys.argv[1:])\n"
+    "m = dict(reversed(x.split(',', 1)) for x in (a.mac or []))\n"
+    "n.get_interfaces_by_mac = s.get_interfaces_by_mac = lambda *x, **k: dict(m)\n"
+    "c.handle_args(c.NAME, a)\n"
+)
 
 REQUIRED_TOOLS = ("blkid", "xorriso", "mcopy", "cloud-init")
 NOCLOUD_LABELS = ("cidata", "CIDATA")
@@ -165,8 +194,25 @@ class _JudgeDS:
         return "judge"
 
 
+INCLUDE_PREFIX = "http://includes.invalid/"
+JINJA_INSTANCE_DATA = {
+    "v1": {
+        "instance_id": "judge-instance",
+        "local_hostname": "judge-host",
+        "cloud_name": "judge",
+    },
+    "ds": {"meta_data": {}},
+}
+# VMPAYLOAD_JUDGE_NO_SCHEMA=1 skips `cloud-init schema` (one cloud-init
+# start-up per cloud-config part) for tests that judge many images.
+NO_SCHEMA = os.environ.get("VMPAYLOAD_JUDGE_NO_SCHEMA") == "1"
+
+
 class NoFetchUserDataProcessor(user_data.UserDataProcessor):
-    """cloud-init's UserDataProcessor, but #include URLs are only recorded.
+    """cloud-init's UserDataProcessor, but #include URLs are only recorded,
+    except those under INCLUDE_PREFIX when VMPAYLOAD_JUDGE_INCLUDES names a
+    directory: those are served from that directory and processed as
+    cloud-init processes fetched content.
 
     The image is judged on its own; fetching would make results depend on
     the network (and these machines have none).
@@ -175,6 +221,7 @@ class NoFetchUserDataProcessor(user_data.UserDataProcessor):
     def __init__(self, paths):
         super().__init__(paths)
         self.include_urls = []
+        self.include_dir = os.environ.get("VMPAYLOAD_JUDGE_INCLUDES") or None
 
     def _do_include(self, content, append_msg):
         for line in content.splitlines():
@@ -186,8 +233,22 @@ class NoFetchUserDataProcessor(user_data.UserDataProcessor):
             if line.startswith("#"):
                 continue
             url = line.strip()
-            if url:
-                self.include_urls.append(url)
+            if not url:
+                continue
+            self.include_urls.append(url)
+            if self.include_dir and url.startswith(INCLUDE_PREFIX):
+                name = url[len(INCLUDE_PREFIX):]
+                path = os.path.join(self.include_dir, name)
+                if "/" in name or not os.path.isfile(path):
+                    LOG_INC.warning("include %s is not served locally", url)
+                    continue
+                with open(path, "rb") as fh:
+                    self._process_msg(
+                        user_data.convert_string(fh.read()), append_msg
+                    )
+
+
+LOG_INC = logging.getLogger("judge.include")
 
 
 def schema_check(payload, workdir, name):
@@ -213,7 +274,37 @@ def schema_check(payload, workdir, name):
     }
 
 
-def judge_user_data(raw, workdir, tag, log):
+def written_files(cfg, errors):
+    """The files cc_write_files would write from a merged cloud-config: each
+    entry's content decoded by the module's own extract_contents, as base64."""
+    from cloudinit.config import cc_write_files
+
+    out = []
+    entries = cfg.get("write_files") if isinstance(cfg, dict) else None
+    for i, f in enumerate(entries or []):
+        if not isinstance(f, dict) or not f.get("path"):
+            continue
+        try:
+            data = cc_write_files.extract_contents(
+                f.get("content", ""),
+                cc_write_files.canonicalize_extraction(f.get("encoding")),
+            )
+        except Exception as exc:
+            errors.append("write_files[%d] %s: decoding: %s" % (i, f["path"], exc))
+            continue
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        out.append(
+            {
+                "path": f["path"],
+                "content_b64": base64.b64encode(data).decode("ascii"),
+                "defer": bool(f.get("defer")),
+            }
+        )
+    return out
+
+
+def judge_user_data(raw, workdir, tag, log, schema=True):
     """Process user-data/vendor-data the way cloud-init's stages do."""
     out = {
         "parts": [],
@@ -222,13 +313,22 @@ def judge_user_data(raw, workdir, tag, log):
         "scripts": [],
         "includes": [],
         "unknown": [],
+        "jinja": [],
         "errors": [],
     }
     if raw is None:
         return out
+    run_dir = os.path.join(workdir, "run-" + tag)
+    os.makedirs(run_dir, exist_ok=True)
     paths = helpers.Paths(
-        {"cloud_dir": os.path.join(workdir, "cloud-" + tag)}, ds=_JudgeDS()
+        {"cloud_dir": os.path.join(workdir, "cloud-" + tag),
+         "run_dir": run_dir},
+        ds=_JudgeDS(),
     )
+    # Jinja templates render against this fixed instance data (the same
+    # for an image and for a raw document, so the two compare).
+    with open(paths.get_runpath("instance_data_sensitive"), "w") as fh:
+        json.dump(JINJA_INSTANCE_DATA, fh)
     proc = NoFetchUserDataProcessor(paths)
     try:
         msg = proc.process(raw)
@@ -240,6 +340,9 @@ def judge_user_data(raw, workdir, tag, log):
 
     cc_handler = cloud_config.CloudConfigPartHandler(paths)
     cc_types = cc_handler.list_types()
+    jinja_handler = jinja_template.JinjaTemplatePartHandler(
+        paths, sub_handlers=[cc_handler]
+    )
     handlers.call_begin(cc_handler, None, None)
     state = {"n": 0}
 
@@ -262,7 +365,7 @@ def judge_user_data(raw, workdir, tag, log):
             handlers.run_part(
                 cc_handler, None, filename, payload, None, headers
             )
-            if ctype == "text/cloud-config":
+            if ctype == "text/cloud-config" and schema and not NO_SCHEMA:
                 res = schema_check(
                     payload, workdir, "%s-part-%03d.yaml" % (tag, idx)
                 )
@@ -285,10 +388,18 @@ def judge_user_data(raw, workdir, tag, log):
                     "load and run); the judge does not run it" % filename
                 )
             elif ctype == "text/jinja2":
-                out["errors"].append(
-                    "part %s is a jinja template; rendering needs instance "
-                    "data, the judge does not render it" % filename
-                )
+                # rendered with JINJA_INSTANCE_DATA; a cloud-config result
+                # merges like any cloud-config part
+                out["jinja"].append(filename)
+                try:
+                    handlers.run_part(
+                        jinja_handler, None, filename, payload, None, headers
+                    )
+                except Exception as exc:
+                    out["errors"].append(
+                        "rendering jinja part %s: %s: %s"
+                        % (filename, type(exc).__name__, exc)
+                    )
             else:
                 # Let cloud-init's own walker say it will ignore the part.
                 handlers.walker_callback(
@@ -309,6 +420,7 @@ def judge_user_data(raw, workdir, tag, log):
         out["errors"].append("walking %s parts: %s" % (tag, exc))
     if cc_handler.file_names:
         out["merged_cloud_config"] = copy.deepcopy(cc_handler.cloud_buf)
+        out["write_files"] = written_files(cc_handler.cloud_buf, out["errors"])
     handlers.call_end(cc_handler, None, None)
     # cloud-config.txt exactly as cloud-init writes it for the config stages.
     if cc_handler.cloud_fn and os.path.exists(cc_handler.cloud_fn):
@@ -325,7 +437,7 @@ def net_convert(src_path, kind, workdir, macs):
     for okind in OUTPUT_KINDS:
         odir = os.path.join(workdir, "net-" + okind)
         argv = [
-            "cloud-init", "devel", "net-convert",
+            sys.executable, "-c", NET_CONVERT_SHIM,
             "--network-data", src_path, "--kind", kind,
             "--distro", "debian", "--output-kind", okind, "-d", odir,
         ]
@@ -567,20 +679,51 @@ def judge_configdrive(seed, workdir, report, log):
             report["network_errors"].extend(errs)
 
 
-def main(argv):
-    if len(argv) != 2:
-        sys.stderr.write("usage: judge.py IMAGE\n")
-        return 2
-    need_tools()
-    image = os.path.abspath(argv[1])
-    if not os.path.isfile(image):
-        sys.stderr.write("judge: %s: not a regular file\n" % image)
-        return 2
-
+def main_user_data(paths):
+    """--user-data FILE...: what cloud-init makes of each raw document as
+    user-data (no image, no schema check); one JSON list on stdout."""
     log = LogCollector()
     logging.getLogger().addHandler(log)
     logging.getLogger().setLevel(logging.WARNING)
+    workdir = tempfile.mkdtemp(prefix="vmpayload-judge-")
+    out = []
+    try:
+        for i, p in enumerate(paths):
+            with open(p, "rb") as fh:
+                raw = fh.read()
+            out.append(judge_user_data(
+                raw, workdir, "doc-%d" % i, log, schema=False
+            ))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    json.dump(jsonable(out), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
 
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "--user-data":
+        return main_user_data(argv[2:])
+    if len(argv) < 2:
+        sys.stderr.write("usage: judge.py IMAGE [IMAGE...] | --user-data FILE...\n")
+        return 2
+    need_tools()
+    for image in argv[1:]:
+        if not os.path.isfile(image):
+            sys.stderr.write("judge: %s: not a regular file\n" % image)
+            return 2
+    log = LogCollector()
+    logging.getLogger().addHandler(log)
+    logging.getLogger().setLevel(logging.WARNING)
+    reports = [judge_image(os.path.abspath(i), log) for i in argv[1:]]
+    out = reports[0] if len(reports) == 1 else reports
+    json.dump(jsonable(out), sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+def judge_image(image, log):
+    """The report on one image."""
     report = {
         "image": image,
         "cloud_init_version": ci_version.version_string(),
@@ -643,9 +786,7 @@ def main(argv):
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report["errors"].extend(log.take())
-    json.dump(jsonable(report), sys.stdout, indent=1, sort_keys=True)
-    sys.stdout.write("\n")
-    return 0
+    return report
 
 
 if __name__ == "__main__":

@@ -150,6 +150,10 @@ func TestJudge(t *testing.T) {
 		if cc["hostname"] != "judge-vm" {
 			t.Errorf("merged hostname = %v", cc["hostname"])
 		}
+		// write_files as the module decodes it (encoding: b64)
+		if wf := r.UserData.WriteFiles; len(wf) != 1 || wf[0].Path != "/etc/vmpayload-judge" || string(wf[0].Content) != "hello\n" || wf[0].Defer {
+			t.Errorf("write_files = %+v", wf)
+		}
 		users, _ := cc["users"].([]any)
 		if len(users) != 1 {
 			t.Fatalf("users = %v", cc["users"])

@@ -15,6 +15,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -368,7 +369,7 @@ func main() {
 	inv("yaml-tab-indent", with("user_data", "#cloud-config\na:\n\t- b\n"), "user_data", "invalid")
 	inv("yaml-not-a-map", with("user_data", "#cloud-config\n- a\n- b\n"), "user_data", "invalid")
 	inv("yaml-unclosed-flow", with("user_data", "#cloud-config\na: [1, 2\n"), "user_data", "invalid")
-	inv("yaml-duplicate-key", with("user_data", "#cloud-config\na: 1\na: 2\n"), "user_data", "invalid")
+	// a repeated key is fine: cloud-init's PyYAML keeps the last value (issue 18)
 	inv("yaml-deep-nesting", with("user_data", "#cloud-config\na: "+strings.Repeat("[", 20000)+strings.Repeat("]", 20000)+"\n"), "user_data", "invalid")
 	inv("user-data-and-base64", with("user_data", "#cloud-config\n{}\n", "user_data_base64", b64("#cloud-config\n{}\n")), "user_data", "conflict")
 	inv("user-data-base64-bad", with("user_data_base64", "!!!not base64"), "user_data_base64", "invalid")
@@ -376,6 +377,16 @@ func main() {
 	inv("multipart-bad-boundary", with("user_data", "Content-Type: multipart/mixed; boundary=\"\"\nMIME-Version: 1.0\n\n--x\n"), "user_data", "invalid")
 	inv("multipart-no-parts", with("user_data", "Content-Type: multipart/mixed; boundary=\"b\"\nMIME-Version: 1.0\n\n"), "user_data", "invalid")
 	inv("multipart-unterminated-part", with("user_data", "Content-Type: multipart/mixed; boundary=\"b\"\n\n--b\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n"), "user_data", "invalid")
+	var gzBomb bytes.Buffer
+	zw := gzip.NewWriter(&gzBomb)
+	zw.Write([]byte("#cloud-config\n#"))
+	zw.Write(bytes.Repeat([]byte("A"), 17<<20))
+	zw.Close()
+	inv("gzip-bomb-user-data", with("user_data_base64", base64.StdEncoding.EncodeToString(gzBomb.Bytes())), "user_data_base64", "too_large")
+	inv("gzip-broken-vendor-data", with("vendor_data_base64", base64.StdEncoding.EncodeToString([]byte{0x1f, 0x8b, 8, 0})), "vendor_data_base64", "invalid")
+	inv("user-data-runcmd-not-a-list", with("runcmd", arr{"echo job"}, "user_data", "#cloud-config\nruncmd: echo user\n"), "user_data", "conflict")
+	inv("meta-data-two-instance-ids", with("meta_data", obj{"instance-id": "a", "uuid": "b"}), "meta_data.uuid", "conflict")
+	inv("network-config-wrapper-and-more", with("network_config", "network:\n  version: 2\nextra: 1\n"), "network_config", "invalid")
 	inv("network-config-version-3", with("network_config", "version: 3\n"), "network_config.version", "unsupported")
 	inv("network-config-not-yaml", with("network_config", "version: [1\n"), "network_config", "invalid")
 	inv("network-config-list", with("network_config", "- version: 1\n"), "network_config", "invalid")

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+)
+
+// fakeAPI answers POST /v1/jobs and then GET /v1/jobs/{id} with the
+// states given, one per request, repeating the last.
+func fakeAPI(t *testing.T, states []result.Result) (socket string, forGuest *atomic.Int32) {
+	t.Helper()
+	socket = filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	forGuest = &atomic.Int32{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(map[string]string{"id": "j1"})
+	})
+	mux.HandleFunc("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("for") == "guest" {
+			forGuest.Add(1)
+		}
+		i := min(int(n.Add(1))-1, len(states)-1)
+		_ = json.NewEncoder(w).Encode(states[i])
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return socket, forGuest
+}
+
+func TestSubmitWaitGuest(t *testing.T) {
+	jobFile := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(jobFile, []byte(`{"version":1,"id":"j1","domain":"d1","hostname":"h"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pending := result.Result{ID: "j1", State: result.StateDone, Payload: &result.Payload{InstanceID: "i1"}, Guest: &result.Guest{Status: result.GuestPending}}
+	guest := func(status string, mismatch bool) result.Result {
+		r := pending
+		r.Guest = &result.Guest{Status: status, InstanceID: "i1", InstanceIDMismatch: mismatch, Reports: 1}
+		return r
+	}
+	for _, tc := range []struct {
+		name   string
+		states []result.Result
+		code   int
+		want   string // on stderr
+	}{
+		{"done", []result.Result{{ID: "j1", State: result.StateRunning}, pending, pending, guest(result.GuestDone, false)}, exitOK, "j1 done, guest done"},
+		{"degraded", []result.Result{pending, guest(result.GuestDegraded, false)}, exitOK, "guest degraded"},
+		{"error", []result.Result{pending, guest(result.GuestError, false)}, exitInvalid, "guest error"},
+		{"timeout", []result.Result{guest(result.GuestTimeout, false)}, exitInvalid, "guest timeout"},
+		{"mismatch", []result.Result{guest(result.GuestDone, true)}, exitInvalid, "instance-id mismatch"},
+		{"no guest section", []result.Result{{ID: "j1", State: result.StateDone}}, exitOK, "j1 done"},
+		{"job failed", []result.Result{{ID: "j1", State: result.StateFailed}}, exitInvalid, "j1 failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock, forGuest := fakeAPI(t, tc.states)
+			var out, errb bytes.Buffer
+			code := runSubmit(command{name: "submit"}, []string{"--socket", sock, "--wait=guest", "--timeout", "20s", jobFile}, &out, &errb)
+			if code != tc.code || !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("exit %d, want %d; stderr %q, want %q", code, tc.code, errb.String(), tc.want)
+			}
+			if forGuest.Load() == 0 {
+				t.Errorf("the client never asked with for=guest")
+			}
+			last := tc.states[len(tc.states)-1]
+			var got result.Result
+			if err := json.Unmarshal(out.Bytes()[strings.Index(out.String(), "{"):], &got); err != nil || got.State != last.State {
+				t.Errorf("printed result %q (%v)", out.String(), err)
+			}
+		})
+	}
+	// --wait alone still means the job only; a bad value is a usage error
+	sock, forGuest := fakeAPI(t, []result.Result{pending})
+	var out, errb bytes.Buffer
+	if code := runSubmit(command{name: "submit"}, []string{"--socket", sock, "--wait", jobFile}, &out, &errb); code != exitOK || forGuest.Load() != 0 {
+		t.Errorf("--wait: exit %d, for=guest asked %d times; stderr %q", code, forGuest.Load(), errb.String())
+	}
+	errb.Reset()
+	if code := runSubmit(command{name: "submit"}, []string{"--socket", sock, "--wait=soon", jobFile}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `"soon"`) {
+		t.Errorf("--wait=soon: exit %d stderr %q", code, errb.String())
+	}
+}

@@ -1,0 +1,2 @@
+void vmpx_libvirt_deny(void);
+int vmpx_libvirt_denied(void);
