@@ -26,11 +26,12 @@ demo: deps build
 
 # The full test suite: installs what it needs, starts libvirtd, runs every
 # test (real libvirtd, real guests, the libvirtd-restart tests), every fuzz
-# target for FUZZTIME, and the packaging checks. -p 1: the packages share
+# target for FUZZTIME, and the packaging checks (with the .deb under a real
+# systemd in a systemd-nspawn container: VMPAYLOAD_SYSTEMD). -p 1: the packages share
 # one libvirtd, and some tests kill and restart it.
 test: deps build
 	@bash test/libvirtd.sh
-	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_E2E=1 go test -tags '$(GOTAGS)' -p 1 -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_E2E=1 VMPAYLOAD_SYSTEMD=1 go test -tags '$(GOTAGS)' -p 1 -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 	@FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
 	@bash test/packaging/check.sh
 

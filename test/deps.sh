@@ -15,6 +15,8 @@ PKGS=(
   mmdebstrap e2fsprogs
   # packaging checks and benchmarks
   rpm dpkg-dev hyperfine systemd man-db curl jq passwd
+  # the packaged service under a real systemd (test/packaging/systemd_test.go)
+  systemd-container
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/journal"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -607,7 +608,15 @@ func (c Config) Logger(w io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch c.LogFormat {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		text := slog.NewTextHandler(w, opts)
+		// Under systemd, with standard error going to the journal: the
+		// native protocol, so the attributes become journal fields.
+		if f, ok := w.(*os.File); ok && journal.OnStream(f) {
+			if h, err := journal.New("", "vmpayload", level, text); err == nil {
+				return slog.New(h), nil
+			}
+		}
+		return slog.New(text), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:

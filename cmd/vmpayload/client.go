@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -83,14 +84,28 @@ func clientDefaults(fsSocket, fsSpool *string) {
 	}
 }
 
+// submitOptions are the flags that say how a job reaches the agent and
+// whether to wait for it; submit and run share them.
+type submitOptions struct {
+	socket   string
+	spoolDir string
+	waitFor  waitMode // "" (no wait), "result" or "guest"
+	timeout  time.Duration
+}
+
+// addSubmitFlags defines the shared submission flags on fs.
+func addSubmitFlags(fs *flag.FlagSet) *submitOptions {
+	o := &submitOptions{}
+	fs.StringVar(&o.socket, "socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
+	fs.StringVar(&o.spoolDir, "spool-dir", "", "spool directory used when the socket is unreachable")
+	fs.Var(&o.waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	return o
+}
+
 func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags(c, stderr)
-	socket := fs.String("socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
-	spoolDir := fs.String("spool-dir", "", "spool directory used when the socket is unreachable")
-	var waitFor waitMode
-	fs.Var(&waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
-	wait := new(bool)
-	timeout := fs.Duration("timeout", 10*time.Minute, "how long --wait waits")
+	o := addSubmitFlags(fs)
 	pos, code, ok := parseOrUsage(fs, args)
 	if !ok {
 		return code
@@ -99,8 +114,6 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	*wait = waitFor != ""
-	clientDefaults(socket, spoolDir)
 	data, err := readInput(pos[0], job.MaxJobBytes)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload submit: %v\n", err)
@@ -112,31 +125,41 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 		printReport(stderr, rep.Errors)
 		return exitInvalid
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	return submitJob("submit", o, j, data, printReport, stdout, stderr)
+}
+
+// submitJob hands a validated job document (data, decoded as j) to the
+// agent's socket, or to the spool when no agent answers there, and with
+// o.wait waits for its result. report prints the agent's validation errors.
+// It returns the command's exit code; name prefixes its messages.
+func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report func(io.Writer, []job.FieldError),
+	stdout, stderr io.Writer) int {
+	clientDefaults(&o.socket, &o.spoolDir)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	cl := newClient(*socket)
+	cl := newClient(o.socket)
 	var ans apiAnswer
 	status, err := cl.do(ctx, http.MethodPost, "/v1/jobs", data, &ans)
 	if err != nil && status == 0 {
 		// No agent on the socket: use the spool, which the agent reads at start.
-		return submitSpool(ctx, *spoolDir, j, data, waitFor, stdout, stderr, err)
+		return submitSpool(ctx, name, o.spoolDir, j, data, o.waitFor, stdout, stderr, err)
 	}
 	switch {
 	case err != nil:
-		fmt.Fprintf(stderr, "vmpayload submit: %v\n", err)
+		fmt.Fprintf(stderr, "vmpayload %s: %v\n", name, err)
 		return exitUsage
 	case status == http.StatusBadRequest:
-		printReport(stderr, ans.Errors)
+		report(stderr, ans.Errors)
 		return exitInvalid
 	case status != http.StatusAccepted:
-		fmt.Fprintf(stderr, "vmpayload submit: the agent answered %d: %s\n", status, ans.Error)
+		fmt.Fprintf(stderr, "vmpayload %s: the agent answered %d: %s\n", name, status, ans.Error)
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "queued %s\n", ans.ID)
-	if !*wait {
+	if o.waitFor == "" {
 		return exitOK
 	}
-	if waitFor == "guest" {
+	if o.waitFor == "guest" {
 		return waitGuestAPI(ctx, cl, ans.ID, stdout, stderr)
 	}
 	last := result.State("")
@@ -145,10 +168,10 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 		status, err := cl.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(ans.ID)+"?wait=2s", nil, &res)
 		if err != nil || status != http.StatusOK {
 			if ctx.Err() != nil {
-				fmt.Fprintf(stderr, "vmpayload submit: timed out waiting for %s (last state %s)\n", ans.ID, last)
+				fmt.Fprintf(stderr, "vmpayload %s: timed out waiting for %s (last state %s)\n", name, ans.ID, last)
 				return exitUsage
 			}
-			fmt.Fprintf(stderr, "vmpayload submit: asking for %s: HTTP %d %v\n", ans.ID, status, err)
+			fmt.Fprintf(stderr, "vmpayload %s: asking for %s: HTTP %d %v\n", name, ans.ID, status, err)
 			return exitUsage
 		}
 		if res.State != last {
@@ -161,14 +184,14 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func submitSpool(ctx context.Context, dir string, j *job.Job, data []byte, waitFor waitMode, stdout, stderr io.Writer, why error) int {
+func submitSpool(ctx context.Context, name, dir string, j *job.Job, data []byte, waitFor waitMode, stdout, stderr io.Writer, why error) int {
 	sp := &spool.Spool{Root: dir}
 	id := j.ID
 	if id == "" {
-		id = fmt.Sprintf("submit-%d", time.Now().UnixNano())
+		id = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
 	}
 	if err := sp.Put(id, data); err != nil {
-		fmt.Fprintf(stderr, "vmpayload submit: the agent socket is unreachable (%v) and writing to the spool failed: %v\n", why, err)
+		fmt.Fprintf(stderr, "vmpayload %s: the agent socket is unreachable (%v) and writing to the spool failed: %v\n", name, why, err)
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "queued %s in %s (agent socket unreachable)\n", id, filepath.Join(dir, spool.Incoming))
@@ -184,7 +207,7 @@ func submitSpool(ctx context.Context, dir string, j *job.Job, data []byte, waitF
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "vmpayload submit: timed out waiting for %s\n", id)
+			fmt.Fprintf(stderr, "vmpayload %s: timed out waiting for %s\n", name, id)
 			return exitUsage
 		case <-time.After(200 * time.Millisecond):
 		}

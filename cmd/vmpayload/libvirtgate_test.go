@@ -61,6 +61,8 @@ func TestOfflineCommandsDoNotLoadLibvirt(t *testing.T) {
 		{"hook, no-op operation", []string{"hook", "--config", cfg, "gate", "stopped", "end", "-"}, "", 0, false, "hook"},
 		{"submit without an agent", []string{"submit", "--socket", sock, job}, "", -1, false, "submit"},
 		{"status without an agent", []string{"status", "--socket", sock}, "", -1, false, "status"},
+		{"run without an agent", []string{"run", "gate", "--hostname", "gate", "--socket", sock, "--spool-dir", filepath.Join(dir, "spool")}, "", -1, false, "run"},
+		{"run --print-job", []string{"run", "gate", "--hostname", "gate", "--print-job"}, "", 0, false, "run"},
 		// the positive control: the agent loads libvirt
 		{"agent", []string{"agent", "--config", "", "--print-config"}, "", 0, true, ""},
 	} {

@@ -96,3 +96,29 @@ func TestRender(t *testing.T) {
 		t.Errorf("roff %q", got)
 	}
 }
+
+// TestRenderChoicesRepeatableDomain: a placeholder listing values completes
+// them, a repeatable flag may be given again in zsh, and a DOMAIN argument
+// completes from virsh.
+func TestRenderChoicesRepeatableDomain(t *testing.T) {
+	c := &Command{Name: "run", Summary: "s"}
+	ParseCommandHelp(c, "Usage: vmpayload run DOMAIN [flags]\n\ns\n\nFlags:\n  -format nocloud|configdrive\n    \tpayload layout\n  -nic MAC\n    \tguest NIC (repeatable)\n  -hostname NAME\n    \thost name\n")
+	if len(c.Flags) != 3 || c.Flags[0].Arg != "nocloud|configdrive" {
+		t.Fatalf("parsed %+v", c.Flags)
+	}
+	h := &Help{Version: "1", Title: "t", Commands: []*Command{c}}
+	bash := Bash(h)
+	for _, s := range []string{`--format|-format) COMPREPLY=($(compgen -W "nocloud configdrive" -- "$cur")); return 0 ;;`,
+		`compgen -W "$(virsh list --all --name 2>/dev/null)"`, `--nic|-nic|--hostname|-hostname) return 0 ;;`} {
+		if !strings.Contains(bash, s) {
+			t.Errorf("bash completion lacks %q\n%s", s, bash)
+		}
+	}
+	z := Zsh(h)
+	for _, s := range []string{`:nocloud|configdrive:(nocloud configdrive)'`, `'*'{-nic,--nic}'[guest NIC (repeatable)]:MAC: '`,
+		`'(-hostname --hostname)'{-hostname,--hostname}`, `'1:libvirt domain:_vmpayload_domains'`, "_vmpayload_domains() {"} {
+		if !strings.Contains(z, s) {
+			t.Errorf("zsh completion lacks %q\n%s", s, z)
+		}
+	}
+}

@@ -39,7 +39,9 @@ reload_libvirt() {
 	done
 }
 
-if command -v systemd-tmpfiles >/dev/null 2>&1; then
+# Without /proc (a chroot, rpm --root) systemd-tmpfiles cannot run; the
+# directories are then made at boot by systemd-tmpfiles-setup.service.
+if command -v systemd-tmpfiles >/dev/null 2>&1 && [ -e /proc/self ]; then
 	systemd-tmpfiles --create /usr/lib/tmpfiles.d/vmpayload.conf || true
 fi
 if [ -d /run/systemd/system ]; then

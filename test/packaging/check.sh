@@ -199,7 +199,7 @@ fi
 
 # ---------------------------------------------------------------- unit
 unit=packaging/systemd/vmpayload.service
-for d in Type=notify "ExecReload=/bin/kill -HUP \$MAINPID" Restart=on-failure ProtectSystem=strict \
+for d in Type=notify "ExecReload=/bin/sh -c 'kill -HUP \$MAINPID'" Restart=on-failure ProtectSystem=strict \
 	"ReadWritePaths=/run/payload /var/spool/vmpayload /run/vmpayload -/run/libvirt" PrivateTmp=yes \
 	NoNewPrivileges=yes ProtectHome=yes RestrictAddressFamilies=AF_UNIX SystemCallFilter=@system-service \
 	CapabilityBoundingSet=CAP_CHOWN UMask=0077; do

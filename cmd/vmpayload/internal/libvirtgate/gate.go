@@ -47,6 +47,7 @@ var Offline = map[string]bool{
 	"hook":     true,
 	"recipe":   true,
 	"submit":   true,
+	"run":      true,
 	"status":   true,
 }
 

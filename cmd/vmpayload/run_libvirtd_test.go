@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+)
+
+// TestLibvirtdRun runs "vmpayload run" against a real agent (the built
+// binary) on the shared libvirtd: a start job that defines a tiny OS-less
+// domain from --domain-xml and gives it a hostname, a user with a password
+// from a file, a NIC, a file and a command; then --detach; then --attach
+// through the spool while the socket is unreachable, to the stopped domain.
+// Each step waits with
+// --wait and is checked against libvirt and the payload image itself.
+func TestLibvirtdRun(t *testing.T) {
+	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
+		t.Skip("set VMPAYLOAD_LIBVIRTD=1 (needs root and a running libvirtd)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	rnd := make([]byte, 4)
+	_, _ = rand.Read(rnd)
+	name := "vmpayload-runtest-" + hex.EncodeToString(rnd)
+
+	// Under /var/tmp, 0755, so libvirt-qemu can open the payload image.
+	base, err := os.MkdirTemp("/var/tmp", "vmpayload-runtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "vmpayload")
+	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	spoolDir, payloadDir, sock := filepath.Join(base, "spool"), filepath.Join(base, "payload"), filepath.Join(base, "agent.sock")
+	logPath := filepath.Join(base, "agent.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := exec.Command(bin, "agent", "--config", "", "--libvirt-uri", "qemu:///system", "--spool-dir", spoolDir,
+		"--payload-dir", payloadDir, "--socket", sock, "--secrets-dir", filepath.Join(base, "secrets"),
+		"--rescan-interval", "1s", "--log-level", "debug")
+	agent.Stdout, agent.Stderr = logf, logf
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = agent.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = agent.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = agent.Process.Kill()
+			<-exited
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("agent log:\n%s", b)
+		}
+	})
+	waitHealthy(t, sock, exited)
+	t.Cleanup(func() {
+		runVirsh("destroy", name)
+		runVirsh("undefine", name, "--managed-save")
+	})
+
+	// input files, as an operator has them
+	domXML := filepath.Join(base, "dom.xml")
+	writeFile(t, domXML, fmt.Sprintf(`<domain type='qemu'>
+  <name>%s</name>
+  <memory unit='MiB'>48</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
+  <on_poweroff>destroy</on_poweroff>
+  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><memballoon model='none'/></devices>
+</domain>`, name))
+	pw, motd := filepath.Join(base, "alice.pw"), filepath.Join(base, "motd")
+	writeFile(t, pw, "run-test-password\n")
+	writeFile(t, motd, "provisioned by vmpayload run\n")
+
+	// 1. start: the agent defines the domain, attaches the payload, starts it
+	res, errb := runAndWait(t, "run", name, "--socket", sock, "--spool-dir", spoolDir, "--wait", "--timeout", "5m",
+		"--id", name+"-start", "--domain-xml", domXML, "--hostname", "run1.example.com", "--user", "alice",
+		"--password-file", pw, "--nic", "52:54:00:7e:57:01,ip=192.0.2.10/24,gw=192.0.2.1", "--dns", "192.0.2.53",
+		"--file", motd+":/etc/motd:0644", "--runcmd", "touch /var/lib/run-test")
+	if res.State != result.StateDone || res.Payload == nil || res.Domain != name {
+		t.Fatalf("start job: %+v\n%s", res, errb)
+	}
+	if !strings.Contains(errb, name+"-start done") {
+		t.Errorf("--wait showed no progress ending in done:\n%s", errb)
+	}
+	if st, _ := runVirsh("domstate", name); strings.TrimSpace(st) != "running" {
+		t.Errorf("domstate %q, want running", st)
+	}
+	if bl, _ := runVirsh("domblklist", name); !strings.Contains(bl, res.Payload.Path) {
+		t.Errorf("domblklist lacks the payload %s:\n%s", res.Payload.Path, bl)
+	}
+	// the image holds what the flags said, and the password only hashed
+	ud := inspectCat(t, bin, res.Payload.Path, "user-data")
+	for _, want := range []string{"name: alice", "provisioned by vmpayload run", "touch /var/lib/run-test", "$6$"} {
+		if !strings.Contains(ud, want) {
+			t.Errorf("user-data lacks %q:\n%s", want, ud)
+		}
+	}
+	if strings.Contains(ud, "run-test-password") {
+		t.Errorf("the plaintext password reached the image")
+	}
+	if md := inspectCat(t, bin, res.Payload.Path, "meta-data"); !strings.Contains(md, "run1.example.com") {
+		t.Errorf("meta-data lacks the hostname:\n%s", md)
+	}
+	if nc := inspectCat(t, bin, res.Payload.Path, "network-config"); !strings.Contains(nc, "192.0.2.10/24") || !strings.Contains(nc, "192.0.2.53") {
+		t.Errorf("network-config lacks the NIC:\n%s", nc)
+	}
+	if b, _ := os.ReadFile(logPath); bytes.Contains(b, []byte("run-test-password")) {
+		t.Errorf("the password is in the agent's log")
+	}
+
+	// 2. detach: the payload leaves the domain
+	res, errb = runAndWait(t, "run", name, "--detach", "--socket", sock, "--spool-dir", spoolDir, "--wait", "--timeout", "5m", "--id", name+"-detach")
+	if res.State != result.StateDone {
+		t.Fatalf("detach job: %+v\n%s", res, errb)
+	}
+	if bl, _ := runVirsh("domblklist", name); strings.Contains(bl, payloadDir) {
+		t.Errorf("domblklist still shows a payload after --detach:\n%s", bl)
+	}
+
+	// 3. attach through the spool (no agent on the given socket) to the
+	// stopped domain
+	if o, err := runVirsh("destroy", name); err != nil {
+		t.Fatalf("virsh destroy: %v %s", err, o)
+	}
+	res, errb = runAndWait(t, "run", name, "--attach", "--socket", filepath.Join(base, "nobody.sock"), "--spool-dir", spoolDir,
+		"--wait", "--timeout", "5m", "--id", name+"-spool", "--hostname", "run2.example.com")
+	if res.State != result.StateDone || res.Payload == nil {
+		t.Fatalf("attach job through the spool: %+v\n%s", res, errb)
+	}
+	if bl, _ := runVirsh("domblklist", name); !strings.Contains(bl, res.Payload.Path) {
+		t.Errorf("domblklist lacks the payload attached through the spool %s:\n%s", res.Payload.Path, bl)
+	}
+	if md := inspectCat(t, bin, res.Payload.Path, "meta-data"); !strings.Contains(md, "run2.example.com") {
+		t.Errorf("meta-data of the attached payload lacks the new hostname:\n%s", md)
+	}
+}
+
+// runAndWait runs a CLI command that prints "queued ..." and then the
+// result as JSON, and returns the result and the progress on stderr.
+func runAndWait(t *testing.T, args ...string) (result.Result, string) {
+	t.Helper()
+	code, out, errb := runCLI(t, args...)
+	var res result.Result
+	i := strings.Index(out, "{")
+	if i < 0 || !strings.HasPrefix(out, "queued ") {
+		t.Fatalf("%s: exit %d, no queued line and result:\n%s\n%s", args[0], code, out, errb)
+	}
+	if err := json.Unmarshal([]byte(out[i:]), &res); err != nil {
+		t.Fatalf("%s: result: %v\n%s", args[0], err, out)
+	}
+	if (code == exitOK) != (res.State == result.StateDone) {
+		t.Errorf("exit %d for state %s", code, res.State)
+	}
+	return res, errb
+}
+
+func waitHealthy(t *testing.T, sock string, exited chan struct{}) {
+	t.Helper()
+	cl := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := cl.Get("http://agent/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatal("the agent exited at start-up")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's socket did not answer /healthz")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func inspectCat(t *testing.T, bin, image, file string) string {
+	t.Helper()
+	out, err := exec.Command(bin, "inspect", "--cat", file, image).Output()
+	if err != nil {
+		t.Errorf("inspect --cat %s %s: %v", file, image, err)
+	}
+	return string(out)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runVirsh runs virsh on the system URI, retrying while libvirtd is being
+// restarted by another suite.
+func runVirsh(args ...string) (string, error) {
+	var out []byte
+	var err error
+	for i := 0; i < 30; i++ {
+		out, err = exec.Command("virsh", append([]string{"-c", "qemu:///system"}, args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "connect") {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	return string(out), err
+}
