@@ -164,7 +164,7 @@ func runRun(c command, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&f.rootSSHKeys, "root-ssh-key", "authorized keys `FILE` for root (repeatable)")
 	fs.Var(&f.rootLock, "root-lock-password", "true locks root's password (default: left usable)")
 	// network
-	fs.Func("nic", "guest NIC `MAC[,name=IF][,ip=CIDR|dhcp|none][,gw=IP][,ip6=CIDR|dhcp|slaac|none][,gw6=IP][,mtu=N]` (repeatable)",
+	fs.Func("nic", "guest NIC `SPEC`: the MAC, then comma-separated name=IF, ip=CIDR|dhcp|none, gw=IP, ip6=CIDR|dhcp|slaac|none, gw6=IP, mtu=N; e.g. 52:54:00:12:34:56,ip=192.0.2.10/24,gw=192.0.2.1 (repeatable)",
 		func(s string) error { f.nics = append(f.nics, s); return nil })
 	fs.Func("dns", "name server `IP` for the NICs (repeatable, or comma-separated)", listFlag(&f.dns))
 	fs.Func("dns-search", "DNS search `DOMAIN` (repeatable, or comma-separated)", listFlag(&f.dnsSearch))

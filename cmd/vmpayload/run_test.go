@@ -243,6 +243,16 @@ func TestRunHelp(t *testing.T) {
 			t.Errorf("run -h lacks -%s", f)
 		}
 	}
+	if !strings.Contains(errb, "--wait=guest") {
+		t.Errorf("run -h: --wait lacks the guest mode submit has")
+	}
+	// --wait=guest is accepted like submit's (checked here without an agent)
+	if code, out, errb := runJob(t, "", "web1", "--wait=guest"); code != exitOK || !strings.Contains(out, `"domain": "web1"`) {
+		t.Errorf("run --wait=guest --print-job: exit %d %s %s", code, out, errb)
+	}
+	if code, _, errb := runJob(t, "", "web1", "--wait=forever"); code != exitUsage || !strings.Contains(errb, "wait") {
+		t.Errorf("run --wait=forever: exit %d %s", code, errb)
+	}
 	if !strings.Contains(errb, "never from the command line") {
 		t.Errorf("run -h does not say where passwords come from")
 	}

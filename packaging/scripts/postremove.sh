@@ -44,6 +44,9 @@ case "$1" in
 		;;
 esac
 if [ "$1" = purge ]; then
+	# the agent's guest-report tracking (spool/guest, made at run time) is
+	# its own state, not jobs or results: it goes with the package
+	rm -rf /var/spool/vmpayload/guest
 	# dpkg has removed the conffile; remove what is left only when empty
 	for d in /var/spool/vmpayload/incoming /var/spool/vmpayload/processing \
 		/var/spool/vmpayload/done /var/spool/vmpayload/failed /var/spool/vmpayload \

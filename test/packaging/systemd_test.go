@@ -276,7 +276,7 @@ func TestSystemdPackage(t *testing.T) {
 	c.must("dpkg", "-P", "vmpayload")
 	for _, p := range []string{"/etc/vmpayload", "/var/spool/vmpayload", "/usr/bin/vmpayload", "/run/vmpayload"} {
 		if c.run("test", "-e", p) == nil {
-			t.Errorf("%s is left after purging an unused installation", p)
+			t.Errorf("%s is left after purging an unused installation:\n%s", p, c.exec2("find", p))
 		}
 	}
 	if st := c.out("sh", "-c", "systemctl list-unit-files vmpayload.service | grep -c vmpayload || true"); st != "0" {
