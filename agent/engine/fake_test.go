@@ -200,7 +200,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			}, code: result.CodeLibvirt, methods: []string{update, define}, msg: "redefining"},
 		{name: "running: live XML unreadable", scsi: true, active: true,
 			setup: func(t *testing.T, v env) { v.f.FailNext("LiveXML", libvirtxtest.Failed("monitor gone")) },
-			code: result.CodeLibvirt, methods: nil, msg: "reading the live definition"},
+			code:  result.CodeLibvirt, methods: nil, msg: "reading the live definition"},
 		// changeMedia
 		{name: "change: refused for another reason", drive: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(update, libvirtxtest.Failed("disk busy")) },
 			code: result.CodeLibvirt, methods: []string{update}, msg: "disk busy"},
