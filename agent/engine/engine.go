@@ -777,6 +777,18 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if dom.Active {
 		r.DomainState = "running"
 	}
+	if !found && dom.Active {
+		// A drive only the live definition has still holding a medium (an
+		// attach that changed the live drive but could not redefine the
+		// domain) is detached like a defined one.
+		live, liveFound, err := e.livePayload(ctx, dom)
+		if err != nil {
+			return err
+		}
+		if liveFound && live.Path != "" {
+			cur, found = live, true
+		}
+	}
 	if !found {
 		// Nothing to detach (the outcome the job asks for); a recipe left
 		// without its drive goes too.

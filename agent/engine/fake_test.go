@@ -276,6 +276,29 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 					}
 				}
 			}},
+		// (leftLive keeps the recipe: it alone goes)
+		{name: "detach: running, drive only live and ejected: no device change", action: "detach", drive: true, active: true,
+			setup: func(t *testing.T, v env) { leftLive(t, v.f, v.uuid) }, methods: []string{define}},
+		{name: "detach: running, drive only live with a medium: ejected", action: "detach", drive: true, active: true,
+			setup: func(t *testing.T, v env) {
+				x := v.f.XML(v.uuid)
+				saved, _, err := domxml.RemovePayloadCDROM(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := v.f.DefineXML(context.Background(), saved); err != nil {
+					t.Fatal(err)
+				}
+				v.f.SetLiveXML(v.uuid, x)
+			}, methods: []string{update, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				if r.Device == nil || r.Device.Target != "hda" {
+					t.Errorf("device %+v, want the live drive hda", r.Device)
+				}
+				if ents, _ := os.ReadDir(v.e.PayloadDir); len(ents) != 0 {
+					t.Errorf("%d images left after detach", len(ents))
+				}
+			}},
 		{name: "detach: running disk unplugged", action: "detach", drive: true, driveM: "vfat", active: true, methods: []string{detach, define}},
 		{name: "detach: eject refused", action: "detach", drive: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(update, libvirtxtest.Failed("tray locked")) },
 			code: result.CodeLibvirt, methods: []string{update}, msg: "ejecting"},

@@ -130,7 +130,8 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 // IDE/SATA drive (unplugs a SCSI one); the next attach reuses the live
 // drive (no "non unique alias", no "only hot-plugged on SCSI") and puts it
 // back into the definition at the same target with the recipe and, as the
-// job asks, the guest report channel.
+// job asks, the guest report channel. Last, a detach of a drive only the
+// live definition has (holding a medium) takes it out too.
 var reattachSeq atomic.Int64 // unique domain names across -count runs
 
 func TestLibvirtdReattachRunning(t *testing.T) {
@@ -258,6 +259,26 @@ func TestLibvirtdReattachRunning(t *testing.T) {
 				if _, err := os.Stat(a.Payload.Path); err != nil {
 					t.Errorf("attach %d: image: %v", i, err)
 				}
+			}
+			// A drive only the live definition has, holding a medium (an
+			// attach whose redefine failed): detach still takes it out.
+			_, saved, _, _, inactive := payloads()
+			stripped, _, err := domxml.RemovePayloadCDROM(inactive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.DefineXML(ctx, stripped); err != nil {
+				t.Fatal(err)
+			}
+			if d := job("detach-live-only", "detach", false); d.State != result.StateDone || d.Device == nil || d.Device.Target != target {
+				t.Fatalf("detach of a live-only drive: %s device %+v error %+v", d.State, d.Device, d.Error)
+			}
+			live, _, liveFound, _, _ := payloads()
+			if liveFound && (c.bus == "scsi" || live.Path != "") {
+				t.Errorf("detach of a live-only drive left %+v live", live)
+			}
+			if _, err := os.Stat(saved.Path); !os.IsNotExist(err) {
+				t.Errorf("detach of a live-only drive kept its image %s (%v)", saved.Path, err)
 			}
 		})
 	}
