@@ -257,9 +257,9 @@ func (a *Agent) setEngine(opt Options) {
 }
 
 // Reload applies the settings that can change without a restart: default
-// format, CD-ROM bus, image mode and group, secrets directory, prebuilt
-// directories, rescan interval. Others (URI, directories, workers, socket,
-// admin group, libvirt timeout) need a restart.
+// format, payload drive bus, image mode and group, secrets directory,
+// prebuilt directories and the logger. Others (URI, directories, workers,
+// rescan interval, socket, admin group, libvirt timeout) need a restart.
 func (a *Agent) Reload(opt Options) {
 	cur := a.opt // keeps the (bounded) host of New
 	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 )
 
@@ -145,7 +146,7 @@ func (e *guestEnv) finishJob(t *testing.T, id string) result.Result {
 	t.Helper()
 	now := time.Now().UTC()
 	res := result.Result{ID: id, Domain: "g", DomainUUID: testUUID, Action: "start", State: result.StateDone,
-		Payload: &result.Payload{InstanceID: "iid-payload"}, DomainState: "running", FinishedAt: &now,
+		Payload: &result.Payload{Image: payload.Image{InstanceID: "iid-payload"}}, DomainState: "running", FinishedAt: &now,
 		Guest: &result.Guest{Status: result.GuestPending, Channel: guestreport.Channel, Errors: []string{}, RecoverableErrors: []string{}}}
 	b, _ := json.Marshal(res)
 	if err := os.WriteFile(e.a.spool.ResultPath(id, result.StateDone), b, 0o600); err != nil {

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -152,5 +153,38 @@ func waitState(t *testing.T, h *harness, id string, ok func(result.State) bool) 
 			t.Fatalf("job %s: state %q", id, r.State)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAPIGetsEveryIDItAccepts: GET /v1/jobs/{id} takes every id POST
+// accepts (the one job id alphabet, job.ValidID), e.g. "a..b", and refuses
+// what is no id.
+func TestAPIGetsEveryIDItAccepts(t *testing.T) {
+	h := startAgent(t, "", nil)
+	c := unixClient(h.sock)
+	resp, err := c.Post("http://x/v1/jobs", "application/json", strings.NewReader(`{"version":1,"id":"a..b","domain":"node-with-payload","hostname":"h","action":"attach"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST id a..b: %d", resp.StatusCode)
+	}
+	for _, c2 := range []struct {
+		path string
+		want int
+	}{
+		{"/v1/jobs/a..b?wait=60s", http.StatusOK},
+		{"/v1/jobs/_x", http.StatusBadRequest},
+		{"/v1/jobs/.x", http.StatusBadRequest},
+	} {
+		resp, err := c.Get("http://x" + c2.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c2.want {
+			t.Errorf("GET %s: %d, want %d", c2.path, resp.StatusCode, c2.want)
+		}
 	}
 }

@@ -83,7 +83,7 @@ func TestHostDomainLifecycle(t *testing.T) {
 	}
 
 	// Redefining with the payload drive keeps the UUID and fires "defined".
-	x, _, _, err := domxml.SetPayloadCDROM(di.InactiveXML, "/var/lib/vmpayload/p.iso", domxml.BusAuto)
+	x, _, _, err := domxml.SetPayloadDrive(di.InactiveXML, "/var/lib/vmpayload/p.iso", domxml.BusAuto)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,9 +239,9 @@ func testMediaChange(t *testing.T, machine string, wantBus domxml.Bus) {
 	ctx := context.Background()
 	name := uniqueName(t)
 
-	x, dev, replaced, err := domxml.SetPayloadCDROM(qemuDomainXML(name, machine, false), media["one.iso"], domxml.BusAuto)
+	x, dev, replaced, err := domxml.SetPayloadDrive(qemuDomainXML(name, machine, false), media["one.iso"], domxml.BusAuto)
 	if err != nil || replaced || dev.Bus != wantBus {
-		t.Fatalf("SetPayloadCDROM: dev=%+v replaced=%v err=%v, want bus %s", dev, replaced, err, wantBus)
+		t.Fatalf("SetPayloadDrive: dev=%+v replaced=%v err=%v, want bus %s", dev, replaced, err, wantBus)
 	}
 	di := defineAndStart(t, h, name, x)
 	if got := payloadPath(t, liveXML(t, di.UUID)); got != media["one.iso"] {

@@ -73,10 +73,11 @@ func CheckJob(j *job.Job, opt CheckOptions) job.Report {
 
 // checkRun adds what a job needs beyond its own fields: a domain on the
 // agent, secrets that resolve and whose content can be used. When the
-// job's own fields are valid (valid) and its secrets resolve, the
-// documents are rendered once, in memory, so that nothing the renderer
-// would refuse (a host key that is not a private key of its type) is
-// left to the build.
+// job's own fields are valid (valid), its secrets resolve and the render
+// could still refuse it (renderCheckNeeded), the documents are rendered
+// once, in memory, so that nothing the renderer would refuse (a host key
+// that is not a private key of its type, documents over the image limit)
+// is left to the build.
 func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) {
 	if opt.Agent && j.Domain == "" {
 		r.Add("domain", job.CodeRequired, MsgDomainRequired)
@@ -88,13 +89,29 @@ func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) {
 	var sr job.Report
 	in := resolveSecrets(&a, secrets.Dir(opt.SecretsDir), &sr)
 	r.Merge(sr)
-	if !valid || !sr.OK() {
+	if !valid || !sr.OK() || !renderCheckNeeded(&a, in) {
 		return
 	}
 	var ve *job.ValidationError
 	if _, err := cloudinit.Render(in, cloudinit.Options{}); errors.As(err, &ve) {
 		r.Merge(job.Report{Errors: ve.Errors})
 	}
+}
+
+// renderCheckNeeded reports whether rendering j could refuse it after
+// its fields and secrets passed: a host key secret whose content is not a
+// usable private key, or documents over the image limit, which only
+// content near the limit can reach. Other jobs skip the render (password
+// hashing makes it tens of times the cost of the rest of the check).
+func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
+	if len(j.SSHHostKeys) > 0 {
+		return true
+	}
+	n := len(in.UserData) + len(j.NetworkConfig) + len(j.VendorData)
+	for _, f := range j.Files {
+		n += len(f.Content)
+	}
+	return n > job.MaxContentBytes/2
 }
 
 // resolveSecrets reads the secrets j names from sd and returns the render

@@ -89,7 +89,7 @@ func Render(j *job.Job, opt Options) (*Rendered, error) {
 
 // Spec returns the image spec for the rendered documents.
 func (r *Rendered) Spec() image.Spec {
-	s := image.Spec{Media: image.Media(r.Job.Media), Label: Label(r.Job.Format)}
+	s := image.Spec{Media: r.Job.Media, Label: Label(r.Job.Format)}
 	for _, f := range r.Docs.Files {
 		s.Entries = append(s.Entries, image.Entry{Path: f.Path, Data: f.Data})
 	}
@@ -103,15 +103,22 @@ func (r *Rendered) ImageName(prefix string) string {
 	return prefix + "-" + r.Docs.ContentHash[:16] + Extension(r.Job.Media)
 }
 
+// Image describes a payload image the way results report it: where it
+// is and what it holds. payload.Result (vmpayload build) and the agent's
+// result.Payload both carry it.
+type Image struct {
+	Path       string `json:"path"`
+	Format     string `json:"format"`
+	Media      string `json:"media"`
+	Label      string `json:"label"`
+	Size       int64  `json:"size"`
+	SHA256     string `json:"sha256"`
+	InstanceID string `json:"instance_id"`
+}
+
 // Result describes a built image.
 type Result struct {
-	Path        string   `json:"path"`
-	Format      string   `json:"format"`
-	Media       string   `json:"media"`
-	Label       string   `json:"label"`
-	Size        int64    `json:"size"`
-	SHA256      string   `json:"sha256"`
-	InstanceID  string   `json:"instance_id"`
+	Image
 	ContentHash string   `json:"content_hash"`
 	Files       []string `json:"files,omitempty"`
 }
@@ -127,10 +134,10 @@ func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, 
 }
 
 func (r *Rendered) result(info image.Info) Result {
-	res := Result{
+	res := Result{Image: Image{
 		Path: info.Path, Format: string(r.Job.Format), Media: string(r.Job.Media), Label: info.Label,
-		Size: info.Size, SHA256: info.SHA256, InstanceID: r.Docs.InstanceID, ContentHash: r.Docs.ContentHash,
-	}
+		Size: info.Size, SHA256: info.SHA256, InstanceID: r.Docs.InstanceID,
+	}, ContentHash: r.Docs.ContentHash}
 	for _, f := range info.Files {
 		res.Files = append(res.Files, f.Path)
 	}

@@ -324,7 +324,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !job.ValidSecretName(id) { // same alphabet as ids; refuses "..", "/"
+	if !job.ValidID(id) {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%q is not a job id", id)})
 		return
 	}

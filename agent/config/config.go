@@ -87,8 +87,9 @@ type Config struct {
 	// DefaultFormat is the payload format of jobs that name none:
 	// "nocloud" or "configdrive".
 	DefaultFormat string `yaml:"default_format"`
-	// CDROMBus is the bus of the payload CD-ROM: "auto", "sata", "ide" or
-	// "scsi".
+	// CDROMBus is the bus of the payload drive: "auto", "sata", "ide" or
+	// "scsi". The name is historic: it also governs the read-only disk of
+	// a vfat payload, where a disk can use that bus (not ide or sata).
 	CDROMBus string `yaml:"cdrom_bus"`
 	// ImageModeOctal is the permission of payload images as an octal string
 	// ("0640"); use ImageMode for the parsed value.

@@ -1,5 +1,5 @@
 // Package engine runs one job against libvirt: it renders and writes the
-// payload image, puts the payload CD-ROM into the domain (inactive XML for a
+// payload image, puts the payload drive into the domain (inactive XML for a
 // stopped domain, a media change or SCSI hot-plug for a running one), starts
 // the domain when asked, records the image's recipe in the domain's
 // persistent definition, and removes images that are no longer referenced.
@@ -313,8 +313,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		if err != nil {
 			return err
 		}
-		r.Payload = &result.Payload{Path: res.Path, Format: res.Format, Media: res.Media, Label: res.Label,
-			Size: res.Size, SHA256: res.SHA256, InstanceID: res.InstanceID, Reused: reused}
+		r.Payload = &result.Payload{Image: res.Image, Reused: reused}
 		e.obs().BuildDone(time.Since(t0))
 		rc, err := recipe.New(rendered, res)
 		if err != nil && reused {
@@ -439,7 +438,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		}
 	}
 	if !dom.Active {
-		xml, dev, _, err := domxml.SetPayloadCDROM(dom.InactiveXML, imgPath, bus, opts...)
+		xml, dev, _, err := domxml.SetPayloadDrive(dom.InactiveXML, imgPath, bus, opts...)
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
@@ -548,7 +547,7 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if err != nil {
 		return live.Device, fmt.Errorf("reading the definition of %s to put the payload drive back: %w", dom.Name, err)
 	}
-	xml, dev, _, err := domxml.SetPayloadCDROM(cur.InactiveXML, imgPath, domxml.BusAuto, append(opts, domxml.AtDevice(live.Device))...)
+	xml, dev, _, err := domxml.SetPayloadDrive(cur.InactiveXML, imgPath, domxml.BusAuto, append(opts, domxml.AtDevice(live.Device))...)
 	if err != nil {
 		return live.Device, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
 	}
@@ -834,7 +833,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 			return fmt.Errorf("ejecting the payload of running domain %s: %w", dom.Name, err)
 		}
 	}
-	xml, _, err := domxml.RemovePayloadCDROM(dom.InactiveXML)
+	xml, _, err := domxml.RemovePayloadDrive(dom.InactiveXML)
 	if err != nil {
 		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
 	}

@@ -58,7 +58,7 @@ func leftLive(t *testing.T, f *libvirtxtest.Fake, uuid string) {
 		t.Fatalf("definition lacks %s:\n%s", src, x)
 	}
 	f.SetLiveXML(uuid, strings.Replace(x, src, "", 1))
-	saved, _, err := domxml.RemovePayloadCDROM(x)
+	saved, _, err := domxml.RemovePayloadDrive(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 		{name: "detach: running, drive only live with a medium: ejected", action: "detach", drive: true, active: true,
 			setup: func(t *testing.T, v env) {
 				x := v.f.XML(v.uuid)
-				saved, _, err := domxml.RemovePayloadCDROM(x)
+				saved, _, err := domxml.RemovePayloadDrive(x)
 				if err != nil {
 					t.Fatal(err)
 				}

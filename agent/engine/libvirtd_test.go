@@ -263,7 +263,7 @@ func TestLibvirtdReattachRunning(t *testing.T) {
 			// A drive only the live definition has, holding a medium (an
 			// attach whose redefine failed): detach still takes it out.
 			_, saved, _, _, inactive := payloads()
-			stripped, _, err := domxml.RemovePayloadCDROM(inactive)
+			stripped, _, err := domxml.RemovePayloadDrive(inactive)
 			if err != nil {
 				t.Fatal(err)
 			}

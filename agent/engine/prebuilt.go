@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/atomicfile"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -87,24 +88,21 @@ func (e *Engine) copyPrebuilt(p, uuid string) (string, *result.Payload, error) {
 		return "", nil, err
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(e.PayloadDir, "."+uuid+"-prebuilt-*.tmp")
+	tmp, err := atomicfile.Create(e.PayloadDir, "."+uuid+"-prebuilt-*.tmp")
 	if err != nil {
 		return "", nil, fmt.Errorf("copying prebuilt image %q into the payload directory: %w", p, err)
 	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	defer tmp.Abort() // after the commit, a no-op
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(src, MaxPrebuiltBytes+1))
 	if err == nil && n > MaxPrebuiltBytes {
 		err = prebuiltFail("prebuilt image %q grew beyond %d bytes while being copied", p, MaxPrebuiltBytes)
 	}
 	if err == nil {
-		err = e.setImagePerms(tmp)
+		err = e.setImagePerms(tmp.File)
 	}
 	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+		err = tmp.Close() // fsyncs it
 	}
 	if err != nil {
 		var f *failure
@@ -137,10 +135,10 @@ func (e *Engine) copyPrebuilt(p, uuid string) (string, *result.Payload, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		reused = true // same content (the name carries its hash): replace it with the fresh copy anyway
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	if err := tmp.Commit(dst); err != nil {
 		return "", nil, fmt.Errorf("installing the copy of prebuilt image %q: %w", p, err)
 	}
-	return dst, &result.Payload{Path: dst, Format: format, Media: media, Label: info.Label, Size: n, SHA256: sum, Prebuilt: true, Reused: reused}, nil
+	return dst, &result.Payload{Image: payload.Image{Path: dst, Format: format, Media: media, Label: info.Label, Size: n, SHA256: sum}, Prebuilt: true, Reused: reused}, nil
 }
 
 // setImagePerms gives an image the configured mode and group.

@@ -5,6 +5,7 @@ package result
 import (
 	"time"
 
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -50,20 +51,14 @@ type Error struct {
 
 // Payload describes the image attached to the domain.
 type Payload struct {
-	Path       string `json:"path"`
-	Format     string `json:"format"`
-	Media      string `json:"media"`
-	Label      string `json:"label"`
-	Size       int64  `json:"size"`
-	SHA256     string `json:"sha256"`
-	InstanceID string `json:"instance_id"`
+	payload.Image
 	// Reused is true when an identical image already existed and was kept.
 	Reused bool `json:"reused"`
 	// Prebuilt is true for a job's prebuilt_image.
 	Prebuilt bool `json:"prebuilt,omitempty"`
 }
 
-// Device is the payload CD-ROM in the domain.
+// Device is the payload drive in the domain (a CD-ROM or a read-only disk).
 type Device struct {
 	Bus    string `json:"bus"`
 	Target string `json:"target"`

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/atomicfile"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -237,24 +238,9 @@ func IsJobName(name string) bool {
 }
 
 // IDFromName derives a job id from a spool file name: the name without
-// ".json", with characters outside the id alphabet replaced by "_".
+// ".json", made a valid id by job.IDFrom.
 func IDFromName(name string) string {
-	stem := strings.TrimSuffix(name, ".json")
-	b := []byte(stem)
-	for i, c := range b {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
-			b[i] = '_'
-		}
-	}
-	id := string(b)
-	if len(id) > 128 {
-		id = id[:128]
-	}
-	if id == "" || id[0] == '.' || id[0] == '-' || id[0] == '_' {
-		id = "job" + id
-	}
-	return id
+	return job.IDFrom(strings.TrimSuffix(name, ".json"))
 }
 
 // list returns the job names in a subdirectory, oldest first.
@@ -639,50 +625,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // writeFileAtomicOwned is WriteFileAtomic giving the file to uid (unless -1)
 // before it appears under its name.
 func writeFileAtomicOwned(path string, data []byte, perm os.FileMode, uid int) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if uid >= 0 {
-		if err := tmp.Chown(uid, -1); err != nil {
-			return err
-		}
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	ok = true
-	return syncDir(dir)
+	return atomicfile.WriteFile(path, data, perm, uid)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/payload"
 )
 
 // fakeAPI answers POST /v1/jobs and then GET /v1/jobs/{id} with the
@@ -48,7 +49,7 @@ func TestSubmitWaitGuest(t *testing.T) {
 	if err := os.WriteFile(jobFile, []byte(`{"version":1,"id":"j1","domain":"d1","hostname":"h"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pending := result.Result{ID: "j1", State: result.StateDone, Payload: &result.Payload{InstanceID: "i1"}, Guest: &result.Guest{Status: result.GuestPending}}
+	pending := result.Result{ID: "j1", State: result.StateDone, Payload: &result.Payload{Image: payload.Image{InstanceID: "i1"}}, Guest: &result.Guest{Status: result.GuestPending}}
 	guest := func(status string, mismatch bool) result.Result {
 		r := pending
 		r.Guest = &result.Guest{Status: status, InstanceID: "i1", InstanceIDMismatch: mismatch, Reports: 1}

@@ -73,9 +73,9 @@ func runRecipe(c command, args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	j, err := job.Decode(data)
-	if err != nil {
-		printErr(stderr, err)
+	j, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir})
+	if !rep.OK() {
+		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
 	if j.PrebuiltImage != "" {
@@ -137,7 +137,7 @@ func runRecipe(c command, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *domainXML != "" {
-		x, _, _, err := domxml.SetPayloadCDROM(dom, path, bus, opts...)
+		x, _, _, err := domxml.SetPayloadDrive(dom, path, bus, opts...)
 		if err != nil {
 			return fail(exitInvalid, "adding the payload drive: %v", err)
 		}

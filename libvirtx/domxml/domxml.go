@@ -1,12 +1,12 @@
 // Package domxml edits libvirt domain XML for vmpayload: it finds, adds,
-// replaces and removes the payload CD-ROM and answers the questions the
+// replaces and removes the payload drive and answers the questions the
 // agent asks about a domain (name, UUID, machine type, referenced files).
 //
 // Two models are used, one per kind of work:
 //
 //   - Reading uses libvirt's typed model, libvirt.org/go/libvirtxml:
 //     FindPayload, ChooseDevice, DomainName, DomainUUID, Machine and the
-//     reading half of SetPayloadCDROM and RemovePayloadCDROM decode a
+//     reading half of SetPayloadDrive and RemovePayloadDrive decode a
 //     partial view of the domain (type, name, UUID, <os><type>, and the
 //     <disk> and <controller> devices as libvirtxml.DomainDisk and
 //     libvirtxml.DomainController); the payload drive is found, and a free
@@ -16,13 +16,13 @@
 //   - Building the payload drive uses the typed model too: it is a
 //     libvirtxml.DomainDisk, marshalled by encoding/xml. PayloadDeviceXML
 //     (media change, hot-plug, unplug), EjectedDeviceXML (eject) and
-//     SetPayloadCDROM parse that marshalled
+//     SetPayloadDrive parse that marshalled
 //     element into the tree and write it with the serializer below, so the
 //     drive comes out in libvirt's own layout (single-quoted attributes,
 //     empty elements closed as <readonly/>). Nothing builds a <disk> by
 //     string or element by element.
 //   - Editing a whole definition that is redefined afterwards
-//     (SetPayloadCDROM, RemovePayloadCDROM, SetMetadata, RemoveMetadata)
+//     (SetPayloadDrive, RemovePayloadDrive, SetMetadata, RemoveMetadata)
 //     is a tree edit on an etree document: only the payload <disk> (or the
 //     metadata element) is replaced, inserted or removed, and everything
 //     else (elements and attributes libvirtxml may not know, comments,
@@ -50,7 +50,7 @@ import (
 	"github.com/beevik/etree"
 )
 
-// PayloadAlias is the device alias that marks the payload CD-ROM. libvirt
+// PayloadAlias is the device alias that marks the payload drive. libvirt
 // only keeps user-chosen aliases that start with "ua-", and it keeps them in
 // the inactive XML, so the alias identifies the drive across redefinitions.
 const PayloadAlias = "ua-vmpayload"

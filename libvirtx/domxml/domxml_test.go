@@ -57,7 +57,7 @@ func normalize(t *testing.T, x string) string {
 	return s
 }
 
-func TestSetPayloadCDROM(t *testing.T) {
+func TestSetPayloadDrive(t *testing.T) {
 	tests := []struct {
 		name, input, image string
 		bus                Bus
@@ -108,9 +108,9 @@ func TestSetPayloadCDROM(t *testing.T) {
 				tt.wantDev.Kind = KindCDROM
 			}
 			in := readInput(t, tt.input)
-			out, dev, replaced, err := SetPayloadCDROM(in, tt.image, tt.bus, tt.opts...)
+			out, dev, replaced, err := SetPayloadDrive(in, tt.image, tt.bus, tt.opts...)
 			if err != nil {
-				t.Fatalf("SetPayloadCDROM: %v", err)
+				t.Fatalf("SetPayloadDrive: %v", err)
 			}
 			if !reflect.DeepEqual(dev, tt.wantDev) {
 				t.Errorf("device = %+v (addr %+v), want %+v (addr %+v)", dev, dev.Address, tt.wantDev, tt.wantDev.Address)
@@ -136,15 +136,15 @@ func TestSetPayloadCDROM(t *testing.T) {
 			}
 
 			// Setting the same image again replaces in place and is stable.
-			again, dev2, replaced2, err := SetPayloadCDROM(out, tt.image, BusAuto, tt.opts...)
+			again, dev2, replaced2, err := SetPayloadDrive(out, tt.image, BusAuto, tt.opts...)
 			if err != nil || !replaced2 || again != out || dev2.Target != dev.Target {
 				t.Errorf("second set: replaced=%v same=%v dev=%+v err=%v", replaced2, again == out, dev2, err)
 			}
 
 			// Removing an added drive gives back the input unchanged.
-			removed, ok, err := RemovePayloadCDROM(out)
+			removed, ok, err := RemovePayloadDrive(out)
 			if err != nil || !ok {
-				t.Fatalf("RemovePayloadCDROM: ok=%v err=%v", ok, err)
+				t.Fatalf("RemovePayloadDrive: ok=%v err=%v", ok, err)
 			}
 			if !tt.wantReplaced && strings.Contains(in, "<devices") {
 				if want := normalize(t, in); removed != want {
@@ -158,7 +158,7 @@ func TestSetPayloadCDROM(t *testing.T) {
 	}
 }
 
-func TestSetPayloadCDROMErrors(t *testing.T) {
+func TestSetPayloadDriveErrors(t *testing.T) {
 	tests := []struct {
 		name, xml, image string
 		bus              Bus
@@ -195,7 +195,7 @@ func TestSetPayloadCDROMErrors(t *testing.T) {
 			if tt.at != nil {
 				opts = append(opts, AtDevice(*tt.at))
 			}
-			_, _, _, err := SetPayloadCDROM(tt.xml, tt.image, tt.bus, opts...)
+			_, _, _, err := SetPayloadDrive(tt.xml, tt.image, tt.bus, opts...)
 			if err == nil {
 				t.Fatal("want error, got nil")
 			}
@@ -280,11 +280,11 @@ func TestFindPayload(t *testing.T) {
 	}
 }
 
-func TestRemovePayloadCDROMAbsent(t *testing.T) {
+func TestRemovePayloadDriveAbsent(t *testing.T) {
 	in := readInput(t, "pc.xml")
-	out, removed, err := RemovePayloadCDROM(in)
+	out, removed, err := RemovePayloadDrive(in)
 	if err != nil || removed || out != in {
-		t.Errorf("RemovePayloadCDROM on domain without payload: removed=%v same=%v err=%v", removed, out == in, err)
+		t.Errorf("RemovePayloadDrive on domain without payload: removed=%v same=%v err=%v", removed, out == in, err)
 	}
 }
 
@@ -376,13 +376,13 @@ func TestHotpluggable(t *testing.T) {
 	}
 }
 
-func BenchmarkSetPayloadCDROM(b *testing.B) {
+func BenchmarkSetPayloadDrive(b *testing.B) {
 	in, err := os.ReadFile(filepath.Join("testdata", "q35-scsi.xml"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, _, _, err := SetPayloadCDROM(string(in), "/var/lib/vmpayload/x.iso", BusAuto); err != nil {
+		if _, _, _, err := SetPayloadDrive(string(in), "/var/lib/vmpayload/x.iso", BusAuto); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -407,9 +407,9 @@ func TestTargetNames(t *testing.T) {
 	}
 }
 
-// FuzzSetPayloadCDROM checks that no input makes the editor panic and that
+// FuzzSetPayloadDrive checks that no input makes the editor panic and that
 // whatever it accepts it can read back.
-func FuzzSetPayloadCDROM(f *testing.F) {
+func FuzzSetPayloadDrive(f *testing.F) {
 	for _, n := range []string{"pc.xml", "q35-scsi.xml", "replace.xml", "nodevices.xml"} {
 		b, err := os.ReadFile(filepath.Join("testdata", n))
 		if err != nil {
@@ -419,7 +419,7 @@ func FuzzSetPayloadCDROM(f *testing.F) {
 	}
 	f.Add("<domain><devices><disk><alias name='ua-vmpayload'/><target dev='hdz' bus='ide'/></disk></devices></domain>")
 	f.Fuzz(func(t *testing.T, x string) {
-		out, _, _, err := SetPayloadCDROM(x, "/p/x.iso", BusAuto)
+		out, _, _, err := SetPayloadDrive(x, "/p/x.iso", BusAuto)
 		if err != nil {
 			return
 		}

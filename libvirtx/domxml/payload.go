@@ -80,7 +80,8 @@ type Device struct {
 	Address *DriveAddress
 }
 
-// PayloadDisk is the payload CD-ROM found in a domain.
+// PayloadDisk is the payload drive found in a domain: a CD-ROM (ISO
+// payloads) or a read-only disk (vfat payloads, see Kind).
 type PayloadDisk struct {
 	// Path is the source file, "" when the drive is empty (ejected, or the
 	// file was missing at start with startupPolicy='optional').
@@ -100,7 +101,7 @@ type options struct {
 	at        *Device
 }
 
-// AtDevice makes SetPayloadCDROM put a new payload drive (the definition
+// AtDevice makes SetPayloadDrive put a new payload drive (the definition
 // has none) at dev, its kind, bus, target and drive address, instead of
 // choosing one: for writing back into the persistent definition a drive the
 // running domain still has (an ejected IDE or SATA CD-ROM, which cannot be
@@ -137,7 +138,7 @@ func WithoutDACRelabel() Option {
 	return func(o *options) { o.noRelabel = true }
 }
 
-// FindPayload reports the payload CD-ROM of a domain (the disk with alias
+// FindPayload reports the payload drive of a domain (the disk with alias
 // PayloadAlias).
 func FindPayload(domainXML string) (PayloadDisk, bool, error) {
 	v, err := readDomain(domainXML)
@@ -466,8 +467,8 @@ func EjectedDeviceXML(dev Device) (string, error) {
 	return serialize(etree.NewDocumentWithRoot(disk))
 }
 
-// SetPayloadCDROM puts the payload CD-ROM with imagePath into a domain
-// definition and returns the new XML, the drive's device and whether an
+// SetPayloadDrive puts the payload drive holding imagePath (a CD-ROM, or
+// a read-only disk with AsDisk) into a domain definition and returns the new XML, the drive's device and whether an
 // existing payload drive was replaced.
 //
 // An existing payload drive (alias PayloadAlias) keeps its position, bus,
@@ -475,7 +476,7 @@ func EjectedDeviceXML(dev Device) (string, error) {
 // and bus is ignored (remove the drive first to move it). Otherwise a new
 // drive is added after the last <disk> on the bus ChooseDevice picks.
 // Everything else in the document is left as it was.
-func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (string, Device, bool, error) {
+func SetPayloadDrive(domainXML, imagePath string, bus Bus, opts ...Option) (string, Device, bool, error) {
 	if err := checkImagePath(imagePath); err != nil {
 		return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
 	}
@@ -564,9 +565,9 @@ func atDevice(v *domainView, dev Device, kind Kind) (Device, error) {
 	return dev, nil
 }
 
-// RemovePayloadCDROM removes every drive with alias PayloadAlias and reports
+// RemovePayloadDrive removes every drive with alias PayloadAlias and reports
 // whether there was one.
-func RemovePayloadCDROM(domainXML string) (string, bool, error) {
+func RemovePayloadDrive(domainXML string) (string, bool, error) {
 	doc, root, err := parse(domainXML)
 	if err != nil {
 		return "", false, err
@@ -667,4 +668,19 @@ func insertDevice(devices, disk *etree.Element, step string) {
 		devices.AddChild(disk)
 		devices.AddChild(etree.NewText("\n" + leadingIndent(devices)))
 	}
+}
+
+// SetPayloadCDROM is the former name of SetPayloadDrive, which also sets
+// disks.
+//
+// Deprecated: use SetPayloadDrive.
+func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (string, Device, bool, error) {
+	return SetPayloadDrive(domainXML, imagePath, bus, opts...)
+}
+
+// RemovePayloadCDROM is the former name of RemovePayloadDrive.
+//
+// Deprecated: use RemovePayloadDrive.
+func RemovePayloadCDROM(domainXML string) (string, bool, error) {
+	return RemovePayloadDrive(domainXML)
 }

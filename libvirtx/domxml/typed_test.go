@@ -66,10 +66,10 @@ func TestPayloadDeviceXMLTyped(t *testing.T) {
 	}
 }
 
-// TestSetPayloadCDROMKeepsDrive checks that replacing a payload drive keeps
+// TestSetPayloadDriveKeepsDrive checks that replacing a payload drive keeps
 // its position, address (of any type) and boot order, and that nothing else
 // in the definition changes.
-func TestSetPayloadCDROMKeepsDrive(t *testing.T) {
+func TestSetPayloadDriveKeepsDrive(t *testing.T) {
 	const before = "<domain type='kvm'>\n  <name>x</name>\n  <devices>\n    <disk type='file' device='disk'>\n      <source file='/a.img'/>\n      <target dev='vda' bus='virtio'/>\n      <vendor-extension foo='bar'/>\n    </disk>\n    "
 	const after = "\n    <future-device/>\n  </devices>\n</domain>"
 	tests := []struct {
@@ -88,7 +88,7 @@ func TestSetPayloadCDROMKeepsDrive(t *testing.T) {
 			if strings.Contains(tt.drive, "device='disk'") {
 				opts = append(opts, AsDisk())
 			}
-			out, _, replaced, err := SetPayloadCDROM(before+tt.drive+after, "/p/new.img", BusAuto, opts...)
+			out, _, replaced, err := SetPayloadDrive(before+tt.drive+after, "/p/new.img", BusAuto, opts...)
 			if err != nil || !replaced {
 				t.Fatalf("replaced=%v err=%v", replaced, err)
 			}

@@ -1,6 +1,9 @@
 package domxml
 
-import "strings"
+import (
+	"encoding/xml"
+	"strings"
+)
 
 // IsUUID reports whether s has the shape of a textual libvirt UUID: 32 hex
 // digits, with or without the four dashes of the 8-4-4-4-12 form. It is
@@ -28,4 +31,32 @@ func CanonicalUUID(s string) string {
 	}
 	h := strings.ToLower(strings.ReplaceAll(s, "-", ""))
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// Identity is what names a domain definition: the root element's type
+// attribute, <name> and <uuid> (each "" when absent).
+type Identity struct {
+	Type, Name, UUID string
+}
+
+// ReadIdentity reads the Identity of a <domain> document without judging
+// the rest of it (libvirt does, when the document is defined). Its error
+// is encoding/xml's, unwrapped, for messages that quote it.
+func ReadIdentity(domainXML string) (Identity, error) {
+	var root struct {
+		XMLName xml.Name `xml:"domain"`
+		Type    string   `xml:"type,attr"`
+		Name    string   `xml:"name"`
+		UUID    string   `xml:"uuid"`
+	}
+	if err := xml.NewDecoder(strings.NewReader(domainXML)).Decode(&root); err != nil {
+		return Identity{}, err
+	}
+	return Identity{Type: root.Type, Name: root.Name, UUID: root.UUID}, nil
+}
+
+// SameUUID reports whether a and b are the same UUID in any of the
+// spellings IsUUID accepts.
+func SameUUID(a, b string) bool {
+	return IsUUID(a) && IsUUID(b) && CanonicalUUID(a) == CanonicalUUID(b)
 }

@@ -24,3 +24,16 @@ func TestUUIDShape(t *testing.T) {
 		}
 	}
 }
+
+func TestReadIdentity(t *testing.T) {
+	id, err := ReadIdentity(`<domain type='kvm'><name>web</name><uuid>6695EB01F6A4830479AA97F2502E193F</uuid><devices><disk/></devices></domain>`)
+	if err != nil || id != (Identity{Type: "kvm", Name: "web", UUID: "6695EB01F6A4830479AA97F2502E193F"}) {
+		t.Errorf("ReadIdentity: %+v %v", id, err)
+	}
+	if !SameUUID(id.UUID, "6695eb01-f6a4-8304-79aa-97f2502e193f") || SameUUID("web", "web") {
+		t.Error("SameUUID")
+	}
+	if _, err := ReadIdentity(`<node/>`); err == nil {
+		t.Error("ReadIdentity accepted a <node>")
+	}
+}

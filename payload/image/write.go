@@ -5,13 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/vmpayload/vmpayload/internal/atomicfile"
 )
 
 // tempPattern names the staging file next to the destination.
@@ -70,20 +70,12 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	}
 
 	dir := filepath.Dir(out)
-	tmp, err := os.CreateTemp(dir, tempPattern)
+	tmp, err := atomicfile.Create(dir, tempPattern)
 	if err != nil {
 		return Info{}, fmt.Errorf("create temporary image in %s: %w", dir, err)
 	}
-	tmpName := tmp.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tmp.Close()
-			if rerr := os.Remove(tmpName); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				slog.Warn("remove temporary image", "path", tmpName, "err", rerr)
-			}
-		}
-	}()
+	tmp.NoSync = opt.NoSync
+	defer tmp.Abort()
 
 	if _, err := tmp.Write(img); err != nil {
 		return Info{}, fmt.Errorf("write temporary image: %w", err)
@@ -96,35 +88,28 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 			return Info{}, fmt.Errorf("set group %d on temporary image: %w", opt.GID, err)
 		}
 	}
-	if !opt.NoSync {
-		if err := tmp.Sync(); err != nil {
-			return Info{}, fmt.Errorf("sync temporary image: %w", err)
-		}
-	}
 	if err := tmp.Close(); err != nil {
-		return Info{}, fmt.Errorf("close temporary image: %w", err)
+		return Info{}, fmt.Errorf("sync temporary image: %w", err)
 	}
 
-	info, err := verify(tmpName, spec)
+	info, err := verify(tmp.Name(), spec)
 	if err != nil {
 		return Info{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}
-	if err := os.Rename(tmpName, out); err != nil {
+	if err := tmp.Rename(out); err != nil {
 		return Info{}, fmt.Errorf("move image into place: %w", err)
 	}
-	committed = true
+	info.Path = out
 	if opt.NoSync {
-		info.Path = out
 		return info, nil
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		// The image is in place and complete; only its durability is unknown.
 		return Info{}, err
 	}
-	info.Path = out
 	return info, nil
 }
 
@@ -173,18 +158,6 @@ func verify(p string, spec Spec) (Info, error) {
 		}
 	}
 	return info, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s to sync: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 func sha256Hex(b []byte) string {

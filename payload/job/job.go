@@ -5,6 +5,8 @@
 // with the path of the field it concerns.
 package job
 
+import "github.com/vmpayload/vmpayload/payload/image"
+
 // Version is the only job document version this package understands.
 const Version = 1
 
@@ -30,13 +32,14 @@ const (
 	FormatConfigDrive Format = "configdrive"
 )
 
-// Media is the filesystem of the payload image.
-type Media string
+// Media is the filesystem of the payload image: image.Media, the one
+// definition of the media the image writer builds.
+type Media = image.Media
 
 // Payload media.
 const (
-	MediaISO  Media = "iso"
-	MediaVFAT Media = "vfat"
+	MediaISO  = image.MediaISO
+	MediaVFAT = image.MediaVFAT
 )
 
 // UserDataMode says how user-supplied user-data combines with generated config.

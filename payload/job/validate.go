@@ -2,7 +2,6 @@ package job
 
 import (
 	"encoding/base64"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"net"
@@ -19,12 +18,13 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/image"
 	"golang.org/x/crypto/ssh"
 )
 
 // Limits on individual fields.
 const (
-	MaxContentBytes = 16 << 20 // all content that ends up in an image
+	MaxContentBytes = image.MaxContentBytes // all content that ends up in an image
 	maxNameLen      = 128
 )
 
@@ -32,7 +32,6 @@ var (
 	// Counted repetitions such as {0,127} compile into programs that
 	// cost milliseconds at every process start (`vmpayload build`), so
 	// the long ones are unbounded here and their length checked apart.
-	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	userRE       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 	groupRE      = userRE
 	ifnameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
@@ -55,7 +54,7 @@ func (j *Job) Validate() Report {
 	} else if j.Version != Version {
 		r.Add("version", CodeUnsupported, "job format version %d is not supported; this agent reads version %d", j.Version, Version)
 	}
-	if j.ID != "" && (len(j.ID) > 128 || !idRE.MatchString(j.ID)) {
+	if j.ID != "" && !ValidID(j.ID) {
 		r.Add("id", CodeInvalid, "%s is not a valid job id: use 1-128 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", quote(j.ID))
 	}
 	if j.Domain != "" {
@@ -151,14 +150,8 @@ func validateDomainName(p, name string, r *Report) {
 }
 
 func validateDomainXML(j *Job, r *Report) {
-	dec := xml.NewDecoder(strings.NewReader(j.DomainXML))
-	var root struct {
-		XMLName xml.Name `xml:"domain"`
-		Type    string   `xml:"type,attr"`
-		Name    string   `xml:"name"`
-		UUID    string   `xml:"uuid"`
-	}
-	if err := dec.Decode(&root); err != nil {
+	root, err := domxml.ReadIdentity(j.DomainXML)
+	if err != nil {
 		r.Add("domain_xml", CodeInvalid, "%s is not a libvirt <domain> XML document: %v", quote(j.DomainXML), err)
 		return
 	}
@@ -166,7 +159,7 @@ func validateDomainXML(j *Job, r *Report) {
 		r.Add("domain_xml", CodeRequired, "the <domain> XML has no <name>")
 		return
 	}
-	if j.Domain != "" && j.Domain != root.Name && !strings.EqualFold(j.Domain, root.UUID) {
+	if j.Domain != "" && j.Domain != root.Name && !domxml.SameUUID(j.Domain, root.UUID) {
 		r.Add("domain_xml", CodeConflict, "the <domain> XML defines %s but the job's domain is %s", quote(root.Name), quote(j.Domain))
 	}
 }

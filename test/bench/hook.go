@@ -146,8 +146,8 @@ func timeRun(argv []string, stdin string) (time.Duration, error) {
 
 func writeHook(w io.Writer, r hookResult, rounds int) {
 	fmt.Fprintf(w, "### libvirt qemu hook\n\n%d rounds, variants alternating; a %d-byte ISO from "+
-		"`configs/examples/02-full-nocloud.json`; wall time of the process started from Go. The binary "+
-		"`dlopen`s libvirt.so at start (the binding's init) although the hook never calls libvirt. "+
+		"`configs/examples/02-full-nocloud.json`; wall time of the process started from Go. `vmpayload hook` "+
+		"does not load libvirt (cmd/vmpayload/internal/libvirtgate, issue 14). "+
 		"Load average at the end: %s.\n\n", rounds, r.imageSize, loadavg())
 	fmt.Fprintf(w, "| path | p50 ms | p90 ms | min ms | p50 vs `/bin/true` |\n|---|---:|---:|---:|---:|\n")
 	for i, name := range r.names {

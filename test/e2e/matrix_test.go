@@ -86,6 +86,7 @@ type want struct {
 	alicePW, bobHash      string
 	aliceKey, defaultKey  string
 	blob                  []byte
+	big                   string // a text file of ~6 KB
 	mac0, mac1, v4, v6    string
 	datasource, userData  string
 	format, media, bus    string
@@ -104,6 +105,7 @@ func fullJob(t *testing.T, i int, c fullCase) (map[string]any, want) {
 	}
 	w.fqdn = w.host + ".example.test"
 	w.blob = []byte("\x00\x01\x02\xffblob-" + tok)
+	w.big = strings.Repeat("big \"file\" of "+tok+": ü\t\\ ---\n", 6000/(len(tok)+25)+1)
 	w.datasource = map[string]string{"nocloud": "DataSourceNoCloud", "configdrive": "DataSourceConfigDrive"}[c.format]
 	job := map[string]any{
 		"format": c.format, "media": c.media, "action": "start",
@@ -126,6 +128,8 @@ func fullJob(t *testing.T, i int, c fullCase) (map[string]any, want) {
 			map[string]any{"path": "/etc/vmpayload-e2e/blob.bin", "content": base64.StdEncoding.EncodeToString(w.blob), "encoding": "base64",
 				"permissions": "0600", "owner": "alice:alice"},
 			map[string]any{"path": "/var/lib/vmpayload-e2e/tool.sh", "content": "#!/bin/sh\necho " + tok + "\n", "permissions": "0750", "owner": "root:adm"},
+			// above cloudinit.PlainContentLimit: written base64 in user-data (issue 14)
+			map[string]any{"path": "/etc/vmpayload-e2e/big.txt", "content": w.big, "permissions": "0640"},
 		},
 		"runcmd": []any{
 			"echo " + tok + " > /var/lib/vmpayload-e2e/runcmd-shell",
@@ -366,6 +370,7 @@ func checkFull(t *testing.T, rep *guest.Report, w want) {
 		check{"timezone", strings.TrimPrefix(rep.Timezone, "/usr/share/zoneinfo/"), w.tz},
 		check{"file motd", fileDesc(rep, "/etc/vmpayload-e2e/motd"), fmt.Sprintf("644 root:root %q", "hello "+w.token+"\n")},
 		check{"file blob.bin (base64, deferred owner)", fileDesc(rep, "/etc/vmpayload-e2e/blob.bin"), fmt.Sprintf("600 alice:alice %q", w.blob)},
+		check{"file big.txt (6 KB: base64 in user-data)", fileDesc(rep, "/etc/vmpayload-e2e/big.txt"), fmt.Sprintf("640 root:root %q", w.big)},
 		check{"file tool.sh", fileDesc(rep, "/var/lib/vmpayload-e2e/tool.sh"), fmt.Sprintf("750 root:adm %q", "#!/bin/sh\necho "+w.token+"\n")},
 		check{"runcmd shell string", fileDesc(rep, "/var/lib/vmpayload-e2e/runcmd-shell"), fmt.Sprintf("644 root:root %q", w.token+"\n")},
 		check{"runcmd argv", fileDesc(rep, "/var/lib/vmpayload-e2e/runcmd-argv"), "644 root:root \"\""},

@@ -192,7 +192,8 @@ func TestBadInputSpool(t *testing.T) {
 
 // TestBadInputAPI posts every corpus case to POST /v1/jobs: validation
 // problems answer 400 with the field errors, oversized documents 413, and
-// run-time problems 202 followed by a failed result.
+// run-time problems 202 followed by a failed result (a job the engine
+// would fail invalid_job, e.g. for a secret, is refused at once with 400).
 func TestBadInputAPI(t *testing.T) {
 	cases := loadBadCases(t)
 	base := t.TempDir()

@@ -72,9 +72,16 @@ func with(kv ...any) []byte {
 	return enc(m)
 }
 
-// runtime: accepted by the API (202), then failed by the engine.
+// runtime: a case the agent finds only with the host's state (secrets,
+// prebuilt images, domains). One it fails invalid_job is refused by POST
+// /v1/jobs with 400, since the API makes the engine's check
+// (payload.Check resolves the secrets and knows the default format); the
+// others are accepted (202), then failed by the engine.
 func runtime(name string, doc []byte, code, field, fcode string) {
 	e := expect{Code: code, API: 202}
+	if code == "invalid_job" {
+		e.API = 400
+	}
 	if field != "" {
 		e.Errors = [][2]string{{field, fcode}}
 	}

@@ -26,6 +26,7 @@
 // needs it; libvirtx is unaware of it.
 package libvirtgate
 
+// #cgo LDFLAGS: -ldl
 // #include "gate.h"
 import "C"
 
