@@ -475,10 +475,18 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		if err != nil {
 			return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 		}
-		if err := e.changeMedia(ctx, dom, cur, x); err != nil {
+		if err := e.changeMedia(ctx, dom, cur, x, libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
 			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
 		}
 		return old, dev, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
+	}
+	live, liveFound, err := e.livePayload(ctx, dom)
+	if err != nil {
+		return "", domxml.Device{}, err
+	}
+	if liveFound {
+		dev, err := e.reattach(ctx, dom, live, imgPath, recipeEl, kind, opts, r.Guest != nil)
+		return live.Path, dev, err
 	}
 	var dev domxml.Device
 	if kind == domxml.KindDisk {
@@ -500,6 +508,57 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		return "", dev, fmt.Errorf("hot-plugging the payload drive into running domain %s: %w", dom.Name, err)
 	}
 	return "", dev, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
+}
+
+// livePayload reads the payload drive of running domain dom from its live
+// definition.
+func (e *Engine) livePayload(ctx context.Context, dom libvirtx.DomainInfo) (domxml.PayloadDisk, bool, error) {
+	x, err := e.Host.LiveXML(ctx, dom.UUID)
+	if err != nil {
+		return domxml.PayloadDisk{}, false, fmt.Errorf("reading the live definition of %s: %w", dom.Name, err)
+	}
+	p, found, err := domxml.FindPayload(x)
+	if err != nil {
+		return domxml.PayloadDisk{}, false, fmt.Errorf("reading the live definition of %s: %w", dom.Name, err)
+	}
+	return p, found, nil
+}
+
+// reattach puts imgPath into the payload drive live, the drive running
+// domain dom still has although its persistent definition has none: a
+// detach while the domain ran ejected the CD-ROM's medium and left the drive
+// (IDE and SATA drives cannot be unplugged; see docs/media-change.md). Its
+// medium is changed live, forced and with changeMedia's tray handling; then
+// the drive goes back into the persistent definition at the same target and
+// address, with recipeEl and, when guest is set, the guest report channel.
+// (Hot-plugging a new drive instead would clash with the live one's alias.)
+func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live domxml.PayloadDisk, imgPath, recipeEl string, kind domxml.Kind, opts []domxml.Option, guest bool) (domxml.Device, error) {
+	if live.Kind != domxml.KindCDROM || kind != domxml.KindCDROM {
+		return live.Device, fail(result.CodeDomainRunning, "domain %s is running and still has its payload drive %s (a %s, %s) live although its definition has none, while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs): stop the domain, or use media iso", dom.Name, live.Target, live.Kind, live.Bus, kind)
+	}
+	x, err := domxml.PayloadDeviceXML(imgPath, live.Device, opts...)
+	if err != nil {
+		return live.Device, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
+	}
+	if err := e.changeMedia(ctx, dom, live, x, 0); err != nil {
+		return live.Device, fmt.Errorf("changing the payload medium of running domain %s (drive %s, left live by a detach): %w", dom.Name, live.Target, err)
+	}
+	cur, err := e.Host.Domain(ctx, dom.UUID)
+	if err != nil {
+		return live.Device, fmt.Errorf("reading the definition of %s to put the payload drive back: %w", dom.Name, err)
+	}
+	xml, dev, _, err := domxml.SetPayloadDrive(cur.InactiveXML, imgPath, domxml.BusAuto, append(opts, domxml.AtDevice(live.Device))...)
+	if err != nil {
+		return live.Device, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
+	}
+	if xml, err = withRecipe(xml, recipeEl, guest); err != nil {
+		return dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+	}
+	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+		return dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
+	}
+	e.log().Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
+	return dev, nil
 }
 
 // withRecipe returns domainXML with recipeEl as its only vmpayload recipe,
@@ -578,12 +637,15 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 // lost) and the change is retried. A stale IDE/SATA drive of a domain that has
 // run longer is never reset behind the operator's back: the job fails with
 // media_locked saying how to repair it.
-func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string) error {
+//
+// config is DOMAIN_DEVICE_MODIFY_CONFIG when the persistent definition has
+// the drive too (it changes with the live one), else 0.
+func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags) error {
 	wait := e.TrayWait
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
-	const flags = libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG | libvirtx.DOMAIN_DEVICE_MODIFY_FORCE
+	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | config | libvirtx.DOMAIN_DEVICE_MODIFY_FORCE
 	deadline := time.Now().Add(wait)
 	resets := 0
 	var err error
@@ -597,7 +659,7 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 			return fmt.Errorf("%w (and reading the live definition: %v)", err, lerr)
 		}
 		if stale && cur.Bus.Hotpluggable() {
-			return e.replaceDrive(ctx, dom, cur, newDisk, err)
+			return e.replaceDrive(ctx, dom, cur, newDisk, config, err)
 		}
 		if stale {
 			up, known := e.startedAgo(ctx, dom.UUID)
@@ -625,7 +687,7 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 		}
 	}
 	if cur.Bus.Hotpluggable() {
-		return e.replaceDrive(ctx, dom, cur, newDisk, err)
+		return e.replaceDrive(ctx, dom, cur, newDisk, config, err)
 	}
 	return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked shut for %s although the change was forced; stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
 }
@@ -679,7 +741,7 @@ func (e *Engine) staleTray(ctx context.Context, uuid string) (bool, error) {
 
 // replaceDrive swaps a hot-pluggable payload drive whose medium cannot be
 // changed for a new drive holding the new medium; cause is why.
-func (e *Engine) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, cause error) error {
+func (e *Engine) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags, cause error) error {
 	oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
 	if cur.Path == "" {
 		oldDisk, perr = domxml.PayloadDeviceXML(filepath.Join(e.PayloadDir, "empty"), cur.Device, e.domOpts()...)
@@ -688,7 +750,7 @@ func (e *Engine) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur 
 		return fmt.Errorf("%w (and rendering the drive to replace it: %v)", cause, perr)
 	}
 	e.obs().MediaRecovery(metrics.RecoveryReplace)
-	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG
+	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | config
 	if derr := e.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
 		return fmt.Errorf("%w (replacing the drive: detach: %v)", cause, derr)
 	}
@@ -714,6 +776,18 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if dom.Active {
 		r.DomainState = "running"
 	}
+	if !found && dom.Active {
+		// A drive only the live definition has still holding a medium (an
+		// attach that changed the live drive but could not redefine the
+		// domain) is detached like a defined one.
+		live, liveFound, err := e.livePayload(ctx, dom)
+		if err != nil {
+			return err
+		}
+		if liveFound && live.Path != "" {
+			cur, found = live, true
+		}
+	}
 	if !found {
 		// Nothing to detach (the outcome the job asks for); a recipe left
 		// without its drive goes too.
@@ -734,18 +808,23 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		return nil
 	}
 	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
-	if dom.Active && cur.Kind != domxml.KindCDROM {
-		// A disk (vfat payload) has no medium to eject: unplug it.
+	if dom.Active && (cur.Kind != domxml.KindCDROM || cur.Bus.Hotpluggable()) {
+		// A disk (vfat payload) has no medium to eject, and a CD-ROM on
+		// SCSI can go as it came: unplug it. (Ejecting fails on a SCSI
+		// CD-ROM hot-plugged in this QEMU run: libvirt never learnt it has
+		// a tray; see docs/media-change.md.)
 		x, err := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
 		if err != nil {
 			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 		}
 		if err := e.Host.DetachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE); err != nil {
-			return fmt.Errorf("unplugging the payload disk of running domain %s: %w", dom.Name, err)
+			return fmt.Errorf("unplugging the payload drive of running domain %s: %w", dom.Name, err)
 		}
 	} else if dom.Active {
 		// Eject the medium from the live drive (IDE/SATA drives cannot be
-		// unplugged while running); the drive leaves the definition below.
+		// unplugged while running); the drive leaves the definition below
+		// and stays live, empty, until the domain stops. The next attach
+		// reuses it (reattach).
 		x, err := domxml.EjectedDeviceXML(cur.Device)
 		if err != nil {
 			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)

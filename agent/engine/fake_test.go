@@ -15,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 // fakeDomainXML is a shut-off domain on machine pc; scsi adds a virtio-scsi
@@ -40,6 +41,30 @@ func withTrayOpen(t *testing.T, x string) string {
 		t.Fatalf("live XML lacks %s:\n%s", old, x)
 	}
 	return strings.Replace(x, old, fmt.Sprintf("<target dev='%s' bus='%s' tray='open'/>", p.Target, p.Bus), 1)
+}
+
+// leftLive makes the running domain's state what a detach leaves: the
+// payload drive out of the persistent definition and, live, still there
+// with its medium ejected (an IDE/SATA CD-ROM cannot be unplugged).
+func leftLive(t *testing.T, f *libvirtxtest.Fake, uuid string) {
+	t.Helper()
+	x := f.XML(uuid)
+	p, found, err := domxml.FindPayload(x)
+	if err != nil || !found {
+		t.Fatalf("no payload drive to leave live: %v", err)
+	}
+	src := fmt.Sprintf("<source file='%s' startupPolicy='optional'/>", p.Path)
+	if !strings.Contains(x, src) {
+		t.Fatalf("definition lacks %s:\n%s", src, x)
+	}
+	f.SetLiveXML(uuid, strings.Replace(x, src, "", 1))
+	saved, _, err := domxml.RemovePayloadDrive(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.DefineXML(context.Background(), saved); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestEngineBranchesOnFakeHost runs jobs through every branch of attach,
@@ -114,6 +139,68 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			}},
 		{name: "running: hot-plug refused", scsi: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(attach, libvirtxtest.Failed("no free unit")) },
 			code: result.CodeLibvirt, methods: []string{attach}, msg: "hot-plugging"},
+		// attach to a running domain that has its payload drive live only
+		// (ejected by a detach): the drive is reused and put back into the
+		// definition, never hot-plugged again under the same alias
+		{name: "running: drive left live by detach, reused", drive: true, active: true,
+			setup: func(t *testing.T, v env) { leftLive(t, v.f, v.uuid) }, methods: []string{update, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				for _, c := range v.f.Calls() {
+					if c.Method == update && c.Flags != libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_FORCE {
+						t.Errorf("media change flags %v, want live and force (the definition has no drive to change)", c.Flags)
+					}
+				}
+				p, found, err := domxml.FindPayload(v.f.XML(v.uuid))
+				if err != nil || !found || r.Payload == nil || p.Path != r.Payload.Path || r.Device == nil || p.Target != r.Device.Target || p.Target != "hda" {
+					t.Errorf("persistent drive %+v (found %v, %v), result device %+v", p, found, err, r.Device)
+				}
+				if rc, ok, err := recipe.FromDomainXML(v.f.XML(v.uuid)); err != nil || !ok || rc.Path != r.Payload.Path {
+					t.Errorf("recipe %+v (found %v, %v), want one for %s", rc, ok, err, r.Payload.Path)
+				}
+			}},
+		{name: "running: drive left live on SCSI, stale tray, replaced live only", scsi: true, bus: domxml.BusSCSI, drive: true, active: true,
+			setup: func(t *testing.T, v env) {
+				leftLive(t, v.f, v.uuid)
+				live, _ := v.f.LiveXML(context.Background(), v.uuid)
+				v.f.SetLiveXML(v.uuid, withTrayOpen(t, live))
+				v.f.FailNext(update, libvirtxtest.TrayBusy())
+			}, methods: []string{update, detach, attach, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				for _, c := range v.f.Calls() {
+					if (c.Method == detach || c.Method == attach) && c.Flags != libvirtx.DOMAIN_DEVICE_MODIFY_LIVE {
+						t.Errorf("%s flags %v, want live only", c.Method, c.Flags)
+					}
+				}
+				if _, found, _ := domxml.FindPayload(v.f.XML(v.uuid)); !found {
+					t.Error("drive not put back into the definition")
+				}
+			}},
+		{name: "running: drive left live, vfat job", drive: true, active: true, media: "vfat",
+			setup: func(t *testing.T, v env) { leftLive(t, v.f, v.uuid) }, code: result.CodeDomainRunning, methods: nil, msg: "still has its payload drive hda"},
+		{name: "running: drive left live, media change refused", drive: true, active: true,
+			setup: func(t *testing.T, v env) {
+				leftLive(t, v.f, v.uuid)
+				v.f.FailNext(update, libvirtxtest.Failed("disk busy"))
+			}, code: result.CodeLibvirt, methods: []string{update}, msg: "left live by a detach",
+			check: func(t *testing.T, v env, r result.Result) {
+				if _, found, _ := domxml.FindPayload(v.f.XML(v.uuid)); found {
+					t.Error("failed job put the drive into the definition")
+				}
+				if r.Payload == nil {
+					t.Fatal("no payload in the result")
+				}
+				if _, err := os.Stat(r.Payload.Path); !os.IsNotExist(err) {
+					t.Errorf("the failed job's image %s was kept (%v)", r.Payload.Path, err)
+				}
+			}},
+		{name: "running: drive left live, redefine refused", drive: true, active: true,
+			setup: func(t *testing.T, v env) {
+				leftLive(t, v.f, v.uuid)
+				v.f.FailNext(define, libvirtxtest.Failed("XML error"))
+			}, code: result.CodeLibvirt, methods: []string{update, define}, msg: "redefining"},
+		{name: "running: live XML unreadable", scsi: true, active: true,
+			setup: func(t *testing.T, v env) { v.f.FailNext("LiveXML", libvirtxtest.Failed("monitor gone")) },
+			code:  result.CodeLibvirt, methods: nil, msg: "reading the live definition"},
 		// changeMedia
 		{name: "change: refused for another reason", drive: true, active: true, setup: func(t *testing.T, v env) { v.f.FailNext(update, libvirtxtest.Failed("disk busy")) },
 			code: result.CodeLibvirt, methods: []string{update}, msg: "disk busy"},
@@ -179,6 +266,37 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 					if x.Method == update && x.Flags != libvirtx.DOMAIN_DEVICE_MODIFY_LIVE {
 						t.Errorf("eject flags %v, want live only", x.Flags)
 					}
+				}
+			}},
+		{name: "detach: running SCSI CD-ROM unplugged", action: "detach", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, methods: []string{detach, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				for _, x := range v.f.Calls() {
+					if x.Method == detach && x.Flags != libvirtx.DOMAIN_DEVICE_MODIFY_LIVE {
+						t.Errorf("unplug flags %v, want live only", x.Flags)
+					}
+				}
+			}},
+		// (leftLive keeps the recipe: it alone goes)
+		{name: "detach: running, drive only live and ejected: no device change", action: "detach", drive: true, active: true,
+			setup: func(t *testing.T, v env) { leftLive(t, v.f, v.uuid) }, methods: []string{define}},
+		{name: "detach: running, drive only live with a medium: ejected", action: "detach", drive: true, active: true,
+			setup: func(t *testing.T, v env) {
+				x := v.f.XML(v.uuid)
+				saved, _, err := domxml.RemovePayloadDrive(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := v.f.DefineXML(context.Background(), saved); err != nil {
+					t.Fatal(err)
+				}
+				v.f.SetLiveXML(v.uuid, x)
+			}, methods: []string{update, define},
+			check: func(t *testing.T, v env, r result.Result) {
+				if r.Device == nil || r.Device.Target != "hda" {
+					t.Errorf("device %+v, want the live drive hda", r.Device)
+				}
+				if ents, _ := os.ReadDir(v.e.PayloadDir); len(ents) != 0 {
+					t.Errorf("%d images left after detach", len(ents))
 				}
 			}},
 		{name: "detach: running disk unplugged", action: "detach", drive: true, driveM: "vfat", active: true, methods: []string{detach, define}},

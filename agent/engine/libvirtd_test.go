@@ -14,6 +14,8 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/guestreport"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 // recoveries counts the engine's media-change recoveries.
@@ -117,6 +119,167 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 			}
 			t.Logf("%s: %d immediate media changes after start, %d failures, %d resets, %d drive replacements",
 				c.bus, n, failures, obs.reset.Load(), obs.replace.Load())
+		})
+	}
+}
+
+// TestLibvirtdReattachRunning runs attach, detach, attach, detach, attach
+// on a running real QEMU domain (TCG, no OS) whose payload drive is an IDE,
+// SATA or SCSI CD-ROM (defined before the start, or hot-plugged). A detach
+// takes the drive out of the persistent definition and ejects the live
+// IDE/SATA drive (unplugs a SCSI one); the next attach reuses the live
+// drive (no "non unique alias", no "only hot-plugged on SCSI") and puts it
+// back into the definition at the same target with the recipe and, as the
+// job asks, the guest report channel. Last, a detach of a drive only the
+// live definition has (holding a medium) takes it out too.
+var reattachSeq atomic.Int64 // unique domain names across -count runs
+
+func TestLibvirtdReattachRunning(t *testing.T) {
+	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
+		t.Skip("real-libvirtd test: set VMPAYLOAD_LIBVIRTD=1 after running test/libvirtd.sh (make test does both)")
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	for _, c := range []struct {
+		name, bus, machine, controller string
+		hotplug                        bool // the first attach hot-plugs the drive into the running domain
+	}{
+		{"ide", "ide", "pc", "", false},
+		{"sata", "sata", "q35", "", false},
+		{"scsi", "scsi", "pc", "<controller type='scsi' index='0' model='virtio-scsi'/>", false},
+		{"scsi-hotplugged", "scsi", "pc", "<controller type='scsi' index='0' model='virtio-scsi'/>", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir, err := os.MkdirTemp("/var/tmp", "vmpx-reattach-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("vmpx-reattach-%s-%d-%d", c.name, os.Getpid(), reattachSeq.Add(1))
+			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory><vcpu>1</vcpu>
+<os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os><features><acpi/></features><on_poweroff>destroy</on_poweroff>
+<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>%s<memballoon model='none'/></devices></domain>`, name, c.machine, c.controller))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = h.Destroy(context.Background(), dom.UUID)
+				if err := h.Undefine(context.Background(), dom.UUID); err != nil {
+					t.Errorf("undefining %s: %v", name, err)
+				}
+			})
+			e := &Engine{Host: h, PayloadDir: dir, Bus: domxml.BusAuto, ImageMode: 0o644, ImageGID: -1, Log: quiet, Starts: &Starts{}}
+			job := func(host, action string, guest bool) result.Result {
+				return runDoc(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q,"action":%q,"guest_report":%v}`, name, host, action, guest), host)
+			}
+			payloads := func() (live, saved domxml.PayloadDisk, liveFound, savedFound bool, inactive string) {
+				t.Helper()
+				lx, err := h.LiveXML(ctx, dom.UUID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := h.Domain(ctx, dom.UUID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.Active {
+					t.Fatalf("%s is no longer running", name)
+				}
+				if live, liveFound, err = domxml.FindPayload(lx); err != nil {
+					t.Fatal(err)
+				}
+				if saved, savedFound, err = domxml.FindPayload(d.InactiveXML); err != nil {
+					t.Fatal(err)
+				}
+				return live, saved, liveFound, savedFound, d.InactiveXML
+			}
+			first := "start"
+			if c.hotplug {
+				if err := h.Start(ctx, dom.UUID); err != nil {
+					t.Fatal(err)
+				}
+				e.Starts.Note(dom.UUID, time.Now())
+				first = "attach"
+			}
+			r := job("boot", first, false)
+			if r.State != result.StateDone || r.Device == nil || r.Device.Bus != c.bus {
+				t.Fatalf("start job: %s device %+v error %+v", r.State, r.Device, r.Error)
+			}
+			target := r.Device.Target
+			for i := range 2 {
+				guest := i == 1
+				d := job(fmt.Sprintf("detach-%d", i), "detach", false)
+				if d.State != result.StateDone {
+					t.Fatalf("detach %d: %s %+v", i, d.State, d.Error)
+				}
+				live, saved, liveFound, savedFound, inactive := payloads()
+				if savedFound {
+					t.Errorf("detach %d: the persistent definition still has the payload drive %+v", i, saved)
+				}
+				if _, ok, _ := recipe.FromDomainXML(inactive); ok {
+					t.Errorf("detach %d: the persistent definition still has the recipe", i)
+				}
+				// What detach leaves live: an IDE/SATA drive, ejected (it
+				// cannot be unplugged); a SCSI drive is unplugged.
+				if c.bus == "scsi" && liveFound {
+					t.Errorf("detach %d: live SCSI drive %+v left, want it unplugged", i, live)
+				}
+				if c.bus != "scsi" && (!liveFound || live.Path != "" || live.Target != target) {
+					t.Errorf("detach %d: live drive %+v (found %v), want %s ejected", i, live, liveFound, target)
+				}
+
+				a := job(fmt.Sprintf("again-%d", i), "attach", guest)
+				if a.State != result.StateDone {
+					t.Fatalf("attach %d after detach on the running domain: %s %+v", i, a.State, a.Error)
+				}
+				if a.Device == nil || a.Device.Target != target || a.Device.Bus != c.bus {
+					t.Errorf("attach %d: device %+v, want the live drive %s on %s", i, a.Device, target, c.bus)
+				}
+				live, saved, liveFound, savedFound, inactive = payloads()
+				if !liveFound || live.Path != a.Payload.Path || live.TrayOpen {
+					t.Errorf("attach %d: live drive %+v (found %v), want %s with its tray shut", i, live, liveFound, a.Payload.Path)
+				}
+				if !savedFound || saved.Path != a.Payload.Path || saved.Target != target || saved.Bus != live.Bus {
+					t.Errorf("attach %d: persistent drive %+v (found %v), want %s at %s", i, saved, savedFound, a.Payload.Path, target)
+				}
+				if rc, ok, err := recipe.FromDomainXML(inactive); err != nil || !ok || rc.Path != a.Payload.Path {
+					t.Errorf("attach %d: recipe %+v (found %v, %v), want one for %s", i, rc, ok, err, a.Payload.Path)
+				}
+				if has, err := domxml.HasGuestChannel(inactive, guestreport.Channel); err != nil || has != guest {
+					t.Errorf("attach %d: guest report channel in the definition %v (%v), want %v", i, has, err, guest)
+				}
+				if _, err := os.Stat(a.Payload.Path); err != nil {
+					t.Errorf("attach %d: image: %v", i, err)
+				}
+			}
+			// A drive only the live definition has, holding a medium (an
+			// attach whose redefine failed): detach still takes it out.
+			_, saved, _, _, inactive := payloads()
+			stripped, _, err := domxml.RemovePayloadDrive(inactive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.DefineXML(ctx, stripped); err != nil {
+				t.Fatal(err)
+			}
+			if d := job("detach-live-only", "detach", false); d.State != result.StateDone || d.Device == nil || d.Device.Target != target {
+				t.Fatalf("detach of a live-only drive: %s device %+v error %+v", d.State, d.Device, d.Error)
+			}
+			live, _, liveFound, _, _ := payloads()
+			if liveFound && (c.bus == "scsi" || live.Path != "") {
+				t.Errorf("detach of a live-only drive left %+v live", live)
+			}
+			if _, err := os.Stat(saved.Path); !os.IsNotExist(err) {
+				t.Errorf("detach of a live-only drive kept its image %s (%v)", saved.Path, err)
+			}
 		})
 	}
 }

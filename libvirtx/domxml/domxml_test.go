@@ -92,6 +92,15 @@ func TestSetPayloadDrive(t *testing.T) {
 			wantDev: Device{Kind: KindDisk, Bus: BusSCSI, Target: "sdc", Address: &DriveAddress{Controller: 1, Unit: 1}}},
 		{name: "replace-cdrom-with-vfat-disk", input: "replace.xml", image: "/var/lib/vmpayload/new.img", bus: BusAuto, opts: []Option{AsDisk()},
 			wantDev: Device{Kind: KindDisk, Bus: BusVirtio, Target: "vdb"}, wantReplaced: true},
+		// AtDevice: the drive a running domain still has (live XML) goes
+		// back into the definition at its own target and address, not the
+		// one ChooseDevice would pick.
+		{name: "pc-at-live-hdc", input: "pc.xml", image: "/p/k.iso", bus: BusAuto,
+			opts:    []Option{AtDevice(Device{Kind: KindCDROM, Bus: BusIDE, Target: "hdc"})},
+			wantDev: Device{Bus: BusIDE, Target: "hdc"}},
+		{name: "q35-scsi-at-live-sdd", input: "q35-scsi.xml", image: "/p/l.iso", bus: BusAuto,
+			opts:    []Option{AtDevice(Device{Bus: BusSCSI, Target: "sdd", Address: &DriveAddress{Controller: 1, Unit: 3}})},
+			wantDev: Device{Bus: BusSCSI, Target: "sdd", Address: &DriveAddress{Controller: 1, Unit: 3}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,6 +163,7 @@ func TestSetPayloadDriveErrors(t *testing.T) {
 		name, xml, image string
 		bus              Bus
 		disk             bool
+		at               *Device
 		wantErr          error  // errors.Is target, or nil
 		wantMsg          string // substring
 	}{
@@ -171,12 +181,19 @@ func TestSetPayloadDriveErrors(t *testing.T) {
 		{name: "virtio-cdrom", xml: "<domain/>", image: "/p.iso", bus: BusVirtio, wantMsg: "no virtio CD-ROMs"},
 		{name: "sata-disk", xml: readInput(t, "q35.xml"), image: "/p.img", bus: BusSATA, disk: true, wantMsg: "no read-only disks"},
 		{name: "ide-disk", xml: readInput(t, "pc.xml"), image: "/p.img", bus: BusIDE, disk: true, wantMsg: "no read-only disks"},
+		{name: "at-taken-target", xml: readInput(t, "pc-ide-busy.xml"), image: "/p.iso", at: &Device{Bus: BusIDE, Target: "hda"}, wantMsg: "target hda is taken"},
+		{name: "at-no-target", xml: readInput(t, "pc.xml"), image: "/p.iso", at: &Device{Bus: BusIDE}, wantMsg: "no target"},
+		{name: "at-virtio-cdrom", xml: readInput(t, "pc.xml"), image: "/p.iso", at: &Device{Bus: BusVirtio, Target: "vdb"}, wantMsg: "unsupported CD-ROM bus"},
+		{name: "at-cdrom-for-disk", xml: readInput(t, "pc.xml"), image: "/p.img", disk: true, at: &Device{Bus: BusIDE, Target: "hdc"}, wantMsg: "is a cdrom, not a disk"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var opts []Option
 			if tt.disk {
 				opts = append(opts, AsDisk())
+			}
+			if tt.at != nil {
+				opts = append(opts, AtDevice(*tt.at))
 			}
 			_, _, _, err := SetPayloadDrive(tt.xml, tt.image, tt.bus, opts...)
 			if err == nil {

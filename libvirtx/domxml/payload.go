@@ -98,6 +98,16 @@ type Option func(*options)
 type options struct {
 	noRelabel bool
 	kind      Kind
+	at        *Device
+}
+
+// AtDevice makes SetPayloadDrive put a new payload drive (the definition
+// has none) at dev, its kind, bus, target and drive address, instead of
+// choosing one: for writing back into the persistent definition a drive the
+// running domain still has (an ejected IDE or SATA CD-ROM, which cannot be
+// unplugged). dev's target must be free in the definition.
+func AtDevice(dev Device) Option {
+	return func(o *options) { o.at = &dev }
 }
 
 // AsDisk makes the payload drive a read-only disk (KindDisk) instead of a
@@ -516,7 +526,12 @@ func SetPayloadDrive(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 		return out, dev, true, err
 	}
 
-	dev, err := chooseDevice(v, bus, o.kind, -1)
+	var dev Device
+	if o.at != nil {
+		dev, err = atDevice(v, *o.at, o.kind)
+	} else {
+		dev, err = chooseDevice(v, bus, o.kind, -1)
+	}
 	if err != nil {
 		return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 	}
@@ -527,6 +542,27 @@ func SetPayloadDrive(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 	insertDevice(devices, disk, indentStep(root))
 	out, err := serialize(doc)
 	return out, dev, false, err
+}
+
+// atDevice checks that dev (AtDevice) can hold a new payload drive of kind
+// in v: a supported bus for its kind and a target no other disk uses.
+func atDevice(v *domainView, dev Device, kind Kind) (Device, error) {
+	dev.Kind = dev.Kind.orCDROM()
+	if dev.Kind != kind.orCDROM() {
+		return Device{}, fmt.Errorf("the drive at %s is a %s, not a %s", dev.Target, dev.Kind, kind.orCDROM())
+	}
+	if dev.Target == "" {
+		return Device{}, fmt.Errorf("no target device given")
+	}
+	if err := checkBus(dev); err != nil {
+		return Device{}, err
+	}
+	for _, d := range v.Devices.Disks {
+		if d.Target != nil && d.Target.Dev == dev.Target {
+			return Device{}, fmt.Errorf("target %s is taken by another disk", dev.Target)
+		}
+	}
+	return dev, nil
 }
 
 // RemovePayloadDrive removes every drive with alias PayloadAlias and reports
