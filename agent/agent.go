@@ -643,6 +643,13 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 		}
 	}
 	res.Finish(time.Now())
+	if g := res.Guest; g != nil && res.State == result.StateDone && g.Status == result.GuestPending && g.StartedAt == nil {
+		// guest_timeout counts from here (the domain was started, or its
+		// payload changed, by this job). Set before the result is first
+		// written, so that following the guest does not rewrite it at once.
+		t := *res.FinishedAt
+		g.StartedAt = &t
+	}
 	if res.Errors == nil {
 		res.Errors = []job.FieldError{}
 	}

@@ -393,8 +393,10 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 	res, err := rd.Write(ctx, path, payload.Options{Mode: e.ImageMode, GID: e.ImageGID})
 	if err != nil && errors.Is(err, os.ErrNotExist) {
 		// The directory went away during the write: recreate it and
-		// write again rather than fail the job for it.
-		if created, derr := e.EnsurePayloadDir(); derr == nil && created {
+		// write again rather than fail the job for it. Another job or the
+		// heal loop may have recreated it already (created is false then):
+		// write again all the same.
+		if _, derr := e.EnsurePayloadDir(); derr == nil {
 			res, err = rd.Write(ctx, path, payload.Options{Mode: e.ImageMode, GID: e.ImageGID})
 		}
 	}

@@ -298,7 +298,7 @@ func payloadRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.
 		a.drop(id, healJob(t, id, i))
 	}
 	a.waitResult(ids[0], healWait)
-	must(t, os.RemoveAll(a.payloadDir))
+	must(t, removeDir(a.payloadDir))
 	t0 := time.Now()
 	var b []string
 	for i := 0; i < 4; i++ {
@@ -329,7 +329,7 @@ func payloadRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.
 func payloadSymlink(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
 	target := filepath.Join(a.dir, "elsewhere")
 	must(t, os.Mkdir(target, 0o755))
-	must(t, os.RemoveAll(a.payloadDir))
+	must(t, removeDir(a.payloadDir))
 	must(t, os.Symlink(target, a.payloadDir))
 	a.drop("link-0", healJob(t, "link-0", 0))
 	r := a.waitResult("link-0", healWait)
@@ -373,7 +373,7 @@ func spoolDirsRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, tim
 		a.waitResult(id, healWait)
 	}
 	for _, sub := range []string{spool.Done, spool.Failed, spool.Incoming} {
-		must(t, os.RemoveAll(filepath.Join(a.spoolDir, sub)))
+		must(t, removeDir(filepath.Join(a.spoolDir, sub)))
 	}
 	t0 := time.Now()
 	a.waitFor("spool subdirectories recreated", func() bool {
@@ -548,7 +548,7 @@ func socketRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.D
 		}
 	}
 	c.CloseIdleConnections()
-	must(t, os.RemoveAll(filepath.Dir(a.sock)))
+	must(t, removeDir(filepath.Dir(a.sock)))
 	t0 := time.Now()
 	a.waitFor("the socket recreated and answering", func() bool {
 		code, _, err := a.do(c, "GET", "/healthz", nil)
@@ -575,4 +575,16 @@ func socketRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.D
 		t.Errorf("dirs_recreated_total{dir=socket} = %v %v, want >= 1", v, err)
 	}
 	return ids, heal
+}
+
+// removeDir removes dir as `rm -rf` would, but in one step as far as the
+// agent can see: it is renamed away first, so the agent writing into it at
+// that moment cannot make the removal fail ("directory not empty"); what it
+// wrote there is gone with the rest.
+func removeDir(dir string) error {
+	gone := dir + ".removed"
+	if err := os.Rename(dir, gone); err != nil {
+		return err
+	}
+	return os.RemoveAll(gone)
 }
