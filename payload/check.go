@@ -162,6 +162,9 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) cloudinit.Input {
 		} else {
 			in.UserData = string(b)
 			r.Merge(job.ValidateSecretUserData("user_data_secret", j.UserDataSecret, in.UserData))
+			// the merge check Validate makes for inline user-data (its
+			// message quotes no content)
+			job.CheckMergeableLists(j, in.UserData, r)
 		}
 	}
 	return in
