@@ -24,6 +24,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/access"
 	"github.com/vmpayload/vmpayload/agent/engine"
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -53,7 +54,9 @@ type Options struct {
 	ImageMode      os.FileMode
 	ImageGID       int
 	Log            *slog.Logger
-	Metrics        Metrics
+	// Metrics records what the agent and its engine do; nil records
+	// nothing.
+	Metrics *metrics.Agent
 	// Policy decides who may use privileged job fields (docs/security.md).
 	Policy access.Policy
 	// SpoolGroup is the gid whose members may drop jobs into the spool
@@ -72,40 +75,6 @@ type Options struct {
 	GuestReport  bool
 	GuestTimeout time.Duration
 }
-
-// Metrics records what the agent does; see agent/metrics for the
-// Prometheus implementation. A nil Metrics records nothing.
-type Metrics interface {
-	engine.Observer
-	JobReceived(source string)
-	JobFinished(outcome string, d time.Duration)
-	QueueDepth(n int)
-	InFlight(n int)
-	// LibvirtTimeout counts a libvirt call that did not answer within
-	// Options.LibvirtTimeout (call as in libvirtx.TimeoutError.Call).
-	LibvirtTimeout(call string)
-	// ResultRetry counts an attempt to write a result again.
-	ResultRetry()
-	// ResultsPending reports how many finished jobs wait for their result
-	// to be written.
-	ResultsPending(n int)
-}
-
-type nopMetrics struct{}
-
-func (nopMetrics) BuildDone(time.Duration)           {}
-func (nopMetrics) AttachDone(time.Duration)          {}
-func (nopMetrics) ImageRemoved(string)               {}
-func (nopMetrics) Retry()                            {}
-func (nopMetrics) MediaRecovery(string)              {}
-func (nopMetrics) JobReceived(string)                {}
-func (nopMetrics) JobFinished(string, time.Duration) {}
-func (nopMetrics) QueueDepth(int)                    {}
-func (nopMetrics) InFlight(int)                      {}
-func (nopMetrics) LibvirtTimeout(string)             {}
-func (nopMetrics) ResultRetry()                      {}
-func (nopMetrics) ResultsPending(int)                {}
-func (nopMetrics) DirRecreated(string)               {}
 
 // task is a claimed job waiting for or in execution.
 type task struct {
@@ -130,7 +99,7 @@ type Agent struct {
 	cleanups engine.Cleanups
 	// locks serialise the jobs of one domain, by UUID, for every engine.
 	locks engine.DomainLocks
-	met   Metrics
+	met   *metrics.Agent
 
 	reg    *registry
 	events *hub
@@ -197,13 +166,9 @@ func New(opt Options) (*Agent, error) {
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
 		retryKick: make(chan struct{}, 1)}
 	a.readyCond = sync.NewCond(&a.mu)
-	if a.met == nil {
-		a.met = nopMetrics{}
-	}
 	if opt.LibvirtTimeout > 0 {
-		met := a.met
 		a.opt.Host = libvirtx.Bounded(opt.Host, opt.LibvirtTimeout, func(call string) {
-			met.LibvirtTimeout(call)
+			a.met.LibvirtTimeout(call)
 			a.log.Warn("libvirt call timed out; the connection is reopened", "call", call, "libvirt_timeout", opt.LibvirtTimeout)
 		})
 		opt.Host = a.opt.Host
@@ -252,7 +217,7 @@ func readsOthersFiles() bool {
 func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
-		Log: opt.Log, Observer: a.met, Starts: &a.starts, Cleanups: &a.cleanups, Locks: &a.locks, PrebuiltDirs: opt.PrebuiltDirs,
+		Log: opt.Log, Metrics: a.met, Starts: &a.starts, Cleanups: &a.cleanups, Locks: &a.locks, PrebuiltDirs: opt.PrebuiltDirs,
 		LibvirtTimeout: opt.LibvirtTimeout, GuestReport: opt.GuestReport})
 }
 
@@ -470,7 +435,7 @@ func (a *Agent) intake() {
 	for _, c := range claimed {
 		t := a.prepare(c, "spool")
 		if t.base.Source == "spool" {
-			a.met.JobReceived("spool") // socket jobs were counted by Submit
+			a.met.JobReceived(metrics.SourceSpool) // socket jobs were counted by Submit
 		}
 		a.enqueue(t)
 	}
@@ -661,7 +626,7 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 // metrics, event and log.
 func (a *Agent) report(res result.Result) {
 	a.reg.set(res)
-	a.met.JobFinished(string(res.State), time.Duration(res.DurationMS)*time.Millisecond)
+	a.met.JobFinished(res.State, time.Duration(res.DurationMS)*time.Millisecond)
 	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Submitter: res.Submitter}
 	attrs := []any{"id", res.ID, "domain", res.Domain, "action", res.Action, "state", res.State, "duration_ms", res.DurationMS}
 	if s := res.Submitter; s != nil {
@@ -775,7 +740,7 @@ func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 		}
 		return "", fmt.Errorf("writing job %q into the spool: %w", id, err)
 	}
-	a.met.JobReceived("socket")
+	a.met.JobReceived(metrics.SourceSocket)
 	a.poke()
 	return id, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/api"
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -35,7 +36,7 @@ type harness struct {
 	done    chan error
 	payload string
 	spool   *spool.Spool
-	prom    *agent.Prometheus
+	met     *metrics.Agent
 }
 
 // nodeFile writes a test-driver node file with domains whose payload drive
@@ -103,9 +104,9 @@ func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set 
 		t.Fatal(err)
 	}
 	h.host = host
-	prom := agent.NewPrometheus(host)
-	h.prom = prom
-	opts := agent.Options{Metrics: prom, Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: h.payload,
+	h.met = metrics.New()
+	h.met.SetLibvirtReconnects(host.Reconnects)
+	opts := agent.Options{Metrics: h.met, Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: h.payload,
 		SecretsDir: filepath.Join(dir, "secrets"), Workers: 3, RescanInterval: 200 * time.Millisecond, ImageGID: -1, Log: log}
 	if set.wrap != nil {
 		opts.Host = set.wrap(host)
@@ -129,7 +130,7 @@ func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &api.Server{Backend: a, Log: log, Metrics: prom.Write}
+	srv := &api.Server{Backend: a, Log: log, Metrics: h.met}
 	go srv.Serve(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent"
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 )
@@ -47,7 +48,7 @@ func BenchmarkBurst(b *testing.B) {
 			b.Fatal(err)
 		}
 		a, err := agent.New(agent.Options{Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: filepath.Join(dir, "payload"),
-			Workers: 4, RescanInterval: time.Minute, ImageGID: -1, Log: log, Metrics: agent.NewPrometheus(host)})
+			Workers: 4, RescanInterval: time.Minute, ImageGID: -1, Log: log, Metrics: metrics.New()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -35,13 +35,6 @@ const GuestDir = "guest"
 // DefaultGuestTimeout is guest_timeout's default.
 const DefaultGuestTimeout = 15 * time.Minute
 
-// GuestMetrics is implemented by a Metrics that counts guest reports.
-type GuestMetrics interface {
-	// GuestReport counts a final guest status; seconds is the time from
-	// the domain's start to the first report (negative: not measured).
-	GuestReport(status string, seconds float64)
-}
-
 // guestTrack is the state file of one domain: which job's result its
 // reports go to.
 type guestTrack struct {
@@ -408,8 +401,8 @@ func (g *guests) reported(tr guestTrack, rep guestreport.Report) {
 	if first {
 		secs = gs.Seconds
 	}
-	if m, ok := g.a.met.(GuestMetrics); ok && result.GuestFinal(gs.Status) {
-		m.GuestReport(gs.Status, secs)
+	if result.GuestFinal(gs.Status) {
+		g.a.met.GuestReport(gs.Status, secs)
 	}
 	attrs := []any{"id", res.ID, "domain", res.Domain, "status", gs.Status, "instance_id", gs.InstanceID, "reports", gs.Reports, "seconds", gs.Seconds}
 	if gs.InstanceIDMismatch {
@@ -454,9 +447,7 @@ func (g *guests) timedOut(tr guestTrack) {
 	if !ok {
 		return
 	}
-	if m, ok := g.a.met.(GuestMetrics); ok {
-		m.GuestReport(result.GuestTimeout, -1)
-	}
+	g.a.met.GuestReport(result.GuestTimeout, -1)
 	g.a.log.Warn("no guest report within guest_timeout", "id", res.ID, "domain", res.Domain, "guest_timeout", g.timeout())
 	g.a.events.publish(Event{Kind: "guest", Type: "guest_timeout", ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Error: result.GuestTimeout, Guest: res.Guest})
 }

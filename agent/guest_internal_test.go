@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload"
@@ -87,27 +88,32 @@ func send(t *testing.T, c net.Conn, line string) string {
 
 const testUUID = "5b8e4f1c-0000-4000-8000-00000000c0de"
 
-// recMetrics records GuestReport calls.
-type recMetrics struct {
-	nopMetrics
-	mu   sync.Mutex
-	seen []string
-}
-
-func (m *recMetrics) GuestReport(status string, seconds float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.seen = append(m.seen, fmt.Sprintf("%s/%v", status, seconds >= 0))
-}
-
-func (m *recMetrics) got() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return strings.Join(m.seen, ",")
+// guestMetrics summarises m's guest metrics: the statuses counted (with
+// their counts, in label order) and how many provisioning times were
+// recorded, in exposition order, e.g. "timed=1 done=2 timeout=1".
+func guestMetrics(t *testing.T, m *metrics.Agent) string {
+	t.Helper()
+	var b strings.Builder
+	if _, err := m.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, `vmpayload_guest_reports_total{status="`); ok {
+			status, n, _ := strings.Cut(rest, `"} `)
+			if n != "0" {
+				out = append(out, status+"="+n)
+			}
+		}
+		if n, ok := strings.CutPrefix(line, "vmpayload_guest_provision_seconds_count "); ok {
+			out = append(out, "timed="+n)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 type guestEnv struct {
-	met  *recMetrics
+	met  *metrics.Agent
 	a    *Agent
 	host *chanHost
 	fg   *fakeGuest
@@ -125,7 +131,7 @@ func newGuestEnv(t *testing.T, spoolDir string, timeout time.Duration) *guestEnv
 	}
 	t.Cleanup(func() { ln.Close() })
 	host := &chanHost{sock: sock, running: true}
-	met := &recMetrics{}
+	met := metrics.New()
 	a, err := New(Options{Metrics: met, Host: host, SpoolDir: spoolDir, PayloadDir: filepath.Join(dir, "payload"), GuestTimeout: timeout, ImageGID: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -230,8 +236,8 @@ func TestGuestReports(t *testing.T) {
 			if reg, ok := e.a.Job(id); !ok || reg.Guest == nil || reg.Guest.Status != tc.want {
 				t.Errorf("registry %+v", reg.Guest)
 			}
-			if got := e.met.got(); got != tc.want+"/true" {
-				t.Errorf("metrics %q, want %s with a provisioning time", got, tc.want)
+			if got, want := guestMetrics(t, e.met), "timed=1 "+tc.want+"=1"; got != want {
+				t.Errorf("metrics %q, want %q: the status with a provisioning time", got, want)
 			}
 		})
 	}
@@ -251,6 +257,9 @@ func TestGuestTimeoutThenReport(t *testing.T) {
 	if g := e.fileResult(t, "job-slow").Guest; g.Status != result.GuestTimeout {
 		t.Fatalf("result guest %+v", g)
 	}
+	if got, want := guestMetrics(t, e.met), "timed=0 timeout=1"; got != want {
+		t.Errorf("metrics after the timeout %q, want %q: counted without a time", got, want)
+	}
 	send(t, c, reportLine("iid-payload", statusDone, "boot-1"))
 	if ev := e.event(t); ev.Type != "guest_ready" {
 		t.Fatalf("event %+v", ev)
@@ -265,8 +274,8 @@ func TestGuestTimeoutThenReport(t *testing.T) {
 	}
 	// timeout counted without a time, the first report with one, the
 	// second boot's without
-	if got := e.met.got(); got != "timeout/false,done/true,done/false" {
-		t.Errorf("metrics %q", got)
+	if got, want := guestMetrics(t, e.met), "timed=1 done=2 timeout=1"; got != want {
+		t.Errorf("metrics %q, want %q", got, want)
 	}
 }
 

@@ -70,7 +70,9 @@ func TestLibvirtTimeoutFailsJobAndFreesWorker(t *testing.T) {
 		t.Fatalf("next job: %+v %+v", r, r.Error)
 	}
 	var b bytes.Buffer
-	h.prom.Write(&b)
+	if _, err := h.met.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), `vmpayload_libvirt_timeouts_total{call="domain"} 1`) {
 		t.Errorf("metrics lack the timeout:\n%s", b.String())
 	}

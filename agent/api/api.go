@@ -25,6 +25,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/access"
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
@@ -80,8 +81,8 @@ var ErrTooManySubmits = errors.New("too many job submissions in progress; retry 
 // Server is the API server.
 type Server struct {
 	Backend Backend
-	// Metrics writes the Prometheus exposition; nil serves an empty page.
-	Metrics func(w io.Writer)
+	// Metrics is served at /metrics; nil serves an empty page.
+	Metrics *metrics.Agent
 	Log     *slog.Logger
 	// MaxSubmits bounds concurrent POST /v1/jobs (DefaultMaxSubmits when 0).
 	MaxSubmits int
@@ -132,10 +133,8 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, s.Backend.Health())
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		if s.Metrics != nil {
-			s.Metrics(w)
-		}
+		w.Header().Set("Content-Type", metrics.ContentType)
+		_, _ = s.Metrics.WriteTo(w) // a failed write is the client's loss
 	})
 	return withDeadlines(mux)
 }

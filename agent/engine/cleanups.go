@@ -65,7 +65,7 @@ func (e *Engine) RetryCleanups() (int, error) {
 		}
 		delete(c.m, p)
 		if err == nil {
-			e.obs().ImageRemoved(pr.reason)
+			e.Metrics.ImageRemoved(pr.reason)
 			e.log().Info("removed payload image after retrying", "path", p, "reason", pr.reason)
 		}
 	}

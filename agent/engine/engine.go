@@ -29,29 +29,6 @@ import (
 	"libvirt.org/go/libvirt"
 )
 
-// Observer receives timings and counts; the agent's metrics implement it.
-type Observer interface {
-	BuildDone(d time.Duration)
-	AttachDone(d time.Duration)
-	ImageRemoved(reason string)
-	Retry()
-	// MediaRecovery counts a live media change that needed action
-	// ("replace" or "reset") to go through.
-	MediaRecovery(action string)
-	// DirRecreated counts a directory the agent recreated after it went
-	// missing ("payload" or "spool").
-	DirRecreated(dir string)
-}
-
-type nopObserver struct{}
-
-func (nopObserver) BuildDone(time.Duration)  {}
-func (nopObserver) AttachDone(time.Duration) {}
-func (nopObserver) ImageRemoved(string)      {}
-func (nopObserver) Retry()                   {}
-func (nopObserver) MediaRecovery(string)     {}
-func (nopObserver) DirRecreated(string)      {}
-
 // Engine runs jobs. Its fields are set once before use.
 type Engine struct {
 	Host          libvirtx.Host
@@ -62,7 +39,8 @@ type Engine struct {
 	ImageMode     os.FileMode
 	ImageGID      int // -1 keeps the agent's group
 	Log           *slog.Logger
-	Observer      Observer
+	// Metrics records timings and counts; nil records nothing.
+	Metrics *metrics.Agent
 	// RetryBackoff bounds the wait between attempts while libvirt is
 	// unreachable (default 200ms doubling to 5s).
 	RetryBackoff time.Duration
@@ -95,13 +73,6 @@ type Engine struct {
 	// guest_report): the payload carries the guest reporter and the domain
 	// gets the report channel (docs/guest-report.md).
 	GuestReport bool
-}
-
-func (e *Engine) obs() Observer {
-	if e.Observer == nil {
-		return nopObserver{}
-	}
-	return e.Observer
 }
 
 func (e *Engine) log() *slog.Logger {
@@ -172,7 +143,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 					time.Since(downSince).Round(time.Millisecond), attempt, err), "")
 				return r, nil
 			}
-			e.obs().Retry()
+			e.Metrics.Retry()
 			e.log().Warn("libvirt unreachable; retrying job", "job", r.ID, "domain", jj.Domain, "attempt", attempt, "err", err)
 			select {
 			case <-ctx.Done():
@@ -314,7 +285,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 			return err
 		}
 		r.Payload = &result.Payload{Image: res.Image, Reused: reused}
-		e.obs().BuildDone(time.Since(t0))
+		e.Metrics.BuildDone(time.Since(t0))
 		rc, err := recipe.New(rendered, res)
 		if err != nil && reused {
 			// A reused image was built by an earlier render (a generated
@@ -343,10 +314,10 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		}
 		return err
 	}
-	e.obs().AttachDone(time.Since(t1))
+	e.Metrics.AttachDone(time.Since(t1))
 	r.Device = &result.Device{Bus: string(dev.Bus), Target: dev.Target, Kind: string(dev.Kind)}
 	if old != "" && old != imgPath {
-		e.removeImage(old, "superseded")
+		e.removeImage(old, metrics.ReasonSuperseded)
 	}
 	return nil
 }
@@ -370,7 +341,7 @@ func (e *Engine) EnsurePayloadDir() (created bool, err error) {
 		return false, fmt.Errorf("payload directory: %w", err)
 	}
 	if created {
-		e.obs().DirRecreated("payload")
+		e.Metrics.DirRecreated(metrics.DirPayload)
 		e.log().Warn("payload directory was missing; recreated it", "dir", e.PayloadDir, "mode", fmt.Sprintf("%#o", PayloadDirMode))
 	}
 	return created, nil
@@ -669,7 +640,7 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 				return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("libvirt's record of payload drive %s (%s) says its tray is open while QEMU's is closed (the guest reset the drive during a media change), so libvirt cannot change its medium until it re-reads the drive: reset or restart the domain (virsh reset %s), then resubmit: %w", cur.Target, cur.Bus, dom.Name, err)}
 			}
 			resets++
-			e.obs().MediaRecovery(metrics.RecoveryReset)
+			e.Metrics.MediaRecovery(metrics.RecoveryReset)
 			e.log().Warn("payload drive tray out of step between libvirt and QEMU right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
 			if rerr := e.Host.Reset(ctx, dom.UUID); rerr != nil {
 				return fmt.Errorf("%w (and resetting the domain to repair the drive: %v)", err, rerr)
@@ -751,7 +722,7 @@ func (e *Engine) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur 
 	if perr != nil {
 		return fmt.Errorf("%w (and rendering the drive to replace it: %v)", cause, perr)
 	}
-	e.obs().MediaRecovery(metrics.RecoveryReplace)
+	e.Metrics.MediaRecovery(metrics.RecoveryReplace)
 	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | config
 	if derr := e.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
 		return fmt.Errorf("%w (replacing the drive: detach: %v)", cause, derr)
@@ -849,7 +820,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
 	}
 	if cur.Path != "" {
-		e.removeImage(cur.Path, "detach")
+		e.removeImage(cur.Path, metrics.ReasonDetach)
 	}
 	return nil
 }
@@ -876,7 +847,7 @@ func (e *Engine) removeImage(path, reason string) {
 		}
 		return
 	}
-	e.obs().ImageRemoved(reason)
+	e.Metrics.ImageRemoved(reason)
 	e.log().Info("removed payload image", "path", path, "reason", reason)
 }
 
@@ -892,7 +863,7 @@ func (e *Engine) dropUnattached(ctx context.Context, uuid, imgPath string) {
 	if cur, found, err := domxml.FindPayload(d.InactiveXML); err != nil || (found && cur.Path == imgPath) {
 		return
 	}
-	e.removeImage(imgPath, "unattached")
+	e.removeImage(imgPath, metrics.ReasonUnattached)
 }
 
 // RemoveDomainImages deletes the images of a domain that is gone (undefined).
@@ -905,7 +876,7 @@ func (e *Engine) RemoveDomainImages(uuid string) {
 	}
 	matches, _ := filepath.Glob(filepath.Join(e.PayloadDir, uuid+"-*"))
 	for _, m := range matches {
-		e.removeImage(m, "undefined")
+		e.removeImage(m, metrics.ReasonUndefined)
 	}
 }
 
@@ -942,7 +913,7 @@ func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 		if ent.IsDir() || used[p] {
 			continue
 		}
-		e.removeImage(p, "orphan")
+		e.removeImage(p, metrics.ReasonOrphan)
 		n++
 	}
 	return n, nil

@@ -11,12 +11,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
+
+// sample returns the value of one series (name{labels}) in m's exposition;
+// a missing series fails the test.
+func sample(t *testing.T, m *metrics.Agent, series string) string {
+	t.Helper()
+	var b strings.Builder
+	if _, err := m.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no series %s in\n%s", series, b.String())
+	return ""
+}
 
 // fakeDomainXML is a shut-off domain on machine pc; scsi adds a virtio-scsi
 // controller.
@@ -102,7 +120,9 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 		code    string // "" done
 		methods []string
 		msg     string // in the error message
-		check   func(t *testing.T, v env, r result.Result)
+		// recovery: the media recovery the job counts (metrics.Recovery*)
+		recovery string
+		check    func(t *testing.T, v env, r result.Result)
 	}{
 		// attach to a shut-off domain
 		{name: "stopped: add drive", methods: []string{define}},
@@ -158,7 +178,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 					t.Errorf("recipe %+v (found %v, %v), want one for %s", rc, ok, err, r.Payload.Path)
 				}
 			}},
-		{name: "running: drive left live on SCSI, stale tray, replaced live only", scsi: true, bus: domxml.BusSCSI, drive: true, active: true,
+		{name: "running: drive left live on SCSI, stale tray, replaced live only", recovery: metrics.RecoveryReplace, scsi: true, bus: domxml.BusSCSI, drive: true, active: true,
 			setup: func(t *testing.T, v env) {
 				leftLive(t, v.f, v.uuid)
 				live, _ := v.f.LiveXML(context.Background(), v.uuid)
@@ -214,30 +234,30 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			v.f.FailNext(update, libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy(), libvirtxtest.TrayBusy())
 			v.e.TrayWait = 10 * time.Millisecond
 		}, code: result.CodeMediaLocked, methods: []string{update}, msg: "locked shut"},
-		{name: "change: tray stays locked on SCSI, drive replaced", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+		{name: "change: tray stays locked on SCSI, drive replaced", recovery: metrics.RecoveryReplace, scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
 			v.f.FailNext(update, libvirtxtest.TrayBusy())
 			v.e.TrayWait = 10 * time.Millisecond
 		}, methods: []string{update, detach, attach, define}},
-		{name: "change: stale tray on SCSI, drive replaced", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+		{name: "change: stale tray on SCSI, drive replaced", recovery: metrics.RecoveryReplace, scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
 			v.f.FailNext(update, libvirtxtest.TrayBusy())
 			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
 		}, methods: []string{update, detach, attach, define}},
-		{name: "change: replacing, detach refused", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+		{name: "change: replacing, detach refused", recovery: metrics.RecoveryReplace, scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
 			v.f.FailNext(update, libvirtxtest.TrayBusy())
 			v.f.FailNext(detach, libvirtxtest.Failed("device busy"))
 			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
 		}, code: result.CodeLibvirt, methods: []string{update, detach}, msg: "replacing the drive: detach"},
-		{name: "change: replacing, attach refused", scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
+		{name: "change: replacing, attach refused", recovery: metrics.RecoveryReplace, scsi: true, bus: domxml.BusSCSI, drive: true, active: true, setup: func(t *testing.T, v env) {
 			v.f.FailNext(update, libvirtxtest.TrayBusy())
 			v.f.FailNext(attach, libvirtxtest.Failed("no free unit"))
 			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
 		}, code: result.CodeLibvirt, methods: []string{update, detach, attach}, msg: "attaching the new one failed"},
-		{name: "change: stale tray on IDE just after start, reset", drive: true, active: true, setup: func(t *testing.T, v env) {
+		{name: "change: stale tray on IDE just after start, reset", recovery: metrics.RecoveryReset, drive: true, active: true, setup: func(t *testing.T, v env) {
 			v.f.FailNext(update, libvirtxtest.TrayBusy())
 			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
 			v.e.Starts.Note(v.uuid, time.Now())
 		}, methods: []string{update, reset, update, define}},
-		{name: "change: stale tray on IDE, reset refused", drive: true, active: true, setup: func(t *testing.T, v env) {
+		{name: "change: stale tray on IDE, reset refused", recovery: metrics.RecoveryReset, drive: true, active: true, setup: func(t *testing.T, v env) {
 			v.f.FailNext(update, libvirtxtest.TrayBusy())
 			v.f.FailNext(reset, libvirtxtest.Failed("reset failed"))
 			v.f.SetLiveXML(v.uuid, withTrayOpen(t, v.f.XML(v.uuid)))
@@ -320,7 +340,8 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			if bus == "" {
 				bus = domxml.BusAuto
 			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: bus, Starts: &Starts{}, Cleanups: &Cleanups{},
+			met := metrics.New()
+			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: bus, Starts: &Starts{}, Cleanups: &Cleanups{}, Metrics: met,
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
 			doc := func(host, media, action string) string {
 				s := fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q`, name, host)
@@ -366,6 +387,15 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			}
 			if got := f.Methods(); !reflect.DeepEqual(got, c.methods) && !(len(got) == 0 && len(c.methods) == 0) {
 				t.Errorf("libvirt changes %q, want %q", got, c.methods)
+			}
+			for _, action := range []string{metrics.RecoveryReplace, metrics.RecoveryReset} {
+				want := "0"
+				if action == c.recovery {
+					want = "1"
+				}
+				if got := sample(t, met, `vmpayload_media_recoveries_total{action="`+action+`"}`); got != want {
+					t.Errorf("media recoveries %s = %s, want %s", action, got, want)
+				}
 			}
 			if c.check != nil {
 				c.check(t, v, r)

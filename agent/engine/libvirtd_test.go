@@ -11,26 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
-
-// recoveries counts the engine's media-change recoveries.
-type recoveries struct {
-	nopObserver
-	replace, reset atomic.Int64
-}
-
-func (r *recoveries) MediaRecovery(action string) {
-	if action == "reset" {
-		r.reset.Add(1)
-	} else {
-		r.replace.Add(1)
-	}
-}
 
 // TestLibvirtdMediaChangeStress changes the payload medium of a real QEMU
 // domain (TCG, no OS: SeaBIOS probes the drives) immediately after each
@@ -84,8 +71,8 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 					t.Errorf("undefining %s: %v", name, err)
 				}
 			})
-			obs := &recoveries{}
-			e := &Engine{Host: h, PayloadDir: dir, ImageMode: 0o644, ImageGID: -1, Log: quiet, Observer: obs, Starts: &Starts{}}
+			met := metrics.New()
+			e := &Engine{Host: h, PayloadDir: dir, ImageMode: 0o644, ImageGID: -1, Log: quiet, Metrics: met, Starts: &Starts{}}
 			run := func(host, action string) result.Result { return runJob(t, e, name, host, action) }
 			if r := run("boot", "start"); r.State != result.StateDone || r.Device == nil || r.Device.Bus != c.bus {
 				t.Fatalf("start job: %+v device %+v error %+v", r.State, r.Device, r.Error)
@@ -117,8 +104,10 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 					failures++
 				}
 			}
-			t.Logf("%s: %d immediate media changes after start, %d failures, %d resets, %d drive replacements",
-				c.bus, n, failures, obs.reset.Load(), obs.replace.Load())
+			t.Logf("%s: %d immediate media changes after start, %d failures, %s resets, %s drive replacements",
+				c.bus, n, failures,
+				sample(t, met, `vmpayload_media_recoveries_total{action="reset"}`),
+				sample(t, met, `vmpayload_media_recoveries_total{action="replace"}`))
 		})
 	}
 }

@@ -1,422 +1,215 @@
-// Package metrics is a small, dependency-free metrics registry that writes
-// the Prometheus text exposition format 0.0.4.
+// Package metrics defines the vmpayload agent's metrics and writes them in
+// the Prometheus text exposition format 0.0.4 (served at /metrics; listed
+// in docs/metrics.md).
 //
-// It offers counters (optionally labelled), gauges, func-backed counters and
-// gauges, and histograms with fixed buckets. Every metric name gets the
-// prefix "vmpayload_". Recording is safe for concurrent use and lock-free
-// (atomics) except for the first use of a new label combination. Output is
-// deterministic: families sorted by name, series sorted by label values.
-//
-// Agent bundles the metrics the vmpayload agent records.
+// Defs is the one list of the metrics: name, type, help, label and the
+// label values that exist from the start. Agent records them: one method
+// per event, safe for concurrent use, and a nil *Agent records nothing, so
+// the agent and its engine need no interface or nop implementation. Output
+// is deterministic: families sorted by name, series by label values.
+// Secrets never go into a metric: labels carry only the constant values
+// below and libvirt call names.
 package metrics
 
 import (
-	"bytes"
-	"fmt"
 	"io"
-	"math"
-	"net/http"
-	"regexp"
-	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
 )
 
 // Prefix is prepended to every metric name.
 const Prefix = "vmpayload_"
 
-// ContentType is the HTTP content type of the exposition format.
+// ContentType is the HTTP content type of the exposition.
 const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
-var (
-	nameRe  = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
-	labelRe = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+// Label values. The outcomes of vmpayload_jobs_total are the final job
+// states (result.StateDone, result.StateFailed) and the statuses of
+// vmpayload_guest_reports_total the final guest statuses (result.Guest*).
+const (
+	SourceSpool  = "spool"  // a job dropped into the spool
+	SourceSocket = "socket" // a job posted to the API
+
+	ReasonUndefined  = "undefined"  // the domain was undefined
+	ReasonOrphan     = "orphan"     // no domain refers to the image
+	ReasonSuperseded = "superseded" // a newer payload replaced it
+	ReasonDetach     = "detach"     // a detach job removed it
+	ReasonUnattached = "unattached" // its job failed before the domain referenced it
+
+	RecoveryReplace = "replace" // the payload drive was detached and attached again
+	RecoveryReset   = "reset"   // the freshly started domain was reset
+
+	DirPayload = "payload" // the payload directory
+	DirSpool   = "spool"   // a spool subdirectory
+	DirSocket  = "socket"  // the API socket (and its directory)
 )
 
-// family is one metric family in a registry.
-type family interface {
-	// write appends the family's sample lines (not HELP/TYPE) to b.
-	write(b *bytes.Buffer, name string)
+// Indexes of Defs.
+const (
+	jobs = iota
+	jobsReceived
+	jobDuration
+	build
+	attach
+	libvirtReconnects
+	queueDepth
+	jobsInFlight
+	imagesRemoved
+	jobRetries
+	mediaRecoveries
+	libvirtTimeouts
+	resultRetries
+	resultsPending
+	dirsRecreated
+	guestReports
+	guestProvision
+	numDefs
+)
+
+// durationBuckets span 5ms to 10 minutes: job phases that take
+// milliseconds to minutes.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// Defs are the agent's metrics.
+var Defs = [numDefs]Def{
+	jobs: {Name: "jobs_total", Type: Counter, Help: "Jobs finished, by outcome.",
+		Labels: []string{"outcome"}, Values: []string{string(result.StateDone), string(result.StateFailed)}},
+	jobsReceived: {Name: "jobs_received_total", Type: Counter, Help: "Jobs received, by intake source.",
+		Labels: []string{"source"}, Values: []string{SourceSpool, SourceSocket}},
+	jobDuration: {Name: "job_duration_seconds", Type: Histogram,
+		Help: "Time from receiving a job to finishing it, in seconds.", Buckets: durationBuckets},
+	build: {Name: "build_seconds", Type: Histogram,
+		Help: "Time to build a payload image, in seconds.", Buckets: durationBuckets},
+	attach: {Name: "attach_seconds", Type: Histogram,
+		Help: "Time for libvirt define, device update and domain start, in seconds.", Buckets: durationBuckets},
+	libvirtReconnects: {Name: "libvirt_reconnects_total", Type: Counter, Help: "Reconnections to libvirt."},
+	queueDepth:        {Name: "queue_depth", Type: Gauge, Help: "Jobs waiting for a worker."},
+	jobsInFlight:      {Name: "jobs_in_flight", Type: Gauge, Help: "Jobs being worked on."},
+	imagesRemoved: {Name: "images_removed_total", Type: Counter, Help: "Payload images removed, by reason.",
+		Labels: []string{"reason"}, Values: []string{ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach, ReasonUnattached}},
+	jobRetries: {Name: "job_retries_total", Type: Counter, Help: "Job attempts retried after a transient failure."},
+	mediaRecoveries: {Name: "media_recoveries_total", Type: Counter,
+		Help:   "Live media changes that needed the payload drive replaced or the freshly started domain reset, by action.",
+		Labels: []string{"action"}, Values: []string{RecoveryReplace, RecoveryReset}},
+	libvirtTimeouts: {Name: "libvirt_timeouts_total", Type: Counter,
+		Help: "libvirt calls that did not answer within libvirt_timeout, by call.", Labels: []string{"call"}},
+	resultRetries: {Name: "result_write_retries_total", Type: Counter,
+		Help: "Attempts to write a job result or retire its spool file again after a failure (e.g. a full spool file system)."},
+	resultsPending: {Name: "results_pending", Type: Gauge,
+		Help: "Finished jobs whose result is not written yet; retried with backoff."},
+	dirsRecreated: {Name: "dirs_recreated_total", Type: Counter,
+		Help:   "Directories (payload, spool) and the API socket (socket) recreated after they went missing.",
+		Labels: []string{"dir"}, Values: []string{DirPayload, DirSpool, DirSocket}},
+	guestReports: {Name: "guest_reports_total", Type: Counter,
+		Help:   "Guest provisioning reports by final status (timeout: none within guest_timeout).",
+		Labels: []string{"status"},
+		Values: []string{result.GuestDone, result.GuestDegraded, result.GuestError, result.GuestDisabled, result.GuestTimeout}},
+	guestProvision: {Name: "guest_provision_seconds", Type: Histogram,
+		Help:    "Time from a domain's start to its guest's first provisioning report, in seconds.",
+		Buckets: []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600}},
 }
 
-// entry is a registered family with its metadata.
-type entry struct {
-	name, help, typ string
-	f               family
+// Agent records the agent's metrics (Defs). Create it with New; a nil
+// *Agent records nothing and writes an empty exposition.
+type Agent struct {
+	reg registry // in Defs order
 }
 
-// Registry holds metric families and writes them in the text format. The
-// zero value is not usable; call NewRegistry. Registration methods panic on
-// invalid or duplicate names, which are programming errors.
-type Registry struct {
-	mu      sync.Mutex
-	entries map[string]*entry
-}
+// New returns the agent's metrics, every series at 0.
+func New() *Agent { return &Agent{reg: newRegistry(Defs[:]...)} }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{entries: map[string]*entry{}}
-}
-
-// register adds a family under Prefix+name.
-func (r *Registry) register(name, help, typ string, labels []string, f family) {
-	full := Prefix + name
-	if !nameRe.MatchString(full) {
-		panic(fmt.Sprintf("metrics: invalid metric name %q", full))
+// WriteTo writes the exposition (io.WriterTo).
+func (a *Agent) WriteTo(w io.Writer) (int64, error) {
+	if a == nil {
+		return 0, nil
 	}
-	seen := map[string]bool{}
-	for _, l := range labels {
-		if !labelRe.MatchString(l) || strings.HasPrefix(l, "__") || (typ == "histogram" && l == "le") || seen[l] {
-			panic(fmt.Sprintf("metrics: %s: invalid or repeated label name %q", full, l))
-		}
-		seen[l] = true
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, dup := r.entries[full]; dup {
-		panic(fmt.Sprintf("metrics: metric %s registered twice", full))
-	}
-	r.entries[full] = &entry{name: full, help: help, typ: typ, f: f}
+	return a.reg.WriteTo(w)
 }
 
-// Counter registers and returns a counter without labels.
-func (r *Registry) Counter(name, help string) *Counter {
-	c := &Counter{}
-	r.register(name, help, "counter", nil, c)
-	return c
-}
-
-// CounterVec registers a counter family with the given label names. Series
-// are created on first use by With.
-func (r *Registry) CounterVec(name, help string, labels ...string) *CounterVec {
-	v := &CounterVec{labels: slices.Clone(labels), series: map[string]*series{}}
-	r.register(name, help, "counter", labels, v)
-	return v
-}
-
-// CounterFunc registers a counter whose value is read from a function at
-// exposition time (for counts kept elsewhere). The function can be set or
-// replaced later with Func.Set; until then the value is 0.
-func (r *Registry) CounterFunc(name, help string, fn func() float64) *Func {
-	f := &Func{}
-	f.Set(fn)
-	r.register(name, help, "counter", nil, f)
-	return f
-}
-
-// Gauge registers and returns a gauge.
-func (r *Registry) Gauge(name, help string) *Gauge {
-	g := &Gauge{}
-	r.register(name, help, "gauge", nil, g)
-	return g
-}
-
-// GaugeFunc registers a gauge whose value is read from a function at
-// exposition time.
-func (r *Registry) GaugeFunc(name, help string, fn func() float64) *Func {
-	f := &Func{}
-	f.Set(fn)
-	r.register(name, help, "gauge", nil, f)
-	return f
-}
-
-// Histogram registers a histogram with the given bucket upper bounds, which
-// must be strictly increasing and finite (+Inf is implied).
-func (r *Registry) Histogram(name, help string, buckets []float64) *Histogram {
-	h := newHistogram(Prefix+name, buckets)
-	r.register(name, help, "histogram", nil, h)
-	return h
-}
-
-// WriteTo writes every family in the Prometheus text format 0.0.4, sorted by
-// name. It implements io.WriterTo.
-func (r *Registry) WriteTo(w io.Writer) (int64, error) {
-	r.mu.Lock()
-	entries := make([]*entry, 0, len(r.entries))
-	for _, e := range r.entries {
-		entries = append(entries, e)
-	}
-	r.mu.Unlock()
-	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-
-	var b bytes.Buffer
-	for _, e := range entries {
-		b.WriteString("# HELP ")
-		b.WriteString(e.name)
-		b.WriteByte(' ')
-		b.WriteString(escapeHelp(e.help))
-		b.WriteString("\n# TYPE ")
-		b.WriteString(e.name)
-		b.WriteByte(' ')
-		b.WriteString(e.typ)
-		b.WriteByte('\n')
-		e.f.write(&b, e.name)
-	}
-	n, err := w.Write(b.Bytes())
-	if err != nil {
-		return int64(n), fmt.Errorf("metrics: write exposition: %w", err)
-	}
-	return int64(n), nil
-}
-
-// Handler returns an HTTP handler serving the registry's exposition.
-func (r *Registry) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet && req.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		var b bytes.Buffer
-		_, _ = r.WriteTo(&b) // writing to a bytes.Buffer does not fail
-		w.Header().Set("Content-Type", ContentType)
-		w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-		if req.Method == http.MethodGet {
-			_, _ = w.Write(b.Bytes())
-		}
-	})
-}
-
-// Counter is a monotonically increasing count.
-type Counter struct {
-	v atomic.Uint64
-}
-
-// Inc adds 1.
-func (c *Counter) Inc() { c.v.Add(1) }
-
-// Add adds n.
-func (c *Counter) Add(n uint64) { c.v.Add(n) }
-
-// Value returns the current count.
-func (c *Counter) Value() uint64 { return c.v.Load() }
-
-func (c *Counter) write(b *bytes.Buffer, name string) {
-	writeSample(b, name, "", strconv.FormatUint(c.Value(), 10))
-}
-
-// series is one labelled counter of a CounterVec.
-type series struct {
-	labels string // rendered label pairs without braces
-	values []string
-	c      Counter
-}
-
-// CounterVec is a family of counters told apart by label values.
-type CounterVec struct {
-	labels []string
-	mu     sync.RWMutex
-	series map[string]*series
-}
-
-// With returns the counter for the given label values, one per label name
-// in registration order, creating it (at 0) on first use. It panics if the
-// number of values is wrong.
-func (v *CounterVec) With(values ...string) *Counter {
-	if len(values) != len(v.labels) {
-		panic(fmt.Sprintf("metrics: %d label values for labels %v", len(values), v.labels))
-	}
-	key := strings.Join(values, "\xff")
-	v.mu.RLock()
-	s := v.series[key]
-	v.mu.RUnlock()
-	if s != nil {
-		return &s.c
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if s = v.series[key]; s == nil {
-		s = &series{labels: renderLabels(v.labels, values), values: slices.Clone(values)}
-		v.series[key] = s
-	}
-	return &s.c
-}
-
-func (v *CounterVec) write(b *bytes.Buffer, name string) {
-	v.mu.RLock()
-	all := make([]*series, 0, len(v.series))
-	for _, s := range v.series {
-		all = append(all, s)
-	}
-	v.mu.RUnlock()
-	sort.Slice(all, func(i, j int) bool { return slices.Compare(all[i].values, all[j].values) < 0 })
-	for _, s := range all {
-		writeSample(b, name, s.labels, strconv.FormatUint(s.c.Value(), 10))
+func (a *Agent) inc(i int, labels ...string) {
+	if a != nil {
+		a.reg[i].with(labels...).inc()
 	}
 }
 
-// Gauge is a value that goes up and down.
-type Gauge struct {
-	bits atomic.Uint64 // math.Float64bits of the value
+func (a *Agent) set(i int, v float64) {
+	if a != nil {
+		a.reg[i].with().set(v)
+	}
 }
 
-// Set sets the value.
-func (g *Gauge) Set(v float64) { g.bits.Store(math.Float64bits(v)) }
-
-// Add adds d (which may be negative).
-func (g *Gauge) Add(d float64) { addFloat(&g.bits, d) }
-
-// Inc adds 1.
-func (g *Gauge) Inc() { g.Add(1) }
-
-// Dec subtracts 1.
-func (g *Gauge) Dec() { g.Add(-1) }
-
-// Value returns the current value.
-func (g *Gauge) Value() float64 { return math.Float64frombits(g.bits.Load()) }
-
-func (g *Gauge) write(b *bytes.Buffer, name string) {
-	writeSample(b, name, "", formatFloat(g.Value()))
+func (a *Agent) observe(i int, seconds float64) {
+	if a != nil {
+		a.reg[i].with().observe(seconds)
+	}
 }
 
-// Func is a counter or gauge whose value comes from a function called at
-// exposition time. The function must be safe for concurrent use.
-type Func struct {
-	fn atomic.Pointer[func() float64]
-}
-
-// Set sets or replaces the function; nil makes the value 0.
-func (f *Func) Set(fn func() float64) {
-	if fn == nil {
-		f.fn.Store(nil)
+// SetLibvirtReconnects sets the function vmpayload_libvirt_reconnects_total
+// reads at exposition time (libvirtx.Host.Reconnects).
+func (a *Agent) SetLibvirtReconnects(fn func() uint64) {
+	if a == nil || fn == nil {
 		return
 	}
-	f.fn.Store(&fn)
+	a.reg[libvirtReconnects].setFunc(func() float64 { return float64(fn()) })
 }
 
-// Value calls the function and returns its result, 0 if there is none.
-func (f *Func) Value() float64 {
-	if p := f.fn.Load(); p != nil {
-		return (*p)()
+// JobReceived counts a job received from source (SourceSpool or
+// SourceSocket).
+func (a *Agent) JobReceived(source string) { a.inc(jobsReceived, source) }
+
+// JobFinished counts a job that reached its final state and records the
+// time d from its receipt.
+func (a *Agent) JobFinished(state result.State, d time.Duration) {
+	a.inc(jobs, string(state))
+	a.observe(jobDuration, d.Seconds())
+}
+
+// BuildDone records the time d a payload image build took.
+func (a *Agent) BuildDone(d time.Duration) { a.observe(build, d.Seconds()) }
+
+// AttachDone records the time d libvirt define, device update and start
+// took.
+func (a *Agent) AttachDone(d time.Duration) { a.observe(attach, d.Seconds()) }
+
+// QueueDepth sets the number of jobs waiting for a worker.
+func (a *Agent) QueueDepth(n int) { a.set(queueDepth, float64(n)) }
+
+// InFlight sets the number of jobs being worked on.
+func (a *Agent) InFlight(n int) { a.set(jobsInFlight, float64(n)) }
+
+// ImageRemoved counts a payload image removed for reason (Reason*).
+func (a *Agent) ImageRemoved(reason string) { a.inc(imagesRemoved, reason) }
+
+// Retry counts a job attempt retried after a transient failure.
+func (a *Agent) Retry() { a.inc(jobRetries) }
+
+// MediaRecovery counts a live media change that needed action
+// (RecoveryReplace or RecoveryReset) to go through.
+func (a *Agent) MediaRecovery(action string) { a.inc(mediaRecoveries, action) }
+
+// LibvirtTimeout counts a libvirt call that did not answer within
+// libvirt_timeout (call as in libvirtx.TimeoutError.Call).
+func (a *Agent) LibvirtTimeout(call string) { a.inc(libvirtTimeouts, call) }
+
+// ResultRetry counts an attempt to write a result (or retire its spool
+// file) again after a failure.
+func (a *Agent) ResultRetry() { a.inc(resultRetries) }
+
+// ResultsPending sets the number of finished jobs whose result is not
+// written yet.
+func (a *Agent) ResultsPending(n int) { a.set(resultsPending, float64(n)) }
+
+// DirRecreated counts a directory or the API socket recreated after it
+// went missing (DirPayload, DirSpool or DirSocket).
+func (a *Agent) DirRecreated(dir string) { a.inc(dirsRecreated, dir) }
+
+// GuestReport counts a guest's final status (result.Guest*) and, when
+// seconds is not negative, records its provisioning time: from the
+// domain's start to the first report.
+func (a *Agent) GuestReport(status string, seconds float64) {
+	a.inc(guestReports, status)
+	if seconds >= 0 {
+		a.observe(guestProvision, seconds)
 	}
-	return 0
-}
-
-func (f *Func) write(b *bytes.Buffer, name string) {
-	writeSample(b, name, "", formatFloat(f.Value()))
-}
-
-// Histogram counts observations in fixed buckets.
-type Histogram struct {
-	upper  []float64       // bucket upper bounds, increasing
-	les    []string        // rendered le label values, including "+Inf"
-	counts []atomic.Uint64 // per bucket, not cumulative; last is +Inf only
-	sum    atomic.Uint64   // math.Float64bits of the sum
-}
-
-func newHistogram(name string, buckets []float64) *Histogram {
-	upper := slices.Clone(buckets)
-	if n := len(upper); n > 0 && math.IsInf(upper[n-1], +1) {
-		upper = upper[:n-1]
-	}
-	for i, u := range upper {
-		if math.IsNaN(u) || math.IsInf(u, 0) || (i > 0 && u <= upper[i-1]) {
-			panic(fmt.Sprintf("metrics: %s: buckets must be finite and strictly increasing: %v", name, buckets))
-		}
-	}
-	les := make([]string, 0, len(upper)+1)
-	for _, u := range upper {
-		les = append(les, formatFloat(u))
-	}
-	les = append(les, "+Inf")
-	return &Histogram{upper: upper, les: les, counts: make([]atomic.Uint64, len(upper)+1)}
-}
-
-// Observe records one value.
-func (h *Histogram) Observe(v float64) {
-	i := sort.SearchFloat64s(h.upper, v) // first bucket with upper >= v
-	h.counts[i].Add(1)
-	addFloat(&h.sum, v)
-}
-
-// ObserveDuration records a duration in seconds.
-func (h *Histogram) ObserveDuration(d time.Duration) { h.Observe(d.Seconds()) }
-
-// Since records the time elapsed since start, in seconds.
-func (h *Histogram) Since(start time.Time) { h.ObserveDuration(time.Since(start)) }
-
-// Count returns the number of observations.
-func (h *Histogram) Count() uint64 {
-	var n uint64
-	for i := range h.counts {
-		n += h.counts[i].Load()
-	}
-	return n
-}
-
-// Sum returns the sum of the observations.
-func (h *Histogram) Sum() float64 { return math.Float64frombits(h.sum.Load()) }
-
-func (h *Histogram) write(b *bytes.Buffer, name string) {
-	// Buckets are read once; _count is their total, so the +Inf bucket and
-	// _count always agree. _sum may lag or lead by concurrent observations.
-	var cum uint64
-	for i, le := range h.les {
-		cum += h.counts[i].Load()
-		writeSample(b, name+"_bucket", `le="`+le+`"`, strconv.FormatUint(cum, 10))
-	}
-	writeSample(b, name+"_sum", "", formatFloat(h.Sum()))
-	writeSample(b, name+"_count", "", strconv.FormatUint(cum, 10))
-}
-
-// addFloat atomically adds d to the float64 stored as bits in p.
-func addFloat(p *atomic.Uint64, d float64) {
-	for {
-		old := p.Load()
-		if p.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+d)) {
-			return
-		}
-	}
-}
-
-// writeSample writes one sample line; labels are rendered pairs or "".
-func writeSample(b *bytes.Buffer, name, labels, value string) {
-	b.WriteString(name)
-	if labels != "" {
-		b.WriteByte('{')
-		b.WriteString(labels)
-		b.WriteByte('}')
-	}
-	b.WriteByte(' ')
-	b.WriteString(value)
-	b.WriteByte('\n')
-}
-
-// renderLabels renders name="value" pairs separated by commas.
-func renderLabels(names, values []string) string {
-	var b strings.Builder
-	for i, n := range names {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(n)
-		b.WriteString(`="`)
-		b.WriteString(labelEscaper.Replace(values[i]))
-		b.WriteByte('"')
-	}
-	return b.String()
-}
-
-var (
-	labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-)
-
-func escapeHelp(s string) string { return helpEscaper.Replace(s) }
-
-// formatFloat formats a sample value or bucket bound as Prometheus does.
-func formatFloat(f float64) string {
-	switch {
-	case math.IsInf(f, +1):
-		return "+Inf"
-	case math.IsInf(f, -1):
-		return "-Inf"
-	case math.IsNaN(f):
-		return "NaN"
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
 }

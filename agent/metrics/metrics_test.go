@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,15 +18,17 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vmpayload/vmpayload/agent/result"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
-// exposition returns r's text exposition.
-func exposition(t *testing.T, r *Registry) string {
+// expo returns the exposition of a registry or an Agent.
+func expo(t *testing.T, w io.WriterTo) string {
 	t.Helper()
 	var b bytes.Buffer
-	n, err := r.WriteTo(&b)
+	n, err := w.WriteTo(&b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,53 +50,106 @@ func parse(t *testing.T, text string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// small builds the registry of the golden test.
-func small() *Registry {
-	r := NewRegistry()
-	c := r.Counter("events_total", "Events seen.")
-	c.Add(41)
-	c.Inc()
-	v := r.CounterVec("requests_total", "Requests by method and path.\nSecond line with a \\ backslash.", "method", "path")
-	v.With("GET", "/a").Add(3)
-	v.With("POST", `/quote"back\slash`+"\nnewline").Inc()
-	v.With("GET", "/").Inc()
-	v.With("DELETE", "/x") // exists at 0
-	g := r.Gauge("temperature", "A gauge.")
-	g.Set(21.5)
-	g.Dec()
-	r.GaugeFunc("answer", "A func-backed gauge.", func() float64 { return 42 })
-	r.CounterFunc("reconnects_total", "A func-backed counter without a function yet.", nil)
-	h := r.Histogram("latency_seconds", "A histogram.", []float64{0.01, 0.1, 1, 10})
-	for _, x := range []float64{0.005, 0.01, 0.05, 0.5, 0.5, 3, 100} {
-		h.Observe(x)
-	}
-	r.Histogram("empty_seconds", "An empty histogram.", []float64{1, 2.5})
-	return r
-}
-
-func TestGolden(t *testing.T) {
-	got := exposition(t, small())
-	golden := filepath.Join("testdata", "small.prom")
+// golden compares got with testdata/name (-update rewrites it).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(golden)
+	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
 	if got != string(want) {
-		t.Errorf("exposition differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", golden, got, want)
+		t.Errorf("exposition differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
-	// Same output every time (deterministic order).
-	if again := exposition(t, small()); again != got {
-		t.Error("exposition is not deterministic")
+}
+
+// small is the registry of the format golden: every type, labels that need
+// escaping, a func-backed gauge, a func-backed counter without a function
+// and an empty histogram.
+func small() registry {
+	r := newRegistry(
+		Def{Name: "events_total", Type: Counter, Help: "Events seen."},
+		Def{Name: "requests_total", Type: Counter, Help: "Requests by method and path.\nSecond line with a \\ backslash.",
+			Labels: []string{"method", "path"}},
+		Def{Name: "temperature", Type: Gauge, Help: "A gauge."},
+		Def{Name: "answer", Type: Gauge, Help: "A func-backed gauge."},
+		Def{Name: "reconnects_total", Type: Counter, Help: "A func-backed counter without a function yet."},
+		Def{Name: "latency_seconds", Type: Histogram, Help: "A histogram.", Buckets: []float64{0.01, 0.1, 1, 10}},
+		Def{Name: "empty_seconds", Type: Histogram, Help: "An empty histogram.", Buckets: []float64{1, 2.5}},
+	)
+	for range 42 {
+		r[0].with().inc()
+	}
+	v := r[1]
+	for range 3 {
+		v.with("GET", "/a").inc()
+	}
+	v.with("POST", `/quote"back\slash`+"\nnewline").inc()
+	v.with("GET", "/").inc()
+	v.with("DELETE", "/x") // exists at 0
+	r[2].with().set(20.5)
+	r[3].setFunc(func() float64 { return 42 })
+	for _, x := range []float64{0.005, 0.01, 0.05, 0.5, 0.5, 3, 100} {
+		r[5].with().observe(x)
+	}
+	return r
+}
+
+// recordAll records one of every Agent event with fixed values.
+func recordAll(a *Agent) {
+	a.JobReceived(SourceSpool)
+	a.JobReceived(SourceSpool)
+	a.JobReceived(SourceSocket)
+	a.JobFinished(result.StateDone, 300*time.Millisecond)
+	a.JobFinished(result.StateDone, 1200*time.Millisecond)
+	a.JobFinished(result.StateFailed, 45*time.Second)
+	a.BuildDone(20 * time.Millisecond)
+	a.AttachDone(700 * time.Millisecond)
+	a.SetLibvirtReconnects(func() uint64 { return 3 })
+	a.QueueDepth(2)
+	a.InFlight(1)
+	a.ImageRemoved(ReasonSuperseded)
+	a.Retry()
+	a.MediaRecovery(RecoveryReplace)
+	a.LibvirtTimeout("domain")
+	a.LibvirtTimeout("define_xml")
+	a.ResultRetry()
+	a.ResultsPending(1)
+	a.DirRecreated(DirPayload)
+	a.GuestReport(result.GuestDone, 71.5)
+	a.GuestReport(result.GuestTimeout, -1)
+}
+
+// TestGolden: the text format (small.prom) and the agent's exposition
+// after one of every event (agent.prom) are byte for byte the goldens, and
+// the same every time.
+func TestGolden(t *testing.T) {
+	tests := []struct {
+		golden string
+		make   func() io.WriterTo
+	}{
+		{"small.prom", func() io.WriterTo { return small() }},
+		{"agent.prom", func() io.WriterTo { a := New(); recordAll(a); return a }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			got := expo(t, tt.make())
+			golden(t, tt.golden, got)
+			parse(t, got)
+			if again := expo(t, tt.make()); again != got {
+				t.Error("exposition is not deterministic")
+			}
+		})
 	}
 }
 
 func TestParsedValues(t *testing.T) {
-	fams := parse(t, exposition(t, small()))
+	fams := parse(t, expo(t, small()))
 	for name := range fams {
 		if !strings.HasPrefix(name, Prefix) {
 			t.Errorf("family %s lacks prefix %s", name, Prefix)
@@ -152,13 +206,12 @@ func TestParsedValues(t *testing.T) {
 }
 
 func TestHistogramBounds(t *testing.T) {
-	r := NewRegistry()
-	h := r.Histogram("h", "h", []float64{1, 2, math.Inf(+1)}) // explicit +Inf is dropped
-	h.Observe(1)                                              // le is inclusive
-	h.Observe(2.0000001)
-	h.ObserveDuration(1500 * time.Millisecond)
-	h.Observe(-5)
-	out := exposition(t, r)
+	r := newRegistry(Def{Name: "h", Type: Histogram, Help: "h", Buckets: []float64{1, 2, math.Inf(+1)}}) // explicit +Inf is dropped
+	s := r[0].with()
+	for _, v := range []float64{1, 2.0000001, 1.5, -5} { // le is inclusive
+		s.observe(v)
+	}
+	out := expo(t, r)
 	for _, line := range []string{
 		`vmpayload_h_bucket{le="1"} 2`,
 		`vmpayload_h_bucket{le="2"} 3`,
@@ -172,25 +225,29 @@ func TestHistogramBounds(t *testing.T) {
 	if strings.Count(out, `le="+Inf"`) != 1 {
 		t.Errorf("+Inf bucket repeated:\n%s", out)
 	}
-	if h.Count() != 4 || math.Abs(h.Sum()-(1+2.0000001+1.5-5)) > 1e-9 {
-		t.Errorf("Count/Sum = %d/%v", h.Count(), h.Sum())
+	h := parse(t, out)["vmpayload_h"].Metric[0].GetHistogram()
+	if math.Abs(h.GetSampleSum()-(1+2.0000001+1.5-5)) > 1e-9 {
+		t.Errorf("sum = %v", h.GetSampleSum())
 	}
-	parse(t, out)
 }
 
-func TestRegistrationPanics(t *testing.T) {
+func TestDefPanics(t *testing.T) {
 	tests := []struct {
 		name string
-		fn   func(r *Registry)
+		fn   func()
 	}{
-		{"duplicate", func(r *Registry) { r.Counter("x", ""); r.Gauge("x", "") }},
-		{"bad name", func(r *Registry) { r.Counter("a-b", "") }},
-		{"bad label", func(r *Registry) { r.CounterVec("c", "", "bad-label") }},
-		{"reserved label", func(r *Registry) { r.CounterVec("c", "", "__x") }},
-		{"repeated label", func(r *Registry) { r.CounterVec("c", "", "a", "a") }},
-		{"unsorted buckets", func(r *Registry) { r.Histogram("h", "", []float64{1, 1}) }},
-		{"NaN bucket", func(r *Registry) { r.Histogram("h", "", []float64{math.NaN()}) }},
-		{"wrong label count", func(r *Registry) { r.CounterVec("c", "", "a").With("1", "2") }},
+		{"duplicate", func() { newRegistry(Def{Name: "x", Type: Counter}, Def{Name: "x", Type: Gauge}) }},
+		{"bad name", func() { newFamily(Def{Name: "a-b", Type: Counter}) }},
+		{"unknown type", func() { newFamily(Def{Name: "a", Type: "summary"}) }},
+		{"bad label", func() { newFamily(Def{Name: "c", Type: Counter, Labels: []string{"bad-label"}}) }},
+		{"reserved label", func() { newFamily(Def{Name: "c", Type: Counter, Labels: []string{"__x"}}) }},
+		{"le on a histogram", func() { newFamily(Def{Name: "h", Type: Histogram, Labels: []string{"le"}}) }},
+		{"repeated label", func() { newFamily(Def{Name: "c", Type: Counter, Labels: []string{"a", "a"}}) }},
+		{"values without one label", func() { newFamily(Def{Name: "c", Type: Counter, Labels: []string{"a", "b"}, Values: []string{"x"}}) }},
+		{"buckets on a counter", func() { newFamily(Def{Name: "c", Type: Counter, Buckets: []float64{1}}) }},
+		{"unsorted buckets", func() { newFamily(Def{Name: "h", Type: Histogram, Buckets: []float64{1, 1}}) }},
+		{"NaN bucket", func() { newFamily(Def{Name: "h", Type: Histogram, Buckets: []float64{math.NaN()}}) }},
+		{"wrong label count", func() { newFamily(Def{Name: "c", Type: Counter, Labels: []string{"a"}}).with("1", "2") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,7 +256,7 @@ func TestRegistrationPanics(t *testing.T) {
 					t.Error("no panic")
 				}
 			}()
-			tt.fn(NewRegistry())
+			tt.fn()
 		})
 	}
 }
@@ -215,62 +272,93 @@ func TestFormatFloat(t *testing.T) {
 	}
 }
 
-func TestFuncSet(t *testing.T) {
-	r := NewRegistry()
-	f := r.CounterFunc("f_total", "f", nil)
-	if f.Value() != 0 {
-		t.Error("unset func not 0")
-	}
-	f.Set(func() float64 { return 7 })
-	if !strings.Contains(exposition(t, r), "vmpayload_f_total 7\n") {
-		t.Error("func value not exposed")
-	}
-	f.Set(nil)
-	if f.Value() != 0 {
-		t.Error("func reset not 0")
-	}
-}
-
-func TestHandler(t *testing.T) {
-	r := small()
-	srv := httptest.NewServer(r.Handler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(resp.Body); err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ContentType {
-		t.Errorf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	if body.String() != exposition(t, r) {
-		t.Error("handler body differs from WriteTo")
-	}
-	if got := expfmt.ResponseFormat(resp.Header); got.FormatType() != expfmt.TypeTextPlain {
-		t.Errorf("Prometheus sees format %v", got)
-	}
-	post, err := http.Post(srv.URL, "text/plain", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	post.Body.Close()
-	if post.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST status %d", post.StatusCode)
-	}
-}
-
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestWriteToError(t *testing.T) {
-	_, err := small().WriteTo(failWriter{})
+	_, err := New().WriteTo(failWriter{})
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("error = %v", err)
+	}
+}
+
+// TestAgentRecords: each Agent method changes exactly the series it
+// documents, starting from a fresh agent where every preset series is 0.
+func TestAgentRecords(t *testing.T) {
+	tests := []struct {
+		name   string
+		record func(a *Agent)
+		want   []string // sample lines that differ from a fresh agent's, in exposition order
+	}{
+		{"job received", func(a *Agent) { a.JobReceived(SourceSocket) },
+			[]string{`vmpayload_jobs_received_total{source="socket"} 1`}},
+		{"job finished", func(a *Agent) { a.JobFinished(result.StateFailed, 2*time.Second) }, []string{
+			`vmpayload_job_duration_seconds_bucket{le="2.5"} 1`, `vmpayload_job_duration_seconds_bucket{le="5"} 1`,
+			`vmpayload_job_duration_seconds_bucket{le="10"} 1`, `vmpayload_job_duration_seconds_bucket{le="30"} 1`,
+			`vmpayload_job_duration_seconds_bucket{le="60"} 1`, `vmpayload_job_duration_seconds_bucket{le="120"} 1`,
+			`vmpayload_job_duration_seconds_bucket{le="300"} 1`, `vmpayload_job_duration_seconds_bucket{le="600"} 1`,
+			`vmpayload_job_duration_seconds_bucket{le="+Inf"} 1`,
+			`vmpayload_job_duration_seconds_sum 2`, `vmpayload_job_duration_seconds_count 1`,
+			`vmpayload_jobs_total{outcome="failed"} 1`}},
+		{"build", func(a *Agent) { a.BuildDone(400 * time.Second) }, []string{
+			`vmpayload_build_seconds_bucket{le="600"} 1`, `vmpayload_build_seconds_bucket{le="+Inf"} 1`,
+			`vmpayload_build_seconds_sum 400`, `vmpayload_build_seconds_count 1`}},
+		{"attach beyond the last bucket", func(a *Agent) { a.AttachDone(time.Hour) }, []string{
+			`vmpayload_attach_seconds_bucket{le="+Inf"} 1`, `vmpayload_attach_seconds_sum 3600`, `vmpayload_attach_seconds_count 1`}},
+		{"reconnects", func(a *Agent) { a.SetLibvirtReconnects(func() uint64 { return 7 }) },
+			[]string{`vmpayload_libvirt_reconnects_total 7`}},
+		{"queue depth", func(a *Agent) { a.QueueDepth(5) }, []string{`vmpayload_queue_depth 5`}},
+		{"in flight", func(a *Agent) { a.InFlight(3); a.InFlight(2) }, []string{`vmpayload_jobs_in_flight 2`}},
+		{"image removed", func(a *Agent) { a.ImageRemoved(ReasonOrphan); a.ImageRemoved(ReasonOrphan) },
+			[]string{`vmpayload_images_removed_total{reason="orphan"} 2`}},
+		{"retry", func(a *Agent) { a.Retry() }, []string{`vmpayload_job_retries_total 1`}},
+		{"media recovery", func(a *Agent) { a.MediaRecovery(RecoveryReset) },
+			[]string{`vmpayload_media_recoveries_total{action="reset"} 1`}},
+		{"libvirt timeout: a new series", func(a *Agent) { a.LibvirtTimeout("start") },
+			[]string{`vmpayload_libvirt_timeouts_total{call="start"} 1`}},
+		{"result retry", func(a *Agent) { a.ResultRetry() }, []string{`vmpayload_result_write_retries_total 1`}},
+		{"results pending", func(a *Agent) { a.ResultsPending(8) }, []string{`vmpayload_results_pending 8`}},
+		{"dir recreated", func(a *Agent) { a.DirRecreated(DirSocket) },
+			[]string{`vmpayload_dirs_recreated_total{dir="socket"} 1`}},
+		{"guest report without a time", func(a *Agent) { a.GuestReport(result.GuestTimeout, -1) },
+			[]string{`vmpayload_guest_reports_total{status="timeout"} 1`}},
+		{"guest report with a time", func(a *Agent) { a.GuestReport(result.GuestDegraded, 4) }, []string{
+			`vmpayload_guest_provision_seconds_bucket{le="5"} 1`, `vmpayload_guest_provision_seconds_bucket{le="10"} 1`,
+			`vmpayload_guest_provision_seconds_bucket{le="20"} 1`, `vmpayload_guest_provision_seconds_bucket{le="30"} 1`,
+			`vmpayload_guest_provision_seconds_bucket{le="45"} 1`, `vmpayload_guest_provision_seconds_bucket{le="60"} 1`,
+			`vmpayload_guest_provision_seconds_bucket{le="90"} 1`, `vmpayload_guest_provision_seconds_bucket{le="120"} 1`,
+			`vmpayload_guest_provision_seconds_bucket{le="180"} 1`, `vmpayload_guest_provision_seconds_bucket{le="300"} 1`,
+			`vmpayload_guest_provision_seconds_bucket{le="600"} 1`, `vmpayload_guest_provision_seconds_bucket{le="900"} 1`,
+			`vmpayload_guest_provision_seconds_bucket{le="1800"} 1`, `vmpayload_guest_provision_seconds_bucket{le="3600"} 1`,
+			`vmpayload_guest_provision_seconds_bucket{le="+Inf"} 1`,
+			`vmpayload_guest_provision_seconds_sum 4`, `vmpayload_guest_provision_seconds_count 1`,
+			`vmpayload_guest_reports_total{status="degraded"} 1`}},
+	}
+	fresh := strings.Split(expo(t, New()), "\n")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := New()
+			tt.record(a)
+			var changed []string
+			for _, line := range strings.Split(expo(t, a), "\n") {
+				if !slices.Contains(fresh, line) {
+					changed = append(changed, line)
+				}
+			}
+			if !slices.Equal(changed, tt.want) {
+				t.Errorf("changed lines\n%s\nwant\n%s", strings.Join(changed, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestNilAgent: a nil *Agent records nothing and writes nothing.
+func TestNilAgent(t *testing.T) {
+	var a *Agent
+	recordAll(a)
+	if got := expo(t, a); got != "" {
+		t.Errorf("nil agent wrote %q", got)
 	}
 }
 
@@ -278,7 +366,7 @@ func TestWriteToError(t *testing.T) {
 // -race. Totals must be exact and every scrape must parse and be
 // self-consistent.
 func TestConcurrent(t *testing.T) {
-	a := NewAgent()
+	a := New()
 	var reconnects sync.Mutex
 	n := uint64(0)
 	a.SetLibvirtReconnects(func() uint64 { reconnects.Lock(); defer reconnects.Unlock(); return n })
@@ -300,7 +388,7 @@ func TestConcurrent(t *testing.T) {
 			default:
 			}
 			var b bytes.Buffer
-			_, _ = a.Registry.WriteTo(&b)
+			_, _ = a.WriteTo(&b)
 			select {
 			case scrapes <- b.String():
 			default:
@@ -314,17 +402,13 @@ func TestConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWorker {
-				start := time.Now()
 				a.JobReceived(SourceSpool)
-				a.QueueDepth.Inc()
-				a.JobsInFlight.Inc()
-				a.Build.Observe(float64(i%7) * 0.01)
-				a.Attach.ObserveDuration(time.Duration(i) * time.Millisecond)
-				a.ImagesRemoved.With("custom-" + strconv.Itoa(w%3)).Inc() // new series under contention
-				a.JobRetries.Inc()
-				a.JobsInFlight.Dec()
-				a.QueueDepth.Dec()
-				a.JobFinished(OutcomeDone, start)
+				a.QueueDepth(i)
+				a.BuildDone(time.Duration(i%7) * 10 * time.Millisecond)
+				a.AttachDone(time.Duration(i) * time.Millisecond)
+				a.LibvirtTimeout("call-" + strconv.Itoa(w%3)) // new series under contention
+				a.Retry()
+				a.JobFinished(result.StateDone, time.Second)
 				reconnects.Lock()
 				n++
 				reconnects.Unlock()
@@ -351,45 +435,45 @@ func TestConcurrent(t *testing.T) {
 			}
 		}
 	}
-
 	if nscrapes == 0 {
 		t.Error("no scrape ran")
 	}
+
 	const total = workers * perWorker
-	fams := parse(t, exposition(t, a.Registry))
-	counter := func(name, label, value string) float64 {
+	fams := parse(t, expo(t, a))
+	value := func(name, label, lvalue string) float64 {
 		for _, m := range fams[name].Metric {
-			if len(m.Label) == 0 && label == "" || len(m.Label) == 1 && m.Label[0].GetName() == label && m.Label[0].GetValue() == value {
-				return m.GetCounter().GetValue()
+			if len(m.Label) == 0 && label == "" || len(m.Label) == 1 && m.Label[0].GetName() == label && m.Label[0].GetValue() == lvalue {
+				switch {
+				case m.Counter != nil:
+					return m.GetCounter().GetValue()
+				case m.Histogram != nil:
+					return float64(m.GetHistogram().GetSampleCount())
+				}
 			}
 		}
-		t.Fatalf("no %s{%s=%q}", name, label, value)
+		t.Fatalf("no %s{%s=%q}", name, label, lvalue)
 		return 0
 	}
-	if got := counter("vmpayload_jobs_total", "outcome", OutcomeDone); got != total {
-		t.Errorf("jobs_total{done} = %v, want %d", got, total)
+	for _, c := range []struct{ name, label, value string }{
+		{"vmpayload_jobs_total", "outcome", string(result.StateDone)},
+		{"vmpayload_jobs_received_total", "source", SourceSpool},
+		{"vmpayload_job_retries_total", "", ""},
+		{"vmpayload_libvirt_reconnects_total", "", ""},
+		{"vmpayload_job_duration_seconds", "", ""},
+		{"vmpayload_build_seconds", "", ""},
+		{"vmpayload_attach_seconds", "", ""},
+	} {
+		if got := value(c.name, c.label, c.value); got != total {
+			t.Errorf("%s{%s=%q} = %v, want %d", c.name, c.label, c.value, got, total)
+		}
 	}
-	if got := counter("vmpayload_jobs_received_total", "source", SourceSpool); got != total {
-		t.Errorf("jobs_received_total{spool} = %v", got)
-	}
-	if got := counter("vmpayload_job_retries_total", "", ""); got != total {
-		t.Errorf("job_retries_total = %v", got)
-	}
-	if got := counter("vmpayload_libvirt_reconnects_total", "", ""); got != total {
-		t.Errorf("libvirt_reconnects_total = %v", got)
-	}
-	var custom float64
+	var timeouts float64
 	for w := range 3 {
-		custom += counter("vmpayload_images_removed_total", "reason", "custom-"+strconv.Itoa(w))
+		timeouts += value("vmpayload_libvirt_timeouts_total", "call", "call-"+strconv.Itoa(w))
 	}
-	if custom != total {
-		t.Errorf("images_removed_total custom sum = %v", custom)
-	}
-	if a.QueueDepth.Value() != 0 || a.JobsInFlight.Value() != 0 {
-		t.Errorf("gauges = %v, %v; want 0", a.QueueDepth.Value(), a.JobsInFlight.Value())
-	}
-	if a.JobDuration.Count() != total || a.Build.Count() != total || a.Attach.Count() != total {
-		t.Errorf("histogram counts %d %d %d", a.JobDuration.Count(), a.Build.Count(), a.Attach.Count())
+	if timeouts != total {
+		t.Errorf("libvirt_timeouts_total sum = %v, want %d", timeouts, total)
 	}
 	// Build observed (i%7)*0.01 for i in 0..perWorker-1 in each worker.
 	var wantSum float64
@@ -397,102 +481,25 @@ func TestConcurrent(t *testing.T) {
 		wantSum += float64(i%7) * 0.01
 	}
 	wantSum *= workers
-	if math.Abs(a.Build.Sum()-wantSum) > 1e-6 {
-		t.Errorf("build sum = %v, want %v", a.Build.Sum(), wantSum)
-	}
-}
-
-func TestAgent(t *testing.T) {
-	a := NewAgent()
-	fams := parse(t, exposition(t, a.Registry))
-	want := map[string]dto.MetricType{
-		"vmpayload_jobs_total":                 dto.MetricType_COUNTER,
-		"vmpayload_jobs_received_total":        dto.MetricType_COUNTER,
-		"vmpayload_job_duration_seconds":       dto.MetricType_HISTOGRAM,
-		"vmpayload_build_seconds":              dto.MetricType_HISTOGRAM,
-		"vmpayload_attach_seconds":             dto.MetricType_HISTOGRAM,
-		"vmpayload_libvirt_reconnects_total":   dto.MetricType_COUNTER,
-		"vmpayload_queue_depth":                dto.MetricType_GAUGE,
-		"vmpayload_jobs_in_flight":             dto.MetricType_GAUGE,
-		"vmpayload_images_removed_total":       dto.MetricType_COUNTER,
-		"vmpayload_job_retries_total":          dto.MetricType_COUNTER,
-		"vmpayload_media_recoveries_total":     dto.MetricType_COUNTER,
-		"vmpayload_result_write_retries_total": dto.MetricType_COUNTER,
-		"vmpayload_results_pending":            dto.MetricType_GAUGE,
-		"vmpayload_dirs_recreated_total":       dto.MetricType_COUNTER,
-		"vmpayload_guest_reports_total":        dto.MetricType_COUNTER,
-		"vmpayload_guest_provision_seconds":    dto.MetricType_HISTOGRAM,
-	}
-	if len(fams) != len(want) {
-		t.Errorf("%d families, want %d", len(fams), len(want))
-	}
-	for name, typ := range want {
-		f, ok := fams[name]
-		if !ok {
-			t.Errorf("missing %s", name)
-			continue
-		}
-		if f.GetType() != typ || f.GetHelp() == "" {
-			t.Errorf("%s: type %v help %q", name, f.GetType(), f.GetHelp())
-		}
-	}
-	// Known label values are present from the start.
-	labels := map[string][]string{
-		"vmpayload_jobs_total":           {OutcomeDone, OutcomeFailed},
-		"vmpayload_jobs_received_total":  {SourceSpool, SourceSocket},
-		"vmpayload_images_removed_total": {ReasonUndefined, ReasonOrphan, ReasonSuperseded, ReasonDetach, ReasonUnattached},
-		"vmpayload_dirs_recreated_total": {DirPayload, DirSpool, DirSocket},
-		"vmpayload_guest_reports_total":  GuestStatuses,
-	}
-	for name, values := range labels {
-		var got []string
-		for _, m := range fams[name].Metric {
-			got = append(got, m.Label[0].GetValue())
-		}
-		if strings.Join(got, ",") != strings.Join(slices.Sorted(slices.Values(values)), ",") {
-			t.Errorf("%s series %v, want %v", name, got, values)
-		}
-	}
-	// Buckets span milliseconds to minutes.
-	b := fams["vmpayload_build_seconds"].Metric[0].GetHistogram().Bucket
-	if b[0].GetUpperBound() > 0.01 || b[len(b)-1].GetUpperBound() < 300 {
-		t.Errorf("buckets %v .. %v", b[0].GetUpperBound(), b[len(b)-1].GetUpperBound())
-	}
-
-	a.JobReceived(SourceSocket)
-	a.JobFinished(OutcomeFailed, time.Now().Add(-2*time.Second))
-	a.ImageRemoved(ReasonOrphan)
-	a.SetLibvirtReconnects(func() uint64 { return 3 })
-	out := exposition(t, a.Registry)
-	for _, line := range []string{
-		`vmpayload_jobs_received_total{source="socket"} 1`,
-		`vmpayload_jobs_total{outcome="failed"} 1`,
-		`vmpayload_jobs_total{outcome="done"} 0`,
-		`vmpayload_images_removed_total{reason="orphan"} 1`,
-		`vmpayload_job_duration_seconds_bucket{le="1"} 0`,
-		`vmpayload_job_duration_seconds_bucket{le="2.5"} 1`,
-		`vmpayload_libvirt_reconnects_total 3`,
-	} {
-		if !strings.Contains(out, line+"\n") {
-			t.Errorf("missing %q", line)
-		}
+	if got := fams["vmpayload_build_seconds"].Metric[0].GetHistogram().GetSampleSum(); math.Abs(got-wantSum) > 1e-6 {
+		t.Errorf("build sum = %v, want %v", got, wantSum)
 	}
 }
 
 func BenchmarkCounterInc(b *testing.B) {
-	c := NewRegistry().Counter("c", "")
+	a := New()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			c.Inc()
+			a.Retry()
 		}
 	})
 }
 
 func BenchmarkHistogramObserve(b *testing.B) {
-	h := NewRegistry().Histogram("h", "", DurationBuckets())
+	a := New()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			h.Observe(0.3)
+			a.BuildDone(300 * time.Millisecond)
 		}
 	})
 }

@@ -111,7 +111,8 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 	}
 	defer host.Close()
 
-	met := agent.NewPrometheus(host)
+	met := metrics.New()
+	met.SetLibvirtReconnects(host.Reconnects)
 	opts, err := agentOptions(cfg, host, log)
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &api.Server{Backend: a, Log: log, Metrics: met.Write}
+	srv := &api.Server{Backend: a, Log: log, Metrics: met}
 	srvErr := make(chan error, 1)
 	go func() {
 		srvErr <- srv.ServeKeeping(l, cfg.Socket, sockGID, func() { met.DirRecreated(metrics.DirSocket) })
