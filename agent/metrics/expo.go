@@ -94,17 +94,19 @@ func newFamily(d Def) *family {
 	if d.Type != Histogram && d.Buckets != nil {
 		bad("buckets on a %s", d.Type)
 	}
-	f.upper = slices.Clone(d.Buckets)
-	if n := len(f.upper); n > 0 && math.IsInf(f.upper[n-1], +1) {
-		f.upper = f.upper[:n-1]
-	}
-	for i, u := range f.upper {
-		if math.IsNaN(u) || math.IsInf(u, 0) || i > 0 && u <= f.upper[i-1] {
-			bad("buckets must be finite and strictly increasing: %v", d.Buckets)
+	if d.Type == Histogram {
+		f.upper = slices.Clone(d.Buckets)
+		if n := len(f.upper); n > 0 && math.IsInf(f.upper[n-1], +1) {
+			f.upper = f.upper[:n-1]
 		}
-		f.les = append(f.les, formatFloat(u))
+		for i, u := range f.upper {
+			if math.IsNaN(u) || math.IsInf(u, 0) || i > 0 && u <= f.upper[i-1] {
+				bad("buckets must be finite and strictly increasing: %v", d.Buckets)
+			}
+			f.les = append(f.les, formatFloat(u))
+		}
+		f.les = append(f.les, "+Inf")
 	}
-	f.les = append(f.les, "+Inf")
 	if len(d.Labels) == 0 {
 		f.with()
 	}
