@@ -733,7 +733,7 @@ func (a *Agent) Submit(data []byte) (string, error) {
 // the job id; a *job.ValidationError for an invalid job, an
 // *access.ForbiddenError when who may not use a field of it.
 func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
-	j, rep := payload.Check(data, a.eng.Load().CheckOptions())
+	j, _, rep := payload.Check(data, a.eng.Load().CheckOptions())
 	if err := rep.Err(); err != nil {
 		return "", err
 	}

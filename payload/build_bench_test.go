@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 // Benchmarks of the in-process build (test/bench compares it with
@@ -87,7 +88,7 @@ func BenchmarkRender(b *testing.B) {
 			j := benchJob(b, c.size, c.format)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := payload.Render(j, payload.Options{}); err != nil {
+				if _, err := payloadtest.Render(j, "", payload.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -101,7 +102,7 @@ func benchBuild(b *testing.B, size, format string, opt payload.Options) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := payload.Build(ctx, j, out, opt); err != nil {
+		if _, err := payloadtest.Build(ctx, j, "", out, opt); err != nil {
 			b.Fatal(err)
 		}
 	}

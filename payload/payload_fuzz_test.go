@@ -11,9 +11,9 @@ import (
 )
 
 // FuzzRenderJob takes job documents through the whole offline pipeline:
-// a document Parse accepts must render (secret references fail as
-// *job.ValidationError since no secrets directory is set), and its image
-// must write and read back.
+// a document Check passes (secret references fail there, since no secrets
+// directory is set) must render, refused at most for the size of its
+// documents, and its image must write and read back.
 func FuzzRenderJob(f *testing.F) {
 	files, _ := filepath.Glob("../configs/examples/*.json")
 	for _, p := range files {
@@ -25,16 +25,24 @@ func FuzzRenderJob(f *testing.F) {
 	f.Add([]byte(`{"version":1,"media":"vfat","files":[{"path":"/etc/x","content":"eA==","encoding":"base64"}]}`))
 	out := filepath.Join(f.TempDir(), "seed.img")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		j, rep := job.Parse(data)
+		j, c, rep := Check(data, CheckOptions{Secrets: true, Build: true})
 		if !rep.OK() || j.PrebuiltImage != "" {
 			return
 		}
+		if c == nil {
+			t.Fatal("a job that passed the check has no checked job to render")
+		}
 		salt := func() (string, error) { return "fuzzsaltfuzzsalt", nil }
-		r, err := Render(j, Options{Salt: salt})
+		r, err := Render(c, Options{Salt: salt})
 		if err != nil {
 			var ve *job.ValidationError
 			if !errors.As(err, &ve) {
-				t.Fatalf("a valid job fails to render with a non-validation error: %v", err)
+				t.Fatalf("a checked job fails to render with a non-validation error: %v", err)
+			}
+			for _, e := range ve.Errors {
+				if e.Field != "" {
+					t.Fatalf("the renderer refused a checked job for a field the check passed: %v", err)
+				}
 			}
 			return
 		}

@@ -18,7 +18,7 @@ fuzztime=${FUZZTIME:-30s}
 targets=(
 	"./payload/job FuzzParse"
 	"./payload/job FuzzSplitMIME"
-	"./payload/cloudinit FuzzRender"
+	"./payload/internal/cloudinit FuzzRender"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
 	"./libvirtx/domxml FuzzSetPayloadCDROM"

@@ -249,13 +249,14 @@ func isIO(err error) bool {
 }
 
 func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
-	if r := payload.CheckJob(j, e.CheckOptions()); !r.OK() {
-		return r.Err()
+	checked, rep := payload.CheckJob(j, e.CheckOptions())
+	if !rep.OK() {
+		return rep.Err()
 	}
 	var rendered *payload.Rendered
-	if j.Action != job.ActionDetach && j.PrebuiltImage == "" {
+	if checked != nil { // nil for a detach or a prebuilt image
 		var err error
-		if rendered, err = payload.Render(j, payload.Options{SecretsDir: e.SecretsDir}); err != nil {
+		if rendered, err = payload.Render(checked, payload.Options{}); err != nil {
 			return err
 		}
 	}

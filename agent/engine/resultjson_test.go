@@ -18,6 +18,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -119,7 +120,7 @@ func mustDecode(t *testing.T, doc string) *job.Job {
 func writeSeed(t *testing.T, p string) {
 	t.Helper()
 	j := &job.Job{Version: 1, Hostname: "prebuilt"}
-	if _, err := payload.Build(context.Background(), j, p, payload.Options{GID: -1, NoSync: true}); err != nil {
+	if _, err := payloadtest.Build(context.Background(), j, "", p, payload.Options{GID: -1, NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,40 @@
+// Package payloadtest renders and builds payload images for tests and
+// benchmarks that hold a decoded job, the way every caller must: through
+// payload.Check (with the options `vmpayload build` uses), then the
+// renderer, which takes only a checked job.
+package payloadtest
+
+import (
+	"context"
+
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Check checks j as `vmpayload build --secrets-dir secretsDir` does and
+// returns the checked job, or the report as a *job.ValidationError.
+func Check(j *job.Job, secretsDir string) (*payload.Checked, error) {
+	c, rep := payload.CheckJob(j, payload.CheckOptions{Secrets: true, SecretsDir: secretsDir, Build: true})
+	if !rep.OK() {
+		return nil, rep.Err()
+	}
+	return c, nil
+}
+
+// Render is Check followed by payload.Render.
+func Render(j *job.Job, secretsDir string, opt payload.Options) (*payload.Rendered, error) {
+	c, err := Check(j, secretsDir)
+	if err != nil {
+		return nil, err
+	}
+	return payload.Render(c, opt)
+}
+
+// Build is Check followed by payload.Build.
+func Build(ctx context.Context, j *job.Job, secretsDir, out string, opt payload.Options) (payload.Result, error) {
+	c, err := Check(j, secretsDir)
+	if err != nil {
+		return payload.Result{}, err
+	}
+	return payload.Build(ctx, c, out, opt)
+}
