@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
@@ -26,6 +27,28 @@ func Label(f job.Format) string {
 		return LabelConfigDrive
 	}
 	return LabelNoCloud
+}
+
+// FormatOf returns the format whose filesystem label is label (in any
+// case, as cloud-init matches it); false for a label cloud-init does not
+// look for.
+func FormatOf(label string) (job.Format, bool) {
+	switch strings.ToLower(label) {
+	case LabelNoCloud:
+		return job.FormatNoCloud, true
+	case LabelConfigDrive:
+		return job.FormatConfigDrive, true
+	}
+	return "", false
+}
+
+// MediaOf returns the media of an image whose filesystem image.Inspect
+// reports as fstype.
+func MediaOf(fstype string) job.Media {
+	if fstype == image.FSTypeVFAT {
+		return job.MediaVFAT
+	}
+	return job.MediaISO
 }
 
 // Extension returns the image file extension for media m.
@@ -99,7 +122,8 @@ func (r *Rendered) ImageName(prefix string) string {
 
 // Image describes a payload image the way results report it: where it
 // is and what it holds. payload.Result (vmpayload build) and the agent's
-// result.Payload both carry it.
+// result.Payload both carry it; Describe is the one place it is made from
+// what the image file holds (image.Info).
 type Image struct {
 	Path       string `json:"path"`
 	Format     string `json:"format"`
@@ -127,11 +151,20 @@ func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, 
 	return r.result(info), nil
 }
 
+// Describe describes the payload image image.Write or image.Inspect found
+// in a file; its format and media follow from the label and the
+// filesystem (Format is "" for a label cloud-init does not look for).
+// instanceID is the instance-id its documents carry, when known.
+func Describe(info image.Info, instanceID string) Image {
+	f, _ := FormatOf(info.Label)
+	return Image{
+		Path: info.Path, Format: string(f), Media: string(MediaOf(info.FSType)), Label: info.Label,
+		Size: info.Size, SHA256: info.SHA256, InstanceID: instanceID,
+	}
+}
+
 func (r *Rendered) result(info image.Info) Result {
-	res := Result{Image: Image{
-		Path: info.Path, Format: string(r.Job.Format), Media: string(r.Job.Media), Label: info.Label,
-		Size: info.Size, SHA256: info.SHA256, InstanceID: r.Docs.InstanceID,
-	}, ContentHash: r.Docs.ContentHash}
+	res := Result{Image: Describe(info, r.Docs.InstanceID), ContentHash: r.Docs.ContentHash}
 	for _, f := range info.Files {
 		res.Files = append(res.Files, f.Path)
 	}
