@@ -21,7 +21,7 @@ targets=(
 	"./payload/internal/cloudinit FuzzRender"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
-	"./libvirtx/domxml FuzzSetPayloadCDROM"
+	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzCheckDomain"
 )
 
