@@ -33,7 +33,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "ud-runcmd-str": "#cloud-config\nruncmd: echo user\n", "notakey": "not a key\n"} {
+	for name, content := range map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "ud-runcmd-str": "#cloud-config\nruncmd: echo user\n", "notakey": "not a key\n", "ud-vendor-off": "#cloud-config\nvendor_data: {enabled: false}\n"} {
 		if err := os.WriteFile(filepath.Join(secretsDir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -68,6 +68,8 @@ func TestOneCheckEverywhere(t *testing.T) {
 		{"missing host key secret", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "nope"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false},
 		{"host key secret that is no key", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "notakey"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false},
 		{"two problems at once", map[string]any{"hostname": "-bad-", "users": []any{map[string]any{"name": "alice", "password_secret": "nope"}}}, []string{"hostname", "users[0].password_secret"}, false},
+		{"guest report in replace mode, inline user-data turns vendor-data off", map[string]any{"guest_report": true, "user_data_mode": "replace", "user_data": "#cloud-config\nvendor_data: {enabled: false}\n"}, []string{"guest_report"}, false},
+		{"guest report in replace mode, user_data_secret turns vendor-data off", map[string]any{"guest_report": true, "user_data_mode": "replace", "user_data_secret": "ud-vendor-off"}, []string{"guest_report"}, false},
 		{"no domain", map[string]any{"hostname": "h"}, []string{"domain"}, true},
 	}
 	for _, c := range cases {

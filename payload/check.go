@@ -220,6 +220,7 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 			// the merge check Validate makes for inline user-data (its
 			// message quotes no content)
 			job.CheckMergeableLists(j, in.UserData, r)
+			job.CheckReporterUserData(j, in.UserData, r)
 		}
 	}
 	return in, keyTexts

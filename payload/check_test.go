@@ -23,6 +23,9 @@ func TestCheck(t *testing.T) {
 	}
 	agent := CheckOptions{Secrets: true, SecretsDir: dir, Agent: true}
 	offline := CheckOptions{}
+	on := true
+	reportOn := CheckOptions{Defaults: job.Defaults{GuestReport: &on}, Agent: true}
+	const vendorOff = `"user_data_mode":"replace","user_data":"#cloud-config\nvendor_data: {enabled: false}\n"`
 	for _, c := range []struct {
 		name string
 		doc  string
@@ -40,6 +43,10 @@ func TestCheck(t *testing.T) {
 		{"every problem at once", `{"version":1,"hostname":"-x-","users":[{"name":"a","password_secret":"nope"}]}`, agent,
 			[]string{"domain|required", "hostname|invalid", "users[0].password_secret|not_found"}},
 		{"detach resolves nothing", `{"version":1,"domain":"d","action":"detach","user_data_secret":"nope"}`, agent, nil},
+		{"agent's guest report meets replace mode turning vendor-data off", `{"version":1,"domain":"d",` + vendorOff + `}`, reportOn, []string{"guest_report|conflict"}},
+		{"job's guest_report false wins over the agent's", `{"version":1,"domain":"d","guest_report":false,` + vendorOff + `}`, reportOn, nil},
+		{"offline: no guest report unless the job asks", `{"version":1,` + vendorOff + `}`, offline, nil},
+		{"offline: the job asks", `{"version":1,"guest_report":true,` + vendorOff + `}`, offline, []string{"guest_report|conflict"}},
 		{"default format applies", `{"version":1,"domain":"d","network_config":"version: 2\nethernets: {}\n"}`,
 			CheckOptions{Defaults: job.Defaults{Format: job.FormatConfigDrive}, Agent: true}, []string{"network_config|conflict"}},
 	} {

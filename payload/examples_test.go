@@ -184,7 +184,7 @@ func TestExamplesJudgedByCloudInit(t *testing.T) {
 		t.Run(ex.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			out := filepath.Join(dir, "seed"+payload.Extension(ex.job.WithDefaults().Media))
+			out := filepath.Join(dir, "seed"+payload.Extension(ex.job.Apply(job.Defaults{}).Media))
 			r, err := payloadtest.Render(ex.job, secretsDir, payload.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -197,7 +197,7 @@ func TestExamplesJudgedByCloudInit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkAgainstJob(t, ex.job.WithDefaults(), res, rep)
+			checkAgainstJob(t, ex.job.Apply(job.Defaults{}), res, rep)
 		})
 	}
 }

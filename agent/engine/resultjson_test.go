@@ -36,6 +36,8 @@ func TestResultJSONGolden(t *testing.T) {
 		// earlier: a job run first on the same domain
 		earlier string
 		doc     string
+		// report: the engine's guest_report default
+		report bool
 	}{
 		{name: "attach", doc: `{"version":1,"id":"g1","domain":"%s","hostname":"golden","action":"attach"}`},
 		{name: "start-configdrive-vfat-report", doc: `{"version":1,"domain":"%s","hostname":"golden","format":"configdrive","media":"vfat","guest_report":true}`},
@@ -48,6 +50,10 @@ func TestResultJSONGolden(t *testing.T) {
 			doc: `{"version":1,"domain":"%s","action":"detach"}`},
 		{name: "invalid", doc: `{"version":1,"domain":"%s","hostname":"golden","users":[{"name":"x","password_secret":"nope"}],"ssh_host_keys":[{"type":"ed25519","private_key_secret":"garbage"}]}`},
 		{name: "invalid-host-key", doc: `{"version":1,"domain":"%s","hostname":"golden","ssh_host_keys":[{"type":"ed25519","private_key_secret":"garbage"}]}`},
+		{name: "agent-report-default", report: true, doc: `{"version":1,"domain":"%s","hostname":"golden","action":"attach"}`},
+		{name: "agent-report-off-by-job", report: true, doc: `{"version":1,"domain":"%s","hostname":"golden","action":"attach","guest_report":false}`},
+		{name: "agent-report-prebuilt", report: true, doc: `{"version":1,"domain":"%s","prebuilt_image":"$SEEDS/seed.iso","action":"attach"}`},
+		{name: "agent-report-replace-vendor-off", report: true, doc: `{"version":1,"domain":"%s","user_data_mode":"replace","user_data":"#cloud-config\nvendor_data: {enabled: false}\n"}`},
 		{name: "domain-not-found", doc: `{"version":1,"domain":"missing-%s","hostname":"golden"}`},
 	}
 	for _, c := range cases {
@@ -64,7 +70,7 @@ func TestResultJSONGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
-				PrebuiltDirs: []string{seeds}, SecretsDir: secrets, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+				PrebuiltDirs: []string{seeds}, SecretsDir: secrets, GuestReport: c.report, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
 			expand := func(doc string) string {
 				return strings.ReplaceAll(strings.ReplaceAll(doc, "%s", name), "$SEEDS", seeds)
 			}
