@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/golden"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload"
@@ -96,19 +96,7 @@ func TestResultJSONGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := strings.NewReplacer(e.PayloadDir, "$PAYLOAD", seeds, "$SEEDS", d.UUID, "$UUID").Replace(string(b)) + "\n"
-			path := filepath.Join("testdata", "result", c.name+".json")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(want, []byte(got)) {
-				t.Errorf("result of %s differs from %s:\n%s", j, path, got)
-			}
+			golden.Compare(t, filepath.Join("testdata", "result", c.name+".json"), []byte(got), *update)
 		})
 	}
 }

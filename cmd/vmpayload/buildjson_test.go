@@ -1,10 +1,11 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/internal/golden"
 )
 
 // TestBuildJSONGolden pins `vmpayload build --json` byte for byte (the
@@ -23,19 +24,7 @@ func TestBuildJSONGolden(t *testing.T) {
 				t.Fatalf("build: exit %d %s", code, stderr)
 			}
 			got := strings.ReplaceAll(stdout, dir, "$DIR")
-			path := filepath.Join("testdata", "build", c.name+".json")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Errorf("build --json of %s differs from %s:\n%s", c.job, path, got)
-			}
+			golden.Compare(t, filepath.Join("testdata", "build", c.name+".json"), []byte(got), *update)
 		})
 	}
 }

@@ -6,6 +6,8 @@ package payloadtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -37,4 +39,24 @@ func Build(ctx context.Context, j *job.Job, secretsDir, out string, opt payload.
 		return payload.Result{}, err
 	}
 	return payload.Build(ctx, c, out, opt)
+}
+
+// RenderRefusal checks an error payload.Render gave a checked job: nil
+// when err is nil or the one refusal the renderer may make (documents over
+// the image limit: a *job.ValidationError naming no field), else an error
+// saying why err should not have happened.
+func RenderRefusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ve *job.ValidationError
+	if !errors.As(err, &ve) {
+		return fmt.Errorf("a checked job fails to render with a non-validation error: %w", err)
+	}
+	for _, e := range ve.Errors {
+		if e.Field != "" {
+			return fmt.Errorf("the renderer refused a checked job for a field the check passed: %w", err)
+		}
+	}
+	return nil
 }

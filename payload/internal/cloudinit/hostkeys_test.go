@@ -5,29 +5,16 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 )
 
-const secretsDir = "../../../configs/examples/secrets"
-
-func readSecret(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(secretsDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func TestParseHostKey(t *testing.T) {
-	ed := readSecret(t, "host-ed25519")
-	edPub := strings.TrimSpace(readSecret(t, "host-ed25519.pub"))
-	ecPub := strings.TrimSpace(readSecret(t, "host-ecdsa.pub"))
+	ed := ReadSecret(t, "host-ed25519")
+	edPub := strings.TrimSpace(ReadSecret(t, "host-ed25519.pub"))
+	ecPub := strings.TrimSpace(ReadSecret(t, "host-ecdsa.pub"))
 	small, err := rsa.GenerateKey(rand.Reader, 1024)
 	if err != nil {
 		t.Fatal(err)
@@ -46,8 +33,8 @@ func TestParseHostKey(t *testing.T) {
 		{name: "ed25519 derived", typ: "ed25519", priv: ed, wantPub: strings.Join(strings.Fields(edPub)[:2], " ")},
 		{name: "ed25519 given with comment", typ: "ed25519", priv: ed, pub: edPub, wantPub: edPub},
 		{name: "crlf and trailing blank lines", typ: "ed25519", priv: strings.ReplaceAll(ed, "\n", "\r\n") + "\r\n\r\n", wantPub: strings.Join(strings.Fields(edPub)[:2], " ")},
-		{name: "ecdsa", typ: "ecdsa", priv: readSecret(t, "host-ecdsa"), pub: ecPub, wantPub: ecPub},
-		{name: "rsa", typ: "rsa", priv: readSecret(t, "host-rsa")},
+		{name: "ecdsa", typ: "ecdsa", priv: ReadSecret(t, "host-ecdsa"), pub: ecPub, wantPub: ecPub},
+		{name: "rsa", typ: "rsa", priv: ReadSecret(t, "host-rsa")},
 		{name: "type mismatch", typ: "rsa", priv: ed, wantErr: "is an ed25519 key, not rsa"},
 		{name: "public of another key", typ: "ed25519", priv: ed, pub: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p x", wantErr: "not the public half"},
 		{name: "not a key", typ: "ed25519", priv: "hello\n", wantErr: "does not hold an OpenSSH or PEM private key"},

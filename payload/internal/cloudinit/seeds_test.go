@@ -1,8 +1,6 @@
 package cloudinit_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,20 +13,9 @@ import (
 // The renderer takes only a job payload.Check passed: these tests render
 // through it, as every caller does.
 
-const secretsDir = "../../../configs/examples/secrets"
-
-func readSecret(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(secretsDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// render checks j (secrets in secretsDir) and renders it.
+// render checks j (secrets in cloudinit.SecretsDir) and renders it.
 func render(j job.Job, opt payload.Options) (*cloudinit.Documents, error) {
-	r, err := payloadtest.Render(&j, secretsDir, opt)
+	r, err := payloadtest.Render(&j, cloudinit.SecretsDir, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +84,7 @@ func TestRenderSeeds(t *testing.T) {
 }
 
 func TestRenderSeedErrors(t *testing.T) {
-	ed := readSecret(t, "host-ed25519")
+	ed := cloudinit.ReadSecret(t, "host-ed25519")
 	for _, c := range []struct {
 		name  string
 		j     job.Job
