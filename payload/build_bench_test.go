@@ -66,22 +66,23 @@ var benchCases = []struct{ size, format string }{
 	{"minimal", "nocloud"}, {"typical", "nocloud"}, {"typical", "configdrive"}, {"plaintext", "nocloud"}, {"large", "nocloud"},
 }
 
-// BenchmarkBuild is payload.Build (render, image, fsyncs, read-back) as the
-// agent runs it.
+// BenchmarkBuild is payload.Check and payload.Build (render, image, fsyncs,
+// read-back) as the agent runs them.
 func BenchmarkBuild(b *testing.B) {
 	for _, c := range benchCases {
 		b.Run(c.size+"/"+c.format, func(b *testing.B) { benchBuild(b, c.size, c.format, payload.Options{GID: -1}) })
 	}
 }
 
-// BenchmarkBuildNoSync is payload.Build as `vmpayload build` runs it.
+// BenchmarkBuildNoSync is payload.Check and payload.Build as `vmpayload
+// build` runs them.
 func BenchmarkBuildNoSync(b *testing.B) {
 	for _, c := range benchCases {
 		b.Run(c.size+"/"+c.format, func(b *testing.B) { benchBuild(b, c.size, c.format, payload.Options{GID: -1, NoSync: true}) })
 	}
 }
 
-// BenchmarkRender is payload.Render alone (no image).
+// BenchmarkRender is payload.Check and payload.Render (no image).
 func BenchmarkRender(b *testing.B) {
 	for _, c := range benchCases {
 		b.Run(c.size+"/"+c.format, func(b *testing.B) {
