@@ -482,7 +482,7 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 			a.mu.Unlock()
 		}
 		if j != nil {
-			t.base.Domain, t.base.Action = j.Domain, string(j.WithDefaults().Action)
+			t.base.Domain, t.base.Action = j.Domain, string(j.Apply(opt.Defaults).Action)
 		}
 	}
 	if t.base.Submitter == nil {
@@ -698,7 +698,8 @@ func (a *Agent) Submit(data []byte) (string, error) {
 // the job id; a *job.ValidationError for an invalid job, an
 // *access.ForbiddenError when who may not use a field of it.
 func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
-	j, rep := payload.Check(data, a.eng.Load().CheckOptions())
+	opt := a.eng.Load().CheckOptions()
+	j, _, rep := payload.Check(data, opt)
 	if err := rep.Err(); err != nil {
 		return "", err
 	}
@@ -727,7 +728,7 @@ func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	a.unclaimed++
 	a.mu.Unlock()
 	a.viaSocket.Store(id, who)
-	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.WithDefaults().Action), State: result.StateQueued, Source: "socket", Submitter: &who, ReceivedAt: time.Now().UTC()})
+	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.Apply(opt.Defaults).Action), State: result.StateQueued, Source: "socket", Submitter: &who, ReceivedAt: time.Now().UTC()})
 	if err := a.spool.PutOwned(id, data, int(who.UID)); err != nil {
 		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
 			a.mu.Lock()

@@ -33,7 +33,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "ud-runcmd-str": "#cloud-config\nruncmd: echo user\n", "notakey": "not a key\n"} {
+	for name, content := range map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "ud-runcmd-str": "#cloud-config\nruncmd: echo user\n", "notakey": "not a key\n", "ud-vendor-off": "#cloud-config\nvendor_data: {enabled: false}\n"} {
 		if err := os.WriteFile(filepath.Join(secretsDir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,8 @@ func TestOneCheckEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer host.Close()
-	eng := &engine.Engine{Host: host, PayloadDir: filepath.Join(a.dir, "engine-payload"), SecretsDir: secretsDir, ImageGID: -1}
+	// guest_report on: the agent's default (config guest_report)
+	eng := &engine.Engine{Host: host, PayloadDir: filepath.Join(a.dir, "engine-payload"), SecretsDir: secretsDir, ImageGID: -1, GuestReport: true}
 
 	const dom = "vmpx-check-none"
 	cases := []struct {
@@ -53,22 +54,29 @@ func TestOneCheckEverywhere(t *testing.T) {
 		want []string
 		// agentOnly: build and validate do not need a domain.
 		agentOnly bool
+		// agentDefault: only the agent's defaults (guest_report on) make
+		// the job invalid; build and validate do not apply them.
+		agentDefault bool
 	}{
-		{"configdrive with network_config", map[string]any{"format": "configdrive", "network_config": "version: 2\nethernets: {}\n"}, []string{"network_config"}, false},
-		{"replace mode with runcmd", map[string]any{"user_data_mode": "replace", "user_data": "#!/bin/sh\necho hi\n", "runcmd": []any{"echo lost"}}, []string{"user_data_mode"}, false},
-		{"replace mode with random_seed, default format", map[string]any{"user_data_mode": "replace", "user_data": "#!/bin/sh\ntrue\n", "random_seed": map[string]any{"generate_bytes": 64}}, []string{"user_data_mode"}, false},
-		{"network_data with the default format", map[string]any{"network_data": map[string]any{"links": []any{map[string]any{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:12:34:56"}}}}, []string{"network_data"}, false},
-		{"missing password secret", map[string]any{"users": []any{map[string]any{"name": "alice", "password_secret": "nope"}}}, []string{"users[0].password_secret"}, false},
-		{"empty password secret", map[string]any{"users": []any{map[string]any{"name": "alice", "password_secret": "empty"}}}, []string{"users[0].password_secret"}, false},
-		{"missing user_data_secret", map[string]any{"user_data_secret": "nope"}, []string{"user_data_secret"}, false},
-		{"broken user_data_secret", map[string]any{"user_data_secret": "ud-bad"}, []string{"user_data_secret"}, false},
-		{"user_data_secret runcmd no list against the job's runcmd", map[string]any{"user_data_secret": "ud-runcmd-str", "runcmd": []any{"echo job"}}, []string{"user_data"}, false},
-		{"inline runcmd no list against the job's runcmd", map[string]any{"user_data": "#cloud-config\nruncmd: echo user\n", "runcmd": []any{"echo job"}}, []string{"user_data"}, false},
-		{"meta_data with two instance-ids", map[string]any{"meta_data": map[string]any{"instance-id": "a", "uuid": "b"}}, []string{"meta_data.uuid"}, false},
-		{"missing host key secret", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "nope"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false},
-		{"host key secret that is no key", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "notakey"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false},
-		{"two problems at once", map[string]any{"hostname": "-bad-", "users": []any{map[string]any{"name": "alice", "password_secret": "nope"}}}, []string{"hostname", "users[0].password_secret"}, false},
-		{"no domain", map[string]any{"hostname": "h"}, []string{"domain"}, true},
+		{"configdrive with network_config", map[string]any{"format": "configdrive", "network_config": "version: 2\nethernets: {}\n"}, []string{"network_config"}, false, false},
+		{"replace mode with runcmd", map[string]any{"user_data_mode": "replace", "user_data": "#!/bin/sh\necho hi\n", "runcmd": []any{"echo lost"}}, []string{"user_data_mode"}, false, false},
+		{"replace mode with random_seed, default format", map[string]any{"user_data_mode": "replace", "user_data": "#!/bin/sh\ntrue\n", "random_seed": map[string]any{"generate_bytes": 64}}, []string{"user_data_mode"}, false, false},
+		{"network_data with the default format", map[string]any{"network_data": map[string]any{"links": []any{map[string]any{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:12:34:56"}}}}, []string{"network_data"}, false, false},
+		{"missing password secret", map[string]any{"users": []any{map[string]any{"name": "alice", "password_secret": "nope"}}}, []string{"users[0].password_secret"}, false, false},
+		{"empty password secret", map[string]any{"users": []any{map[string]any{"name": "alice", "password_secret": "empty"}}}, []string{"users[0].password_secret"}, false, false},
+		{"missing user_data_secret", map[string]any{"user_data_secret": "nope"}, []string{"user_data_secret"}, false, false},
+		{"broken user_data_secret", map[string]any{"user_data_secret": "ud-bad"}, []string{"user_data_secret"}, false, false},
+		{"user_data_secret runcmd no list against the job's runcmd", map[string]any{"user_data_secret": "ud-runcmd-str", "runcmd": []any{"echo job"}}, []string{"user_data"}, false, false},
+		{"inline runcmd no list against the job's runcmd", map[string]any{"user_data": "#cloud-config\nruncmd: echo user\n", "runcmd": []any{"echo job"}}, []string{"user_data"}, false, false},
+		{"meta_data with two instance-ids", map[string]any{"meta_data": map[string]any{"instance-id": "a", "uuid": "b"}}, []string{"meta_data.uuid"}, false, false},
+		{"missing host key secret", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "nope"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false, false},
+		{"host key secret that is no key", map[string]any{"ssh_host_keys": []any{map[string]any{"type": "ed25519", "private_key_secret": "notakey"}}}, []string{"ssh_host_keys[0].private_key_secret"}, false, false},
+		{"two problems at once", map[string]any{"hostname": "-bad-", "users": []any{map[string]any{"name": "alice", "password_secret": "nope"}}}, []string{"hostname", "users[0].password_secret"}, false, false},
+		{"guest report in replace mode, inline user-data turns vendor-data off", map[string]any{"guest_report": true, "user_data_mode": "replace", "user_data": "#cloud-config\nvendor_data: {enabled: false}\n"}, []string{"guest_report"}, false, false},
+		{"guest report in replace mode, user_data_secret turns vendor-data off", map[string]any{"guest_report": true, "user_data_mode": "replace", "user_data_secret": "ud-vendor-off"}, []string{"guest_report"}, false, false},
+		{"no domain", map[string]any{"hostname": "h"}, []string{"domain"}, true, false},
+		{name: "the agent's guest report in replace mode, user-data turns vendor-data off", job: map[string]any{"user_data_mode": "replace", "user_data": "#cloud-config\nvendor_data: {enabled: false}\n"},
+			want: []string{"guest_report"}, agentDefault: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,7 +125,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 			}
 			assertFields(t, "POST /v1/jobs", fieldsOf(ans.Errors), c.want)
 
-			if c.agentOnly {
+			if c.agentOnly || c.agentDefault {
 				return
 			}
 			// vmpayload validate --json --secrets-dir

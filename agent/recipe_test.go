@@ -13,6 +13,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload"
 	jobpkg "github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -59,7 +60,7 @@ func TestStartupRebuildFromRecipes(t *testing.T) {
 		var node strings.Builder
 		node.WriteString("<node>\n")
 		for _, d := range doms {
-			rd, err := payload.Render(d.job, payload.Options{SecretsDir: buildSecrets})
+			rd, err := payloadtest.Render(d.job, buildSecrets, payload.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

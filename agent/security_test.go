@@ -24,6 +24,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload"
 	pjob "github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 // stuckHost never answers lookups of domain "stuck" (like a libvirtd whose
@@ -199,7 +200,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 	if err := os.Mkdir(seeds, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rd, err := payload.Render(&pjob.Job{Version: 1, Domain: "existing", Hostname: "prebuilt"}, payload.Options{})
+	rd, err := payloadtest.Render(&pjob.Job{Version: 1, Domain: "existing", Hostname: "prebuilt"}, "", payload.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

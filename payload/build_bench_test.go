@@ -10,6 +10,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 // Benchmarks of the in-process build (test/bench compares it with
@@ -65,29 +66,30 @@ var benchCases = []struct{ size, format string }{
 	{"minimal", "nocloud"}, {"typical", "nocloud"}, {"typical", "configdrive"}, {"plaintext", "nocloud"}, {"large", "nocloud"},
 }
 
-// BenchmarkBuild is payload.Build (render, image, fsyncs, read-back) as the
-// agent runs it.
+// BenchmarkBuild is payload.Check and payload.Build (render, image, fsyncs,
+// read-back) as the agent runs them.
 func BenchmarkBuild(b *testing.B) {
 	for _, c := range benchCases {
 		b.Run(c.size+"/"+c.format, func(b *testing.B) { benchBuild(b, c.size, c.format, payload.Options{GID: -1}) })
 	}
 }
 
-// BenchmarkBuildNoSync is payload.Build as `vmpayload build` runs it.
+// BenchmarkBuildNoSync is payload.Check and payload.Build as `vmpayload
+// build` runs them.
 func BenchmarkBuildNoSync(b *testing.B) {
 	for _, c := range benchCases {
 		b.Run(c.size+"/"+c.format, func(b *testing.B) { benchBuild(b, c.size, c.format, payload.Options{GID: -1, NoSync: true}) })
 	}
 }
 
-// BenchmarkRender is payload.Render alone (no image).
+// BenchmarkRender is payload.Check and payload.Render (no image).
 func BenchmarkRender(b *testing.B) {
 	for _, c := range benchCases {
 		b.Run(c.size+"/"+c.format, func(b *testing.B) {
 			j := benchJob(b, c.size, c.format)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := payload.Render(j, payload.Options{}); err != nil {
+				if _, err := payloadtest.Render(j, "", payload.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -101,7 +103,7 @@ func benchBuild(b *testing.B, size, format string, opt payload.Options) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := payload.Build(ctx, j, out, opt); err != nil {
+		if _, err := payloadtest.Build(ctx, j, "", out, opt); err != nil {
 			b.Fatal(err)
 		}
 	}

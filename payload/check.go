@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vmpayload/vmpayload/payload/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/secrets"
 )
@@ -25,21 +25,41 @@ type CheckOptions struct {
 	SecretsDir string
 	// Agent: the job runs on the agent, which needs the domain.
 	Agent bool
+	// Build: the job's payload is built whatever its action, as
+	// `vmpayload build` does: a detach or prebuilt_image job gets its
+	// secrets resolved and a Checked too (the agent renders neither).
+	Build bool
 }
 
 // MsgDomainRequired is the problem of an agent job without a domain.
 const MsgDomainRequired = "the agent needs the libvirt domain (name or UUID) the payload is for"
 
+// Checked is a job Check found nothing wrong with, ready to render: its
+// defaults applied, its secrets resolved and its host keys parsed. Only
+// Check and CheckJob make one, and Render takes nothing else, so no job
+// reaches the renderer without the one check.
+type Checked struct {
+	in cloudinit.Input
+}
+
+// Job returns the checked job, with its defaults applied.
+func (c *Checked) Job() job.Job { return c.in.Job }
+
 // Check decodes and checks a job document and returns the job (nil when
-// the document is not a JSON object) and one report of every problem
-// found, each naming its field. It is the one check in front of a build:
-// `vmpayload validate` and `build`, the API's POST /v1/jobs, the spool
-// intake and the engine all call it, so a job one of them accepts is not
-// refused by another for its content.
-func Check(data []byte, opt CheckOptions) (*job.Job, job.Report) {
+// the document is not a JSON object), the checked job when it passed and
+// has a payload to render, and one report of every problem found, each
+// naming its field. It is the one check in front of a build: `vmpayload
+// validate` and `build`, the API's POST /v1/jobs, the spool intake and the
+// engine all call it, so a job one of them accepts is not refused by
+// another for its content.
+//
+// The checked job is nil without opt.Secrets (secrets unresolved, the job
+// cannot be rendered) and, unless opt.Build, for a detach or a
+// prebuilt_image job (the agent renders nothing for them).
+func Check(data []byte, opt CheckOptions) (*job.Job, *Checked, job.Report) {
 	j, r := job.ParseWith(data, opt.Defaults)
-	CheckParsed(j, &r, opt)
-	return j, r
+	c := checkParsed(j, &r, opt)
+	return j, c, r
 }
 
 // CheckParsed completes the check of a job job.ParseWith(data,
@@ -47,11 +67,23 @@ func Check(data []byte, opt CheckOptions) (*job.Job, job.Report) {
 // (a domain on the agent, secrets that resolve) for the fields r does not
 // already find fault with. Check is ParseWith followed by CheckParsed.
 func CheckParsed(j *job.Job, r *job.Report, opt CheckOptions) {
+	checkParsed(j, r, opt)
+}
+
+// CheckJob is Check for a decoded job.
+func CheckJob(j *job.Job, opt CheckOptions) (*Checked, job.Report) {
+	a := j.Apply(opt.Defaults)
+	r := a.Validate()
+	c := checkParsed(j, &r, opt)
+	return c, r
+}
+
+func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 	if j == nil {
-		return
+		return nil
 	}
 	var more job.Report
-	checkRun(j, opt, &more, r.OK())
+	in, ok := checkRun(j, opt, &more, r.OK())
 	seen := map[string]bool{}
 	for _, e := range r.Errors {
 		seen[e.Field] = true
@@ -61,52 +93,73 @@ func CheckParsed(j *job.Job, r *job.Report, opt CheckOptions) {
 			r.Errors = append(r.Errors, e)
 		}
 	}
-}
-
-// CheckJob is Check for a decoded job.
-func CheckJob(j *job.Job, opt CheckOptions) job.Report {
-	a := j.Apply(opt.Defaults)
-	r := a.Validate()
-	CheckParsed(j, &r, opt)
-	return r
+	if !ok || !r.OK() {
+		return nil
+	}
+	return &Checked{in: in}
 }
 
 // checkRun adds what a job needs beyond its own fields: a domain on the
-// agent, secrets that resolve and whose content can be used. When the
-// job's own fields are valid (valid), its secrets resolve and the render
-// could still refuse it (renderCheckNeeded), the documents are rendered
-// once, in memory, so that nothing the renderer would refuse (a host key
-// that is not a private key of its type, documents over the image limit)
-// is left to the build.
-func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) {
+// agent, secrets that resolve and whose content can be used (host keys
+// that parse). When the job's own fields are valid (valid), its secrets
+// resolve and the render could still refuse it (renderCheckNeeded), the
+// documents are rendered once, in memory, so that nothing the renderer
+// would refuse (documents over the image limit) is left to the build. It
+// returns the render input and whether the job has one: not without
+// opt.Secrets, nor for a detach or a prebuilt image unless opt.Build.
+func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudinit.Input, bool) {
 	if opt.Agent && j.Domain == "" {
 		r.Add("domain", job.CodeRequired, MsgDomainRequired)
 	}
 	a := j.Apply(opt.Defaults)
-	if !opt.Secrets || a.Action == job.ActionDetach || a.PrebuiltImage != "" {
-		return
+	if !opt.Build && (a.Action == job.ActionDetach || a.PrebuiltImage != "") {
+		return cloudinit.Input{}, false
+	}
+	if !opt.Secrets {
+		return cloudinit.Input{}, false
 	}
 	var sr job.Report
-	in := resolveSecrets(&a, secrets.Dir(opt.SecretsDir), &sr)
+	in, keyTexts := resolveSecrets(&a, secrets.Dir(opt.SecretsDir), &sr)
 	r.Merge(sr)
-	if !valid || !sr.OK() || !renderCheckNeeded(&a, in) {
-		return
+	if !valid || !sr.OK() {
+		return in, false
 	}
-	var ve *job.ValidationError
-	if _, err := cloudinit.Render(in, cloudinit.Options{}); errors.As(err, &ve) {
-		r.Merge(job.Report{Errors: ve.Errors})
+	var kr job.Report
+	in.HostKeys = parseHostKeys(&a, keyTexts, &kr)
+	if !kr.OK() {
+		r.Merge(kr)
+		return in, false
 	}
+	if renderCheckNeeded(&a, in) {
+		var ve *job.ValidationError
+		if _, err := cloudinit.Render(in, cloudinit.Options{}); errors.As(err, &ve) {
+			r.Merge(job.Report{Errors: ve.Errors})
+		}
+	}
+	return in, true
 }
 
-// renderCheckNeeded reports whether rendering j could refuse it after
-// its fields and secrets passed: a host key secret whose content is not a
-// usable private key, or documents over the image limit, which only
+// parseHostKeys parses the private keys texts read for j's ssh_host_keys,
+// reporting a key that is not a usable private key of its type under the
+// secret's field, without quoting it.
+func parseHostKeys(j *job.Job, texts []string, r *job.Report) []cloudinit.HostKey {
+	keys := make([]cloudinit.HostKey, 0, len(j.SSHHostKeys))
+	for i, k := range j.SSHHostKeys {
+		hk, err := cloudinit.ParseHostKey(k.Type, texts[i], k.PublicKey)
+		if err != nil {
+			r.Add(fmt.Sprintf("ssh_host_keys[%d].private_key_secret", i), job.CodeInvalid, "secret %q: %v", k.PrivateKeySecret, err)
+			continue
+		}
+		keys = append(keys, hk)
+	}
+	return keys
+}
+
+// renderCheckNeeded reports whether rendering j could refuse it after its
+// fields and secrets passed: documents over the image limit, which only
 // content near the limit can reach. Other jobs skip the render (password
 // hashing makes it tens of times the cost of the rest of the check).
 func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
-	if len(j.SSHHostKeys) > 0 {
-		return true
-	}
 	n := len(in.UserData) + len(j.NetworkConfig) + len(j.VendorData)
 	for _, f := range j.Files {
 		n += len(f.Content)
@@ -115,9 +168,11 @@ func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
 }
 
 // resolveSecrets reads the secrets j names from sd and returns the render
-// input carrying them; problems are added to r by field.
-func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) cloudinit.Input {
-	in := cloudinit.Input{Job: *j, Passwords: make([]string, len(j.Users)), HostKeys: make([]string, len(j.SSHHostKeys))}
+// input carrying them and the text of each host key secret (parsed once
+// every secret resolved); problems are added to r by field.
+func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input, []string) {
+	in := cloudinit.Input{Job: *j, Passwords: make([]string, len(j.Users))}
+	keyTexts := make([]string, len(j.SSHHostKeys))
 	for i, u := range j.Users {
 		if u.PasswordSecret == "" {
 			continue
@@ -142,8 +197,8 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) cloudinit.Input {
 			addSecretError(r, f, k.PrivateKeySecret, err)
 			continue
 		}
-		in.HostKeys[i] = string(b)
-		if strings.TrimSpace(in.HostKeys[i]) == "" {
+		keyTexts[i] = string(b)
+		if strings.TrimSpace(keyTexts[i]) == "" {
 			r.Add(f, job.CodeInvalid, "secret %q is empty", k.PrivateKeySecret)
 		}
 	}
@@ -165,9 +220,10 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) cloudinit.Input {
 			// the merge check Validate makes for inline user-data (its
 			// message quotes no content)
 			job.CheckMergeableLists(j, in.UserData, r)
+			job.CheckReporterUserData(j, in.UserData, r)
 		}
 	}
-	return in
+	return in, keyTexts
 }
 
 func addSecretError(r *job.Report, field, name string, err error) {

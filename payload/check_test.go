@@ -23,6 +23,9 @@ func TestCheck(t *testing.T) {
 	}
 	agent := CheckOptions{Secrets: true, SecretsDir: dir, Agent: true}
 	offline := CheckOptions{}
+	on := true
+	reportOn := CheckOptions{Defaults: job.Defaults{GuestReport: &on}, Agent: true}
+	const vendorOff = `"user_data_mode":"replace","user_data":"#cloud-config\nvendor_data: {enabled: false}\n"`
 	for _, c := range []struct {
 		name string
 		doc  string
@@ -40,11 +43,15 @@ func TestCheck(t *testing.T) {
 		{"every problem at once", `{"version":1,"hostname":"-x-","users":[{"name":"a","password_secret":"nope"}]}`, agent,
 			[]string{"domain|required", "hostname|invalid", "users[0].password_secret|not_found"}},
 		{"detach resolves nothing", `{"version":1,"domain":"d","action":"detach","user_data_secret":"nope"}`, agent, nil},
+		{"agent's guest report meets replace mode turning vendor-data off", `{"version":1,"domain":"d",` + vendorOff + `}`, reportOn, []string{"guest_report|conflict"}},
+		{"job's guest_report false wins over the agent's", `{"version":1,"domain":"d","guest_report":false,` + vendorOff + `}`, reportOn, nil},
+		{"offline: no guest report unless the job asks", `{"version":1,` + vendorOff + `}`, offline, nil},
+		{"offline: the job asks", `{"version":1,"guest_report":true,` + vendorOff + `}`, offline, []string{"guest_report|conflict"}},
 		{"default format applies", `{"version":1,"domain":"d","network_config":"version: 2\nethernets: {}\n"}`,
 			CheckOptions{Defaults: job.Defaults{Format: job.FormatConfigDrive}, Agent: true}, []string{"network_config|conflict"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j, r := Check([]byte(c.doc), c.opt)
+			j, _, r := Check([]byte(c.doc), c.opt)
 			if got := fieldCodes(r.Errors); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("Check: %q, want %q", got, c.want)
 			}
@@ -55,9 +62,59 @@ func TestCheck(t *testing.T) {
 			}
 			// CheckJob on the decoded job says the same
 			if j != nil {
-				if got := fieldCodes(CheckJob(j, c.opt).Errors); !reflect.DeepEqual(got, c.want) {
+				if _, r := CheckJob(j, c.opt); !reflect.DeepEqual(fieldCodes(r.Errors), c.want) {
+					got := fieldCodes(r.Errors)
 					t.Errorf("CheckJob: %q, want %q", got, c.want)
 				}
+			}
+		})
+	}
+}
+
+// TestChecked: Check hands out a job to render only when it passed with its
+// secrets resolved and has something to render, with its defaults applied;
+// the renderer takes nothing else.
+func TestChecked(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pw"), []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := CheckOptions{Defaults: job.Defaults{Format: job.FormatConfigDrive}, Secrets: true, SecretsDir: dir, Agent: true}
+	build := CheckOptions{Secrets: true, SecretsDir: dir, Build: true}
+	for _, c := range []struct {
+		name    string
+		doc     string
+		opt     CheckOptions
+		checked bool
+	}{
+		{"agent job with a secret", `{"version":1,"domain":"d","users":[{"name":"a","password_secret":"pw"}]}`, agent, true},
+		{"secrets not resolved", `{"version":1,"hostname":"h"}`, CheckOptions{}, false},
+		{"invalid field", `{"version":1,"domain":"d","hostname":"-x-"}`, agent, false},
+		{"missing secret", `{"version":1,"domain":"d","user_data_secret":"nope"}`, agent, false},
+		{"detach on the agent", `{"version":1,"domain":"d","action":"detach"}`, agent, false},
+		{"prebuilt on the agent", `{"version":1,"domain":"d","prebuilt_image":"/x.iso"}`, agent, false},
+		{"detach built offline", `{"version":1,"action":"detach","hostname":"h"}`, build, true},
+		{"host key secret that is no key", `{"version":1,"ssh_host_keys":[{"type":"ed25519","private_key_secret":"pw"}]}`, build, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j, ch, r := Check([]byte(c.doc), c.opt)
+			if (ch != nil) != c.checked {
+				t.Fatalf("Check gave a checked job %v, want %v (report %v)", ch != nil, c.checked, r.Errors)
+			}
+			if ch2, _ := CheckJob(j, c.opt); (ch2 != nil) != c.checked {
+				t.Errorf("CheckJob gave a checked job %v, want %v", ch2 != nil, c.checked)
+			}
+			if ch == nil {
+				return
+			}
+			if !r.OK() {
+				t.Errorf("checked job with problems %v", r.Errors)
+			}
+			if got, want := ch.Job(), j.Apply(c.opt.Defaults); !reflect.DeepEqual(got, want) {
+				t.Errorf("checked job %+v, want the job with defaults %+v", got, want)
+			}
+			if _, err := Render(ch, Options{}); err != nil {
+				t.Errorf("a checked job does not render: %v", err)
 			}
 		})
 	}
@@ -82,7 +139,7 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	doc := string(data) // names its domain
 	opt := CheckOptions{Secrets: true, SecretsDir: b.TempDir(), Agent: true}
-	if _, r := Check([]byte(doc), opt); !r.OK() {
+	if _, _, r := Check([]byte(doc), opt); !r.OK() {
 		b.Fatalf("example does not pass the check: %v", r.Err())
 	}
 	b.Run("parse", func(b *testing.B) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/test/judge"
 )
 
@@ -114,7 +115,7 @@ func TestCloudInitSeedMetaData(t *testing.T) {
 	for _, f := range []job.Format{job.FormatNoCloud, job.FormatConfigDrive} {
 		j := &job.Job{Version: 1, Format: f, MetaData: md, Timezone: "UTC"}
 		p := filepath.Join(dir, string(f)+".iso")
-		if _, err := payload.Build(ctx, j, p, payload.Options{GID: -1}); err != nil {
+		if _, err := payloadtest.Build(ctx, j, "", p, payload.Options{GID: -1}); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		paths = append(paths, p)

@@ -16,8 +16,9 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload"
-	"github.com/vmpayload/vmpayload/payload/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/test/judge"
 )
 
@@ -125,7 +126,7 @@ func largeFileExamples(t *testing.T) []example {
 func TestGolden(t *testing.T) {
 	for _, ex := range buildableExamples(t) {
 		t.Run(ex.name, func(t *testing.T) {
-			r, err := payload.Render(ex.job, payload.Options{SecretsDir: secretsDir, Salt: fixedSalt, Rand: fixedRand{}})
+			r, err := payloadtest.Render(ex.job, secretsDir, payload.Options{Salt: fixedSalt, Rand: fixedRand{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,8 +184,8 @@ func TestExamplesJudgedByCloudInit(t *testing.T) {
 		t.Run(ex.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			out := filepath.Join(dir, "seed"+payload.Extension(ex.job.WithDefaults().Media))
-			r, err := payload.Render(ex.job, payload.Options{SecretsDir: secretsDir})
+			out := filepath.Join(dir, "seed"+payload.Extension(ex.job.Apply(job.Defaults{}).Media))
+			r, err := payloadtest.Render(ex.job, secretsDir, payload.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +197,7 @@ func TestExamplesJudgedByCloudInit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkAgainstJob(t, ex.job.WithDefaults(), res, rep)
+			checkAgainstJob(t, ex.job.Apply(job.Defaults{}), res, rep)
 		})
 	}
 }

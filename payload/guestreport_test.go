@@ -12,6 +12,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/test/judge"
 )
 
@@ -47,11 +48,11 @@ func withReport(j job.Job, on bool) *job.Job {
 func TestGuestReportRendered(t *testing.T) {
 	for _, c := range guestReportCases {
 		t.Run(c.name, func(t *testing.T) {
-			on, err := payload.Render(withReport(c.job, true), payload.Options{})
+			on, err := payloadtest.Render(withReport(c.job, true), "", payload.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			off, err := payload.Render(withReport(c.job, false), payload.Options{})
+			off, err := payloadtest.Render(withReport(c.job, false), "", payload.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,12 +127,12 @@ func docOf(r *payload.Rendered, kind string) string {
 // guest_report, rather than left to a silent timeout.
 func TestGuestReportVendorDataOff(t *testing.T) {
 	j := job.Job{Version: 1, Hostname: "gr9", UserDataMode: job.ModeReplace, UserData: "#cloud-config\nvendor_data: {enabled: false}\n"}
-	_, err := payload.Render(withReport(j, true), payload.Options{})
+	_, err := payloadtest.Render(withReport(j, true), "", payload.Options{})
 	var ve *job.ValidationError
 	if !errors.As(err, &ve) || ve.Errors[0].Field != "guest_report" || ve.Errors[0].Code != job.CodeConflict {
 		t.Fatalf("err %v, want a guest_report conflict", err)
 	}
-	if _, err := payload.Render(withReport(j, false), payload.Options{}); err != nil {
+	if _, err := payloadtest.Render(withReport(j, false), "", payload.Options{}); err != nil {
 		t.Fatalf("without the report: %v", err)
 	}
 }
@@ -148,7 +149,7 @@ func TestGuestReportJudgedByCloudInit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			out := filepath.Join(t.TempDir(), "seed.iso")
-			r, err := payload.Render(withReport(c.job, true), payload.Options{})
+			r, err := payloadtest.Render(withReport(c.job, true), "", payload.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

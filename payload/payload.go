@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
-	"github.com/vmpayload/vmpayload/payload/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
-	"github.com/vmpayload/vmpayload/payload/secrets"
 )
 
 // Labels of the two payload formats.
@@ -29,6 +29,28 @@ func Label(f job.Format) string {
 	return LabelNoCloud
 }
 
+// FormatOf returns the format whose filesystem label is label (in any
+// case, as cloud-init matches it); false for a label cloud-init does not
+// look for.
+func FormatOf(label string) (job.Format, bool) {
+	switch strings.ToLower(label) {
+	case LabelNoCloud:
+		return job.FormatNoCloud, true
+	case LabelConfigDrive:
+		return job.FormatConfigDrive, true
+	}
+	return "", false
+}
+
+// MediaOf returns the media of an image whose filesystem image.Inspect
+// reports as fstype.
+func MediaOf(fstype string) job.Media {
+	if fstype == image.FSTypeVFAT {
+		return job.MediaVFAT
+	}
+	return job.MediaISO
+}
+
 // Extension returns the image file extension for media m.
 func Extension(m job.Media) string {
 	if m == job.MediaVFAT {
@@ -37,11 +59,9 @@ func Extension(m job.Media) string {
 	return ".iso"
 }
 
-// Options tune Render and Build.
+// Options tune Render and Build. Secrets are resolved by Check
+// (CheckOptions.SecretsDir), not here.
 type Options struct {
-	// SecretsDir is where *_secret names resolve; "" makes secret
-	// references fail.
-	SecretsDir string
 	// Salt is passed to cloudinit.Options (tests only).
 	Salt func() (string, error)
 	// Rand is passed to cloudinit.Options: the source of generated random
@@ -53,13 +73,17 @@ type Options struct {
 	// NoSync skips the image's fsyncs (see image.Options.NoSync); the agent
 	// never sets it.
 	NoSync bool
-	// Identity pins the content hash and instance-id (see
-	// cloudinit.Input.Identity); package recipe sets it for rebuilds.
-	Identity *cloudinit.Identity
+	// Identity pins the content hash and instance-id (see Identity);
+	// package recipe sets it for rebuilds.
+	Identity *Identity
 	// ExpectSHA256 makes Write refuse an image with other bytes (see
 	// image.Options.ExpectSHA256).
 	ExpectSHA256 string
 }
+
+// Identity is the pair of identities a render derives from a job: the
+// content hash (64 hex digits) and the instance-id.
+type Identity = cloudinit.Identity
 
 // Rendered is a job's documents plus what is needed to write its image.
 type Rendered struct {
@@ -67,24 +91,17 @@ type Rendered struct {
 	Docs *cloudinit.Documents
 }
 
-// Render validates j, resolves its secrets and renders its documents.
-// Problems with the job come back as *job.ValidationError.
-func Render(j *job.Job, opt Options) (*Rendered, error) {
-	jj := j.WithDefaults()
-	var r job.Report
-	in := resolveSecrets(&jj, secrets.Dir(opt.SecretsDir), &r)
+// Render renders the documents of a job Check passed. It does not
+// validate the job again; its only refusal of content is documents over
+// the image limit, as a *job.ValidationError.
+func Render(c *Checked, opt Options) (*Rendered, error) {
+	in := c.in
 	in.Identity = opt.Identity
-	if err := r.Err(); err != nil {
-		// report the job's own problems too, so nothing is hidden
-		v := jj.Validate()
-		v.Merge(r)
-		return nil, v.Err()
-	}
 	docs, err := cloudinit.Render(in, cloudinit.Options{Salt: opt.Salt, Rand: opt.Rand})
 	if err != nil {
 		return nil, err
 	}
-	return &Rendered{Job: jj, Docs: docs}, nil
+	return &Rendered{Job: in.Job, Docs: docs}, nil
 }
 
 // Spec returns the image spec for the rendered documents.
@@ -105,7 +122,8 @@ func (r *Rendered) ImageName(prefix string) string {
 
 // Image describes a payload image the way results report it: where it
 // is and what it holds. payload.Result (vmpayload build) and the agent's
-// result.Payload both carry it.
+// result.Payload both carry it; Describe is the one place it is made from
+// what the image file holds (image.Info).
 type Image struct {
 	Path       string `json:"path"`
 	Format     string `json:"format"`
@@ -133,11 +151,20 @@ func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, 
 	return r.result(info), nil
 }
 
+// Describe describes the payload image image.Write or image.Inspect found
+// in a file; its format and media follow from the label and the
+// filesystem (Format is "" for a label cloud-init does not look for).
+// instanceID is the instance-id its documents carry, when known.
+func Describe(info image.Info, instanceID string) Image {
+	f, _ := FormatOf(info.Label)
+	return Image{
+		Path: info.Path, Format: string(f), Media: string(MediaOf(info.FSType)), Label: info.Label,
+		Size: info.Size, SHA256: info.SHA256, InstanceID: instanceID,
+	}
+}
+
 func (r *Rendered) result(info image.Info) Result {
-	res := Result{Image: Image{
-		Path: info.Path, Format: string(r.Job.Format), Media: string(r.Job.Media), Label: info.Label,
-		Size: info.Size, SHA256: info.SHA256, InstanceID: r.Docs.InstanceID,
-	}, ContentHash: r.Docs.ContentHash}
+	res := Result{Image: Describe(info, r.Docs.InstanceID), ContentHash: r.Docs.ContentHash}
 	for _, f := range info.Files {
 		res.Files = append(res.Files, f.Path)
 	}
@@ -168,9 +195,9 @@ func (r *Rendered) Reuse(path string) (Result, error) {
 	return r.result(info), nil
 }
 
-// Build renders j and writes its image to out.
-func Build(ctx context.Context, j *job.Job, out string, opt Options) (Result, error) {
-	r, err := Render(j, opt)
+// Build renders the checked job c and writes its image to out.
+func Build(ctx context.Context, c *Checked, out string, opt Options) (Result, error) {
+	r, err := Render(c, opt)
 	if err != nil {
 		return Result{}, err
 	}

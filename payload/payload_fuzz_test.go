@@ -1,19 +1,19 @@
-package payload
+package payload_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 // FuzzRenderJob takes job documents through the whole offline pipeline:
-// a document Parse accepts must render (secret references fail as
-// *job.ValidationError since no secrets directory is set), and its image
-// must write and read back.
+// a document Check passes (secret references fail there, since no secrets
+// directory is set) must render, refused at most for the size of its
+// documents, and its image must write and read back.
 func FuzzRenderJob(f *testing.F) {
 	files, _ := filepath.Glob("../configs/examples/*.json")
 	for _, p := range files {
@@ -25,24 +25,26 @@ func FuzzRenderJob(f *testing.F) {
 	f.Add([]byte(`{"version":1,"media":"vfat","files":[{"path":"/etc/x","content":"eA==","encoding":"base64"}]}`))
 	out := filepath.Join(f.TempDir(), "seed.img")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		j, rep := job.Parse(data)
+		j, c, rep := payload.Check(data, payload.CheckOptions{Secrets: true, Build: true})
 		if !rep.OK() || j.PrebuiltImage != "" {
 			return
 		}
+		if c == nil {
+			t.Fatal("a job that passed the check has no checked job to render")
+		}
 		salt := func() (string, error) { return "fuzzsaltfuzzsalt", nil }
-		r, err := Render(j, Options{Salt: salt})
+		r, err := payload.Render(c, payload.Options{Salt: salt})
 		if err != nil {
-			var ve *job.ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("a valid job fails to render with a non-validation error: %v", err)
+			if e := payloadtest.RenderRefusal(err); e != nil {
+				t.Fatal(e)
 			}
 			return
 		}
-		res, err := r.Write(context.Background(), out, Options{GID: -1})
+		res, err := r.Write(context.Background(), out, payload.Options{GID: -1})
 		if err != nil {
 			t.Fatalf("a rendered job does not write: %v", err)
 		}
-		if res.Label != Label(r.Job.Format) {
+		if res.Label != payload.Label(r.Job.Format) {
 			t.Fatalf("label %q", res.Label)
 		}
 		if _, err := r.Reuse(out); err != nil {

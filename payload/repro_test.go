@@ -13,6 +13,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 // reproEnv names the output directory when the test binary runs as a
@@ -53,7 +54,7 @@ func TestMain(m *testing.M) {
 			syscall.Umask(int(n))
 		}
 		for name, j := range reproJobs() {
-			if _, err := payload.Build(context.Background(), &j, filepath.Join(dir, name), payload.Options{GID: -1, NoSync: true}); err != nil {
+			if _, err := payloadtest.Build(context.Background(), &j, "", filepath.Join(dir, name), payload.Options{GID: -1, NoSync: true}); err != nil {
 				os.Stderr.WriteString("build " + name + ": " + err.Error() + "\n")
 				os.Exit(3)
 			}

@@ -14,8 +14,9 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload"
-	"github.com/vmpayload/vmpayload/payload/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/test/judge"
 )
 
@@ -186,7 +187,7 @@ func ruleCheck(t *testing.T, in ruleInput, cs []carry) map[carry]error {
 	for i, c := range cs {
 		j := ruleJob(in, c)
 		vr := j.Validate() // validate must agree with build
-		r, err := payload.Render(j, payload.Options{Salt: fixedSalt})
+		r, err := payloadtest.Render(j, "", payload.Options{Salt: fixedSalt})
 		refused[c] = err
 		if err != nil {
 			if vr.OK() {
@@ -212,7 +213,7 @@ func ruleCheck(t *testing.T, in ruleInput, cs []carry) map[carry]error {
 	for _, f := range []job.Format{job.FormatNoCloud, job.FormatConfigDrive} {
 		gj := ruleJob(in, carry{format: f, media: job.MediaISO, mode: job.ModeMerge})
 		gj.UserDataBase64 = ""
-		gr, err := payload.Render(gj, payload.Options{Salt: fixedSalt})
+		gr, err := payloadtest.Render(gj, "", payload.Options{Salt: fixedSalt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +373,7 @@ func TestMetaDataAndNetworkWrapperJudged(t *testing.T) {
 		j.Timezone = "UTC" // an empty #cloud-config draws a warning
 
 		p := filepath.Join(dir, fmt.Sprintf("seed-%d.img", i))
-		if _, err := payload.Build(ctx, j, p, payload.Options{GID: -1}); err != nil {
+		if _, err := payloadtest.Build(ctx, j, "", p, payload.Options{GID: -1}); err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, p)

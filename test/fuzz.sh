@@ -18,10 +18,10 @@ fuzztime=${FUZZTIME:-30s}
 targets=(
 	"./payload/job FuzzParse"
 	"./payload/job FuzzSplitMIME"
-	"./payload/cloudinit FuzzRender"
+	"./payload/internal/cloudinit FuzzRender"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
-	"./libvirtx/domxml FuzzSetPayloadCDROM"
+	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzCheckDomain"
 )
 

@@ -105,11 +105,17 @@ func (e *Engine) locks() *DomainLocks {
 }
 
 // CheckOptions are the options payload.Check needs for a job this engine
-// runs: its default format and secrets directory. The API and the spool
-// intake check jobs with them, so a job they accept is not refused here
-// for its content.
+// runs: its defaults (format, guest report) and secrets directory. The API
+// and the spool intake check jobs with them, so a job they accept is not
+// refused here for its content.
 func (e *Engine) CheckOptions() payload.CheckOptions {
-	return payload.CheckOptions{Defaults: job.Defaults{Format: e.DefaultFormat}, Secrets: true, SecretsDir: e.SecretsDir, Agent: true}
+	return payload.CheckOptions{Defaults: e.defaults(), Secrets: true, SecretsDir: e.SecretsDir, Agent: true}
+}
+
+// defaults are the engine's job defaults (job.Job.Apply).
+func (e *Engine) defaults() job.Defaults {
+	report := e.GuestReport
+	return job.Defaults{Format: e.DefaultFormat, GuestReport: &report}
 }
 
 // Run executes j and returns its final result (state done or failed). The
@@ -119,7 +125,7 @@ func (e *Engine) CheckOptions() payload.CheckOptions {
 // ctx's error and no result, so the caller can leave the job to be run
 // again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
-	jj := e.withGuestReport(j.Apply(job.Defaults{Format: e.DefaultFormat}))
+	jj := j.Apply(e.defaults())
 	backoff := e.RetryBackoff
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
@@ -220,13 +226,14 @@ func isIO(err error) bool {
 }
 
 func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
-	if r := payload.CheckJob(j, e.CheckOptions()); !r.OK() {
-		return r.Err()
+	checked, rep := payload.CheckJob(j, e.CheckOptions())
+	if !rep.OK() {
+		return rep.Err()
 	}
 	var rendered *payload.Rendered
-	if j.Action != job.ActionDetach && j.PrebuiltImage == "" {
+	if checked != nil { // nil for a detach or a prebuilt image
 		var err error
-		if rendered, err = payload.Render(j, payload.Options{SecretsDir: e.SecretsDir}); err != nil {
+		if rendered, err = payload.Render(checked, payload.Options{}); err != nil {
 			return err
 		}
 	}
@@ -303,7 +310,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		}
 	}
 
-	if j.GuestReport != nil {
+	if j.GuestReport != nil && *j.GuestReport {
 		r.Guest = &result.Guest{Status: result.GuestPending, Channel: guestreport.Channel, Errors: []string{}, RecoverableErrors: []string{}}
 	}
 	t1 := time.Now()
@@ -971,26 +978,4 @@ func (e *Engine) RebuildImages(ctx context.Context) (RebuildStats, error) {
 		}
 	}
 	return st, nil
-}
-
-// withGuestReport settles whether the job's payload carries the guest
-// reporter and its domain the report channel: the job's guest_report, else
-// the engine's default. A prebuilt image gets the channel only when the job
-// asks for it (the image is the submitter's: it may carry the reporter, a
-// vmpayload build with guest_report true). Detach never adds it. The result
-// is true or nil, so a job without the report renders as before.
-func (e *Engine) withGuestReport(j job.Job) job.Job {
-	on := e.GuestReport
-	if j.GuestReport != nil {
-		on = *j.GuestReport
-	}
-	if j.PrebuiltImage != "" && j.GuestReport == nil || j.Action == job.ActionDetach {
-		on = false
-	}
-	j.GuestReport = nil
-	if on {
-		t := true
-		j.GuestReport = &t
-	}
-	return j
 }

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -93,8 +91,7 @@ func (e *Engine) copyPrebuilt(p, uuid string) (string, *result.Payload, error) {
 		return "", nil, fmt.Errorf("copying prebuilt image %q into the payload directory: %w", p, err)
 	}
 	defer tmp.Abort() // after the commit, a no-op
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(src, MaxPrebuiltBytes+1))
+	n, err := io.Copy(tmp, io.LimitReader(src, MaxPrebuiltBytes+1))
 	if err == nil && n > MaxPrebuiltBytes {
 		err = prebuiltFail("prebuilt image %q grew beyond %d bytes while being copied", p, MaxPrebuiltBytes)
 	}
@@ -111,26 +108,15 @@ func (e *Engine) copyPrebuilt(p, uuid string) (string, *result.Payload, error) {
 		}
 		return "", nil, fmt.Errorf("copying prebuilt image %q into the payload directory: %w", p, err)
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	info, err := image.Inspect(tmp.Name())
+	info, err := image.Inspect(tmp.Name()) // the copy's bytes: its size and sha256 too
 	if err != nil {
 		return "", nil, prebuiltFail("prebuilt image %q is not a readable ISO9660 or vfat image: %w", p, err)
 	}
-	label := strings.ToLower(info.Label)
-	format := ""
-	switch label {
-	case payload.LabelNoCloud:
-		format = string(job.FormatNoCloud)
-	case payload.LabelConfigDrive:
-		format = string(job.FormatConfigDrive)
-	default:
+	img := payload.Describe(info, "")
+	if img.Format == "" {
 		return "", nil, prebuiltFail("prebuilt image %q has label %q; cloud-init looks for \"cidata\" or \"config-2\"", p, info.Label)
 	}
-	media, ext := string(job.MediaISO), ".iso"
-	if info.FSType == image.FSTypeVFAT {
-		media, ext = string(job.MediaVFAT), ".img"
-	}
-	dst := filepath.Join(e.PayloadDir, uuid+"-prebuilt-"+sum[:16]+ext)
+	dst := filepath.Join(e.PayloadDir, uuid+"-prebuilt-"+img.SHA256[:16]+payload.Extension(job.Media(img.Media)))
 	reused := false
 	if _, err := os.Lstat(dst); err == nil {
 		reused = true // same content (the name carries its hash): replace it with the fresh copy anyway
@@ -138,7 +124,8 @@ func (e *Engine) copyPrebuilt(p, uuid string) (string, *result.Payload, error) {
 	if err := tmp.Commit(dst); err != nil {
 		return "", nil, fmt.Errorf("installing the copy of prebuilt image %q: %w", p, err)
 	}
-	return dst, &result.Payload{Image: payload.Image{Path: dst, Format: format, Media: media, Label: info.Label, Size: n, SHA256: sum}, Prebuilt: true, Reused: reused}, nil
+	img.Path = dst
+	return dst, &result.Payload{Image: img, Prebuilt: true, Reused: reused}, nil
 }
 
 // setImagePerms gives an image the configured mode and group.

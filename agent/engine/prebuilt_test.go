@@ -15,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 // TestPrebuiltConfined: prebuilt_image is taken only as a regular file
@@ -33,7 +34,7 @@ func TestPrebuiltConfined(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rd, err := payload.Render(&job.Job{Version: 1, Domain: name, Hostname: "prebuilt"}, payload.Options{})
+	rd, err := payloadtest.Render(&job.Job{Version: 1, Domain: name, Hostname: "prebuilt"}, "", payload.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

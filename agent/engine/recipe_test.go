@@ -20,6 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -102,7 +103,7 @@ func TestRecipeFollowsAttachAndDetach(t *testing.T) {
 
 	// A prebuilt image outside the payload directory.
 	pj := &job.Job{Version: 1, Domain: name, Hostname: "prebuilt"}
-	rd, err := payload.Render(pj, payload.Options{})
+	rd, err := payloadtest.Render(pj, "", payload.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// Validate locally first: the same checks the agent makes.
-	j, rep := payload.Check(data, payload.CheckOptions{Agent: true})
+	j, _, rep := payload.Check(data, payload.CheckOptions{Agent: true})
 	if !rep.OK() {
 		printReport(stderr, rep.Errors)
 		return exitInvalid

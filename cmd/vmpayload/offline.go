@@ -58,7 +58,7 @@ func runValidate(c command, args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	_, rep := payload.Check(data, payload.CheckOptions{Secrets: *secretsDir != "", SecretsDir: *secretsDir})
+	_, _, rep := payload.Check(data, payload.CheckOptions{Secrets: *secretsDir != "", SecretsDir: *secretsDir})
 	if *asJSON {
 		out := struct {
 			Valid  bool             `json:"valid"`
@@ -102,12 +102,12 @@ func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	j, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir})
+	_, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir, Build: true})
 	if !rep.OK() {
 		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
-	res, err := payload.Build(context.Background(), j, *out, payload.Options{SecretsDir: *secretsDir, Mode: os.FileMode(perm), GID: -1})
+	res, err := payload.Build(context.Background(), checked, *out, payload.Options{Mode: os.FileMode(perm), GID: -1})
 	if err != nil {
 		printErr(stderr, err)
 		var ve *job.ValidationError

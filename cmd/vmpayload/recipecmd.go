@@ -73,7 +73,7 @@ func runRecipe(c command, args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	j, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir})
+	j, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir, Build: true})
 	if !rep.OK() {
 		printErr(stderr, rep.Err())
 		return exitInvalid
@@ -106,7 +106,7 @@ func runRecipe(c command, args []string, stdout, stderr io.Writer) int {
 		return fail(exitUsage, "no usable image name prefix %q: give --domain-xml, --name or a job with a domain", prefix)
 	}
 
-	rendered, err := payload.Render(j, payload.Options{SecretsDir: *secretsDir})
+	rendered, err := payload.Render(checked, payload.Options{})
 	if err != nil {
 		printErr(stderr, err)
 		return exitInvalid

@@ -226,7 +226,7 @@ func runRun(c command, args []string, stdout, stderr io.Writer) int {
 	}
 	data := buf.Bytes()
 	// the checks submit, validate and the agent make (payload.Check)
-	parsed, rep := payload.Check(data, payload.CheckOptions{Agent: true})
+	parsed, _, rep := payload.Check(data, payload.CheckOptions{Agent: true})
 	if !rep.OK() {
 		b.report(stderr, rep.Errors)
 		return exitInvalid

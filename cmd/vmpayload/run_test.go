@@ -115,7 +115,7 @@ func TestRunJobs(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errb)
 			}
 			// the printed document passes the agent's check
-			j, rep := payload.Check([]byte(out), payload.CheckOptions{Agent: true})
+			j, _, rep := payload.Check([]byte(out), payload.CheckOptions{Agent: true})
 			if !rep.OK() {
 				t.Fatalf("the printed job is invalid: %v\n%s", rep.Err(), out)
 			}

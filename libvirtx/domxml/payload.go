@@ -669,18 +669,3 @@ func insertDevice(devices, disk *etree.Element, step string) {
 		devices.AddChild(etree.NewText("\n" + leadingIndent(devices)))
 	}
 }
-
-// SetPayloadCDROM is the former name of SetPayloadDrive, which also sets
-// disks.
-//
-// Deprecated: use SetPayloadDrive.
-func SetPayloadCDROM(domainXML, imagePath string, bus Bus, opts ...Option) (string, Device, bool, error) {
-	return SetPayloadDrive(domainXML, imagePath, bus, opts...)
-}
-
-// RemovePayloadCDROM is the former name of RemovePayloadDrive.
-//
-// Deprecated: use RemovePayloadDrive.
-func RemovePayloadCDROM(domainXML string) (string, bool, error) {
-	return RemovePayloadDrive(domainXML)
-}

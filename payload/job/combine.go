@@ -37,20 +37,41 @@ func validateCombinations(j *Job, r *Report) {
 }
 
 // Defaults are what a job that leaves a field out gets beyond the fixed
-// defaults of WithDefaults: the agent's default_format.
+// defaults (action, format, media, user_data_mode): the agent's default_format and guest_report.
 type Defaults struct {
 	// Format is the format of a job that names none ("" is nocloud).
 	Format Format
+	// GuestReport is the agent's guest_report, for a job that leaves it
+	// out; nil (the offline commands) leaves guest_report as written.
+	GuestReport *bool
 }
 
 // Apply returns a copy of j with every default filled in: d's, then the
-// fixed ones (WithDefaults). It is the one place a job's defaults are
-// applied; the agent, the engine and the offline commands all use it.
+// fixed ones. It is the one place a job's defaults are
+// applied; the agent, the engine and the offline commands all use it. It
+// is idempotent: applying d to an applied job changes nothing.
+//
+// With d.GuestReport, guest_report is settled the way the agent runs the
+// job: a job that leaves it out gets d's; a prebuilt_image job gets the
+// report channel only when it asks for it (the image is the submitter's:
+// it may carry the reporter, a vmpayload build with guest_report true); a
+// detach never does. The result is true, an explicit false, or absent, so
+// a job without the report renders as before.
 func (j Job) Apply(d Defaults) Job {
 	if j.Format == "" {
 		j.Format = d.Format
 	}
-	return j.WithDefaults()
+	j = j.withDefaults()
+	if d.GuestReport != nil {
+		switch {
+		case j.Action == ActionDetach:
+			j.GuestReport = nil
+		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "":
+			on := true
+			j.GuestReport = &on
+		}
+	}
+	return j
 }
 
 // ParseWith is Parse for a job that will run with defaults d: the job is

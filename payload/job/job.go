@@ -227,9 +227,9 @@ type Command struct {
 // IsArgv reports whether the command is an argv list rather than a shell string.
 func (c Command) IsArgv() bool { return c.Argv != nil }
 
-// WithDefaults returns a copy of j with defaults filled in for the fields
+// withDefaults returns a copy of j with the fixed defaults filled in for the fields
 // that have them (action, format, media, user_data_mode).
-func (j Job) WithDefaults() Job {
+func (j Job) withDefaults() Job {
 	if j.Action == "" {
 		j.Action = ActionStart
 	}

@@ -675,18 +675,53 @@ func TestRuncmdShapeRoundTrip(t *testing.T) {
 	roundTrip(t, j)
 }
 
-func TestWithDefaults(t *testing.T) {
-	j, _ := Parse([]byte(`{"version":1}`))
-	d := j.WithDefaults()
-	if d.Action != ActionStart || d.Format != FormatNoCloud || d.Media != MediaISO || d.UserDataMode != ModeMerge {
-		t.Errorf("defaults: %+v", d)
+// TestApply: every default is filled in by Apply, explicit values are
+// kept, the agent's guest_report follows its rules, and applying twice
+// changes nothing.
+func TestApply(t *testing.T) {
+	on, off := true, false
+	agentOn, agentOff := Defaults{GuestReport: &on}, Defaults{GuestReport: &off}
+	cases := []struct {
+		name   string
+		j      Job
+		d      Defaults
+		want   Job
+		report *bool
+	}{
+		{name: "fixed defaults", j: Job{Version: 1},
+			want: Job{Version: 1, Action: ActionStart, Format: FormatNoCloud, Media: MediaISO, UserDataMode: ModeMerge}},
+		{name: "explicit values kept", j: Job{Action: ActionDetach, Format: FormatConfigDrive, Media: MediaVFAT, UserDataMode: ModeReplace}, d: Defaults{Format: FormatNoCloud},
+			want: Job{Action: ActionDetach, Format: FormatConfigDrive, Media: MediaVFAT, UserDataMode: ModeReplace}},
+		{name: "agent's format", j: Job{}, d: Defaults{Format: FormatConfigDrive},
+			want: Job{Action: ActionStart, Format: FormatConfigDrive, Media: MediaISO, UserDataMode: ModeMerge}},
+		{name: "offline leaves guest_report as written", j: Job{GuestReport: &off}, report: &off},
+		{name: "agent's guest_report fills it in", j: Job{}, d: agentOn, report: &on},
+		{name: "agent's guest_report off", j: Job{}, d: agentOff},
+		{name: "explicit false kept", j: Job{GuestReport: &off}, d: agentOn, report: &off},
+		{name: "explicit true kept", j: Job{GuestReport: &on}, d: agentOff, report: &on},
+		{name: "prebuilt gets it only when it asks", j: Job{PrebuiltImage: "/x.iso"}, d: agentOn},
+		{name: "prebuilt asking", j: Job{PrebuiltImage: "/x.iso", GuestReport: &on}, d: agentOn, report: &on},
+		{name: "detach never", j: Job{Action: ActionDetach, GuestReport: &on}, d: agentOn},
 	}
-	if j.Action != "" {
-		t.Errorf("WithDefaults changed the receiver")
-	}
-	k := Job{Action: ActionDetach, Format: FormatConfigDrive, Media: MediaVFAT, UserDataMode: ModeReplace}.WithDefaults()
-	if k.Action != ActionDetach || k.Format != FormatConfigDrive || k.Media != MediaVFAT || k.UserDataMode != ModeReplace {
-		t.Errorf("explicit values overwritten: %+v", k)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			orig := c.j
+			got := c.j.Apply(c.d)
+			if c.want.Action != "" {
+				if !reflect.DeepEqual(got, c.want) {
+					t.Errorf("Apply = %+v, want %+v", got, c.want)
+				}
+			}
+			if (got.GuestReport == nil) != (c.report == nil) || got.GuestReport != nil && *got.GuestReport != *c.report {
+				t.Errorf("guest_report %v, want %v", got.GuestReport, c.report)
+			}
+			if again := got.Apply(c.d); !reflect.DeepEqual(again, got) {
+				t.Errorf("applying twice gives %+v, once %+v", again, got)
+			}
+			if !reflect.DeepEqual(c.j, orig) {
+				t.Errorf("Apply changed the receiver")
+			}
+		})
 	}
 }
 

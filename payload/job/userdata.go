@@ -295,6 +295,43 @@ func CheckMergeableLists(j *Job, user string, r *Report) {
 	checkMergeableNode(j, d, r)
 }
 
+// CheckReporterUserData refuses, for a job whose payload carries the guest
+// reporter (guest_report true, with the agent's default applied) in
+// user_data_mode replace, #cloud-config user-data user (raw, as given or
+// read from its secret) that turns vendor-data off (vendor_data: {enabled:
+// false}): the reporter travels in vendor-data then, and cloud-init would
+// drop it.
+func CheckReporterUserData(j *Job, user string, r *Report) {
+	if j.GuestReport == nil || !*j.GuestReport || j.UserDataMode != ModeReplace || user == "" {
+		return
+	}
+	text, err := UserDataText(user)
+	if err != nil || ClassifyUserData(text) != KindCloudConfig {
+		return
+	}
+	m, err := ParseYAMLMap(text)
+	if err != nil {
+		return
+	}
+	if vd, ok := m["vendor_data"].(map[string]any); ok && isFalse(vd["enabled"]) {
+		r.Add("guest_report", CodeConflict, "with user_data_mode replace the guest reporter travels in vendor-data, which this user-data turns off (vendor_data: {enabled: false}); set guest_report to false, or use user_data_mode merge")
+	}
+}
+
+// isFalse is cloud-init's util.is_false for a YAML value.
+func isFalse(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return !v
+	case string:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "false", "0", "off", "no":
+			return true
+		}
+	}
+	return false
+}
+
 func generatesLists(j *Job) bool {
 	return j.UserDataMode != ModeReplace && (len(j.Users) > 0 || len(j.Files) > 0 || len(j.Runcmd) > 0)
 }

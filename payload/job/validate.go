@@ -496,6 +496,7 @@ func validateUserData(j *Job, r *Report) {
 	if j.UserData != "" {
 		set = append(set, "user_data")
 		checkMergeableNode(j, validateUserDataText("user_data", j.UserData, r), r)
+		CheckReporterUserData(j, j.UserData, r)
 	}
 	if j.UserDataBase64 != "" {
 		set = append(set, "user_data_base64")
@@ -504,6 +505,7 @@ func validateUserData(j *Job, r *Report) {
 			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", quote(j.UserDataBase64), err)
 		} else {
 			checkMergeableNode(j, validateUserDataText("user_data_base64", string(b), r), r)
+			CheckReporterUserData(j, string(b), r)
 		}
 	}
 	if j.UserDataSecret != "" {

@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/vmpayload/vmpayload/payload"
-	"github.com/vmpayload/vmpayload/payload/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
@@ -81,9 +80,12 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 		return "", err
 	}
 
-	rendered, err := payload.Render(&r.Job, payload.Options{
-		SecretsDir: opt.SecretsDir,
-		Identity:   &cloudinit.Identity{ContentHash: r.ContentHash, InstanceID: r.InstanceID},
+	checked, rep := payload.CheckJob(&r.Job, payload.CheckOptions{Secrets: true, SecretsDir: opt.SecretsDir})
+	if !rep.OK() {
+		return "", fmt.Errorf("rebuilding the payload image %s: %s", r.Path, oneLine(rep.Err()))
+	}
+	rendered, err := payload.Render(checked, payload.Options{
+		Identity: &payload.Identity{ContentHash: r.ContentHash, InstanceID: r.InstanceID},
 	})
 	if err != nil {
 		return "", fmt.Errorf("rebuilding the payload image %s: %s", r.Path, oneLine(err))

@@ -136,10 +136,14 @@ func checkSeedInImage(r *payload.Rendered, path string) error {
 }
 
 // normalise applies the job's defaults and drops the fields that do not
-// reach the image (id, action, domain_xml).
+// reach the image (id, action, domain_xml, guest_report false: off is the
+// same content as absent).
 func normalise(j job.Job) job.Job {
-	j = j.WithDefaults()
+	j = j.Apply(job.Defaults{})
 	j.ID, j.Action, j.DomainXML = "", "", ""
+	if j.GuestReport != nil && !*j.GuestReport {
+		j.GuestReport = nil
+	}
 	return j
 }
 

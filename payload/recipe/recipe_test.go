@@ -12,6 +12,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 const (
@@ -110,7 +111,7 @@ func TestSeedsRecipe(t *testing.T) {
 	}
 	// the same job built again generates another seed but keeps the
 	// content hash and instance-id (no first-boot churn)
-	r2, err := payload.Render(j, payload.Options{SecretsDir: secrets})
+	r2, err := payloadtest.Render(j, secrets, payload.Options{})
 	must(t, err)
 	if r2.Docs.RandomSeed == r.Docs.RandomSeed || r2.Docs.InstanceID != r.Docs.InstanceID || r2.Docs.ContentHash != r.Docs.ContentHash {
 		t.Errorf("second build: seed reused %v, instance-id %q vs %q", r2.Docs.RandomSeed == r.Docs.RandomSeed, r2.Docs.InstanceID, r.Docs.InstanceID)
@@ -157,7 +158,7 @@ func TestSeedsRecipe(t *testing.T) {
 // build renders and writes j into dir, the way the agent does.
 func build(t testing.TB, j *job.Job, dir, secrets string) (*payload.Rendered, payload.Result) {
 	t.Helper()
-	r, err := payload.Render(j, payload.Options{SecretsDir: secrets})
+	r, err := payloadtest.Render(j, secrets, payload.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

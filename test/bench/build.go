@@ -37,12 +37,21 @@ func buildCase(bin, work, size, format string, rounds int) (buildRow, error) {
 	if err := os.WriteFile(jobPath, jb, 0o644); err != nil {
 		return row, err
 	}
-	j, err := job.Decode(jb)
+	// check is what `vmpayload build` does before it renders; every
+	// in-process measurement includes it.
+	check := func() (*payload.Checked, error) {
+		_, c, rep := payload.Check(jb, payload.CheckOptions{Secrets: true, Build: true})
+		if !rep.OK() {
+			return nil, fmt.Errorf("%s/%s job: %w", size, format, rep.Err())
+		}
+		return c, nil
+	}
+	c, err := check()
 	if err != nil {
-		return row, fmt.Errorf("%s/%s job: %w", size, format, err)
+		return row, err
 	}
 	// The peers get exactly the files vmpayload renders.
-	r, err := payload.Render(j, payload.Options{})
+	r, err := payload.Render(c, payload.Options{})
 	if err != nil {
 		return row, err
 	}
@@ -93,20 +102,32 @@ func buildCase(bin, work, size, format string, rounds int) (buildRow, error) {
 		// percentiles enough samples without lengthening the run.
 		for k := 0; k < 5; k++ {
 			if err := timeIt(&rec.inproc, func() error {
-				res, err := payload.Build(ctx, j, out, payload.Options{GID: -1, NoSync: true})
+				c, err := check()
+				if err != nil {
+					return err
+				}
+				res, err := payload.Build(ctx, c, out, payload.Options{GID: -1, NoSync: true})
 				row.imageBytes = res.Size
 				return err
 			}); err != nil {
 				return row, err
 			}
 			if err := timeIt(&rec.inprocSync, func() error {
-				_, err := payload.Build(ctx, j, out, payload.Options{GID: -1})
+				c, err := check()
+				if err != nil {
+					return err
+				}
+				_, err = payload.Build(ctx, c, out, payload.Options{GID: -1})
 				return err
 			}); err != nil {
 				return row, err
 			}
 			if err := timeIt(&rec.render, func() error {
-				_, err := payload.Render(j, payload.Options{})
+				c, err := check()
+				if err != nil {
+					return err
+				}
+				_, err = payload.Render(c, payload.Options{})
 				return err
 			}); err != nil {
 				return row, err

@@ -1,14 +1,15 @@
-package cloudinit
+package cloudinit_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// BenchmarkRenderMerge renders a merge-mode job whose #cloud-config
+// BenchmarkRenderMerge checks and renders a merge-mode job whose #cloud-config
 // user-data carries 2000 write_files entries (about 1 MB).
 func BenchmarkRenderMerge(b *testing.B) {
 	var sb strings.Builder
@@ -20,7 +21,7 @@ func BenchmarkRenderMerge(b *testing.B) {
 	j := job.Job{Version: 1, Hostname: "bench", Runcmd: []job.Command{{Shell: "echo a"}}, UserData: ud}
 	b.SetBytes(int64(len(ud)))
 	for i := 0; i < b.N; i++ {
-		if _, err := Render(Input{Job: j, UserData: ud}, Options{}); err != nil {
+		if _, err := render(j, payload.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

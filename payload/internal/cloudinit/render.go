@@ -23,19 +23,22 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// Input is a validated job with its indirect values resolved.
+// Input is a job payload.Check found nothing wrong with, its defaults
+// applied and its indirect values resolved. Render trusts it: the package
+// is internal to payload so that no other path can build one.
 type Input struct {
-	// Job is the job, with defaults applied (job.Job.WithDefaults).
+	// Job is the job, with defaults applied (job.Job.Apply).
 	Job job.Job
 	// UserData is the user's raw user-data, taken from user_data,
 	// user_data_base64 or user_data_secret; "" when the job has none.
 	UserData string
-	// Passwords holds, per entry of Job.Users, the plaintext password (from
-	// password or password_secret) to hash; "" where there is none.
+	// Passwords holds, per entry of Job.Users, the plaintext password
+	// read from its password_secret; "" where there is none (a plain
+	// password field counts too).
 	Passwords []string
-	// HostKeys holds, per entry of Job.SSHHostKeys, the private key text
-	// read from its private_key_secret.
-	HostKeys []string
+	// HostKeys holds, per entry of Job.SSHHostKeys, the key pair parsed
+	// from its private_key_secret.
+	HostKeys []HostKey
 	// Identity, when set, pins the content hash and instance-id to those an
 	// earlier render of the same job recorded (see package recipe): a
 	// recipe stores a plaintext password only as the hash that went into
@@ -106,23 +109,16 @@ func (d *Documents) Size() int {
 	return n
 }
 
-// Render builds the documents for in. A job that fails validation, or one
-// whose fields cannot be expressed in the chosen format, yields a
-// *job.ValidationError naming the fields.
+// Render builds the documents for in, which payload.Check has checked:
+// it does not validate the job again. Its only refusal of content is
+// documents that add up to more than the image limit (a
+// *job.ValidationError), which only the rendered size can tell.
 func Render(in Input, opt Options) (*Documents, error) {
-	j := in.Job.WithDefaults()
-	r := j.Validate()
-	checkRenderable(&j, in, &r)
-	keys := resolveHostKeys(&j, in, &r)
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
+	j := in.Job
+	keys := in.HostKeys
 	seed, err := randomSeed(&j, opt.Rand)
 	if err != nil {
 		return nil, err
-	}
-	if len(in.Passwords) != 0 && len(in.Passwords) != len(j.Users) {
-		return nil, fmt.Errorf("rendering: %d passwords given for %d users", len(in.Passwords), len(j.Users))
 	}
 	// in.Passwords carries resolved secrets; plain password fields count too.
 	plain := make([]string, len(j.Users))
@@ -202,30 +198,6 @@ func Render(in Input, opt Options) (*Documents, error) {
 	return docs, nil
 }
 
-// resolveHostKeys parses the private keys in.HostKeys for the job's
-// ssh_host_keys, reporting problems under the secret's field without
-// quoting the key.
-func resolveHostKeys(j *job.Job, in Input, r *job.Report) []HostKey {
-	var keys []HostKey
-	for i, k := range j.SSHHostKeys {
-		p := fmt.Sprintf("ssh_host_keys[%d].private_key_secret", i)
-		if i >= len(in.HostKeys) || in.HostKeys[i] == "" {
-			r.Add(p, job.CodeNotFound, "secret %q was not resolved", k.PrivateKeySecret)
-			continue
-		}
-		if _, known := job.HostKeyAlgorithms[k.Type]; !known {
-			continue // Validate reports it
-		}
-		hk, err := ParseHostKey(k.Type, in.HostKeys[i], k.PublicKey)
-		if err != nil {
-			r.Add(p, job.CodeInvalid, "secret %q: %v", k.PrivateKeySecret, err)
-			continue
-		}
-		keys = append(keys, hk)
-	}
-	return keys
-}
-
 // randomSeed returns the job's random seed in base64: the given data, or
 // generate_bytes bytes read from src (crypto/rand when nil).
 func randomSeed(j *job.Job, src io.Reader) (string, error) {
@@ -251,21 +223,6 @@ func metaInstanceKey(f job.Format) string {
 		return "uuid"
 	}
 	return "instance-id"
-}
-
-// checkRenderable reports what only rendering can tell: a password_secret
-// the caller did not resolve. The combinations of fields a format or mode
-// cannot express are the job's own (job.Validate reports them).
-func checkRenderable(j *job.Job, in Input, r *job.Report) {
-	if j.UserData == "" && j.UserDataBase64 == "" && in.UserData != "" {
-		// user-data from a secret; Validate checked inline user-data
-		job.CheckMergeableLists(j, in.UserData, r)
-	}
-	for i, u := range j.Users {
-		if u.PasswordSecret != "" && (i >= len(in.Passwords) || in.Passwords[i] == "") {
-			r.Add(fmt.Sprintf("users[%d].password_secret", i), job.CodeNotFound, "secret %q was not resolved", u.PasswordSecret)
-		}
-	}
 }
 
 // identities returns the content hash (everything that reaches the image)

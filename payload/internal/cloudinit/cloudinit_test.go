@@ -1,15 +1,17 @@
-package cloudinit
+package cloudinit_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-func render(t *testing.T, j job.Job) *Documents {
+func mustRender(t *testing.T, j job.Job) *cloudinit.Documents {
 	t.Helper()
-	d, err := Render(Input{Job: j}, Options{})
+	d, err := render(j, payload.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +20,7 @@ func render(t *testing.T, j job.Job) *Documents {
 
 func TestInstanceIDStableForIdenticalContent(t *testing.T) {
 	base := job.Job{Version: 1, Hostname: "h", Users: []job.User{{Name: "u", Password: "pw-1"}}}
-	a, b := render(t, base), render(t, base)
+	a, b := mustRender(t, base), mustRender(t, base)
 	if a.InstanceID != b.InstanceID || a.ContentHash != b.ContentHash {
 		t.Errorf("identical jobs gave %s/%s and %s/%s", a.InstanceID, a.ContentHash, b.InstanceID, b.ContentHash)
 	}
@@ -30,24 +32,24 @@ func TestInstanceIDStableForIdenticalContent(t *testing.T) {
 	}
 	other := base
 	other.Users = []job.User{{Name: "u", Password: "pw-2"}}
-	if c := render(t, other); c.InstanceID == a.InstanceID {
+	if c := mustRender(t, other); c.InstanceID == a.InstanceID {
 		t.Errorf("a changed password kept the instance-id")
 	}
 	// job identity fields do not change the instance
 	moved := base
 	moved.ID, moved.Domain = "another", "vm2"
-	if c := render(t, moved); c.InstanceID != a.InstanceID || c.ContentHash != a.ContentHash {
+	if c := mustRender(t, moved); c.InstanceID != a.InstanceID || c.ContentHash != a.ContentHash {
 		t.Errorf("id/domain changed the content identity")
 	}
 	// media changes the image, not the instance
 	vfat := base
 	vfat.Media = job.MediaVFAT
-	if c := render(t, vfat); c.InstanceID != a.InstanceID || c.ContentHash == a.ContentHash {
+	if c := mustRender(t, vfat); c.InstanceID != a.InstanceID || c.ContentHash == a.ContentHash {
 		t.Errorf("media: iid %s vs %s, hash %s vs %s", c.InstanceID, a.InstanceID, c.ContentHash, a.ContentHash)
 	}
 	pinned := base
 	pinned.InstanceID = "i-pinned"
-	if c := render(t, pinned); c.InstanceID != "i-pinned" {
+	if c := mustRender(t, pinned); c.InstanceID != "i-pinned" {
 		t.Errorf("pinned instance id ignored: %s", c.InstanceID)
 	}
 	for _, f := range a.Files {
@@ -57,7 +59,9 @@ func TestInstanceIDStableForIdenticalContent(t *testing.T) {
 	}
 }
 
-func TestRenderRefusesWhatItCannotExpress(t *testing.T) {
+// TestCheckRefusesWhatRenderCannotExpress: the check in front of the
+// renderer refuses what a format or mode cannot express.
+func TestCheckRefusesWhatRenderCannotExpress(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		j     job.Job
@@ -67,7 +71,7 @@ func TestRenderRefusesWhatItCannotExpress(t *testing.T) {
 		{"replace drops generated config", job.Job{Version: 1, UserData: "#!/bin/sh\n", UserDataMode: job.ModeReplace, Runcmd: []job.Command{{Shell: "x"}}}, "user_data_mode"},
 		{"unresolved secret", job.Job{Version: 1, Users: []job.User{{Name: "u", PasswordSecret: "s"}}}, "users[0].password_secret"},
 	} {
-		_, err := Render(Input{Job: c.j}, Options{})
+		_, err := render(c.j, payload.Options{})
 		ve, ok := err.(*job.ValidationError)
 		if !ok || ve.Errors[0].Field != c.field {
 			t.Errorf("%s: %v, want an error on %s", c.name, err, c.field)
@@ -76,8 +80,8 @@ func TestRenderRefusesWhatItCannotExpress(t *testing.T) {
 }
 
 func TestDeterministicSalt(t *testing.T) {
-	base := DeterministicSalt("pw", "alice", "web1")
-	if len(base) != 16 || strings.Trim(base, saltAlphabet) != "" {
+	base := cloudinit.DeterministicSalt("pw", "alice", "web1")
+	if len(base) != 16 || strings.Trim(base, cloudinit.SaltAlphabet) != "" {
 		t.Fatalf("salt %q is not 16 characters of crypt's alphabet", base)
 	}
 	for _, c := range []struct {
@@ -90,14 +94,14 @@ func TestDeterministicSalt(t *testing.T) {
 		{"other host", "pw", "alice", "web2", false},
 		{"no field shift", "pw", "alic", "eweb1", false},
 	} {
-		if got := DeterministicSalt(c.plain, c.user, c.host); (got == base) != c.same {
+		if got := cloudinit.DeterministicSalt(c.plain, c.user, c.host); (got == base) != c.same {
 			t.Errorf("%s: salt %q vs %q, want same=%v", c.name, got, base, c.same)
 		}
 	}
 	// the hash that reaches the image uses it, and Documents exposes it
 	j := job.Job{Version: 1, Hostname: "web1", Users: []job.User{{Name: "alice", Password: "pw"}, {Name: "bob"}}}
-	d := render(t, j)
-	want, err := hashPassword("pw", func() (string, error) { return base, nil })
+	d := mustRender(t, j)
+	want, err := cloudinit.HashPassword("pw", func() (string, error) { return base, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,17 +115,17 @@ func TestDeterministicSalt(t *testing.T) {
 
 func TestPinnedIdentity(t *testing.T) {
 	j := job.Job{Version: 1, Hostname: "h", UserData: "#!/bin/sh\necho hi\n", Runcmd: []job.Command{{Shell: "true"}}}
-	orig := render(t, j)
-	id := &Identity{ContentHash: strings.Repeat("ab", 32), InstanceID: "iid-x"}
-	d, err := Render(Input{Job: j, UserData: j.UserData, Identity: id}, Options{})
+	orig := mustRender(t, j)
+	id := &payload.Identity{ContentHash: strings.Repeat("ab", 32), InstanceID: "iid-x"}
+	d, err := render(j, payload.Options{Identity: id})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.ContentHash != id.ContentHash || d.InstanceID != id.InstanceID || d.ContentHash == orig.ContentHash {
 		t.Errorf("pinned identity not used: %s %s", d.ContentHash, d.InstanceID)
 	}
-	for _, bad := range []*Identity{{ContentHash: "xyz", InstanceID: "i"}, {ContentHash: id.ContentHash}} {
-		if _, err := Render(Input{Job: j, Identity: bad}, Options{}); err == nil {
+	for _, bad := range []*payload.Identity{{ContentHash: "xyz", InstanceID: "i"}, {ContentHash: id.ContentHash}} {
+		if _, err := render(j, payload.Options{Identity: bad}); err == nil {
 			t.Errorf("identity %+v accepted", bad)
 		}
 	}
@@ -145,7 +149,7 @@ func TestMergeRefusesUnjoinableLists(t *testing.T) {
 	} {
 		j := base
 		j.UserData = c.ud
-		_, err := Render(Input{Job: j, UserData: c.ud}, Options{})
+		_, err := render(j, payload.Options{})
 		if (err != nil) != c.bad || (err != nil && !strings.Contains(err.Error(), "user_data")) {
 			t.Errorf("%q: err %v, want refused %v", c.ud, err, c.bad)
 		}

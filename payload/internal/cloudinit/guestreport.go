@@ -2,7 +2,6 @@ package cloudinit
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -15,19 +14,11 @@ import (
 // user's) it is the first part of the user-data. With replace the user-data
 // stays verbatim, as that mode promises, and the reporter is the first part
 // of the vendor-data (j.VendorData, before any of the job's own); a
-// replace-mode cloud-config that turns vendor-data off (vendor_data:
-// {enabled: false}) would drop it, and is refused with guest_report on.
+// replace-mode cloud-config that turns vendor-data off would drop it, and
+// the check refuses it (job.CheckReporterUserData).
 func addReporter(j *job.Job, user string, userData []byte, contentHash string) ([]byte, error) {
 	if j.UserDataMode != job.ModeReplace || user == "" {
 		return withReporter(userData, contentHash)
-	}
-	if text, err := job.UserDataText(user); err == nil && job.ClassifyUserData(text) == job.KindCloudConfig {
-		if m, err := job.ParseYAMLMap(text); err == nil {
-			if vd, ok := m["vendor_data"].(map[string]any); ok && isFalse(vd["enabled"]) {
-				return nil, (&job.Report{Errors: []job.FieldError{{Field: "guest_report", Code: job.CodeConflict,
-					Message: "with user_data_mode replace the guest reporter travels in vendor-data, which this user-data turns off (vendor_data: {enabled: false}); set guest_report to false, or use user_data_mode merge"}}}).Err()
-			}
-		}
 	}
 	// vendor_data or vendor_data_base64 (gzip data decompressed: the
 	// reporter's part joins the text cloud-init reads)
@@ -41,20 +32,6 @@ func addReporter(j *job.Job, user string, userData []byte, contentHash string) (
 	}
 	j.VendorData, j.VendorDataBase64 = string(vd), ""
 	return userData, nil
-}
-
-// isFalse is cloud-init's util.is_false for a YAML value.
-func isFalse(v any) bool {
-	switch v := v.(type) {
-	case bool:
-		return !v
-	case string:
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "false", "0", "off", "no":
-			return true
-		}
-	}
-	return false
 }
 
 // withReporter makes userData a MIME multipart document whose first part is

@@ -1,17 +1,18 @@
-package cloudinit
+package cloudinit_test
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
-// FuzzRender renders jobs that validation accepts: Render must succeed or
-// report a *job.ValidationError (anything else would reach the agent as a
-// run-time failure of a job it accepted), and must be deterministic.
+// FuzzRender renders jobs that payload.Check passes: the render must
+// succeed or refuse only the size of the documents (anything else would
+// reach the agent as a run-time failure of a job it accepted), and must be
+// deterministic.
 func FuzzRender(f *testing.F) {
 	f.Add("#cloud-config\npackages: [htop]\n", "", "vm-1", false, false)
 	f.Add("#!/bin/sh\necho hi\n", "version: 1\nconfig: []\n", "vm-2", true, true)
@@ -39,22 +40,24 @@ func FuzzRender(f *testing.F) {
 		if err != nil {
 			return
 		}
-		j, rep := job.Parse(doc)
+		_, c, rep := payload.Check(doc, payload.CheckOptions{Secrets: true})
 		if !rep.OK() {
 			return
 		}
-		jj := j.WithDefaults()
 		salt := func() (string, error) { return "fuzzsaltfuzzsalt", nil }
-		d1, err := Render(Input{Job: jj, UserData: jj.UserData}, Options{Salt: salt})
+		r1, err := payload.Render(c, payload.Options{Salt: salt})
 		if err != nil {
-			var ve *job.ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("a valid job fails to render with a non-validation error: %v", err)
+			if e := payloadtest.RenderRefusal(err); e != nil {
+				t.Fatal(e)
 			}
 			return
 		}
-		d2, err := Render(Input{Job: jj, UserData: jj.UserData}, Options{Salt: salt})
-		if err != nil || d1.ContentHash != d2.ContentHash || !reflect.DeepEqual(d1.Files, d2.Files) {
+		r2, err := payload.Render(c, payload.Options{Salt: salt})
+		if err != nil {
+			t.Fatalf("a second render failed: %v", err)
+		}
+		d1, d2 := r1.Docs, r2.Docs
+		if d1.ContentHash != d2.ContentHash || !reflect.DeepEqual(d1.Files, d2.Files) {
 			t.Fatalf("render is not deterministic: %v", err)
 		}
 		if len(d1.Files) == 0 || d1.InstanceID == "" {

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/golden"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestResultJSONGolden pins the result document the engine produces, byte
+// for byte, for each kind of outcome: the JSON the spool's done/ and
+// failed/ files and the API carry is a public contract. Paths and the
+// domain's UUID, which change from run to run, are replaced by
+// placeholders; everything else is the engine's own output.
+func TestResultJSONGolden(t *testing.T) {
+	received := time.Date(2026, 11, 23, 21, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		active bool
+		// earlier: a job run first on the same domain
+		earlier string
+		doc     string
+		// report: the engine's guest_report default
+		report bool
+	}{
+		{name: "attach", doc: `{"version":1,"id":"g1","domain":"%s","hostname":"golden","action":"attach"}`},
+		{name: "start-configdrive-vfat-report", doc: `{"version":1,"domain":"%s","hostname":"golden","format":"configdrive","media":"vfat","guest_report":true}`},
+		{name: "reused", earlier: `{"version":1,"domain":"%s","hostname":"golden","action":"attach"}`,
+			doc: `{"version":1,"domain":"%s","hostname":"golden","action":"attach"}`},
+		{name: "change-running", active: true, earlier: `{"version":1,"domain":"%s","hostname":"before","action":"attach"}`,
+			doc: `{"version":1,"domain":"%s","hostname":"golden","action":"attach"}`},
+		{name: "prebuilt", doc: `{"version":1,"domain":"%s","prebuilt_image":"$SEEDS/seed.iso","action":"attach"}`},
+		{name: "detach", earlier: `{"version":1,"domain":"%s","hostname":"golden","action":"attach"}`,
+			doc: `{"version":1,"domain":"%s","action":"detach"}`},
+		{name: "invalid", doc: `{"version":1,"domain":"%s","hostname":"golden","users":[{"name":"x","password_secret":"nope"}],"ssh_host_keys":[{"type":"ed25519","private_key_secret":"garbage"}]}`},
+		{name: "invalid-host-key", doc: `{"version":1,"domain":"%s","hostname":"golden","ssh_host_keys":[{"type":"ed25519","private_key_secret":"garbage"}]}`},
+		{name: "agent-report-default", report: true, doc: `{"version":1,"domain":"%s","hostname":"golden","action":"attach"}`},
+		{name: "agent-report-off-by-job", report: true, doc: `{"version":1,"domain":"%s","hostname":"golden","action":"attach","guest_report":false}`},
+		{name: "agent-report-prebuilt", report: true, doc: `{"version":1,"domain":"%s","prebuilt_image":"$SEEDS/seed.iso","action":"attach"}`},
+		{name: "agent-report-replace-vendor-off", report: true, doc: `{"version":1,"domain":"%s","user_data_mode":"replace","user_data":"#cloud-config\nvendor_data: {enabled: false}\n"}`},
+		{name: "domain-not-found", doc: `{"version":1,"domain":"missing-%s","hostname":"golden"}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := libvirtxtest.New()
+			defer f.Close()
+			name := "golden-" + c.name
+			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seeds, secrets := t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(secrets, "garbage"), []byte("not a key\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
+				PrebuiltDirs: []string{seeds}, SecretsDir: secrets, GuestReport: c.report, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			expand := func(doc string) string {
+				return strings.ReplaceAll(strings.ReplaceAll(doc, "%s", name), "$SEEDS", seeds)
+			}
+			if strings.Contains(c.doc, "prebuilt_image") {
+				writeSeed(t, filepath.Join(seeds, "seed.iso"))
+			}
+			if c.earlier != "" {
+				if r := runDoc(t, e, expand(c.earlier), "earlier"); r.State != result.StateDone {
+					t.Fatalf("earlier job: %s %+v", r.State, r.Error)
+				}
+			}
+			if c.active {
+				f.SetActive(d.UUID, true)
+			}
+			j := expand(c.doc)
+			r, err := e.Run(context.Background(), mustDecode(t, j), result.Result{ID: "golden", Source: "spool", ReceivedAt: received})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Finish(received.Add(1500 * time.Millisecond))
+			b, err := json.MarshalIndent(r, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.NewReplacer(e.PayloadDir, "$PAYLOAD", seeds, "$SEEDS", d.UUID, "$UUID").Replace(string(b)) + "\n"
+			golden.Compare(t, filepath.Join("testdata", "result", c.name+".json"), []byte(got), *update)
+		})
+	}
+}
+
+func mustDecode(t *testing.T, doc string) *job.Job {
+	t.Helper()
+	j, err := job.Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// writeSeed writes a NoCloud seed image at p, as vmpayload build would.
+func writeSeed(t *testing.T, p string) {
+	t.Helper()
+	j := &job.Job{Version: 1, Hostname: "prebuilt"}
+	if _, err := payloadtest.Build(context.Background(), j, "", p, payload.Options{GID: -1, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+}
