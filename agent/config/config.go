@@ -201,7 +201,7 @@ var keys = []key{
 	{"secrets_dir", "directory secret references resolve against", func(c *Config) any { return &c.SecretsDir }},
 	{"workers", "number of jobs run concurrently (1..256)", func(c *Config) any { return &c.Workers }},
 	{"default_format", "payload format of jobs that name none: nocloud or configdrive", func(c *Config) any { return &c.DefaultFormat }},
-	{"cdrom_bus", "bus of the payload CD-ROM: auto, sata, ide or scsi", func(c *Config) any { return &c.CDROMBus }},
+	{"cdrom_bus", "bus of the payload drive (CD-ROM, or a vfat disk where the bus can carry one): auto, sata, ide or scsi", func(c *Config) any { return &c.CDROMBus }},
 	{"image_mode", "permission of payload images, octal", func(c *Config) any { return &c.ImageModeOctal }},
 	{"image_group", "group of payload images, name or gid (empty: keep)", func(c *Config) any { return &c.ImageGroup }},
 	{"log_format", "log format: text or json", func(c *Config) any { return &c.LogFormat }},
