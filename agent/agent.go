@@ -389,7 +389,7 @@ func (a *Agent) sweep() error {
 			a.log.Warn("cannot reopen interrupted job", "file", name, "err", err)
 			continue
 		}
-		t := a.prepare(c, "spool")
+		t := a.prepare(c, result.SourceSpool)
 		if res, done := a.spool.Finished(c, t.base.ID); done {
 			if err := a.spool.Complete(c, res); err != nil {
 				// Hold it with the results waiting to be written, so that
@@ -433,8 +433,8 @@ func (a *Agent) intake() {
 		}
 	}
 	for _, c := range claimed {
-		t := a.prepare(c, "spool")
-		if t.base.Source == "spool" {
+		t := a.prepare(c, result.SourceSpool)
+		if t.base.Source == result.SourceSpool {
 			a.met.JobReceived(metrics.SourceSpool) // socket jobs were counted by Submit
 		}
 		a.enqueue(t)
@@ -475,7 +475,7 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		payload.CheckParsed(j, &rep, opt)
 		t.job, t.report = j, rep
 		if s, ok := a.socketSubmitter(c, t.base.ID); ok {
-			t.base.Source = "socket"
+			t.base.Source = result.SourceSocket
 			t.base.Submitter = &s
 			a.mu.Lock()
 			a.unclaimed = max(a.unclaimed-1, 0)
@@ -728,7 +728,7 @@ func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	a.unclaimed++
 	a.mu.Unlock()
 	a.viaSocket.Store(id, who)
-	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.Apply(opt.Defaults).Action), State: result.StateQueued, Source: "socket", Submitter: &who, ReceivedAt: time.Now().UTC()})
+	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.Apply(opt.Defaults).Action), State: result.StateQueued, Source: result.SourceSocket, Submitter: &who, ReceivedAt: time.Now().UTC()})
 	if err := a.spool.PutOwned(id, data, int(who.UID)); err != nil {
 		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
 			a.mu.Lock()

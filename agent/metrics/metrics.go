@@ -28,8 +28,8 @@ const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 // states (result.StateDone, result.StateFailed) and the statuses of
 // vmpayload_guest_reports_total the final guest statuses (result.Guest*).
 const (
-	SourceSpool  = "spool"  // a job dropped into the spool
-	SourceSocket = "socket" // a job posted to the API
+	SourceSpool  = result.SourceSpool  // a job dropped into the spool
+	SourceSocket = result.SourceSocket // a job posted to the API
 
 	ReasonUndefined  = "undefined"  // the domain was undefined
 	ReasonOrphan     = "orphan"     // no domain refers to the image

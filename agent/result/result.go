@@ -20,6 +20,13 @@ const (
 	StateFailed  State = "failed"
 )
 
+// Where a job came from, in Result.Source (and the source label of
+// vmpayload_jobs_received_total).
+const (
+	SourceSpool  = "spool"  // a job file dropped into the spool
+	SourceSocket = "socket" // a job posted to the API
+)
+
 // Final reports whether s is a final state.
 func (s State) Final() bool { return s == StateDone || s == StateFailed }
 
