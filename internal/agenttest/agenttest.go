@@ -114,7 +114,7 @@ type Agent struct {
 	SpoolDir, PayloadDir, SecretsDir string
 	Socket, LogPath                  string
 	Args, Env                        []string
-	Client                           *client.Client // talks to Socket
+	client                           *client.Client
 	runs                             int
 	cmd                              *exec.Cmd
 	done                             chan struct{}
@@ -137,8 +137,16 @@ func New(o Options) (*Agent, error) {
 		SpoolDir: filepath.Join(o.Dir, "spool"), PayloadDir: filepath.Join(o.Dir, "payload"),
 		SecretsDir: filepath.Join(o.Dir, "secrets"), Socket: filepath.Join(o.Dir, "agent.sock"),
 		LogPath: filepath.Join(o.Dir, "agent.log")}
-	a.Client = client.New(a.Socket)
 	return a, nil
+}
+
+// Client returns the API client for the agent's Socket (a new one when
+// Socket was changed).
+func (a *Agent) Client() *client.Client {
+	if a.client == nil || a.client.Socket() != a.Socket {
+		a.client = client.New(a.Socket)
+	}
+	return a.client
 }
 
 // Launch starts the agent process without waiting for it to be ready; its
@@ -184,7 +192,7 @@ func (a *Agent) WaitReady(timeout time.Duration) error {
 			return fmt.Errorf("the agent exited before it was ready (%v); log:\n%s", err, a.Tail(30))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		status, _, err := a.Client.Health(ctx)
+		status, _, err := a.Client().Health(ctx)
 		cancel()
 		if err == nil && status == http.StatusOK {
 			return nil
@@ -396,3 +404,25 @@ func Prepare(tb testing.TB, o Options) *Agent {
 	})
 	return a
 }
+
+// ProcStatusKB reads a "Vm…:  N kB" line (VmRSS, VmHWM) of
+// /proc/pid/status, in KiB.
+func ProcStatusKB(pid int, key string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the status of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(v, "%d", &kb); err != nil {
+				return 0, fmt.Errorf("%s line %q of pid %d: %w", key, line, pid, err)
+			}
+			return kb, nil
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no %q line in /proc/%d/status: %w", pid, key, pid, ErrNoStatusLine)
+}
+
+// ErrNoStatusLine is returned by ProcStatusKB when the line is missing.
+var ErrNoStatusLine = errors.New("missing status line")

@@ -22,7 +22,7 @@ func (v *vm) guestResult(ctx context.Context, r result.Result, minReports int) r
 	v.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, reportWait)
 	defer cancel()
-	p := filepath.Join(v.agent.spool, "done", r.ID+".json")
+	p := filepath.Join(v.agent.SpoolDir, "done", r.ID+".json")
 	var last result.Result
 	for {
 		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &last) == nil && last.Guest != nil &&
@@ -33,7 +33,7 @@ func (v *vm) guestResult(ctx context.Context, r result.Result, minReports int) r
 		}
 		select {
 		case <-ctx.Done():
-			lb, _ := os.ReadFile(v.agent.logPath)
+			lb, _ := os.ReadFile(v.agent.LogPath)
 			g, _ := json.Marshal(last.Guest)
 			v.t.Fatalf("%s: no guest report %d in job %s's result: %v; guest section %s\n--- agent log tail ---\n%s", v.g.Name, minReports, r.ID, ctx.Err(), g, tail(string(lb), 30))
 		case <-time.After(500 * time.Millisecond):

@@ -19,7 +19,7 @@ import (
 // directory under name and returns its public key line.
 func hostKeyPair(t *testing.T, a *agentProc, typ, name string) string {
 	t.Helper()
-	dir := filepath.Join(a.dir, "secrets")
+	dir := a.SecretsDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,10 @@ func (c *Client) Socket() string { return c.socket }
 // be built with URL.
 func (c *Client) HTTP() *http.Client { return c.http }
 
+// CloseIdleConnections closes the kept-alive connections, so that the
+// next request dials the socket again.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // URL is the URL of path (with its query) on the agent's socket.
 func URL(path string) string { return "http://vmpayload" + path }
 
