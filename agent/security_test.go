@@ -19,6 +19,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/access"
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -209,7 +210,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 	}
 	h := startAgentWith(t, "", nil, agentSetup{sock: filepath.Join(sockDir, "agent.sock"), sockGID: sockGID,
 		opts: func(o *agent.Options) { o.Policy, o.PrebuiltDirs = access.NewPolicy(adminGID), []string{seeds} }})
-	root := unixClient(h.sock)
+	root := client.New(h.sock).HTTP()
 
 	xmlJob := func(id, dom string) string {
 		return fmt.Sprintf(`{"version":1,"id":%q,"domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, id, dom, domainXML(dom, "pc", ""))
@@ -499,25 +500,23 @@ func TestAgentWithOnlyCapChown(t *testing.T) {
 	plain := addUser(t, "vmpxc"+sfx+"u", group)
 
 	a := newAgent(t, "test:///default", "--socket-group", group)
-	wrapper := filepath.Join(a.dir, "capchown.sh")
-	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown --inh-caps -all -- %s \"$@\"\n", a.bin)
+	wrapper := filepath.Join(a.Dir, "capchown.sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown --inh-caps -all -- %s \"$@\"\n", a.Bin)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a.bin = wrapper
+	a.Bin = wrapper
 	a.start()
 
 	dom := "vmpx-capchown-" + sfx
 	def := fmt.Sprintf(`{"version":1,"id":"cc-def","domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, dom, domainXML(dom, "pc", ""))
-	resp, err := a.client.Post("http://agent/v1/jobs", "application/json", strings.NewReader(def))
-	if err != nil {
+	if _, _, err := a.Client().Submit(context.Background(), []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
 	mustDone(t, a.result("cc-def", ""))
 
 	body := fmt.Sprintf(`{"version":1,"id":"cc-plain","domain":%q,"hostname":"p","action":"attach"}`, dom)
-	if code, ans := postAs(t, plain, a.sock, body); code != http.StatusAccepted {
+	if code, ans := postAs(t, plain, a.Socket, body); code != http.StatusAccepted {
 		t.Fatalf("status %d %v", code, ans)
 	}
 	r := a.result("cc-plain", "")
