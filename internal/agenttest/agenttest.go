@@ -83,6 +83,16 @@ func Binary() (string, error) {
 	return binPath, binErr
 }
 
+// BinaryT is Binary for tests: an error fails tb.
+func BinaryT(tb testing.TB) string {
+	tb.Helper()
+	p, err := Binary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // RemoveBinary removes the binary Binary built, if any; call it from
 // TestMain after m.Run.
 func RemoveBinary() {
