@@ -116,7 +116,8 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 	}
 	last := result.State("")
 	for {
-		res, status, err := cl.Job(ctx, ans.ID, client.JobQuery{Wait: 2 * time.Second})
+		var res result.Result
+		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(ans.ID, client.JobQuery{Wait: 2 * time.Second}), nil, &res)
 		if err != nil || status != http.StatusOK {
 			if ctx.Err() != nil {
 				fmt.Fprintf(stderr, "vmpayload %s: timed out waiting for %s (last state %s)\n", name, ans.ID, last)
@@ -191,7 +192,8 @@ func runStatus(c command, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	cl := client.New(*socket)
 	if len(pos) == 1 {
-		res, status, err := cl.Job(ctx, pos[0], client.JobQuery{})
+		var res result.Result
+		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(pos[0], client.JobQuery{}), nil, &res)
 		if err != nil && status == 0 {
 			r, ok := (&spool.Spool{Root: *spoolDir}).Lookup(pos[0])
 			if !ok {

@@ -117,7 +117,8 @@ func (p *progress) clear() {
 func waitGuestAPI(ctx context.Context, cl *client.Client, id string, stdout, stderr io.Writer) int {
 	p := &progress{w: stderr, id: id, tty: isTerminal(stderr)}
 	for {
-		res, status, err := cl.Job(ctx, id, client.JobQuery{Wait: 2 * time.Second, Guest: true})
+		var res result.Result
+		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(id, client.JobQuery{Wait: 2 * time.Second, Guest: true}), nil, &res)
 		if err != nil || status != http.StatusOK {
 			p.clear()
 			if ctx.Err() != nil {

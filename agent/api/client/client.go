@@ -145,12 +145,34 @@ func JobPath(id string, q JobQuery) string {
 	return p
 }
 
-// Job fetches the state or result of job id. The status is 404 when the
-// agent does not know the job.
+// StatusError is an answer with another status than the method expects:
+// the status and the agent's error message.
+type StatusError struct {
+	Status  int
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("the agent answered %d: %s", e.Status, e.Message)
+}
+
+// Job fetches the state or result of job id. Any answer but 200 is a
+// *StatusError (404: the agent does not know the job).
 func (c *Client) Job(ctx context.Context, id string, q JobQuery) (result.Result, int, error) {
+	status, b, err := c.Raw(ctx, http.MethodGet, JobPath(id, q), nil)
+	if err != nil {
+		return result.Result{}, status, err
+	}
+	if status != http.StatusOK {
+		var ans Answer
+		_ = json.Unmarshal(b, &ans) // the message is optional
+		return result.Result{}, status, &StatusError{Status: status, Message: ans.Error}
+	}
 	var res result.Result
-	status, err := c.Do(ctx, http.MethodGet, JobPath(id, q), nil, &res)
-	return res, status, err
+	if err := json.Unmarshal(b, &res); err != nil {
+		return res, status, fmt.Errorf("decoding the agent's answer (HTTP %d): %w", status, err)
+	}
+	return res, status, nil
 }
 
 // ErrNotFinal is returned by WaitFinal when the job is still not final
@@ -161,12 +183,9 @@ var ErrNotFinal = errors.New("job not final")
 // final state and returns its result.
 func (c *Client) WaitFinal(ctx context.Context, id string, each time.Duration, tries int) (result.Result, error) {
 	for range tries {
-		res, status, err := c.Job(ctx, id, JobQuery{Wait: each})
+		res, _, err := c.Job(ctx, id, JobQuery{Wait: each})
 		if err != nil {
 			return res, fmt.Errorf("asking for job %s: %w", id, err)
-		}
-		if status != http.StatusOK {
-			return res, fmt.Errorf("asking for job %s: HTTP %d", id, status)
 		}
 		if res.State.Final() {
 			return res, nil
