@@ -1,8 +1,6 @@
 package agent_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,14 +18,7 @@ import (
 // started.
 func TestAgentLibvirtdAccess(t *testing.T) {
 	needLibvirtd(t)
-	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl")
 	sockGroup, adminGroup := "vmpxs"+sfx, "vmpxa"+sfx
 	addGroup(t, sockGroup)
 	addGroup(t, adminGroup)

@@ -3,8 +3,6 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,6 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload"
 	pjob "github.com/vmpayload/vmpayload/payload/job"
@@ -164,6 +163,19 @@ func waitJob(t *testing.T, c *http.Client, id string) result.Result {
 	return r
 }
 
+// userTestSuffix skips t unless tools (those that make and act as users)
+// are installed, and returns a random suffix for the users' and groups'
+// names.
+func userTestSuffix(t *testing.T, tools ...string) string {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	return testenv.RandHex(t, 3)
+}
+
 // TestAccessAsRealUsers runs API clients as real non-root users against the
 // agent's socket on the test driver: a plain member of the socket group may
 // attach payloads to existing domains but every privileged field is refused
@@ -174,14 +186,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create users")
 	}
-	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl")
 	sockGroup, adminGroup := "vmpxs"+sfx, "vmpxa"+sfx
 	sockGID, adminGID := addGroup(t, sockGroup), addGroup(t, adminGroup)
 	plain := addUser(t, "vmpxp"+sfx, sockGroup)
@@ -371,14 +376,7 @@ func TestSpoolGroupAsRealUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create users")
 	}
-	for _, tool := range []string{"useradd", "groupadd", "runuser"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser")
 	group := "vmpxg" + sfx
 	gid := addGroup(t, group)
 	alice, bob := addUser(t, "vmpxa"+sfx, group), addUser(t, "vmpxb"+sfx, group)
@@ -487,14 +485,7 @@ func TestAgentWithOnlyCapChown(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl", "setpriv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl", "setpriv")
 	group := "vmpxc" + sfx
 	addGroup(t, group)
 	plain := addUser(t, "vmpxc"+sfx+"u", group)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
 
@@ -51,7 +52,7 @@ func TestAgentDurableE2E(t *testing.T) {
 			if err := a.Start(); err != nil {
 				t.Fatal(err)
 			}
-			tok := randHex(t, 6)
+			tok := testenv.RandHex(t, 6)
 			mac := "52:54:00:e3:30:0" + string(rune('1'+i))
 			const hostKey = "/etc/ssh/ssh_host_ed25519_key.pub"
 			v, x := newVM(ctx, t, c.suite, "pc", guest.BusSCSI, []guest.NIC{{MAC: mac}}, "vmpx.paths="+hostKey)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/test/guest"
@@ -84,7 +85,7 @@ func TestAgentGuestReportE2E(t *testing.T) {
 			if name == "guest-report-trixie" {
 				suite, machine, bus, cmdline = guest.Trixie, "q35", guest.BusSATA, "vmpx.poweroff=0"
 			}
-			tok := randHex(t, 6)
+			tok := testenv.RandHex(t, 6)
 			v, x := newVM(ctx, t, suite, machine, bus, nil, cmdline)
 			r := v.run(ctx, map[string]any{
 				"id": "gr-" + suite + "-" + tok, "action": "start", "domain_xml": x, "hostname": "vmpx-gr-" + tok[:6],
