@@ -1,8 +1,6 @@
 package agent_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,14 +18,7 @@ import (
 // started.
 func TestAgentLibvirtdAccess(t *testing.T) {
 	needLibvirtd(t)
-	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl")
 	sockGroup, adminGroup := "vmpxs"+sfx, "vmpxa"+sfx
 	addGroup(t, sockGroup)
 	addGroup(t, adminGroup)
@@ -36,7 +27,7 @@ func TestAgentLibvirtdAccess(t *testing.T) {
 
 	a := newAgent(t, systemURI, "--socket-group", sockGroup, "--admin-group", adminGroup)
 	a.start()
-	secret := filepath.Join(a.dir, "root-only.img")
+	secret := filepath.Join(a.Dir, "root-only.img")
 	if err := os.WriteFile(secret, make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +37,7 @@ func TestAgentLibvirtdAccess(t *testing.T) {
 	}
 
 	refused := domainName(t, "access-plain")
-	code, ans := postAs(t, plain, a.sock, startJob("acc-plain", refused))
+	code, ans := postAs(t, plain, a.Socket, startJob("acc-plain", refused))
 	if code != http.StatusForbidden {
 		t.Fatalf("plain member: status %d %v; want 403", code, ans)
 	}
@@ -55,7 +46,7 @@ func TestAgentLibvirtdAccess(t *testing.T) {
 	}
 
 	allowed := domainName(t, "access-admin")
-	if code, ans := postAs(t, admin, a.sock, startJob("acc-admin", allowed)); code != http.StatusAccepted {
+	if code, ans := postAs(t, admin, a.Socket, startJob("acc-admin", allowed)); code != http.StatusAccepted {
 		t.Fatalf("admin member: status %d %v; want 202", code, ans)
 	}
 	r := a.result("acc-admin", "")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/api"
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
@@ -80,6 +80,7 @@ type agentSetup struct {
 	sockGID int                    // group of the socket (0: keep)
 	spool   string                 // spool directory instead of one in the test's directory
 	wrap    func(h *libvirtx.LibvirtHost) libvirtx.Host
+	srv     *api.Server // the API server to run (its limits); Backend, Log and Metrics are set
 }
 
 func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set agentSetup) *harness {
@@ -130,7 +131,11 @@ func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &api.Server{Backend: a, Log: log, Metrics: h.met}
+	srv := set.srv
+	if srv == nil {
+		srv = &api.Server{}
+	}
+	srv.Backend, srv.Log, srv.Metrics = a, log, h.met
 	go srv.Serve(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -387,15 +392,9 @@ func TestOrphanCollectionAtStartup(t *testing.T) {
 	}
 }
 
-func unixClient(sock string) *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
-}
-
 func TestSocketAPI(t *testing.T) {
 	h := startAgent(t, "", nil)
-	c := unixClient(h.sock)
+	c := client.New(h.sock).HTTP()
 	post := func(body string) (int, map[string]any) {
 		resp, err := c.Post("http://x/v1/jobs", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -472,7 +471,7 @@ func TestSocketAPI(t *testing.T) {
 
 func TestEventsStream(t *testing.T) {
 	h := startAgent(t, "", nil)
-	c := unixClient(h.sock)
+	c := client.New(h.sock).HTTP()
 	resp, err := c.Get("http://x/v1/events")
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ import (
 func TestOneCheckEverywhere(t *testing.T) {
 	needLibvirtd(t)
 	a := newAgent(t, "test:///default")
-	secretsDir := filepath.Join(a.dir, "secrets")
+	secretsDir := filepath.Join(a.Dir, "secrets")
 	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 	}
 	defer host.Close()
 	// guest_report on: the agent's default (config guest_report)
-	eng := &engine.Engine{Host: host, PayloadDir: filepath.Join(a.dir, "engine-payload"), SecretsDir: secretsDir, ImageGID: -1, GuestReport: true}
+	eng := &engine.Engine{Host: host, PayloadDir: filepath.Join(a.Dir, "engine-payload"), SecretsDir: secretsDir, ImageGID: -1, GuestReport: true}
 
 	const dom = "vmpx-check-none"
 	cases := []struct {
@@ -111,17 +111,12 @@ func TestOneCheckEverywhere(t *testing.T) {
 			assertFields(t, "engine", fieldsOf(res.Errors), c.want)
 
 			// POST /v1/jobs: 400 with the same fields, nothing queued
-			resp, err := a.client.Post("http://agent/v1/jobs", "application/json", bytes.NewReader(data))
+			ans, status, err := a.Client().Submit(context.Background(), data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ans struct {
-				Errors []pjob.FieldError `json:"errors"`
-			}
-			_ = json.NewDecoder(resp.Body).Decode(&ans)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusBadRequest {
-				t.Errorf("POST /v1/jobs answered %d, want 400", resp.StatusCode)
+			if status != http.StatusBadRequest {
+				t.Errorf("POST /v1/jobs answered %d, want 400", status)
 			}
 			assertFields(t, "POST /v1/jobs", fieldsOf(ans.Errors), c.want)
 
@@ -129,7 +124,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 				return
 			}
 			// vmpayload validate --json --secrets-dir
-			out, _ := exec.Command(a.bin, "validate", "--json", "--secrets-dir", secretsDir, jobFile).Output()
+			out, _ := exec.Command(a.Bin, "validate", "--json", "--secrets-dir", secretsDir, jobFile).Output()
 			var v struct {
 				Valid  bool              `json:"valid"`
 				Errors []pjob.FieldError `json:"errors"`
@@ -142,7 +137,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 			// vmpayload build: refuses with the same fields, writes nothing
 			img := filepath.Join(t.TempDir(), "out.iso")
 			var stderr bytes.Buffer
-			cmd := exec.Command(a.bin, "build", "--secrets-dir", secretsDir, "-o", img, jobFile)
+			cmd := exec.Command(a.Bin, "build", "--secrets-dir", secretsDir, "-o", img, jobFile)
 			cmd.Stderr = &stderr
 			if err := cmd.Run(); err == nil {
 				t.Fatalf("build succeeded")

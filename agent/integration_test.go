@@ -10,28 +10,25 @@ package agent_test
 // boot nothing; every test undefines the domains it made.
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -44,12 +41,7 @@ const resultWait = 180 * time.Second
 
 func needLibvirtd(t testing.TB) {
 	t.Helper()
-	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
-		t.Skip("real-libvirtd integration test: set VMPAYLOAD_LIBVIRTD=1 after running test/libvirtd.sh (make test does both)")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("VMPAYLOAD_LIBVIRTD=1 but not root: qemu:///system tests need root")
-	}
+	testenv.NeedLibvirtd(t)
 	for _, tool := range []string{"virsh", "blkid", "xorriso", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not found: %v", tool, err)
@@ -57,183 +49,39 @@ func needLibvirtd(t testing.TB) {
 	}
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// agentBinary builds cmd/vmpayload once per test binary into a temp
-// directory (removed by TestMain's cleanup hook) and returns its path;
-// VMPAYLOAD_AGENT_BIN names an already built binary instead.
-func agentBinary(t testing.TB) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if p := os.Getenv("VMPAYLOAD_AGENT_BIN"); p != "" {
-			binPath = p // built by the caller (test/agent/sandbox.sh)
-			return
-		}
-		dir, err := os.MkdirTemp("", "vmpx-int-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binCleanup = func() { os.RemoveAll(dir) }
-		p := filepath.Join(dir, "vmpayload")
-		cmd := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", p, "github.com/vmpayload/vmpayload/cmd/vmpayload")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %w\n%s", err, out)
-			return
-		}
-		binPath = p
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-// binCleanup removes the built binary; TestMain runs it after all tests.
-var binCleanup = func() {}
-
-func randHex(t testing.TB, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// workDir makes a per-test directory that the QEMU user (libvirt-qemu) can
-// traverse, under /var/tmp (t.TempDir under /tmp is 0700), removed at the end.
-func workDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", "vmpx-int-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-// agentProc is one running `vmpayload agent` process.
+// agentProc is one `vmpayload agent` process (the binary agenttest builds,
+// or VMPAYLOAD_AGENT_BIN); its methods fail the test on errors.
 type agentProc struct {
-	t       testing.TB
-	bin     string
-	uri     string
-	dir     string
-	spool   string
-	payload string
-	sock    string
-	logPath string
-	extra   []string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	client  *http.Client
+	*agenttest.Agent
+	t testing.TB
 }
 
 // newAgent prepares (but does not start) an agent on uri with its own
 // spool, payload directory, secrets directory and socket under a fresh
-// work directory.
+// work directory the QEMU user can traverse.
 func newAgent(t testing.TB, uri string, extra ...string) *agentProc {
 	t.Helper()
-	dir := workDir(t)
-	a := &agentProc{t: t, bin: agentBinary(t), uri: uri, dir: dir, spool: filepath.Join(dir, "spool"),
-		payload: filepath.Join(dir, "payload"), sock: filepath.Join(dir, "agent.sock"), logPath: filepath.Join(dir, "agent.log"), extra: extra}
-	a.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", a.sock)
-	}}}
-	t.Cleanup(func() {
-		a.stop()
-		if t.Failed() {
-			if b, err := os.ReadFile(a.logPath); err == nil {
-				t.Logf("agent log (%s):\n%s", a.logPath, tail(string(b), 200))
-			}
-		}
-	})
-	return a
-}
-
-func tail(s string, lines int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
-	}
-	return strings.Join(l, "\n")
+	args := append([]string{"--rescan-interval", "1s", "--log-level", "debug"}, extra...)
+	return &agentProc{Agent: agenttest.Prepare(t, agenttest.Options{URI: uri, Dir: testenv.WorkDir(t, "vmpx-int-"), Args: args}), t: t}
 }
 
 // start runs the agent and waits until its socket answers /healthz.
 func (a *agentProc) start() {
 	a.t.Helper()
-	args := append([]string{"agent", "--config", "", "--libvirt-uri", a.uri, "--spool-dir", a.spool,
-		"--payload-dir", a.payload, "--socket", a.sock, "--secrets-dir", filepath.Join(a.dir, "secrets"),
-		"--rescan-interval", "1s", "--log-level", "debug"}, a.extra...)
-	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+	if err := a.Start(); err != nil {
 		a.t.Fatal(err)
-	}
-	defer logf.Close()
-	a.cmd = exec.Command(a.bin, args...)
-	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	if err := a.cmd.Start(); err != nil {
-		a.t.Fatal(err)
-	}
-	a.exited = make(chan struct{})
-	go func(c *exec.Cmd, ch chan struct{}) { _ = c.Wait(); close(ch) }(a.cmd, a.exited)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := a.client.Get("http://agent/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-a.exited:
-			b, _ := os.ReadFile(a.logPath)
-			a.t.Fatalf("agent exited at start-up:\n%s", b)
-		default:
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatal("agent socket did not answer /healthz")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // stop sends SIGTERM and waits for the agent to exit (SIGKILL after 60s).
-func (a *agentProc) stop() {
-	if a.cmd == nil || a.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-a.exited:
-		return
-	default:
-	}
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.exited:
-	case <-time.After(60 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.exited
-	}
-}
+func (a *agentProc) stop() { _ = a.Stop() }
 
 // kill sends SIGKILL to the agent and waits until it is gone.
 func (a *agentProc) kill() {
 	a.t.Helper()
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Kill(); err != nil {
 		a.t.Fatal(err)
 	}
-	<-a.exited
 }
 
 // drop writes a job into incoming/ the way writers must: a dot temp file,
@@ -244,94 +92,55 @@ func (a *agentProc) drop(name string, job map[string]any) {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	in := filepath.Join(a.spool, "incoming")
-	if err := os.MkdirAll(in, 0o700); err != nil {
+	if err := a.Drop(name, b); err != nil {
 		a.t.Fatal(err)
 	}
-	tmp := filepath.Join(in, "."+name+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		a.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(in, name+".json")); err != nil {
-		a.t.Fatal(err)
-	}
-}
-
-// readResult reads done/<id>.json or failed/<id>.json, whichever exists.
-func (a *agentProc) readResult(id string) (result.Result, string, bool) {
-	for _, d := range []string{"done", "failed"} {
-		b, err := os.ReadFile(filepath.Join(a.spool, d, id+".json"))
-		if err != nil {
-			continue
-		}
-		var r result.Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			continue // being replaced; read again
-		}
-		return r, d, true
-	}
-	return result.Result{}, "", false
 }
 
 // result waits for the result of id whose claim differs from notClaim (""
 // accepts any) and for the job to leave processing/.
 func (a *agentProc) result(id, notClaim string) result.Result {
 	a.t.Helper()
-	deadline := time.Now().Add(resultWait)
-	for time.Now().Before(deadline) {
-		if r, _, ok := a.readResult(id); ok && (notClaim == "" || r.Claim != notClaim) {
-			if _, err := os.Stat(filepath.Join(a.spool, "processing", id+".json")); err != nil {
-				return r
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), resultWait)
+	defer cancel()
+	r, err := a.WaitResult(ctx, id, notClaim)
+	if err != nil {
+		a.t.Fatal(err)
 	}
-	a.t.Fatalf("no result for job %s", id)
-	return result.Result{}
+	return r
 }
 
 // run drops a job and waits for its result.
 func (a *agentProc) run(id string, job map[string]any) result.Result {
 	a.t.Helper()
 	job["id"] = id
-	old, _, _ := a.readResult(id)
+	old, _, _ := a.ReadResult(id)
 	a.drop(id, job)
 	return a.result(id, old.Claim)
 }
 
-// metrics fetches /metrics and returns the value of the named sample.
+// metric returns the value of the named sample in /metrics.
 func (a *agentProc) metric(name string) float64 {
 	a.t.Helper()
-	resp, err := a.client.Get("http://agent/metrics")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	v, err := a.Client().Metric(ctx, name)
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == name {
-			v, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				a.t.Fatal(err)
-			}
-			return v
-		}
-	}
-	a.t.Fatalf("metric %s not in /metrics", name)
-	return 0
+	return v
 }
 
 // images lists the *.iso / *.img files in the payload directory.
 func (a *agentProc) images() []string {
 	a.t.Helper()
-	ents, err := os.ReadDir(a.payload)
+	ents, err := os.ReadDir(a.PayloadDir)
 	if err != nil {
 		a.t.Fatal(err)
 	}
 	var out []string
 	for _, e := range ents {
-		out = append(out, filepath.Join(a.payload, e.Name()))
+		out = append(out, filepath.Join(a.PayloadDir, e.Name()))
 	}
 	sort.Strings(out)
 	return out
@@ -371,7 +180,7 @@ const virtioSCSI = "<controller type='scsi' index='0' model='virtio-scsi'/>"
 // registers its destroy+undefine at cleanup.
 func domainName(t testing.TB, test string) string {
 	t.Helper()
-	name := "vmpx-int-" + test + "-" + randHex(t, 3)
+	name := "vmpx-int-" + test + "-" + testenv.RandHex(t, 3)
 	t.Cleanup(func() { removeDomain(name) })
 	return name
 }
@@ -537,14 +346,14 @@ func TestAgentLibvirtd(t *testing.T) {
 
 	t.Run("StoppedPCStart", func(t *testing.T) {
 		name := domainName(t, "pc")
-		defineDomain(t, a.dir, name, "pc", "")
-		r := a.run("pc-start-"+randHex(t, 3), job(name, "pc-host", "start"))
+		defineDomain(t, a.Dir, name, "pc", "")
+		r := a.run("pc-start-"+testenv.RandHex(t, 3), job(name, "pc-host", "start"))
 		mustDone(t, r)
 		if r.Device == nil || r.Device.Bus != "ide" || r.DomainState != "running" || r.Payload == nil || r.Payload.Reused {
 			t.Fatalf("result %+v device %+v payload %+v", r, r.Device, r.Payload)
 		}
-		if filepath.Dir(r.Payload.Path) != a.payload {
-			t.Fatalf("image %s outside the payload dir %s", r.Payload.Path, a.payload)
+		if filepath.Dir(r.Payload.Path) != a.PayloadDir {
+			t.Fatalf("image %s outside the payload dir %s", r.Payload.Path, a.PayloadDir)
 		}
 		d := checkDrive(t, name, true, "ide", r.Payload.Path)
 		if d.Target.Dev != r.Device.Target {
@@ -564,8 +373,8 @@ func TestAgentLibvirtd(t *testing.T) {
 			{"q35", virtioSCSI, "scsi"},
 		} {
 			name := domainName(t, "bus")
-			defineDomain(t, a.dir, name, c.machine, c.extra)
-			r := a.run("bus-"+randHex(t, 3), job(name, "bus-host", "start"))
+			defineDomain(t, a.Dir, name, c.machine, c.extra)
+			r := a.run("bus-"+testenv.RandHex(t, 3), job(name, "bus-host", "start"))
 			mustDone(t, r)
 			if r.Device == nil || r.Device.Bus != c.bus {
 				t.Fatalf("%s %q: device %+v, want bus %s", c.machine, c.extra, r.Device, c.bus)
@@ -580,8 +389,8 @@ func TestAgentLibvirtd(t *testing.T) {
 
 	t.Run("ResubmitAndNewContent", func(t *testing.T) {
 		name := domainName(t, "resub")
-		defineDomain(t, a.dir, name, "pc", "")
-		id := "resub-" + randHex(t, 3)
+		defineDomain(t, a.Dir, name, "pc", "")
+		id := "resub-" + testenv.RandHex(t, 3)
 		r1 := a.run(id, job(name, "first-host", "attach"))
 		mustDone(t, r1)
 		// The same job again (same id and content): same image, one drive.
@@ -595,7 +404,7 @@ func TestAgentLibvirtd(t *testing.T) {
 			t.Fatalf("payload dir %v, want only %s", got, r1.Payload.Path)
 		}
 		// New content: a new image, the old one deleted, still one drive.
-		r3 := a.run("resub-new-"+randHex(t, 3), job(name, "second-host", "attach"))
+		r3 := a.run("resub-new-"+testenv.RandHex(t, 3), job(name, "second-host", "attach"))
 		mustDone(t, r3)
 		if r3.Payload.Path == r1.Payload.Path || r3.Payload.Reused {
 			t.Fatalf("new content reused the image: %+v", r3.Payload)
@@ -612,10 +421,10 @@ func TestAgentLibvirtd(t *testing.T) {
 
 	t.Run("RunningMediaChange", func(t *testing.T) {
 		name := domainName(t, "media")
-		defineDomain(t, a.dir, name, "pc", "")
-		r1 := a.run("media-1-"+randHex(t, 3), job(name, "media-one", "start"))
+		defineDomain(t, a.Dir, name, "pc", "")
+		r1 := a.run("media-1-"+testenv.RandHex(t, 3), job(name, "media-one", "start"))
 		mustDone(t, r1)
-		r2 := a.run("media-2-"+randHex(t, 3), job(name, "media-two", "start"))
+		r2 := a.run("media-2-"+testenv.RandHex(t, 3), job(name, "media-two", "start"))
 		mustDone(t, r2)
 		if r2.Payload.Path == r1.Payload.Path {
 			t.Fatal("new content, same image")
@@ -633,9 +442,9 @@ func TestAgentLibvirtd(t *testing.T) {
 
 	t.Run("RunningHotplugSCSI", func(t *testing.T) {
 		name := domainName(t, "hotplug")
-		defineDomain(t, a.dir, name, "pc", virtioSCSI)
+		defineDomain(t, a.Dir, name, "pc", virtioSCSI)
 		virsh(t, "start", name)
-		r := a.run("hotplug-"+randHex(t, 3), job(name, "hot-host", "attach"))
+		r := a.run("hotplug-"+testenv.RandHex(t, 3), job(name, "hot-host", "attach"))
 		mustDone(t, r)
 		if r.Device == nil || r.Device.Bus != "scsi" {
 			t.Fatalf("device %+v", r.Device)
@@ -646,9 +455,9 @@ func TestAgentLibvirtd(t *testing.T) {
 
 	t.Run("RunningNoSCSI", func(t *testing.T) {
 		name := domainName(t, "noscsi")
-		defineDomain(t, a.dir, name, "pc", "")
+		defineDomain(t, a.Dir, name, "pc", "")
 		virsh(t, "start", name)
-		id := "noscsi-" + randHex(t, 3)
+		id := "noscsi-" + testenv.RandHex(t, 3)
 		r := a.run(id, job(name, "no-host", "attach"))
 		if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeDomainRunning {
 			t.Fatalf("result %+v error %+v", r, r.Error)
@@ -656,7 +465,7 @@ func TestAgentLibvirtd(t *testing.T) {
 		if !strings.Contains(r.Error.Message, "stop the domain") || !strings.Contains(r.Error.Message, "SCSI controller") {
 			t.Fatalf("message %q does not tell to stop the domain or add a SCSI controller", r.Error.Message)
 		}
-		if !exists(filepath.Join(a.spool, "failed", id+".json")) || !exists(filepath.Join(a.spool, "failed", id+".job.json")) {
+		if !exists(filepath.Join(a.SpoolDir, "failed", id+".json")) || !exists(filepath.Join(a.SpoolDir, "failed", id+".job.json")) {
 			t.Fatal("failed/ lacks the result or the kept job")
 		}
 		if n := len(payloadDrives(t, name, true)) + len(payloadDrives(t, name, false)); n != 0 {
@@ -677,11 +486,11 @@ func TestAgentLibvirtd(t *testing.T) {
 		// Stopped q35 domain that had an ISO payload: the CD-ROM is
 		// replaced by a virtio disk, the domain starts.
 		name := domainName(t, "vfat")
-		defineDomain(t, a.dir, name, "q35", "")
-		r0 := a.run("vfat-iso-"+randHex(t, 3), job(name, "iso-host", "attach"))
+		defineDomain(t, a.Dir, name, "q35", "")
+		r0 := a.run("vfat-iso-"+testenv.RandHex(t, 3), job(name, "iso-host", "attach"))
 		mustDone(t, r0)
 		checkDrive(t, name, true, "sata", r0.Payload.Path)
-		r1 := a.run("vfat-1-"+randHex(t, 3), vfat(name, "vfat-one", "start"))
+		r1 := a.run("vfat-1-"+testenv.RandHex(t, 3), vfat(name, "vfat-one", "start"))
 		mustDone(t, r1)
 		if r1.Device == nil || r1.Device.Bus != "virtio" || r1.Device.Kind != "disk" || r1.Payload.Media != "vfat" || r1.DomainState != "running" {
 			t.Fatalf("result %+v device %+v payload %+v", r1, r1.Device, r1.Payload)
@@ -694,7 +503,7 @@ func TestAgentLibvirtd(t *testing.T) {
 		}
 		// Running: new vfat content is refused with a clear error, the
 		// drive keeps the old image, the new image is not left behind.
-		id := "vfat-2-" + randHex(t, 3)
+		id := "vfat-2-" + testenv.RandHex(t, 3)
 		r2 := a.run(id, vfat(name, "vfat-two", "attach"))
 		if r2.State != result.StateFailed || r2.Error == nil || r2.Error.Code != result.CodeDomainRunning ||
 			!strings.Contains(r2.Error.Message, "stop the domain") || !strings.Contains(r2.Error.Message, "disk") {
@@ -706,7 +515,7 @@ func TestAgentLibvirtd(t *testing.T) {
 		}
 		// Stopped again: the disk's image is switched in the definition.
 		virsh(t, "destroy", name)
-		r3 := a.run("vfat-3-"+randHex(t, 3), vfat(name, "vfat-three", "attach"))
+		r3 := a.run("vfat-3-"+testenv.RandHex(t, 3), vfat(name, "vfat-three", "attach"))
 		mustDone(t, r3)
 		checkDriveKind(t, name, true, "disk", "virtio", r3.Payload.Path)
 		checkImage(t, r3.Payload.Path, "vfat-three")
@@ -714,13 +523,13 @@ func TestAgentLibvirtd(t *testing.T) {
 		// Running domain without a payload drive: the disk is hot-plugged
 		// on virtio, and detached live again.
 		hot := domainName(t, "vfathot")
-		defineDomain(t, a.dir, hot, "pc", "")
+		defineDomain(t, a.Dir, hot, "pc", "")
 		virsh(t, "start", hot)
-		r4 := a.run("vfat-hot-"+randHex(t, 3), vfat(hot, "vfat-hot", "attach"))
+		r4 := a.run("vfat-hot-"+testenv.RandHex(t, 3), vfat(hot, "vfat-hot", "attach"))
 		mustDone(t, r4)
 		checkDriveKind(t, hot, false, "disk", "virtio", r4.Payload.Path)
 		checkDriveKind(t, hot, true, "disk", "virtio", r4.Payload.Path)
-		r5 := a.run("vfat-det-"+randHex(t, 3), map[string]any{"version": 1, "domain": hot, "action": "detach"})
+		r5 := a.run("vfat-det-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": hot, "action": "detach"})
 		mustDone(t, r5)
 		if n := len(payloadDrives(t, hot, true)); n != 0 {
 			t.Fatalf("%d payload drives in the persistent config after detach", n)
@@ -731,19 +540,19 @@ func TestAgentLibvirtd(t *testing.T) {
 
 		// With a SCSI controller the disk goes on SCSI.
 		scsi := domainName(t, "vfatscsi")
-		defineDomain(t, a.dir, scsi, "q35", virtioSCSI)
-		r6 := a.run("vfat-scsi-"+randHex(t, 3), vfat(scsi, "vfat-scsi", "start"))
+		defineDomain(t, a.Dir, scsi, "q35", virtioSCSI)
+		r6 := a.run("vfat-scsi-"+testenv.RandHex(t, 3), vfat(scsi, "vfat-scsi", "start"))
 		mustDone(t, r6)
 		checkDriveKind(t, scsi, false, "disk", "scsi", r6.Payload.Path)
 	})
 
 	t.Run("DetachStopped", func(t *testing.T) {
 		name := domainName(t, "detstop")
-		defineDomain(t, a.dir, name, "q35", "")
-		r1 := a.run("detstop-a-"+randHex(t, 3), job(name, "det-host", "attach"))
+		defineDomain(t, a.Dir, name, "q35", "")
+		r1 := a.run("detstop-a-"+testenv.RandHex(t, 3), job(name, "det-host", "attach"))
 		mustDone(t, r1)
 		checkDrive(t, name, true, "sata", r1.Payload.Path)
-		r2 := a.run("detstop-d-"+randHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
+		r2 := a.run("detstop-d-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
 		mustDone(t, r2)
 		if n := len(payloadDrives(t, name, true)); n != 0 {
 			t.Fatalf("%d payload drives after detach", n)
@@ -755,10 +564,10 @@ func TestAgentLibvirtd(t *testing.T) {
 
 	t.Run("DetachRunning", func(t *testing.T) {
 		name := domainName(t, "detrun")
-		defineDomain(t, a.dir, name, "pc", "")
-		r1 := a.run("detrun-a-"+randHex(t, 3), job(name, "det-host", "start"))
+		defineDomain(t, a.Dir, name, "pc", "")
+		r1 := a.run("detrun-a-"+testenv.RandHex(t, 3), job(name, "det-host", "start"))
 		mustDone(t, r1)
-		r2 := a.run("detrun-d-"+randHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
+		r2 := a.run("detrun-d-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
 		mustDone(t, r2)
 		if n := len(payloadDrives(t, name, true)); n != 0 {
 			t.Fatalf("%d payload drives in the persistent config after detach", n)
@@ -781,7 +590,7 @@ func TestAgentLibvirtd(t *testing.T) {
 		name := domainName(t, "define")
 		j := job(name, "defined-host", "start")
 		j["domain_xml"] = qemuXML(name, "pc", "")
-		r := a.run("define-"+randHex(t, 3), j)
+		r := a.run("define-"+testenv.RandHex(t, 3), j)
 		mustDone(t, r)
 		if s := domstate(t, name); s != "running" {
 			t.Fatalf("domstate %q", s)
@@ -794,23 +603,23 @@ func TestAgentLibvirtd(t *testing.T) {
 	})
 
 	t.Run("UnknownDomain", func(t *testing.T) {
-		name := "vmpx-int-missing-" + randHex(t, 3)
-		id := "missing-" + randHex(t, 3)
+		name := "vmpx-int-missing-" + testenv.RandHex(t, 3)
+		id := "missing-" + testenv.RandHex(t, 3)
 		r := a.run(id, job(name, "nobody", "start"))
-		_, dir, _ := a.readResult(id)
+		_, dir, _ := a.ReadResult(id)
 		if dir != "failed" || r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeDomainNotFound ||
 			r.Error.Field != "domain" || !strings.Contains(r.Error.Message, name) {
 			t.Fatalf("result in %s: %+v error %+v", dir, r, r.Error)
 		}
-		if exists(filepath.Join(a.spool, "done", id+".json")) {
+		if exists(filepath.Join(a.SpoolDir, "done", id+".json")) {
 			t.Fatal("result in done/ too")
 		}
 	})
 
 	t.Run("UndefineRemovesImage", func(t *testing.T) {
 		name := domainName(t, "undef")
-		defineDomain(t, a.dir, name, "pc", "")
-		r := a.run("undef-"+randHex(t, 3), job(name, "undef-host", "start"))
+		defineDomain(t, a.Dir, name, "pc", "")
+		r := a.run("undef-"+testenv.RandHex(t, 3), job(name, "undef-host", "start"))
 		mustDone(t, r)
 		if !exists(r.Payload.Path) {
 			t.Fatal("no image")
@@ -832,10 +641,10 @@ func TestAgentLibvirtd(t *testing.T) {
 		b := newAgent(t, systemURI)
 		b.start()
 		name := domainName(t, "recipe")
-		defineDomain(t, b.dir, name, "pc", "")
+		defineDomain(t, b.Dir, name, "pc", "")
 		j := job(name, "recipe-host", "start")
 		j["users"] = []map[string]any{{"name": "ops", "password": password}}
-		r := b.run("recipe-start-"+randHex(t, 3), j)
+		r := b.run("recipe-start-"+testenv.RandHex(t, 3), j)
 		mustDone(t, r)
 		inactive := virsh(t, "dumpxml", "--inactive", name)
 		rc, ok, err := recipe.FromDomainXML(inactive)
@@ -853,12 +662,12 @@ func TestAgentLibvirtd(t *testing.T) {
 
 		b.stop()
 		virsh(t, "destroy", name)
-		ents, err := os.ReadDir(b.payload)
+		ents, err := os.ReadDir(b.PayloadDir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			if err := os.RemoveAll(filepath.Join(b.payload, e.Name())); err != nil {
+			if err := os.RemoveAll(filepath.Join(b.PayloadDir, e.Name())); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -881,13 +690,13 @@ func TestAgentLibvirtd(t *testing.T) {
 
 		// A media change on the running domain records the new recipe in
 		// the persistent definition; detach removes it.
-		r2 := b.run("recipe-change-"+randHex(t, 3), job(name, "recipe-host-2", "attach"))
+		r2 := b.run("recipe-change-"+testenv.RandHex(t, 3), job(name, "recipe-host-2", "attach"))
 		mustDone(t, r2)
 		rc2, ok, err := recipe.FromDomainXML(virsh(t, "dumpxml", "--inactive", name))
 		if err != nil || !ok || rc2.Path != r2.Payload.Path || rc2.SHA256 != r2.Payload.SHA256 {
 			t.Fatalf("recipe after the running media change: %+v %v %v; result %+v", rc2, ok, err, r2.Payload)
 		}
-		mustDone(t, b.run("recipe-detach-"+randHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"}))
+		mustDone(t, b.run("recipe-detach-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"}))
 		if x := virsh(t, "dumpxml", "--inactive", name); strings.Contains(x, recipe.Namespace) {
 			t.Fatalf("recipe left after detach:\n%s", x)
 		}
@@ -899,13 +708,13 @@ func TestAgentLibvirtd(t *testing.T) {
 func TestAgentOrphanGC(t *testing.T) {
 	needLibvirtd(t)
 	a := newAgent(t, systemURI)
-	if err := os.MkdirAll(a.payload, 0o711); err != nil {
+	if err := os.MkdirAll(a.PayloadDir, 0o711); err != nil {
 		t.Fatal(err)
 	}
 	name := domainName(t, "gc")
-	uuid := "9d0d3a8e-1111-4222-8333-" + randHex(t, 6)
-	keep := filepath.Join(a.payload, uuid+"-00000000deadbeef.iso")
-	stray := filepath.Join(a.payload, "5a5a5a5a-0000-4000-8000-000000000000-0123456789abcdef.iso")
+	uuid := "9d0d3a8e-1111-4222-8333-" + testenv.RandHex(t, 6)
+	keep := filepath.Join(a.PayloadDir, uuid+"-00000000deadbeef.iso")
+	stray := filepath.Join(a.PayloadDir, "5a5a5a5a-0000-4000-8000-000000000000-0123456789abcdef.iso")
 	for _, p := range []string{keep, stray} {
 		if err := os.WriteFile(p, []byte("not really an iso"), 0o640); err != nil {
 			t.Fatal(err)
@@ -913,7 +722,7 @@ func TestAgentOrphanGC(t *testing.T) {
 	}
 	x := qemuXML(name, "pc", fmt.Sprintf(`<disk type='file' device='cdrom'><driver name='qemu' type='raw'/><source file='%s' startupPolicy='optional'/><target dev='hdc' bus='ide'/><readonly/><alias name='ua-vmpayload'/></disk>`, keep))
 	x = strings.Replace(x, "<name>", "<uuid>"+uuid+"</uuid><name>", 1)
-	p := filepath.Join(a.dir, "gc.xml")
+	p := filepath.Join(a.Dir, "gc.xml")
 	if err := os.WriteFile(p, []byte(x), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -939,8 +748,8 @@ func TestAgentOrphanGC(t *testing.T) {
 func outcome(t testing.TB, a *agentProc, ids []string) (done, failed int) {
 	t.Helper()
 	for _, id := range ids {
-		d := exists(filepath.Join(a.spool, "done", id+".json"))
-		f := exists(filepath.Join(a.spool, "failed", id+".json"))
+		d := exists(filepath.Join(a.SpoolDir, "done", id+".json"))
+		f := exists(filepath.Join(a.SpoolDir, "failed", id+".json"))
 		switch {
 		case d && f:
 			t.Errorf("job %s has results in done/ and failed/", id)
@@ -948,14 +757,14 @@ func outcome(t testing.TB, a *agentProc, ids []string) (done, failed int) {
 			done++
 		case f:
 			failed++
-			r, _, _ := a.readResult(id)
+			r, _, _ := a.ReadResult(id)
 			t.Logf("job %s failed: %+v", id, r.Error)
 		default:
 			t.Errorf("job %s has no result", id)
 		}
 	}
 	for _, sub := range []string{"incoming", "processing"} {
-		ents, err := os.ReadDir(filepath.Join(a.spool, sub))
+		ents, err := os.ReadDir(filepath.Join(a.SpoolDir, sub))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -982,7 +791,7 @@ func waitAll(t testing.TB, a *agentProc, ids []string) {
 func countResults(a *agentProc, ids []string) int {
 	n := 0
 	for _, id := range ids {
-		if _, _, ok := a.readResult(id); ok {
+		if _, _, ok := a.ReadResult(id); ok {
 			n++
 		}
 	}
@@ -1032,7 +841,7 @@ func TestAgentLibvirtdRestart(t *testing.T) {
 		// of that run fails (media_locked; see docs/reliability.md). On
 		// SCSI the agent recovers by replacing the drive. This test is
 		// about libvirtd going away, not that race.
-		defineDomain(t, a.dir, name, "pc", virtioSCSI)
+		defineDomain(t, a.Dir, name, "pc", virtioSCSI)
 		names = append(names, name)
 	}
 	var ids []string
@@ -1075,7 +884,7 @@ func TestAgentLibvirtdRestart(t *testing.T) {
 	}
 	waitFor(t, "reconnects metric", func() bool { return a.metric("vmpayload_libvirt_reconnects_total") >= 1 })
 	for i, name := range names {
-		r, _, _ := a.readResult(fmt.Sprintf("restart-%d-%d", i, perDomain-1))
+		r, _, _ := a.ReadResult(fmt.Sprintf("restart-%d-%d", i, perDomain-1))
 		checkDrive(t, name, true, "scsi", r.Payload.Path)
 		checkDrive(t, name, false, "scsi", r.Payload.Path)
 		if s := domstate(t, name); s != "running" {
@@ -1115,7 +924,7 @@ func testDomainXML(name string) string {
 func TestAgentKilledMidBurst(t *testing.T) {
 	needLibvirtd(t)
 	a := newAgent(t, "test:///default")
-	a.uri = "test://" + testNode(t, a.dir)
+	a.URI = "test://" + testNode(t, a.Dir)
 	a.start()
 	const n = 50
 	var ids []string
@@ -1131,7 +940,7 @@ func TestAgentKilledMidBurst(t *testing.T) {
 	waitFor(t, "the first results", func() bool { return countResults(a, ids) >= 5 })
 	a.kill()
 	killedAt := countResults(a, ids)
-	inProc, _ := os.ReadDir(filepath.Join(a.spool, "processing"))
+	inProc, _ := os.ReadDir(filepath.Join(a.SpoolDir, "processing"))
 	t.Logf("agent killed after %d of %d results, %d files in processing/", killedAt, n, len(inProc))
 	a.start()
 	waitAll(t, a, ids)
@@ -1162,7 +971,7 @@ func BenchmarkSpoolToRunning(b *testing.B) {
 			a.start()
 			var lat []time.Duration
 			for i := 0; i < b.N; i++ {
-				name := fmt.Sprintf("vmpx-int-bench-%s-%d", randHex(b, 3), i)
+				name := fmt.Sprintf("vmpx-int-bench-%s-%d", testenv.RandHex(b, 3), i)
 				if c.uri == systemURI {
 					b.Cleanup(func() { removeDomain(name) })
 				}
@@ -1173,11 +982,11 @@ func BenchmarkSpoolToRunning(b *testing.B) {
 				t0 := time.Now()
 				a.drop(id, j)
 				for {
-					if _, err := os.Stat(filepath.Join(a.spool, "done", id+".json")); err == nil {
+					if _, err := os.Stat(filepath.Join(a.SpoolDir, "done", id+".json")); err == nil {
 						break
 					}
-					if _, err := os.Stat(filepath.Join(a.spool, "failed", id+".json")); err == nil {
-						r, _, _ := a.readResult(id)
+					if _, err := os.Stat(filepath.Join(a.SpoolDir, "failed", id+".json")); err == nil {
+						r, _, _ := a.ReadResult(id)
 						b.Fatalf("job failed: %+v", r.Error)
 					}
 					time.Sleep(200 * time.Microsecond)
@@ -1202,6 +1011,6 @@ func BenchmarkSpoolToRunning(b *testing.B) {
 // TestMain removes the agent binary built for these tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	binCleanup()
+	agenttest.RemoveBinary()
 	os.Exit(code)
 }

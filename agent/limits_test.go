@@ -19,6 +19,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/api"
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -50,49 +51,22 @@ func (g *gatedHost) Domain(ctx context.Context, name string) (libvirtx.DomainInf
 func (g *gatedHost) open() { g.once.Do(func() { close(g.gate) }) }
 
 // limitsAgent runs an in-process agent on a gated test-driver host with the
-// given queue limit, one worker, and the API on a socket.
+// given queue limit, one worker, and the API (srv) on a socket.
 func limitsAgent(t *testing.T, queueLimit int, srv *api.Server) (*agent.Agent, *gatedHost, *http.Client, string) {
 	t.Helper()
-	dir := t.TempDir()
-	payload := filepath.Join(dir, "payload")
-	if err := os.MkdirAll(payload, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	host, err := libvirtx.OpenHost("test://"+nodeFile(t, dir, payload), libvirtx.HostOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gatedHost{LibvirtHost: host, gate: make(chan struct{}), started: make(chan string, 64)}
-	a, err := agent.New(agent.Options{Host: g, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: payload,
-		SecretsDir: filepath.Join(dir, "secrets"), Workers: 1, QueueLimit: queueLimit, RescanInterval: 100 * time.Millisecond, ImageGID: -1, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "agent.sock")
-	l, err := api.Listen(sock, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Backend, srv.Log = a, log
-	go srv.Serve(l)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	}
-	t.Cleanup(func() {
-		g.open()
-		cancel()
-		<-done
-		srv.Shutdown(context.Background())
-		host.Close()
+	var g *gatedHost
+	h := startAgentWith(t, "", nil, agentSetup{
+		srv: srv,
+		wrap: func(host *libvirtx.LibvirtHost) libvirtx.Host {
+			g = &gatedHost{LibvirtHost: host, gate: make(chan struct{}), started: make(chan string, 64)}
+			return g
+		},
+		opts: func(o *agent.Options) {
+			o.Workers, o.QueueLimit, o.RescanInterval = 1, queueLimit, 100*time.Millisecond
+		},
 	})
-	return a, g, unixClient(sock), dir
+	t.Cleanup(g.open) // runs first: held lookups return before the agent stops
+	return h.agent, g, client.New(h.sock).HTTP(), h.dir
 }
 
 // limitJob is a job attaching a payload to domain dom, defining it (stopped)

@@ -3,8 +3,6 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,8 +17,10 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/access"
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload"
 	pjob "github.com/vmpayload/vmpayload/payload/job"
@@ -164,6 +164,19 @@ func waitJob(t *testing.T, c *http.Client, id string) result.Result {
 	return r
 }
 
+// userTestSuffix skips t unless tools (those that make and act as users)
+// are installed, and returns a random suffix for the users' and groups'
+// names.
+func userTestSuffix(t *testing.T, tools ...string) string {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	return testenv.RandHex(t, 3)
+}
+
 // TestAccessAsRealUsers runs API clients as real non-root users against the
 // agent's socket on the test driver: a plain member of the socket group may
 // attach payloads to existing domains but every privileged field is refused
@@ -174,14 +187,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create users")
 	}
-	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl")
 	sockGroup, adminGroup := "vmpxs"+sfx, "vmpxa"+sfx
 	sockGID, adminGID := addGroup(t, sockGroup), addGroup(t, adminGroup)
 	plain := addUser(t, "vmpxp"+sfx, sockGroup)
@@ -210,7 +216,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 	}
 	h := startAgentWith(t, "", nil, agentSetup{sock: filepath.Join(sockDir, "agent.sock"), sockGID: sockGID,
 		opts: func(o *agent.Options) { o.Policy, o.PrebuiltDirs = access.NewPolicy(adminGID), []string{seeds} }})
-	root := unixClient(h.sock)
+	root := client.New(h.sock).HTTP()
 
 	xmlJob := func(id, dom string) string {
 		return fmt.Sprintf(`{"version":1,"id":%q,"domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, id, dom, domainXML(dom, "pc", ""))
@@ -371,14 +377,7 @@ func TestSpoolGroupAsRealUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create users")
 	}
-	for _, tool := range []string{"useradd", "groupadd", "runuser"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser")
 	group := "vmpxg" + sfx
 	gid := addGroup(t, group)
 	alice, bob := addUser(t, "vmpxa"+sfx, group), addUser(t, "vmpxb"+sfx, group)
@@ -487,38 +486,29 @@ func TestAgentWithOnlyCapChown(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	for _, tool := range []string{"useradd", "groupadd", "runuser", "curl", "setpriv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl", "setpriv")
 	group := "vmpxc" + sfx
 	addGroup(t, group)
 	plain := addUser(t, "vmpxc"+sfx+"u", group)
 
 	a := newAgent(t, "test:///default", "--socket-group", group)
-	wrapper := filepath.Join(a.dir, "capchown.sh")
-	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown --inh-caps -all -- %s \"$@\"\n", a.bin)
+	wrapper := filepath.Join(a.Dir, "capchown.sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown --inh-caps -all -- %s \"$@\"\n", a.Bin)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a.bin = wrapper
+	a.Bin = wrapper
 	a.start()
 
 	dom := "vmpx-capchown-" + sfx
 	def := fmt.Sprintf(`{"version":1,"id":"cc-def","domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, dom, domainXML(dom, "pc", ""))
-	resp, err := a.client.Post("http://agent/v1/jobs", "application/json", strings.NewReader(def))
-	if err != nil {
+	if _, _, err := a.Client().Submit(context.Background(), []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
 	mustDone(t, a.result("cc-def", ""))
 
 	body := fmt.Sprintf(`{"version":1,"id":"cc-plain","domain":%q,"hostname":"p","action":"attach"}`, dom)
-	if code, ans := postAs(t, plain, a.sock, body); code != http.StatusAccepted {
+	if code, ans := postAs(t, plain, a.Socket, body); code != http.StatusAccepted {
 		t.Fatalf("status %d %v", code, ans)
 	}
 	r := a.result("cc-plain", "")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 )
@@ -161,7 +162,7 @@ func waitState(t *testing.T, h *harness, id string, ok func(result.State) bool) 
 // what is no id.
 func TestAPIGetsEveryIDItAccepts(t *testing.T) {
 	h := startAgent(t, "", nil)
-	c := unixClient(h.sock)
+	c := client.New(h.sock).HTTP()
 	resp, err := c.Post("http://x/v1/jobs", "application/json", strings.NewReader(`{"version":1,"id":"a..b","domain":"node-with-payload","hostname":"h","action":"attach"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func TestAgentLibvirtdStopped(t *testing.T) {
 	a := newAgent(t, systemURI, "--libvirt-timeout", "3s")
 	a.start()
 	name := domainName(t, "stopped")
-	defineDomain(t, a.dir, name, "pc", "")
+	defineDomain(t, a.Dir, name, "pc", "")
 
 	pid := libvirtdPID(t)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -55,7 +55,7 @@ func TestAgentLibvirtdStopped(t *testing.T) {
 	if n := a.metric(`vmpayload_libvirt_timeouts_total{call="domain"}`); n != 1 {
 		t.Errorf("vmpayload_libvirt_timeouts_total{call=\"domain\"} = %v; want 1", n)
 	}
-	if _, err := os.Stat(a.spool + "/done/stopped-1.json"); err == nil {
+	if _, err := os.Stat(a.SpoolDir + "/done/stopped-1.json"); err == nil {
 		t.Error("the timed-out job also has a done result")
 	}
 	t.Logf("job failed after %s with: %s", took.Round(time.Millisecond), r.Error.Message)

@@ -2,8 +2,6 @@ package libvirtx
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"libvirt.org/go/libvirt"
 )
@@ -25,23 +24,9 @@ import (
 
 const systemURI = "qemu:///system"
 
-func needLibvirtd(t *testing.T) {
-	t.Helper()
-	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
-		t.Skip("real-libvirtd test: set VMPAYLOAD_LIBVIRTD=1 after running test/libvirtd.sh (make test does both)")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("VMPAYLOAD_LIBVIRTD=1 but not root: qemu:///system tests need root")
-	}
-}
-
 func uniqueName(t *testing.T) string {
 	t.Helper()
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "vmpx-test-" + hex.EncodeToString(b)
+	return "vmpx-test-" + testenv.RandHex(t, 4)
 }
 
 // mediaDir makes a directory the QEMU user can traverse holding small media
@@ -221,7 +206,7 @@ func stopAndUndefine(t *testing.T, h *LibvirtHost, uuid string) {
 // the machine's default bus, boots, refuses a second hot-plugged drive on
 // that bus and has its medium changed live and in the config.
 func TestLibvirtdMediaChange(t *testing.T) {
-	needLibvirtd(t)
+	testenv.NeedLibvirtd(t)
 	for _, tt := range []struct {
 		machine string
 		bus     domxml.Bus
@@ -302,7 +287,7 @@ func testMediaChange(t *testing.T, machine string, wantBus domxml.Bus) {
 // FORCE); a drive present at boot changes fine. So a hot-plugged payload is
 // replaced by detach + attach, and after a restart by a media change.
 func TestLibvirtdSCSIHotplug(t *testing.T) {
-	needLibvirtd(t)
+	testenv.NeedLibvirtd(t)
 	media := mediaDir(t, "a.iso", "b.iso")
 	h := openTestHost(t, systemURI)
 	ctx := context.Background()
@@ -375,7 +360,7 @@ func TestLibvirtdSCSIHotplug(t *testing.T) {
 // itself and the guest survives. It restarts libvirtd promptly (other
 // tests on the machine share it).
 func TestLibvirtdReconnect(t *testing.T) {
-	needLibvirtd(t)
+	testenv.NeedLibvirtd(t)
 	script, err := filepath.Abs(filepath.Join("..", "test", "libvirtd.sh"))
 	if err != nil {
 		t.Fatal(err)

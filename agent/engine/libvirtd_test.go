@@ -13,6 +13,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
@@ -25,9 +26,7 @@ import (
 // must hold the new image. VMPAYLOAD_MEDIA_STRESS sets the changes per bus
 // (default 6, the form make test runs; 50 for the full stress run).
 func TestLibvirtdMediaChangeStress(t *testing.T) {
-	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
-		t.Skip("real-libvirtd test: set VMPAYLOAD_LIBVIRTD=1 after running test/libvirtd.sh (make test does both)")
-	}
+	testenv.NeedLibvirtd(t)
 	n := 6
 	if v := os.Getenv("VMPAYLOAD_MEDIA_STRESS"); v != "" {
 		var err error
@@ -124,9 +123,7 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 var reattachSeq atomic.Int64 // unique domain names across -count runs
 
 func TestLibvirtdReattachRunning(t *testing.T) {
-	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
-		t.Skip("real-libvirtd test: set VMPAYLOAD_LIBVIRTD=1 after running test/libvirtd.sh (make test does both)")
-	}
+	testenv.NeedLibvirtd(t)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
 	if err != nil {

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
@@ -25,50 +22,6 @@ func init() {
 		summary: "hand a job to the agent (socket API; falls back to the spool directory)", run: runSubmit})
 	register(command{name: "status", usage: "[--socket PATH] [--spool-dir DIR] [--json] [ID]",
 		summary: "show a job's result, or the agent's recent jobs", run: runStatus})
-}
-
-// client talks HTTP over the agent's unix socket.
-type client struct {
-	http *http.Client
-}
-
-func newClient(socket string) *client {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}}
-	return &client{http: &http.Client{Transport: tr}}
-}
-
-func (c *client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://vmpayload"+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decoding the agent's answer (HTTP %d): %w", resp.StatusCode, err)
-		}
-	}
-	return resp.StatusCode, nil
-}
-
-type apiAnswer struct {
-	ID     string           `json:"id"`
-	Error  string           `json:"error"`
-	Errors []job.FieldError `json:"errors"`
 }
 
 func clientDefaults(fsSocket, fsSpool *string) {
@@ -137,9 +90,8 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 	clientDefaults(&o.socket, &o.spoolDir)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	cl := newClient(o.socket)
-	var ans apiAnswer
-	status, err := cl.do(ctx, http.MethodPost, "/v1/jobs", data, &ans)
+	cl := client.New(o.socket)
+	ans, status, err := cl.Submit(ctx, data)
 	if err != nil && status == 0 {
 		// No agent on the socket: use the spool, which the agent reads at start.
 		return submitSpool(ctx, name, o.spoolDir, j, data, o.waitFor, stdout, stderr, err)
@@ -165,7 +117,7 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 	last := result.State("")
 	for {
 		var res result.Result
-		status, err := cl.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(ans.ID)+"?wait=2s", nil, &res)
+		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(ans.ID, client.JobQuery{Wait: 2 * time.Second}), nil, &res)
 		if err != nil || status != http.StatusOK {
 			if ctx.Err() != nil {
 				fmt.Fprintf(stderr, "vmpayload %s: timed out waiting for %s (last state %s)\n", name, ans.ID, last)
@@ -238,10 +190,10 @@ func runStatus(c command, args []string, stdout, stderr io.Writer) int {
 	clientDefaults(socket, spoolDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := newClient(*socket)
+	cl := client.New(*socket)
 	if len(pos) == 1 {
 		var res result.Result
-		status, err := cl.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(pos[0]), nil, &res)
+		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(pos[0], client.JobQuery{}), nil, &res)
 		if err != nil && status == 0 {
 			r, ok := (&spool.Spool{Root: *spoolDir}).Lookup(pos[0])
 			if !ok {
@@ -260,19 +212,19 @@ func runStatus(c command, args []string, stdout, stderr io.Writer) int {
 		}
 		return printResult(stdout, res)
 	}
-	var list struct {
-		Jobs []result.Result `json:"jobs"`
-	}
-	if _, err := cl.do(ctx, http.MethodGet, "/v1/jobs", nil, &list); err != nil {
+	jobs, err := cl.Jobs(ctx)
+	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload status: %v\n", err)
 		return exitUsage
 	}
 	if *asJSON {
-		printJSON(stdout, list)
+		printJSON(stdout, struct {
+			Jobs []result.Result `json:"jobs"`
+		}{jobs})
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "%-40s %-8s %-24s %s\n", "ID", "STATE", "DOMAIN", "DETAIL")
-	for _, r := range list.Jobs {
+	for _, r := range jobs {
 		detail := ""
 		if r.Error != nil {
 			detail = r.Error.Code + ": " + r.Error.Message

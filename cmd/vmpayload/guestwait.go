@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 )
 
@@ -114,11 +114,11 @@ func (p *progress) clear() {
 }
 
 // waitGuestAPI polls the agent until guestDone, showing progress.
-func waitGuestAPI(ctx context.Context, cl *client, id string, stdout, stderr io.Writer) int {
+func waitGuestAPI(ctx context.Context, cl *client.Client, id string, stdout, stderr io.Writer) int {
 	p := &progress{w: stderr, id: id, tty: isTerminal(stderr)}
 	for {
 		var res result.Result
-		status, err := cl.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"?wait=2s&for=guest", nil, &res)
+		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(id, client.JobQuery{Wait: 2 * time.Second, Guest: true}), nil, &res)
 		if err != nil || status != http.StatusOK {
 			p.clear()
 			if ctx.Err() != nil {

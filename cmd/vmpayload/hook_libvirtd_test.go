@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -74,22 +74,12 @@ func reloadLibvirtd(t *testing.T) {
 }
 
 func TestLibvirtdHook(t *testing.T) {
-	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
-		t.Skip("set VMPAYLOAD_LIBVIRTD=1 (needs root and a running libvirtd)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	rnd := make([]byte, 4)
-	_, _ = rand.Read(rnd)
-	tag := hex.EncodeToString(rnd)
+	testenv.NeedLibvirtd(t)
+	tag := testenv.RandHex(t, 4)
 	name := "vmpayload-hooktest-" + tag
 
-	// Everything under /var/tmp, 0755 so libvirt-qemu can traverse it.
-	base, err := os.MkdirTemp("/var/tmp", "vmpayload-hooktest-")
-	must(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	must(t, os.Chmod(base, 0o755))
+	// Everything under /var/tmp, traversable by libvirt-qemu.
+	base := testenv.WorkDir(t, "vmpayload-hooktest-")
 	payloadDir, secretsDir := filepath.Join(base, "payload"), filepath.Join(base, "secrets")
 	must(t, os.Mkdir(payloadDir, 0o755))
 	must(t, os.Mkdir(secretsDir, 0o700))
@@ -97,10 +87,7 @@ func TestLibvirtdHook(t *testing.T) {
 	must(t, os.WriteFile(pw, []byte("s3cret\n"), 0o600))
 	cfg := filepath.Join(base, "agent.yaml")
 	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\nhook_timeout: 20s\n", payloadDir, secretsDir)), 0o644))
-	bin := filepath.Join(base, "vmpayload")
-	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := agenttest.BinaryT(t)
 
 	// The packaged script, pointed at the test binary and configuration and
 	// acting only on this test's domains (other suites share libvirtd).

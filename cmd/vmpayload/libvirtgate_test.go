@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/cmd/vmpayload/internal/libvirtgate"
+	"github.com/vmpayload/vmpayload/internal/agenttest"
 )
 
 // mappedLibvirt matches the dynamic loader's LD_DEBUG=files line for loading
@@ -22,10 +23,7 @@ var mappedLibvirt = regexp.MustCompile(`file=\S*libvirt\.so[.0-9]* \[\d+\];\s+ge
 // positive control: it must still map it.
 func TestOfflineCommandsDoNotLoadLibvirt(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "vmpayload")
-	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := agenttest.BinaryT(t)
 	payload, secrets := filepath.Join(dir, "payload"), filepath.Join(dir, "secrets")
 	must(t, os.Mkdir(payload, 0o755))
 	must(t, os.Mkdir(secrets, 0o700))

@@ -8,7 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/internal/agenttest"
 )
+
+// TestMain removes the binary agenttest built for the real-process tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	agenttest.RemoveBinary()
+	os.Exit(code)
+}
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

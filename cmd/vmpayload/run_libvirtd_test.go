@@ -2,13 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +12,8 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 )
 
 // TestLibvirtdRun runs "vmpayload run" against a real agent (the built
@@ -27,59 +24,13 @@ import (
 // Each step waits with
 // --wait and is checked against libvirt and the payload image itself.
 func TestLibvirtdRun(t *testing.T) {
-	if os.Getenv("VMPAYLOAD_LIBVIRTD") != "1" {
-		t.Skip("set VMPAYLOAD_LIBVIRTD=1 (needs root and a running libvirtd)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	rnd := make([]byte, 4)
-	_, _ = rand.Read(rnd)
-	name := "vmpayload-runtest-" + hex.EncodeToString(rnd)
+	testenv.NeedLibvirtd(t)
+	name := "vmpayload-runtest-" + testenv.RandHex(t, 4)
 
-	// Under /var/tmp, 0755, so libvirt-qemu can open the payload image.
-	base, err := os.MkdirTemp("/var/tmp", "vmpayload-runtest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(base, "vmpayload")
-	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	spoolDir, payloadDir, sock := filepath.Join(base, "spool"), filepath.Join(base, "payload"), filepath.Join(base, "agent.sock")
-	logPath := filepath.Join(base, "agent.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := exec.Command(bin, "agent", "--config", "", "--libvirt-uri", "qemu:///system", "--spool-dir", spoolDir,
-		"--payload-dir", payloadDir, "--socket", sock, "--secrets-dir", filepath.Join(base, "secrets"),
-		"--rescan-interval", "1s", "--log-level", "debug")
-	agent.Stdout, agent.Stderr = logf, logf
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = agent.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = agent.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(60 * time.Second):
-			_ = agent.Process.Kill()
-			<-exited
-		}
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("agent log:\n%s", b)
-		}
-	})
-	waitHealthy(t, sock, exited)
+	// Under /var/tmp, traversable, so libvirt-qemu can open the payload image.
+	base := testenv.WorkDir(t, "vmpayload-runtest-")
+	a := agenttest.Start(t, agenttest.Options{URI: "qemu:///system", Dir: base, Args: []string{"--rescan-interval", "1s", "--log-level", "debug"}})
+	bin, spoolDir, sock := a.Bin, a.SpoolDir, a.Socket
 	t.Cleanup(func() {
 		runVirsh("destroy", name)
 		runVirsh("undefine", name, "--managed-save")
@@ -132,7 +83,7 @@ func TestLibvirtdRun(t *testing.T) {
 	if nc := inspectCat(t, bin, res.Payload.Path, "network-config"); !strings.Contains(nc, "192.0.2.10/24") || !strings.Contains(nc, "192.0.2.53") {
 		t.Errorf("network-config lacks the NIC:\n%s", nc)
 	}
-	if b, _ := os.ReadFile(logPath); bytes.Contains(b, []byte("run-test-password")) {
+	if b, _ := os.ReadFile(a.LogPath); bytes.Contains(b, []byte("run-test-password")) {
 		t.Errorf("the password is in the agent's log")
 	}
 
@@ -141,7 +92,7 @@ func TestLibvirtdRun(t *testing.T) {
 	if res.State != result.StateDone {
 		t.Fatalf("detach job: %+v\n%s", res, errb)
 	}
-	if bl, _ := runVirsh("domblklist", name); strings.Contains(bl, payloadDir) {
+	if bl, _ := runVirsh("domblklist", name); strings.Contains(bl, a.PayloadDir) {
 		t.Errorf("domblklist still shows a payload after --detach:\n%s", bl)
 	}
 
@@ -180,32 +131,6 @@ func runAndWait(t *testing.T, args ...string) (result.Result, string) {
 		t.Errorf("exit %d for state %s", code, res.State)
 	}
 	return res, errb
-}
-
-func waitHealthy(t *testing.T, sock string, exited chan struct{}) {
-	t.Helper()
-	cl := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := cl.Get("http://agent/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatal("the agent exited at start-up")
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent's socket did not answer /healthz")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func inspectCat(t *testing.T, bin, image, file string) string {

@@ -63,7 +63,7 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 	if err != nil {
 		return br, err
 	}
-	defer a.stop()
+	defer a.Stop()
 
 	// Stage the files next to the spool (same file system), then rename
 	// them into incoming/ back to back: "dropped at once".
@@ -80,8 +80,8 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 			return br, err
 		}
 	}
-	incoming := filepath.Join(a.spool, "incoming")
-	cpu0, err := cpuTime(a.cmd.Process.Pid)
+	incoming := filepath.Join(a.SpoolDir, "incoming")
+	cpu0, err := cpuTime(a.PID())
 	if err != nil {
 		return br, err
 	}
@@ -94,9 +94,9 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 	// Wait until every job has its result and left processing/.
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		nd, _ := os.ReadDir(filepath.Join(a.spool, "done"))
-		nf, _ := os.ReadDir(filepath.Join(a.spool, "failed"))
-		np, _ := os.ReadDir(filepath.Join(a.spool, "processing"))
+		nd, _ := os.ReadDir(filepath.Join(a.SpoolDir, "done"))
+		nf, _ := os.ReadDir(filepath.Join(a.SpoolDir, "failed"))
+		np, _ := os.ReadDir(filepath.Join(a.SpoolDir, "processing"))
 		ni, _ := os.ReadDir(incoming)
 		results := countResults(nd) + countResults(nf)
 		if results >= n && len(np) == 0 && len(ni) == 0 {
@@ -111,20 +111,20 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 		// on a 2-core machine.
 		time.Sleep(100 * time.Millisecond)
 	}
-	cpu1, err := cpuTime(a.cmd.Process.Pid)
+	cpu1, err := cpuTime(a.PID())
 	if err != nil {
 		return br, err
 	}
 	br.cpu = cpu1 - cpu0
-	if br.hwm, err = procStatus(a.cmd.Process.Pid, "VmHWM"); err != nil {
+	if br.hwm, err = procStatus(a.PID(), "VmHWM"); err != nil {
 		return br, err
 	}
-	if br.rss, err = procStatus(a.cmd.Process.Pid, "VmRSS"); err != nil {
+	if br.rss, err = procStatus(a.PID(), "VmRSS"); err != nil {
 		return br, err
 	}
 	var last time.Time
 	for _, id := range ids {
-		r, ok := a.readResult(id)
+		r, _, ok := a.ReadResult(id)
 		if !ok || r.FinishedAt == nil {
 			br.lost++
 			continue
@@ -151,9 +151,9 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return br, err
 	}
-	imgs, _ := filepath.Glob(filepath.Join(a.payload, "*.iso"))
+	imgs, _ := filepath.Glob(filepath.Join(a.PayloadDir, "*.iso"))
 	if len(imgs) == 0 {
-		return br, fmt.Errorf("burst: no images in %s", a.payload)
+		return br, fmt.Errorf("burst: no images in %s", a.PayloadDir)
 	}
 	// Extract one image's files as the peer's input: all jobs are the same size.
 	for _, name := range []string{"user-data", "meta-data", "network-config"} {

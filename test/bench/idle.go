@@ -27,8 +27,8 @@ func idle(bin, work, uri string, window time.Duration) (idleResult, error) {
 	if err != nil {
 		return ir, err
 	}
-	defer a.stop()
-	pid := a.cmd.Process.Pid
+	defer a.Stop()
+	pid := a.PID()
 	time.Sleep(2 * time.Second) // start-up (orphan GC, first scan) is not idle time
 	if b, err := os.ReadFile("/run/libvirtd.pid"); err == nil {
 		ir.peerPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))

@@ -67,8 +67,8 @@ func realDomain(bin, work string, rounds int) (rr realResult, err error) {
 	if err != nil {
 		return rr, err
 	}
-	defer a.stop()
-	incoming := filepath.Join(a.spool, "incoming")
+	defer a.Stop()
+	incoming := filepath.Join(a.SpoolDir, "incoming")
 	runJob := func(i int) (time.Duration, error) {
 		id := fmt.Sprintf("real-%d", i)
 		j := makeJob("typical", "nocloud", rr.domain, fmt.Sprintf("real-%d", i))
@@ -82,7 +82,7 @@ func realDomain(bin, work string, rounds int) (rr realResult, err error) {
 			return 0, err
 		}
 		for time.Since(t0) < 2*time.Minute {
-			if r, ok := a.readResult(id); ok {
+			if r, _, ok := a.ReadResult(id); ok {
 				d := time.Since(t0)
 				if r.Error != nil {
 					return 0, fmt.Errorf("job %s: %s: %s", id, r.Error.Code, r.Error.Message)
@@ -109,7 +109,7 @@ func realDomain(bin, work string, rounds int) (rr realResult, err error) {
 		if err := virsh("destroy", rr.domain); err != nil {
 			return rr, err
 		}
-		b0, err := a.metric("vmpayload_build_seconds_sum")
+		b0, err := metric(a, "vmpayload_build_seconds_sum")
 		if err != nil {
 			return rr, err
 		}
@@ -117,7 +117,7 @@ func realDomain(bin, work string, rounds int) (rr realResult, err error) {
 		if err != nil {
 			return rr, err
 		}
-		b1, err := a.metric("vmpayload_build_seconds_sum")
+		b1, err := metric(a, "vmpayload_build_seconds_sum")
 		if err != nil {
 			return rr, err
 		}

@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,11 +22,11 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/agenttest"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
 
@@ -55,6 +54,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopAgent()
+	agenttest.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -118,11 +118,7 @@ func tail(s string, n int) string {
 
 // agentProc is the one `vmpayload agent` process all cases share, on
 // qemu:///system with its own spool and payload directories.
-type agentProc struct {
-	dir, spool, payload, logPath string
-	cmd                          *exec.Cmd
-	exited                       chan struct{}
-}
+type agentProc = agenttest.Agent
 
 var (
 	agentOnce sync.Once
@@ -130,30 +126,25 @@ var (
 	agentErr  error
 )
 
-// sharedAgent builds cmd/vmpayload and starts the agent once.
+// sharedAgent starts the agent once.
 func sharedAgent(t *testing.T) *agentProc {
 	t.Helper()
-	agentOnce.Do(func() { theAgent, agentErr = startAgent() })
+	agentOnce.Do(func() {
+		theAgent, agentErr = newAgent()
+		if agentErr == nil {
+			agentErr = theAgent.Start()
+		}
+	})
 	if agentErr != nil {
 		t.Fatal(agentErr)
 	}
 	return theAgent
 }
 
-func startAgent() (*agentProc, error) {
-	a, err := newAgentDirs()
-	if err != nil {
-		return nil, err
-	}
-	if err := a.launch(); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-// newAgentDirs makes a directory for an agent (spool, payload dir, socket,
-// log) under /var/tmp/vmpayload-e2e and builds the binary into it.
-func newAgentDirs() (*agentProc, error) {
+// newAgent prepares (does not start) an agent on qemu:///system whose
+// directory (spool, payload dir, socket, log) is under
+// /var/tmp/vmpayload-e2e, traversable by the QEMU user.
+func newAgent() (*agentProc, error) {
 	if err := os.MkdirAll("/var/tmp/vmpayload-e2e", 0o755); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -164,119 +155,36 @@ func newAgentDirs() (*agentProc, error) {
 	if err := guest.MakeTraversable(dir); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a := &agentProc{dir: dir, spool: filepath.Join(dir, "spool"), payload: filepath.Join(dir, "payload"), logPath: filepath.Join(dir, "agent.log")}
-	if out, err := exec.Command("go", "build", "-tags", "libvirt_dlopen", "-o", a.bin(), "github.com/vmpayload/vmpayload/cmd/vmpayload").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("agent: go build: %w\n%s", err, out)
-	}
-	return a, nil
-}
-
-func (a *agentProc) bin() string { return filepath.Join(a.dir, "vmpayload") }
-
-// launch starts the agent process on a's directories and waits until it
-// has created them.
-func (a *agentProc) launch() error {
-	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	defer logf.Close()
-	a.cmd = exec.Command(a.bin(), "agent", "--config", "", "--libvirt-uri", guest.DefaultURI,
-		"--spool-dir", a.spool, "--payload-dir", a.payload, "--socket", filepath.Join(a.dir, "agent.sock"),
-		"--secrets-dir", filepath.Join(a.dir, "secrets"), "--rescan-interval", "1s", "--log-level", "debug",
-		"--cdrom-bus", "auto", "--default-format", "nocloud")
-	a.cmd.Stdout, a.cmd.Stderr = logf, logf
-	if err := a.cmd.Start(); err != nil {
-		return fmt.Errorf("agent: starting: %w", err)
-	}
-	a.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(a.cmd, a.exited)
-	// The agent creates its directories (payload 0711) once it runs.
-	for i := 0; ; i++ {
-		_, err1 := os.Stat(a.payload)
-		_, err2 := os.Stat(filepath.Join(a.spool, "incoming"))
-		if err1 == nil && err2 == nil {
-			break
-		}
-		select {
-		case <-a.exited:
-			b, _ := os.ReadFile(a.logPath)
-			return fmt.Errorf("agent exited at start-up:\n%s", tail(string(b), 40))
-		case <-time.After(100 * time.Millisecond):
-		}
-		if i > 600 {
-			return errors.New("agent: payload directory never appeared")
-		}
-	}
-	slog.Info("agent started", "dir", a.dir, "pid", a.cmd.Process.Pid)
-	return nil
-}
-
-// stop stops the agent process (SIGTERM, then SIGKILL after 60 s).
-func (a *agentProc) stop() {
-	if a == nil || a.cmd == nil {
-		return
-	}
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.exited:
-	case <-time.After(60 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.exited
-	}
+	return agenttest.New(agenttest.Options{URI: guest.DefaultURI, Dir: dir, Args: []string{"--rescan-interval", "1s",
+		"--log-level", "debug", "--cdrom-bus", "auto", "--default-format", "nocloud"}})
 }
 
 // stopAgent stops the shared agent (SIGTERM) and removes its directory
 // unless VMPAYLOAD_E2E_KEEP is set.
 func stopAgent() {
-	if theAgent == nil || theAgent.cmd == nil {
+	if theAgent == nil {
 		return
 	}
-	theAgent.stop()
+	_ = theAgent.Stop()
 	if os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
-		_ = os.RemoveAll(theAgent.dir)
+		_ = os.RemoveAll(theAgent.Dir)
 	}
 }
 
-// submit drops job into the spool the writer's way (dot temp file, rename)
+// submit drops job into a's spool the writer's way (dot temp file, rename)
 // and waits for its result document.
-func (a *agentProc) submit(ctx context.Context, job map[string]any) (result.Result, error) {
+func submit(ctx context.Context, a *agentProc, job map[string]any) (result.Result, error) {
 	id, _ := job["id"].(string)
 	b, err := json.Marshal(job)
 	if err != nil {
 		return result.Result{}, fmt.Errorf("job %s: %w", id, err)
 	}
-	in := filepath.Join(a.spool, "incoming")
-	tmp := filepath.Join(in, "."+id+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return result.Result{}, fmt.Errorf("job %s: %w", id, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(in, id+".json")); err != nil {
-		return result.Result{}, fmt.Errorf("job %s: %w", id, err)
+	if err := a.Drop(id, b); err != nil {
+		return result.Result{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, resultWait)
 	defer cancel()
-	for {
-		for _, d := range []string{"done", "failed"} {
-			rb, err := os.ReadFile(filepath.Join(a.spool, d, id+".json"))
-			if err != nil {
-				continue
-			}
-			var r result.Result
-			if json.Unmarshal(rb, &r) == nil {
-				return r, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			lb, _ := os.ReadFile(a.logPath)
-			return result.Result{}, fmt.Errorf("job %s: no result: %w\n--- agent log tail ---\n%s", id, ctx.Err(), tail(string(lb), 40))
-		case <-a.exited:
-			lb, _ := os.ReadFile(a.logPath)
-			return result.Result{}, fmt.Errorf("job %s: agent exited\n--- agent log tail ---\n%s", id, tail(string(lb), 40))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return a.WaitResult(ctx, id, "")
 }
 
 // vm is one case's guest plus what the test has seen of it.
@@ -340,7 +248,7 @@ func (v *vm) run(ctx context.Context, job map[string]any) result.Result {
 	if v.start.IsZero() {
 		v.start = time.Now()
 	}
-	r, err := v.agent.submit(ctx, job)
+	r, err := submit(ctx, v.agent, job)
 	if err != nil {
 		v.t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
 
@@ -35,20 +37,22 @@ func TestAgentDurableE2E(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 			defer cancel()
-			a, err := newAgentDirs()
+			a, err := newAgent()
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				a.stop()
+			cleanups := agenttest.ForTest(t)
+			cleanups.Add(func() error {
 				if !t.Failed() && os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
-					_ = os.RemoveAll(a.dir)
+					return os.RemoveAll(a.Dir)
 				}
+				return nil
 			})
-			if err := a.launch(); err != nil {
+			cleanups.Add(func() error { _ = a.Stop(); return nil })
+			if err := a.Start(); err != nil {
 				t.Fatal(err)
 			}
-			tok := randHex(t, 6)
+			tok := testenv.RandHex(t, 6)
 			mac := "52:54:00:e3:30:0" + string(rune('1'+i))
 			const hostKey = "/etc/ssh/ssh_host_ed25519_key.pub"
 			v, x := newVM(ctx, t, c.suite, "pc", guest.BusSCSI, []guest.NIC{{MAC: mac}}, "vmpx.paths="+hostKey)
@@ -75,17 +79,17 @@ func TestAgentDurableE2E(t *testing.T) {
 			}
 
 			// The host "reboots": agent gone, payload tmpfs empty.
-			a.stop()
-			ents, err := os.ReadDir(a.payload)
+			_ = a.Stop()
+			ents, err := os.ReadDir(a.PayloadDir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, e := range ents {
-				if err := os.RemoveAll(filepath.Join(a.payload, e.Name())); err != nil {
+				if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := a.launch(); err != nil {
+			if err := a.Start(); err != nil {
 				t.Fatal(err)
 			}
 			// The agent rebuilds the image at start-up, byte for byte.
@@ -99,8 +103,7 @@ func TestAgentDurableE2E(t *testing.T) {
 				}
 			}
 			if sum != r1.Payload.SHA256 {
-				b, _ := os.ReadFile(a.logPath)
-				t.Fatalf("image %s not rebuilt with sha256 %s (have %q)\n--- agent log tail ---\n%s", r1.Payload.Path, r1.Payload.SHA256, sum, tail(string(b), 30))
+				t.Fatalf("image %s not rebuilt with sha256 %s (have %q)\n--- agent log tail ---\n%s", r1.Payload.Path, r1.Payload.SHA256, sum, a.Tail(30))
 			}
 			v.start = time.Now()
 			if _, err := guest.Virsh(ctx, v.g.URI, "start", v.g.Name); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/test/guest"
@@ -22,7 +23,7 @@ func (v *vm) guestResult(ctx context.Context, r result.Result, minReports int) r
 	v.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, reportWait)
 	defer cancel()
-	p := filepath.Join(v.agent.spool, "done", r.ID+".json")
+	p := filepath.Join(v.agent.SpoolDir, "done", r.ID+".json")
 	var last result.Result
 	for {
 		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &last) == nil && last.Guest != nil &&
@@ -33,7 +34,7 @@ func (v *vm) guestResult(ctx context.Context, r result.Result, minReports int) r
 		}
 		select {
 		case <-ctx.Done():
-			lb, _ := os.ReadFile(v.agent.logPath)
+			lb, _ := os.ReadFile(v.agent.LogPath)
 			g, _ := json.Marshal(last.Guest)
 			v.t.Fatalf("%s: no guest report %d in job %s's result: %v; guest section %s\n--- agent log tail ---\n%s", v.g.Name, minReports, r.ID, ctx.Err(), g, tail(string(lb), 30))
 		case <-time.After(500 * time.Millisecond):
@@ -84,7 +85,7 @@ func TestAgentGuestReportE2E(t *testing.T) {
 			if name == "guest-report-trixie" {
 				suite, machine, bus, cmdline = guest.Trixie, "q35", guest.BusSATA, "vmpx.poweroff=0"
 			}
-			tok := randHex(t, 6)
+			tok := testenv.RandHex(t, 6)
 			v, x := newVM(ctx, t, suite, machine, bus, nil, cmdline)
 			r := v.run(ctx, map[string]any{
 				"id": "gr-" + suite + "-" + tok, "action": "start", "domain_xml": x, "hostname": "vmpx-gr-" + tok[:6],

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
 
@@ -53,7 +54,7 @@ func TestAgentInstanceIDE2E(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 	defer cancel()
-	tok := randHex(t, 6)
+	tok := testenv.RandHex(t, 6)
 	mac := "52:54:00:e3:20:01"
 	v, x := newVM(ctx, t, guest.Bookworm, "pc", guest.BusSCSI, []guest.NIC{{MAC: mac}},
 		"vmpx.paths=/var/lib/cloud/instance/user-data.txt")
@@ -121,7 +122,7 @@ func TestAgentMediaChangeE2E(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 	defer cancel()
-	tok := randHex(t, 6)
+	tok := testenv.RandHex(t, 6)
 	mac := "52:54:00:e3:21:01"
 	v, x := newVM(ctx, t, guest.Trixie, "q35", guest.BusSATA, []guest.NIC{{MAC: mac}}, "vmpx.poweroff=0")
 	job := func(id, action, host string) map[string]any {

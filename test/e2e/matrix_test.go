@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,17 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
-
-func randHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
 
 // sshKey returns a fresh public key line.
 func sshKey(t *testing.T, comment string) string {
@@ -94,10 +84,10 @@ type want struct {
 }
 
 func fullJob(t *testing.T, i int, c fullCase) (map[string]any, want) {
-	tok := randHex(t, 6)
+	tok := testenv.RandHex(t, 6)
 	w := want{
 		host: fmt.Sprintf("vmpx-%d-%s", i, tok[:6]), tz: "Europe/Berlin", token: tok,
-		alicePW: "pw-" + randHex(t, 8), bobHash: cryptSHA512(t, "bob-"+randHex(t, 8), ""),
+		alicePW: "pw-" + testenv.RandHex(t, 8), bobHash: cryptSHA512(t, "bob-"+testenv.RandHex(t, 8), ""),
 		aliceKey: sshKey(t, "alice@vmpx-e2e"), defaultKey: sshKey(t, "ops@vmpx-e2e"),
 		mac0: fmt.Sprintf("52:54:00:e3:%02x:01", i), mac1: fmt.Sprintf("52:54:00:e3:%02x:02", i),
 		v4: fmt.Sprintf("192.0.2.%d", 10+i), v6: fmt.Sprintf("2001:db8::%x", 0x10+i),
@@ -206,7 +196,7 @@ func TestAgentVFATE2E(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 	defer cancel()
-	tok := randHex(t, 6)
+	tok := testenv.RandHex(t, 6)
 	mac := "52:54:00:e3:22:01"
 	host := "vmpx-vfat-" + tok[:6]
 	v, x := newVM(ctx, t, guest.Bookworm, "q35", guest.BusSATA, []guest.NIC{{MAC: mac}}, "")

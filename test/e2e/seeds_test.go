@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
 
@@ -19,7 +20,7 @@ import (
 // directory under name and returns its public key line.
 func hostKeyPair(t *testing.T, a *agentProc, typ, name string) string {
 	t.Helper()
-	dir := filepath.Join(a.dir, "secrets")
+	dir := a.SecretsDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +109,11 @@ func TestAgentSeedsE2E(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 			defer cancel()
-			tok := randHex(t, 6)
+			tok := testenv.RandHex(t, 6)
 			mac := fmt.Sprintf("52:54:00:e3:40:%02x", i+1)
 			v, x := newVM(ctx, t, c.suite, "pc", guest.BusSCSI, []guest.NIC{{MAC: mac}},
 				"vmpx.poweroff=0 vmpx.paths=/etc/default/locale,/etc/locale.conf")
-			rootPW := "root-" + randHex(t, 8)
+			rootPW := "root-" + testenv.RandHex(t, 8)
 			rootKey := sshKey(t, "root@vmpx-e2e")
 			defaultKey := sshKey(t, "ops@vmpx-e2e")
 			edPub := hostKeyPair(t, v.agent, "ed25519", "seeds-ed25519-"+tok)

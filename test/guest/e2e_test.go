@@ -3,8 +3,6 @@ package guest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vmpayload/vmpayload/internal/testenv"
 )
 
 // e2e gates tests that build images and boot real guests.
@@ -77,15 +77,6 @@ func image(t *testing.T, suite string) *Image {
 	return img
 }
 
-func randHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // secrets are per-test credentials, generated fresh so nothing in the
 // checks can be a constant the guest happened to have.
 type secrets struct {
@@ -102,11 +93,11 @@ func newSecrets(t *testing.T, dir string) secrets {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash, err := exec.Command("openssl", "passwd", "-6", "pw-"+randHex(t, 8)).Output()
+	hash, err := exec.Command("openssl", "passwd", "-6", "pw-"+testenv.RandHex(t, 8)).Output()
 	if err != nil {
 		t.Fatalf("openssl passwd -6: %v", err)
 	}
-	return secrets{pubKey: strings.TrimSpace(string(pub)), passHash: strings.TrimSpace(string(hash)), token: randHex(t, 12)}
+	return secrets{pubKey: strings.TrimSpace(string(pub)), passHash: strings.TrimSpace(string(hash)), token: testenv.RandHex(t, 12)}
 }
 
 func userData(host string, s secrets) string {

@@ -70,16 +70,16 @@ func loadBadCases(t *testing.T) []badCase {
 // distinctive string that must never show up in a result.
 func badSecrets(t *testing.T, a *agentProc) string {
 	t.Helper()
-	outside := filepath.Join(a.dir, "outside-secret")
+	outside := filepath.Join(a.Dir, "outside-secret")
 	const marker = "OUTSIDE-SECRET-9d1c5e"
 	must(t, os.WriteFile(outside, []byte(marker+"\n"), 0o600))
-	must(t, os.Symlink(outside, filepath.Join(a.secretsDir, "link-out")))
-	must(t, os.Symlink("/etc", filepath.Join(a.secretsDir, "link-dir")))
-	must(t, os.Mkdir(filepath.Join(a.secretsDir, "a-dir"), 0o700))
-	must(t, syscall.Mkfifo(filepath.Join(a.secretsDir, "a-fifo"), 0o600))
-	must(t, os.WriteFile(filepath.Join(a.secretsDir, "empty"), nil, 0o600))
-	must(t, os.WriteFile(filepath.Join(a.secretsDir, "big"), make([]byte, 1<<20+1), 0o600))
-	must(t, os.WriteFile(filepath.Join(a.secretsDir, "bad-yaml"), []byte("#cloud-config\na: [\n"), 0o600))
+	must(t, os.Symlink(outside, filepath.Join(a.SecretsDir, "link-out")))
+	must(t, os.Symlink("/etc", filepath.Join(a.SecretsDir, "link-dir")))
+	must(t, os.Mkdir(filepath.Join(a.SecretsDir, "a-dir"), 0o700))
+	must(t, syscall.Mkfifo(filepath.Join(a.SecretsDir, "a-fifo"), 0o600))
+	must(t, os.WriteFile(filepath.Join(a.SecretsDir, "empty"), nil, 0o600))
+	must(t, os.WriteFile(filepath.Join(a.SecretsDir, "big"), make([]byte, 1<<20+1), 0o600))
+	must(t, os.WriteFile(filepath.Join(a.SecretsDir, "bad-yaml"), []byte("#cloud-config\na: [\n"), 0o600))
 	return marker
 }
 
@@ -143,7 +143,7 @@ func TestBadInputSpool(t *testing.T) {
 	target := filepath.Join(base, "valid-job.json")
 	validJob := []byte(`{"version":1,"domain":"bad-0001","action":"attach","hostname":"target"}`)
 	must(t, os.WriteFile(target, validJob, 0o600))
-	in := filepath.Join(a.spoolDir, spool.Incoming)
+	in := filepath.Join(a.SpoolDir, spool.Incoming)
 	before, err := os.Stat(target)
 	must(t, err)
 	must(t, os.Symlink(target, filepath.Join(in, "special-symlink-to-job.json")))
@@ -179,10 +179,10 @@ func TestBadInputSpool(t *testing.T) {
 	if _, err := os.Stat("/etc/passwd"); err != nil {
 		t.Errorf("/etc/passwd: %v", err)
 	}
-	if st, err := os.Lstat(filepath.Join(a.secretsDir, "link-out")); err != nil || st.Mode()&os.ModeSymlink == 0 {
+	if st, err := os.Lstat(filepath.Join(a.SecretsDir, "link-out")); err != nil || st.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("secrets/link-out changed: %v", err)
 	}
-	if n := dirLen(t, filepath.Join(a.spoolDir, spool.Processing)) + dirLen(t, in); n != 0 {
+	if n := dirLen(t, filepath.Join(a.SpoolDir, spool.Processing)) + dirLen(t, in); n != 0 {
 		t.Errorf("%d files left in incoming/ and processing/", n)
 	}
 	a.healthy(c)

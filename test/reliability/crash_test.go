@@ -74,7 +74,7 @@ func TestCrashSafety(t *testing.T) {
 	countResults := func() int {
 		n := 0
 		for _, sub := range []string{spool.Done, spool.Failed} {
-			ents, _ := os.ReadDir(filepath.Join(a.spoolDir, sub))
+			ents, _ := os.ReadDir(filepath.Join(a.SpoolDir, sub))
 			for _, e := range ents {
 				if spool.IsJobName(e.Name()) && !strings.HasSuffix(e.Name(), ".job.json") {
 					n++
@@ -102,7 +102,7 @@ func TestCrashSafety(t *testing.T) {
 			jitter := time.Duration(rng.IntN(30)) * time.Millisecond
 			deadline := time.Now().Add(2 * time.Minute)
 			for countResults() < target && time.Now().Before(deadline) {
-				if _, done := a.exited(); done {
+				if _, done := a.Exited(); done {
 					break
 				}
 				time.Sleep(2 * time.Millisecond)
@@ -110,8 +110,8 @@ func TestCrashSafety(t *testing.T) {
 			time.Sleep(jitter)
 			how = fmt.Sprintf("at %d results + %v", target, jitter)
 		}
-		if _, done := a.exited(); done {
-			t.Fatalf("trial %d: agent exited on its own\n%s", i, a.tail(30))
+		if _, done := a.Exited(); done {
+			t.Fatalf("trial %d: agent exited on its own\n%s", i, a.Tail(30))
 		}
 		a.kill()
 		killed++
@@ -122,24 +122,24 @@ func TestCrashSafety(t *testing.T) {
 	a.start()
 	a.waitReady(60 * time.Second)
 	deadline := time.Now().Add(5 * time.Minute)
-	for countResults() < jobs || dirLen(t, filepath.Join(a.spoolDir, spool.Processing)) > 0 {
+	for countResults() < jobs || dirLen(t, filepath.Join(a.SpoolDir, spool.Processing)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("final run: %d/%d results after 5 min\n%s", countResults(), jobs, a.tail(30))
+			t.Fatalf("final run: %d/%d results after 5 min\n%s", countResults(), jobs, a.Tail(30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	a.stop()
 	t.Logf("%d SIGKILLs; %d interrupted jobs re-run; %d results written before the final run",
-		killed, a.logCount("re-running interrupted job"), countBefore(t, a, ids, finalStart))
+		killed, a.LogCount("re-running interrupted job"), countBefore(t, a, ids, finalStart))
 
 	// Spool: exactly one result per job, nothing pending, no temp files.
 	for _, sub := range []string{spool.Incoming, spool.Processing} {
-		if n := dirLen(t, filepath.Join(a.spoolDir, sub)); n != 0 {
+		if n := dirLen(t, filepath.Join(a.SpoolDir, sub)); n != 0 {
 			t.Errorf("%s/ holds %d files after the final run", sub, n)
 		}
 	}
 	for _, sub := range []string{spool.Done, spool.Failed} {
-		ents, err := os.ReadDir(filepath.Join(a.spoolDir, sub))
+		ents, err := os.ReadDir(filepath.Join(a.SpoolDir, sub))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestCrashSafety(t *testing.T) {
 	for _, id := range ids {
 		var found []result.Result
 		for _, st := range []result.State{result.StateDone, result.StateFailed} {
-			p := (&spool.Spool{Root: a.spoolDir}).ResultPath(id, st)
+			p := (&spool.Spool{Root: a.SpoolDir}).ResultPath(id, st)
 			b, err := os.ReadFile(p)
 			if err != nil {
 				continue
@@ -185,7 +185,7 @@ func TestCrashSafety(t *testing.T) {
 
 	// Payload directory: complete images only, one per domain at most,
 	// exactly those of the final run's results.
-	ents, err := os.ReadDir(a.payloadDir)
+	ents, err := os.ReadDir(a.PayloadDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 	perDomain := map[string]int{}
 	for _, e := range ents {
-		p := filepath.Join(a.payloadDir, e.Name())
+		p := filepath.Join(a.PayloadDir, e.Name())
 		r, ok := byPath[p]
 		if !ok {
 			t.Errorf("payload dir: %s is named by no result (temp, partial or superseded file)", e.Name())

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"golang.org/x/sys/unix"
 )
 
 // healWait bounds every wait of the fault matrix; a row fails if a state is
@@ -27,7 +27,7 @@ type health struct {
 	ResultsPending int      `json:"results_pending"`
 }
 
-func (a *agentProc) health(c *http.Client) health {
+func (a *agentProc) health(c *client.Client) health {
 	a.t.Helper()
 	code, b, err := a.do(c, "GET", "/healthz", nil)
 	if err != nil || code != http.StatusOK {
@@ -51,11 +51,11 @@ func (a *agentProc) waitForWithin(bound time.Duration, what string, cond func() 
 	a.t.Helper()
 	deadline := time.Now().Add(bound)
 	for !cond() {
-		if err, done := a.exited(); done {
-			a.t.Fatalf("agent exited while waiting for %s: %v\n%s", what, err, a.tail(30))
+		if err, done := a.Exited(); done {
+			a.t.Fatalf("agent exited while waiting for %s: %v\n%s", what, err, a.Tail(30))
 		}
 		if time.Now().After(deadline) {
-			a.t.Fatalf("%s: not reached after %v\n%s", what, bound, a.tail(40))
+			a.t.Fatalf("%s: not reached after %v\n%s", what, bound, a.Tail(40))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -63,7 +63,7 @@ func (a *agentProc) waitForWithin(bound time.Duration, what string, cond func() 
 
 // waitHealth waits until /healthz says status with a reason containing
 // reason (any reason when empty) and returns the answer.
-func (a *agentProc) waitHealth(c *http.Client, status, reason string) health {
+func (a *agentProc) waitHealth(c *client.Client, status, reason string) health {
 	a.t.Helper()
 	var h health
 	a.waitFor(fmt.Sprintf("healthz %s %q", status, reason), func() bool {
@@ -85,7 +85,7 @@ func healJob(t *testing.T, id string, dom int) []byte {
 func (a *agentProc) resultFiles(id string) int {
 	n := 0
 	for _, sub := range []string{spool.Done, spool.Failed} {
-		if _, err := os.Lstat(filepath.Join(a.spoolDir, sub, id+".json")); err == nil {
+		if _, err := os.Lstat(filepath.Join(a.SpoolDir, sub, id+".json")); err == nil {
 			n++
 		}
 	}
@@ -100,10 +100,10 @@ func (a *agentProc) checkClean() {
 	// that a crash in between re-finds it), so a test that has just seen
 	// the result may still see the file: wait for it to go.
 	for _, sub := range []string{spool.Incoming, spool.Processing} {
-		dir := filepath.Join(a.spoolDir, sub)
+		dir := filepath.Join(a.SpoolDir, sub)
 		a.waitFor(sub+"/ to empty", func() bool { return len(dirNames(a.t, dir)) == 0 })
 	}
-	for _, d := range []string{filepath.Join(a.spoolDir, spool.Done), filepath.Join(a.spoolDir, spool.Failed), a.payloadDir} {
+	for _, d := range []string{filepath.Join(a.SpoolDir, spool.Done), filepath.Join(a.SpoolDir, spool.Failed), a.PayloadDir} {
 		for _, n := range dirNames(a.t, d) {
 			if strings.HasSuffix(n, ".tmp") {
 				a.t.Errorf("partial file left: %s", filepath.Join(d, n))
@@ -161,7 +161,7 @@ type faultRow struct {
 	// run injects the fault while jobs flow, heals it (or lets the agent
 	// heal it) and returns the ids that must each end with one done result
 	// and the time from the end of the fault to the agent healthy again.
-	run func(t *testing.T, a *agentProc, c *http.Client) (ids []string, heal time.Duration)
+	run func(t *testing.T, a *agentProc, c *client.Client) (ids []string, heal time.Duration)
 	// images: check the images of the results (not when the fault is the
 	// operator deleting images).
 	images bool
@@ -199,7 +199,7 @@ func TestFaultMatrix(t *testing.T) {
 			a.waitHealth(c, "ok", "")
 			a.checkExactlyOnce(ids, row.images)
 			a.checkClean()
-			if n := a.logCount("panic"); n > 0 {
+			if n := a.LogCount("panic"); n > 0 {
 				t.Errorf("%d panic lines in the log", n)
 			}
 			t.Logf("%s: %d jobs, each exactly one done result, 0 lost; healthy %v after the fault ended", row.name, len(ids), heal.Round(time.Millisecond))
@@ -212,23 +212,23 @@ func mountSpoolTmpfs(t *testing.T, a *agentProc) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs")
 	}
-	must(t, os.MkdirAll(a.spoolDir, 0o755))
-	if err := unix.Mount("vmpx-spool", a.spoolDir, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
-		t.Skipf("mounting a tmpfs on %s: %v", a.spoolDir, err)
+	must(t, os.MkdirAll(a.SpoolDir, 0o755))
+	if err := unix.Mount("vmpx-spool", a.SpoolDir, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
+		t.Skipf("mounting a tmpfs on %s: %v", a.SpoolDir, err)
 	}
-	t.Cleanup(func() { _ = unix.Unmount(a.spoolDir, unix.MNT_DETACH) })
+	t.Cleanup(func() { _ = unix.Unmount(a.SpoolDir, unix.MNT_DETACH) })
 }
 
 // spoolFull: jobs are dropped, the spool file system is filled before the
 // agent can write their results, and freed later; with crash, the agent is
 // SIGKILLed while it retries and started again before space returns.
-func spoolFull(crash bool) func(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
-	return func(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+func spoolFull(crash bool) func(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
+	return func(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
 		const n = 8
 		// Hold the jobs back until the file system is full: they go into
 		// a directory of the spool file system and are renamed into
 		// incoming/ (no space needed) once it is.
-		hold := filepath.Join(a.spoolDir, "hold")
+		hold := filepath.Join(a.SpoolDir, "hold")
 		must(t, os.Mkdir(hold, 0o700))
 		var ids []string
 		for i := 0; i < n; i++ {
@@ -236,9 +236,9 @@ func spoolFull(crash bool) func(t *testing.T, a *agentProc, c *http.Client) ([]s
 			ids = append(ids, id)
 			must(t, os.WriteFile(filepath.Join(hold, id+".json"), healJob(t, id, i), 0o600))
 		}
-		filler := fillFS(t, a.spoolDir)
+		filler := fillFS(t, a.SpoolDir)
 		for _, id := range ids {
-			must(t, os.Rename(filepath.Join(hold, id+".json"), filepath.Join(a.spoolDir, spool.Incoming, id+".json")))
+			must(t, os.Rename(filepath.Join(hold, id+".json"), filepath.Join(a.SpoolDir, spool.Incoming, id+".json")))
 		}
 		h := a.waitHealth(c, "degraded", "no space left on device")
 		a.waitFor("all results pending", func() bool { return a.health(c).ResultsPending == n })
@@ -282,7 +282,7 @@ func spoolFull(crash bool) func(t *testing.T, a *agentProc, c *http.Client) ([]s
 func (a *agentProc) checkClean2() {
 	a.t.Helper()
 	for _, sub := range []string{spool.Done, spool.Failed} {
-		for _, n := range dirNames(a.t, filepath.Join(a.spoolDir, sub)) {
+		for _, n := range dirNames(a.t, filepath.Join(a.SpoolDir, sub)) {
 			if strings.HasSuffix(n, ".tmp") {
 				a.t.Errorf("partial result left: %s/%s", sub, n)
 			}
@@ -292,7 +292,7 @@ func (a *agentProc) checkClean2() {
 
 // payloadRemoved: the payload directory is removed (rm -rf) between two
 // batches of jobs; the second batch must not fail for it.
-func payloadRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+func payloadRemoved(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
 	var ids []string
 	for i := 0; i < 4; i++ {
 		id := fmt.Sprintf("rm-a-%d", i)
@@ -300,7 +300,7 @@ func payloadRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.
 		a.drop(id, healJob(t, id, i))
 	}
 	a.waitResult(ids[0], healWait)
-	must(t, removeDir(a.payloadDir))
+	must(t, removeDir(a.PayloadDir))
 	t0 := time.Now()
 	var b []string
 	for i := 0; i < 4; i++ {
@@ -312,7 +312,7 @@ func payloadRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.
 		a.waitResult(id, healWait)
 	}
 	heal := time.Since(t0)
-	st, err := os.Lstat(a.payloadDir)
+	st, err := os.Lstat(a.PayloadDir)
 	if err != nil || !st.IsDir() || st.Mode().Perm() != 0o711 {
 		t.Errorf("payload directory after healing: %v %v, want a 0711 directory", st, err)
 	}
@@ -328,11 +328,11 @@ func payloadRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.
 // io_error naming the symlink, nothing is written through it, /healthz says
 // degraded; once the link is gone the agent recreates the directory and
 // jobs succeed again.
-func payloadSymlink(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
-	target := filepath.Join(a.dir, "elsewhere")
+func payloadSymlink(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
+	target := filepath.Join(a.Dir, "elsewhere")
 	must(t, os.Mkdir(target, 0o755))
-	must(t, removeDir(a.payloadDir))
-	must(t, os.Symlink(target, a.payloadDir))
+	must(t, removeDir(a.PayloadDir))
+	must(t, os.Symlink(target, a.PayloadDir))
 	a.drop("link-0", healJob(t, "link-0", 0))
 	r := a.waitResult("link-0", healWait)
 	if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeIO || !strings.Contains(r.Error.Message, "symlink") {
@@ -342,7 +342,7 @@ func payloadSymlink(t *testing.T, a *agentProc, c *http.Client) ([]string, time.
 	if n := dirNames(t, target); len(n) > 0 {
 		t.Errorf("written through the symlink: %v", n)
 	}
-	must(t, os.Remove(a.payloadDir))
+	must(t, os.Remove(a.PayloadDir))
 	t0 := time.Now()
 	a.waitHealth(c, "ok", "")
 	heal := time.Since(t0)
@@ -364,7 +364,7 @@ func payloadSymlink(t *testing.T, a *agentProc, c *http.Client) ([]string, time.
 // spoolDirsRemoved: done/, failed/ and incoming/ are removed while jobs
 // run; the agent recreates them, watches incoming/ again and writes every
 // later result.
-func spoolDirsRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+func spoolDirsRemoved(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
 	var first []string
 	for i := 0; i < 4; i++ {
 		id := fmt.Sprintf("sub-a-%d", i)
@@ -375,12 +375,12 @@ func spoolDirsRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, tim
 		a.waitResult(id, healWait)
 	}
 	for _, sub := range []string{spool.Done, spool.Failed, spool.Incoming} {
-		must(t, removeDir(filepath.Join(a.spoolDir, sub)))
+		must(t, removeDir(filepath.Join(a.SpoolDir, sub)))
 	}
 	t0 := time.Now()
 	a.waitFor("spool subdirectories recreated", func() bool {
 		for _, sub := range []string{spool.Done, spool.Failed, spool.Incoming} {
-			st, err := os.Lstat(filepath.Join(a.spoolDir, sub))
+			st, err := os.Lstat(filepath.Join(a.SpoolDir, sub))
 			if err != nil || !st.IsDir() || st.Mode().Perm() != spool.DirMode {
 				return false
 			}
@@ -407,7 +407,7 @@ func spoolDirsRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, tim
 // incomingFlood drops more jobs into incoming/ at once than the kernel's
 // inotify queue holds (fs.inotify.max_queued_events, 16384 by default); the
 // overflow is answered with a rescan and every job gets one result.
-func incomingFlood(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+func incomingFlood(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
 	if os.Getenv("VMPAYLOAD_FLOOD") != "1" {
 		t.Skip("17000 jobs take about a minute: set VMPAYLOAD_FLOOD=1")
 	}
@@ -421,7 +421,7 @@ func incomingFlood(t *testing.T, a *agentProc, c *http.Client) ([]string, time.D
 	if n > 40000 {
 		t.Skipf("max_queued_events is %d: too many jobs to flood it", n-616)
 	}
-	in := filepath.Join(a.spoolDir, spool.Incoming)
+	in := filepath.Join(a.SpoolDir, spool.Incoming)
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("flood-%05d", i)
@@ -433,13 +433,13 @@ func incomingFlood(t *testing.T, a *agentProc, c *http.Client) ([]string, time.D
 	t0 := time.Now()
 	a.waitForWithin(10*time.Minute, "all flood results", func() bool {
 		for _, sub := range []string{spool.Incoming, spool.Processing} {
-			if len(dirNames(t, filepath.Join(a.spoolDir, sub))) > 0 {
+			if len(dirNames(t, filepath.Join(a.SpoolDir, sub))) > 0 {
 				return false
 			}
 		}
 		return true
 	})
-	t.Logf("%d jobs dropped at once; the watch overflowed %d times (each answered by a rescan)", n, a.logCount("spool watch overflowed"))
+	t.Logf("%d jobs dropped at once; the watch overflowed %d times (each answered by a rescan)", n, a.LogCount("spool watch overflowed"))
 	return ids, time.Since(t0)
 }
 
@@ -447,22 +447,22 @@ func incomingFlood(t *testing.T, a *agentProc, c *http.Client) ([]string, time.D
 // reads through any mode); a job naming a secret fails invalid_job naming
 // the directory, the agent stays ok, and the same job succeeds once the
 // directory is back.
-func secretsUnreadable(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
-	must(t, os.WriteFile(filepath.Join(a.secretsDir, "pw"), []byte("s3cret-heal\n"), 0o600))
+func secretsUnreadable(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
+	must(t, os.WriteFile(filepath.Join(a.SecretsDir, "pw"), []byte("s3cret-heal\n"), 0o600))
 	doc := func(id string) []byte {
 		return jsonJob(t, map[string]any{"version": 1, "id": id, "domain": "heal-0000", "action": "attach",
 			"users": []any{map[string]any{"name": "a", "password_secret": "pw"}}})
 	}
-	aside := a.secretsDir + ".aside"
-	must(t, os.Rename(a.secretsDir, aside))
+	aside := a.SecretsDir + ".aside"
+	must(t, os.Rename(a.SecretsDir, aside))
 	a.drop("sec-0", doc("sec-0"))
 	r := a.waitResult("sec-0", healWait)
 	if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeInvalidJob ||
-		!strings.Contains(r.Error.Message, a.secretsDir) {
-		t.Errorf("job with the secrets directory gone: %s %+v, want invalid_job naming %s", r.State, r.Error, a.secretsDir)
+		!strings.Contains(r.Error.Message, a.SecretsDir) {
+		t.Errorf("job with the secrets directory gone: %s %+v, want invalid_job naming %s", r.State, r.Error, a.SecretsDir)
 	}
 	a.healthy(c)
-	must(t, os.Rename(aside, a.secretsDir))
+	must(t, os.Rename(aside, a.SecretsDir))
 	t0 := time.Now()
 	a.drop("sec-1", doc("sec-1"))
 	a.waitResult("sec-1", healWait)
@@ -471,7 +471,7 @@ func secretsUnreadable(t *testing.T, a *agentProc, c *http.Client) ([]string, ti
 
 // imageDeleted: the payload image of a domain is deleted behind the agent's
 // back; the same job again rebuilds it (not reused) with the same content.
-func imageDeleted(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+func imageDeleted(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
 	a.drop("img-0", healJob(t, "img", 0))
 	first := a.waitResult("img", healWait)
 	if first.Payload == nil {
@@ -496,9 +496,9 @@ func imageDeleted(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Du
 // dropped, racing the agent's read. Each job gets exactly one result:
 // done if the agent read it whole, else failed invalid_job naming the
 // parse error. The agent stays ok.
-func jobTruncated(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+func jobTruncated(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
 	const n = 16
-	in := filepath.Join(a.spoolDir, spool.Incoming)
+	in := filepath.Join(a.SpoolDir, spool.Incoming)
 	var ids []string
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("trunc-%d", i)
@@ -534,13 +534,13 @@ func jobTruncated(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Du
 // socketInSubdir puts the API socket in a directory of its own (as
 // /run/vmpayload/), which the socketRemoved row removes.
 func socketInSubdir(t *testing.T, a *agentProc) {
-	a.sock = filepath.Join(a.dir, "run", "agent.sock")
+	a.Socket = filepath.Join(a.Dir, "run", "agent.sock")
 }
 
 // socketRemoved: the socket's directory is removed (rm -rf /run/vmpayload)
 // while jobs are posted; the agent recreates the directory and the socket,
 // and the API takes jobs again.
-func socketRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.Duration) {
+func socketRemoved(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
 	var ids []string
 	for i := 0; i < 4; i++ {
 		id := fmt.Sprintf("sock-a-%d", i)
@@ -550,14 +550,14 @@ func socketRemoved(t *testing.T, a *agentProc, c *http.Client) ([]string, time.D
 		}
 	}
 	c.CloseIdleConnections()
-	must(t, removeDir(filepath.Dir(a.sock)))
+	must(t, removeDir(filepath.Dir(a.Socket)))
 	t0 := time.Now()
 	a.waitFor("the socket recreated and answering", func() bool {
 		code, _, err := a.do(c, "GET", "/healthz", nil)
 		return err == nil && code == http.StatusOK
 	})
 	heal := time.Since(t0)
-	st, err := os.Lstat(a.sock)
+	st, err := os.Lstat(a.Socket)
 	if err != nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o660 {
 		t.Errorf("recreated socket: %v %v, want a 0660 socket", st, err)
 	}

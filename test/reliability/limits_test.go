@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,11 +19,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/internal/agenttest"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"golang.org/x/sys/unix"
 )
 
 // bigFileJob is a valid job whose image holds about size bytes of
@@ -71,21 +73,21 @@ func TestFullPayloadFilesystem(t *testing.T) {
 	a := newAgent(t, base, nodeFile(t, base, "full", 8))
 	ws := filepath.Join(base, "workspace")
 	must(t, os.Mkdir(ws, 0o700))
-	a.env = []string{"TMPDIR=" + ws}
-	if err := unix.Mount("vmpx-full", a.payloadDir, "tmpfs", 0, "size=2m,mode=0711"); err != nil {
-		t.Skipf("mounting a tmpfs on %s: %v", a.payloadDir, err)
+	a.Env = []string{"TMPDIR=" + ws}
+	if err := unix.Mount("vmpx-full", a.PayloadDir, "tmpfs", 0, "size=2m,mode=0711"); err != nil {
+		t.Skipf("mounting a tmpfs on %s: %v", a.PayloadDir, err)
 	}
-	t.Cleanup(func() { _ = unix.Unmount(a.payloadDir, unix.MNT_DETACH) })
+	t.Cleanup(func() { _ = unix.Unmount(a.PayloadDir, unix.MNT_DETACH) })
 
 	// The filler lives in a directory: the agent's orphan collection
 	// removes unreferenced files of the payload directory, not directories.
 	var st unix.Statfs_t
-	must(t, unix.Statfs(a.payloadDir, &st))
+	must(t, unix.Statfs(a.PayloadDir, &st))
 	free := int64(st.Bavail) * st.Bsize
-	must(t, os.Mkdir(filepath.Join(a.payloadDir, "fill"), 0o700))
-	filler := filepath.Join(a.payloadDir, "fill", "filler")
+	must(t, os.Mkdir(filepath.Join(a.PayloadDir, "fill"), 0o700))
+	filler := filepath.Join(a.PayloadDir, "fill", "filler")
 	must(t, os.WriteFile(filler, make([]byte, free-64<<10), 0o600))
-	must(t, unix.Statfs(a.payloadDir, &st))
+	must(t, unix.Statfs(a.PayloadDir, &st))
 	t.Logf("payload tmpfs: %d bytes free after the filler", int64(st.Bavail)*st.Bsize)
 
 	a.start()
@@ -126,7 +128,7 @@ func TestFullPayloadFilesystem(t *testing.T) {
 	}
 	clean := func(when string) {
 		t.Helper()
-		if n := dirNames(t, a.payloadDir); len(n) > 0 && !(len(n) == 1 && n[0] == "fill") {
+		if n := dirNames(t, a.PayloadDir); len(n) > 0 && !(len(n) == 1 && n[0] == "fill") {
 			for _, name := range n {
 				if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
 					t.Errorf("%s: temporary file %s left in the payload directory", when, name)
@@ -136,7 +138,7 @@ func TestFullPayloadFilesystem(t *testing.T) {
 		if n := dirNames(t, ws); len(n) > 0 {
 			t.Errorf("%s: image workspace not cleaned: %v", when, n)
 		}
-		if n := dirNames(t, filepath.Join(a.spoolDir, spool.Processing)); len(n) > 0 {
+		if n := dirNames(t, filepath.Join(a.SpoolDir, spool.Processing)); len(n) > 0 {
 			t.Errorf("%s: jobs left in processing/: %v", when, n)
 		}
 	}
@@ -151,25 +153,25 @@ func TestFullPayloadFilesystem(t *testing.T) {
 			t.Errorf("%s on a full payload file system: %s %+v, want failed/%s", id, r.State, r.Error, result.CodeIO)
 			continue
 		}
-		if !strings.Contains(r.Error.Message, "no space left on device") || !strings.Contains(r.Error.Message, a.payloadDir) {
-			t.Errorf("%s: error %q does not say the payload directory %s is full", id, r.Error.Message, a.payloadDir)
+		if !strings.Contains(r.Error.Message, "no space left on device") || !strings.Contains(r.Error.Message, a.PayloadDir) {
+			t.Errorf("%s: error %q does not say the payload directory %s is full", id, r.Error.Message, a.PayloadDir)
 		}
 	}
 	clean("after the failures")
-	if n := dirNames(t, a.payloadDir); len(n) != 1 {
+	if n := dirNames(t, a.PayloadDir); len(n) != 1 {
 		t.Errorf("payload directory holds %v, want only the filler", n)
 	}
-	if err, done := a.exited(); done {
+	if err, done := a.Exited(); done {
 		t.Fatalf("agent exited: %v", err)
 	}
 	a.healthy(c)
-	if n := a.logCount("level=ERROR"); n > 0 {
-		t.Errorf("%d ERROR lines in the agent log:\n%s", n, a.tail(20))
+	if n := a.LogCount("level=ERROR"); n > 0 {
+		t.Errorf("%d ERROR lines in the agent log:\n%s", n, a.Tail(20))
 	}
 
 	// Space returns: the filler goes and the tmpfs grows.
-	must(t, os.RemoveAll(filepath.Join(a.payloadDir, "fill")))
-	must(t, unix.Mount("vmpx-full", a.payloadDir, "tmpfs", unix.MS_REMOUNT, "size=16m,mode=0711"))
+	must(t, os.RemoveAll(filepath.Join(a.PayloadDir, "fill")))
+	must(t, unix.Mount("vmpx-full", a.PayloadDir, "tmpfs", unix.MS_REMOUNT, "size=16m,mode=0711"))
 	images := 0
 	for id, r := range run("-again") {
 		if r.State != result.StateDone || r.Payload == nil {
@@ -177,7 +179,7 @@ func TestFullPayloadFilesystem(t *testing.T) {
 			continue
 		}
 		b, err := os.ReadFile(r.Payload.Path)
-		if err != nil || filepath.Dir(r.Payload.Path) != a.payloadDir {
+		if err != nil || filepath.Dir(r.Payload.Path) != a.PayloadDir {
 			t.Errorf("%s: image %s: %v", id, r.Payload.Path, err)
 			continue
 		}
@@ -214,7 +216,7 @@ func flood(t *testing.T, queueLimit int) {
 	a.start()
 	a.waitReady(60 * time.Second)
 	c := a.client()
-	pid := a.pid()
+	pid := a.PID()
 
 	// Peak memory, sampled while flooding; VmHWM is the kernel's own peak.
 	var maxRSS atomic.Int64
@@ -223,7 +225,7 @@ func flood(t *testing.T, queueLimit int) {
 	go func() {
 		defer close(sampled)
 		for {
-			if kb, err := procStatusKB(pid, "VmRSS"); err == nil && int64(kb) > maxRSS.Load() {
+			if kb, err := agenttest.ProcStatusKB(pid, "VmRSS"); err == nil && int64(kb) > maxRSS.Load() {
 				maxRSS.Store(int64(kb))
 			}
 			select {
@@ -237,7 +239,7 @@ func flood(t *testing.T, queueLimit int) {
 	// Half-sent submissions: headers and a few body bytes, then nothing.
 	var slow []net.Conn
 	for i := 0; i < 24; i++ {
-		conn, err := net.Dial("unix", a.sock)
+		conn, err := net.Dial("unix", a.Socket)
 		must(t, err)
 		fmt.Fprintf(conn, "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n{\"version\": 1,")
 		slow = append(slow, conn)
@@ -296,8 +298,9 @@ func flood(t *testing.T, queueLimit int) {
 					if n%2 == 1 {
 						rd, kind = io.MultiReader(bytes.NewReader(oversize)), "oversize-chunked"
 					}
-					req, _ := http.NewRequest("POST", "http://vmpayload/v1/jobs", rd)
-					resp, err := hc.Do(req)
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					req, _ := http.NewRequestWithContext(ctx, "POST", client.URL("/v1/jobs"), rd)
+					resp, err := hc.HTTP().Do(req)
 					code := 0
 					var body []byte
 					if err == nil {
@@ -305,6 +308,7 @@ func flood(t *testing.T, queueLimit int) {
 						body, _ = io.ReadAll(resp.Body)
 						resp.Body.Close()
 					}
+					cancel()
 					note(kind, code, body, nil)
 					// The server may close the connection before the
 					// client finished sending: a write error is an
@@ -350,12 +354,12 @@ func flood(t *testing.T, queueLimit int) {
 	}
 	close(stopSampling)
 	<-sampled
-	hwm, err := procStatusKB(pid, "VmHWM")
+	hwm, err := agenttest.ProcStatusKB(pid, "VmHWM")
 	must(t, err)
 	for _, id := range accepted {
 		n := 0
 		for _, sub := range []string{spool.Done, spool.Failed} {
-			if _, err := os.Stat(filepath.Join(a.spoolDir, sub, id+".json")); err == nil {
+			if _, err := os.Stat(filepath.Join(a.SpoolDir, sub, id+".json")); err == nil {
 				n++
 			}
 		}
@@ -368,19 +372,19 @@ func flood(t *testing.T, queueLimit int) {
 			t.Errorf("refused job %s is known to the agent: %d %v", id, code, err)
 		}
 		for _, sub := range []string{spool.Incoming, spool.Processing, spool.Done, spool.Failed} {
-			if _, err := os.Stat(filepath.Join(a.spoolDir, sub, id+".json")); err == nil {
+			if _, err := os.Stat(filepath.Join(a.SpoolDir, sub, id+".json")); err == nil {
 				t.Errorf("refused job %s is in %s/", id, sub)
 			}
 		}
 	}
-	if n := dirNames(t, filepath.Join(a.spoolDir, spool.Processing)); len(n) > 0 {
+	if n := dirNames(t, filepath.Join(a.SpoolDir, spool.Processing)); len(n) > 0 {
 		t.Errorf("jobs left in processing/: %v", n)
 	}
 	const bound = 200 << 10 // KiB
 	if hwm > bound {
 		t.Errorf("agent peak RSS (VmHWM) %d KiB during the flood; want < %d KiB", hwm, bound)
 	}
-	if err, done := a.exited(); done {
+	if err, done := a.Exited(); done {
 		t.Fatalf("agent exited: %v", err)
 	}
 	a.healthy(c)
@@ -391,7 +395,7 @@ func flood(t *testing.T, queueLimit int) {
 	if r := a.apiResult(c, "after-flood"); r.State != result.StateDone {
 		t.Errorf("after-flood: %s %+v", r.State, r.Error)
 	}
-	if n := a.logCount("FLOOD-PW"); n > 0 {
+	if n := a.LogCount("FLOOD-PW"); n > 0 {
 		t.Errorf("the flood's plaintext password is in %d log lines", n)
 	}
 	a.stop()

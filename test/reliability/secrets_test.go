@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 )
@@ -42,12 +43,12 @@ func TestSecretsAndPermissions(t *testing.T) {
 		"bad-ud-kind": "SECRET-BADKIND-8e1f plain text\n",
 	}
 	for n, c := range secret {
-		must(t, os.WriteFile(filepath.Join(a.secretsDir, n), []byte(c), 0o600))
+		must(t, os.WriteFile(filepath.Join(a.SecretsDir, n), []byte(c), 0o600))
 	}
 	outside := filepath.Join(base, "outside")
 	must(t, os.WriteFile(outside, []byte("SECRET-OUTSIDE-9f2e\n"), 0o600))
-	must(t, os.Symlink(outside, filepath.Join(a.secretsDir, "link-out")))
-	must(t, os.Symlink("../outside", filepath.Join(a.secretsDir, "link-rel")))
+	must(t, os.Symlink(outside, filepath.Join(a.SecretsDir, "link-out")))
+	must(t, os.Symlink("../outside", filepath.Join(a.SecretsDir, "link-rel")))
 	markers := []string{"SECRET-PW-5e2b77", "SECRET-UD-0c4d19", "SECRET-BADYAML-1d2c", "SECRET-BADKIND-8e1f", "SECRET-OUTSIDE-9f2e",
 		"PLAIN-PW-a81f3c", "PLAIN-PW-CONFLICT-3b9e", "PLAIN-HASH-77aa", "PLAIN-API-PW-42c1", "PLAIN-NUL-PW-6d0a", "PLAIN-BADUSER-PW-11fe",
 		"PLAIN-LINKED-PW-5a7c"}
@@ -89,8 +90,8 @@ func TestSecretsAndPermissions(t *testing.T) {
 	var evMu sync.Mutex
 	evCtx, evCancel := context.WithCancel(context.Background())
 	evDone := make(chan struct{})
-	evReq, _ := http.NewRequestWithContext(evCtx, "GET", "http://vmpayload/v1/events", nil)
-	evResp, err := (&http.Client{Transport: c.Transport}).Do(evReq)
+	evReq, _ := http.NewRequestWithContext(evCtx, "GET", client.URL("/v1/events"), nil)
+	evResp, err := c.HTTP().Do(evReq)
 	must(t, err)
 	go func() {
 		defer close(evDone)
@@ -105,7 +106,7 @@ func TestSecretsAndPermissions(t *testing.T) {
 			}
 		}
 	}()
-	must(t, os.Symlink(linkedJob, filepath.Join(a.spoolDir, spool.Incoming, "s-symlink.json")))
+	must(t, os.Symlink(linkedJob, filepath.Join(a.SpoolDir, spool.Incoming, "s-symlink.json")))
 	for i, j := range jobs {
 		j.job["version"], j.job["domain"], j.job["action"] = 1, fmt.Sprintf("sec-%04d", i%8), "attach"
 		a.drop(j.id, jsonJob(t, j.job))
@@ -156,12 +157,12 @@ func TestSecretsAndPermissions(t *testing.T) {
 	// No plaintext anywhere but in the kept failed jobs (failed/*.job.json
 	// is the job itself, mode 0600) and the images.
 	var haystack []string
-	logb, _ := os.ReadFile(a.logPath)
+	logb, _ := os.ReadFile(a.LogPath)
 	haystack = append(haystack, "agent log\x00"+string(logb), "API answers\x00"+answers)
 	for _, sub := range []string{spool.Done, spool.Failed} {
-		ents, _ := os.ReadDir(filepath.Join(a.spoolDir, sub))
+		ents, _ := os.ReadDir(filepath.Join(a.SpoolDir, sub))
 		for _, e := range ents {
-			p := filepath.Join(a.spoolDir, sub, e.Name())
+			p := filepath.Join(a.SpoolDir, sub, e.Name())
 			if strings.HasSuffix(e.Name(), ".job.json") {
 				st, err := os.Stat(p)
 				if err != nil || st.Mode().Perm() != 0o600 {
@@ -186,7 +187,7 @@ func TestSecretsAndPermissions(t *testing.T) {
 	}
 
 	// Modes and groups.
-	imgs, _ := filepath.Glob(filepath.Join(a.payloadDir, "*"))
+	imgs, _ := filepath.Glob(filepath.Join(a.PayloadDir, "*"))
 	if len(imgs) == 0 {
 		t.Error("no images written")
 	}
@@ -200,12 +201,12 @@ func TestSecretsAndPermissions(t *testing.T) {
 		}
 	}
 	for _, sub := range []string{spool.Incoming, spool.Processing, spool.Done, spool.Failed} {
-		st, err := os.Stat(filepath.Join(a.spoolDir, sub))
+		st, err := os.Stat(filepath.Join(a.SpoolDir, sub))
 		if err != nil || st.Mode().Perm() != 0o700 {
 			t.Errorf("spool %s: %v %v, want 0700", sub, st.Mode().Perm(), err)
 		}
 	}
-	_ = filepath.WalkDir(a.spoolDir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(a.SpoolDir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
 				t.Errorf("%s: mode %v readable by others", p, st.Mode().Perm())
@@ -216,7 +217,7 @@ func TestSecretsAndPermissions(t *testing.T) {
 	// The socket exists only while the agent runs.
 	a.start()
 	a.waitReady(60 * time.Second)
-	st, err := os.Stat(a.sock)
+	st, err := os.Stat(a.Socket)
 	if err != nil || st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o660 || int(st.Sys().(*syscall.Stat_t).Gid) != gid {
 		t.Errorf("socket: %v %v, want socket 0660 gid %d", st.Mode(), err, gid)
 	}
@@ -226,17 +227,15 @@ func TestSecretsAndPermissions(t *testing.T) {
 	// start rather than write results (or read jobs) through it.
 	elsewhere := filepath.Join(base, "elsewhere")
 	must(t, os.Mkdir(elsewhere, 0o700))
-	must(t, os.Rename(filepath.Join(a.spoolDir, spool.Done), filepath.Join(base, "done-moved")))
-	must(t, os.Symlink(elsewhere, filepath.Join(a.spoolDir, spool.Done)))
+	must(t, os.Rename(filepath.Join(a.SpoolDir, spool.Done), filepath.Join(base, "done-moved")))
+	must(t, os.Symlink(elsewhere, filepath.Join(a.SpoolDir, spool.Done)))
 	a.start()
-	select {
-	case err := <-a.exit:
-		a.cmd = nil
-		if err == nil || a.logCount("symlinks are refused") == 0 {
-			t.Errorf("agent with spool/done a symlink: exit %v; log:\n%s", err, a.tail(5))
+	if err, done := a.WaitExit(60 * time.Second); done {
+		if err == nil || a.LogCount("symlinks are refused") == 0 {
+			t.Errorf("agent with spool/done a symlink: exit %v; log:\n%s", err, a.Tail(5))
 		}
-	case <-time.After(60 * time.Second):
-		t.Errorf("agent started with spool/done a symlink:\n%s", a.tail(10))
+	} else {
+		t.Errorf("agent started with spool/done a symlink:\n%s", a.Tail(10))
 		a.kill()
 	}
 	if n := dirNames(t, elsewhere); len(n) > 0 {
