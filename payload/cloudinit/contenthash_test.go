@@ -1,0 +1,61 @@
+package cloudinit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// TestJobHashesAreMarshalHashes checks that splicing big contents in gives
+// the SHA-256 of json.Marshal of the whole job (the content and instance
+// hashes recipes and instance-ids depend on), for contents encoding/json
+// escapes in every way it can.
+func TestJobHashesAreMarshalHashes(t *testing.T) {
+	odd := "<script>&\"quote\" \\ back\u2028\u2029 \x01\x1f\t\n\r\b\f é ☃ \U0001F600 \xff\xfe invalid"
+	small := job.Job{Version: 1, Format: "nocloud", Hostname: "h"}
+	withFiles := func(contents ...string) job.Job {
+		j := small
+		for i, c := range contents {
+			j.Files = append(j.Files, job.File{Path: "/f" + string(rune('a'+i)), Content: c, Permissions: "0644"})
+		}
+		return j
+	}
+	cases := map[string]job.Job{
+		"no files":    small,
+		"small files": withFiles("a", "b"),
+		"big and odd": withFiles(strings.Repeat(odd, 200), "small", strings.Repeat("x", bigHashContent), strings.Repeat("y", bigHashContent-1)),
+		"200 big": withFiles(func() []string {
+			l := make([]string, 200)
+			for i := range l {
+				l[i] = strings.Repeat("line\n", 1000)
+			}
+			return l
+		}()...),
+		"placeholder-like content": withFiles(strings.Repeat("vmpayload-hash-", 100), `"vmpayload-hash-00-0"`),
+	}
+	for name, j := range cases {
+		other := j
+		other.Format, other.GuestReport = "", nil
+		got, err := jobHashes(j, other)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for k, v := range []job.Job{j, other} {
+			b, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(b)
+			if want := hex.EncodeToString(sum[:]); got[k] != want {
+				t.Errorf("%s: hash %d = %s, SHA-256 of json.Marshal is %s", name, k, got[k], want)
+			}
+		}
+		if len(j.Files) > 0 && got[0] == got[1] {
+			t.Errorf("%s: the two jobs differ but hash alike", name)
+		}
+	}
+}
