@@ -29,9 +29,6 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 	files := vs[0].Files
 	// a placeholder per big content: random, so no job text can hold it
 	var nonce [16]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return nil, fmt.Errorf("deriving the content hash: %w", err)
-	}
 	var big []int             // indexes into files
 	var encoded [][]byte      // json.Marshal of each big content
 	var placeholders []string // the placeholder of each, unquoted
@@ -41,6 +38,9 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 			continue
 		}
 		if light == nil {
+			if _, err := rand.Read(nonce[:]); err != nil {
+				return nil, fmt.Errorf("deriving the content hash: %w", err)
+			}
 			light = append([]job.File(nil), files...)
 		}
 		e, err := json.Marshal(f.Content)
