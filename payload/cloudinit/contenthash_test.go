@@ -2,6 +2,7 @@ package cloudinit
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"strings"
@@ -56,6 +57,17 @@ func TestJobHashesAreMarshalHashes(t *testing.T) {
 		}
 		if len(j.Files) > 0 && got[0] == got[1] {
 			t.Errorf("%s: the two jobs differ but hash alike", name)
+		}
+	}
+}
+
+// TestEncodeBase64 compares encodeBase64 with the standard encoder around
+// its chunk size and padding.
+func TestEncodeBase64(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 4, 3071, 3072, 3073, 3074, 6144, 10000, 1 << 20} {
+		s := strings.Repeat("ab\x00\xffé", n/6+1)[:n]
+		if got, want := encodeBase64(s), base64.StdEncoding.EncodeToString([]byte(s)); got != want {
+			t.Errorf("%d bytes: differs from base64.StdEncoding (%d vs %d chars)", n, len(got), len(want))
 		}
 	}
 }
