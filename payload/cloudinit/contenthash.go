@@ -17,11 +17,13 @@ import (
 const bigHashContent = 1024
 
 // jobHashes returns the hex SHA-256 of json.Marshal(v) for each v. The jobs
-// share their Files (the caller derives one from the other), so big file
-// contents are JSON-encoded once and fed to every hash, and no job is
-// encoded into one buffer holding megabytes (issue 14: the two encodings
-// were 38 % of a large job's render). The result is the same as hashing
-// json.Marshal(v) (TestJobHashesAreMarshalHashes).
+// share their Files (the caller derives one from the other): each job is
+// encoded with a short placeholder for every big file content, and the
+// hashes are fed in step, each content JSON-encoded once (into a small
+// reused buffer) and written to every hash where its placeholder stood. No
+// job is encoded into one buffer holding megabytes (issue 14: the two
+// whole-job encodings were 38 % of a large job's render). The result is the
+// same as hashing json.Marshal(v) (TestJobHashesAreMarshalHashes).
 func jobHashes(vs ...job.Job) ([]string, error) {
 	if len(vs) == 0 {
 		return nil, nil
@@ -30,8 +32,7 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 	// a placeholder per big content: random, so no job text can hold it
 	var nonce [16]byte
 	var big []int             // indexes into files
-	var encoded [][]byte      // json.Marshal of each big content
-	var placeholders []string // the placeholder of each, unquoted
+	var placeholders [][]byte // the quoted placeholder of each
 	var light []job.File
 	for i, f := range files {
 		if len(f.Content) < bigHashContent {
@@ -43,15 +44,12 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 			}
 			light = append([]job.File(nil), files...)
 		}
-		e, err := json.Marshal(f.Content)
-		if err != nil {
-			return nil, fmt.Errorf("deriving the content hash: %w", err)
-		}
 		ph := fmt.Sprintf("vmpayload-hash-%x-%d", nonce, i)
 		light[i].Content = ph
-		big, encoded, placeholders = append(big, i), append(encoded, e), append(placeholders, ph)
+		big, placeholders = append(big, i), append(placeholders, []byte(`"`+ph+`"`))
 	}
-	out := make([]string, len(vs))
+	docs := make([][]byte, len(vs))
+	hashes := make([]hash.Hash, len(vs))
 	for k, v := range vs {
 		if light != nil {
 			v.Files = light
@@ -60,29 +58,33 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("deriving the content hash: %w", err)
 		}
-		h := sha256.New()
-		if err := writeSpliced(h, doc, placeholders, encoded); err != nil {
-			return nil, err
+		docs[k], hashes[k] = doc, sha256.New()
+	}
+	// the placeholders stand in every doc in the files' order
+	var enc bytes.Buffer
+	je := json.NewEncoder(&enc) // escapes as json.Marshal does
+	for n, q := range placeholders {
+		for k, doc := range docs {
+			at := bytes.Index(doc, q)
+			if at < 0 {
+				return nil, fmt.Errorf("deriving the content hash: file content placeholder %d not found", n)
+			}
+			hashes[k].Write(doc[:at])
+			docs[k] = doc[at+len(q):]
 		}
+		enc.Reset()
+		if err := je.Encode(files[big[n]].Content); err != nil {
+			return nil, fmt.Errorf("deriving the content hash: %w", err)
+		}
+		e := bytes.TrimSuffix(enc.Bytes(), []byte("\n")) // Encode ends a value with a newline
+		for _, h := range hashes {
+			h.Write(e)
+		}
+	}
+	out := make([]string, len(vs))
+	for k, h := range hashes {
+		h.Write(docs[k])
 		out[k] = hex.EncodeToString(h.Sum(nil))
 	}
 	return out, nil
-}
-
-// writeSpliced writes doc into h with each quoted placeholder replaced by
-// its encoded content. The placeholders appear in doc in their order (the
-// files' order); being random, nowhere else.
-func writeSpliced(h hash.Hash, doc []byte, placeholders []string, encoded [][]byte) error {
-	for n, ph := range placeholders {
-		q := `"` + ph + `"`
-		at := bytes.Index(doc, []byte(q))
-		if at < 0 {
-			return fmt.Errorf("deriving the content hash: file content placeholder %d not found", n)
-		}
-		h.Write(doc[:at])
-		h.Write(encoded[n])
-		doc = doc[at+len(q):]
-	}
-	h.Write(doc)
-	return nil
 }
