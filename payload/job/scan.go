@@ -3,7 +3,6 @@ package job
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -139,25 +138,13 @@ func (s *scanner) object(path *scanPath, depth int) (any, bool) {
 			return nil, false
 		}
 		if _, dup := o.values[key]; dup {
-			line, col := lineCol(s.data, int64(keyStart))
-			s.duplicates = append(s.duplicates, FieldError{Field: child.String(), Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(key), line, col)})
+			s.duplicates = append(s.duplicates, duplicateKey(s.data, int64(keyStart), child.String(), key))
 		} else {
 			o.keys = append(o.keys, key)
 			o.values[key] = v
 		}
-		s.space()
-		if s.pos >= len(s.data) {
-			return nil, false
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-			s.space()
-		case '}':
-			s.pos++
-			return o, true
-		default:
-			return nil, false
+		if more, ok := s.after('}'); !ok || !more {
+			return o, ok
 		}
 	}
 }
@@ -176,21 +163,29 @@ func (s *scanner) array(path *scanPath, depth int) (any, bool) {
 			return nil, false
 		}
 		list = append(list, v)
-		s.space()
-		if s.pos >= len(s.data) {
-			return nil, false
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-			s.space()
-		case ']':
-			s.pos++
-			return list, true
-		default:
-			return nil, false
+		if more, ok := s.after(']'); !ok || !more {
+			return list, ok
 		}
 	}
+}
+
+// after reads what follows a member of an object or array: a comma (more
+// is true, and the space after it is skipped) or the closing delimiter.
+func (s *scanner) after(closing byte) (more, ok bool) {
+	s.space()
+	if s.pos >= len(s.data) {
+		return false, false
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		s.space()
+		return true, true
+	case closing:
+		s.pos++
+		return false, true
+	}
+	return false, false
 }
 
 // number reads a JSON number (RFC 8259 grammar) as json.Number.
