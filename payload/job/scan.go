@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"strings"
@@ -266,17 +267,15 @@ func (s *scanner) str() (any, bool) {
 		s.pos = i + 1
 		return string(d[start:i]), true
 	}
-	// escapes: find the closing quote first, to size the result (never
-	// longer than the escaped text), then decode
-	end := i
-	for end < len(d) && d[end] != '"' {
-		if d[end] == '\\' {
-			end++
-		}
-		end = plainRun(d, end+1)
+	// escapes: size the result by the next quote (the end of the string
+	// unless it holds an escaped quote; the result is never longer than
+	// the escaped text), then decode
+	hint := bytes.IndexByte(d[i:], '"')
+	if hint < 0 {
+		return nil, false
 	}
 	var b strings.Builder
-	b.Grow(end - start)
+	b.Grow(i - start + hint)
 	b.Write(d[start:i])
 	for {
 		if i >= len(d) {
