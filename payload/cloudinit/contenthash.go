@@ -18,13 +18,14 @@ import (
 const bigHashContent = 1024
 
 // jobHashes returns the hex SHA-256 of json.Marshal(v) for each v. The jobs
-// share their Files (the caller derives one from the other): each job is
-// encoded with a short placeholder for every big file content, and the
-// hashes are fed in step, each content JSON-encoded once (by appendJSONString,
-// into a small reused buffer) and written to every hash where its placeholder stood. No
-// job is encoded into one buffer holding megabytes (issue 14: the two
-// whole-job encodings were 38 % of a large job's render). The result is the
-// same as hashing json.Marshal(v) (TestJobHashesAreMarshalHashes).
+// must share their Files (the caller derives one from the other): each job
+// is encoded with a short placeholder for every big file content, and the
+// hashes are fed in step, each content JSON-encoded once (by
+// appendJSONString, into a small reused buffer) and written to every hash
+// where its placeholder stood. No job is encoded into one buffer holding
+// megabytes (issue 14: the two whole-job encodings were 38 % of a large
+// job's render). The result is the same as hashing json.Marshal(v)
+// (TestJobHashesAreMarshalHashes).
 func jobHashes(vs ...job.Job) ([]string, error) {
 	if len(vs) == 0 {
 		return nil, nil
