@@ -5,9 +5,11 @@
 # test/deps.sh (hyperfine, cloud-image-utils, genisoimage are in its list).
 #
 # Sections: build (in-process vs `vmpayload build` vs cloud-localds vs
-# genisoimage), burst (1000 jobs, libvirt test driver), idle (60 s), real
+# genisoimage), proc (process start: `vmpayload version` and `build` of the
+# typical and large jobs vs /bin/true, cloud-localds, genisoimage), burst
+# (1000 jobs, libvirt test driver), idle (60 s), real
 # (qemu:///system domain vs `virsh start`), hook (the libvirt qemu hook's paths vs
-# /bin/true). BENCH_SECTIONS, BENCH_ROUNDS,
+# /bin/true). BENCH_SECTIONS, BENCH_ROUNDS, BENCH_PROC_ROUNDS,
 # BENCH_REAL_ROUNDS, BENCH_IDLE and BENCH_PROFILE (a directory for the burst's
 # cpu.pprof/allocs.pprof) override the defaults; BENCH_DOC the report file
 # (empty: print only).
@@ -27,8 +29,9 @@ fi
 
 go build -tags libvirt_dlopen -o bin/vmpayload-bench ./test/bench
 doc=${BENCH_DOC-docs/benchmarks.md}
-args=(-bin bin/vmpayload -sections "${BENCH_SECTIONS:-build,burst,idle,real,hook}")
+args=(-bin bin/vmpayload -sections "${BENCH_SECTIONS:-build,proc,burst,idle,real,hook}")
 [[ -n ${BENCH_ROUNDS:-} ]] && args+=(-rounds "$BENCH_ROUNDS")
+[[ -n ${BENCH_PROC_ROUNDS:-} ]] && args+=(-proc-rounds "$BENCH_PROC_ROUNDS")
 [[ -n ${BENCH_REAL_ROUNDS:-} ]] && args+=(-real-rounds "$BENCH_REAL_ROUNDS")
 [[ -n ${BENCH_IDLE:-} ]] && args+=(-idle "$BENCH_IDLE")
 [[ -n ${BENCH_PROFILE:-} ]] && args+=(-profile "$BENCH_PROFILE")

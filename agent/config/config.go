@@ -35,6 +35,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/journal"
@@ -252,10 +253,10 @@ func Load(path string) (Config, error) {
 }
 
 // lineRe matches the "line N: " prefix of yaml.v3 error messages.
-var lineRe = regexp.MustCompile(`^line (\d+): (.*)$`)
+var lineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+): (.*)$`) })
 
 // notFoundRe matches yaml.v3's message for an unknown key.
-var notFoundRe = regexp.MustCompile(`^field (.*) not found in type `)
+var notFoundRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^field (.*) not found in type `) })
 
 // decode decodes one YAML document over c.
 func decode(data []byte, c *Config) error {
@@ -302,13 +303,13 @@ func typeErrors(data []byte, te *yaml.TypeError) error {
 	}
 	errs := make([]error, 0, len(te.Errors))
 	for _, msg := range te.Errors {
-		sub := lineRe.FindStringSubmatch(msg)
+		sub := lineRe().FindStringSubmatch(msg)
 		if sub == nil {
 			errs = append(errs, errors.New(msg))
 			continue
 		}
 		line, rest := sub[1], sub[2]
-		if f := notFoundRe.FindStringSubmatch(rest); f != nil {
+		if f := notFoundRe().FindStringSubmatch(rest); f != nil {
 			errs = append(errs, fmt.Errorf("line %s: unknown key %q", line, f[1]))
 			continue
 		}
@@ -416,7 +417,7 @@ func setString(p any, s string) error {
 }
 
 // groupRe is what Validate accepts as a group name.
-var groupRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*\$?$`)
+var groupRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*\$?$`) })
 
 // Validate checks every key and reports all bad ones together
 // (errors.Join), each naming the key and quoting the value.
@@ -451,7 +452,7 @@ func (c Config) Validate() error {
 			}
 			return
 		}
-		if !groupRe.MatchString(value) || len(value) > 256 {
+		if !groupRe().MatchString(value) || len(value) > 256 {
 			bad(key, value, "not a valid group name or gid")
 		}
 	}

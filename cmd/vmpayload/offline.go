@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/vmpayload/vmpayload/payload"
@@ -102,6 +103,7 @@ func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
+	oneShotGC()
 	_, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir, Build: true})
 	if !rep.OK() {
 		printErr(stderr, rep.Err())
@@ -123,6 +125,20 @@ func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s: %s %s label=%s size=%d instance-id=%s sha256=%s\n",
 		res.Path, res.Format, res.Media, res.Label, res.Size, res.InstanceID, res.SHA256)
 	return exitOK
+}
+
+// oneShotMemoryLimit is the heap size from which a one-shot command collects
+// garbage: a typical build allocates ~0.4 MB, a 1 MB job ~10 MB, the largest
+// job more than this.
+const oneShotMemoryLimit = 64 << 20
+
+// oneShotGC turns the garbage collector off for a process that builds one
+// image and exits, up to oneShotMemoryLimit of heap (then it collects as
+// usual). For the large job the collections and their worker threads were
+// ~15 % of the process's wall time; the memory is returned at exit.
+func oneShotGC() {
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(oneShotMemoryLimit)
 }
 
 func printErr(w io.Writer, err error) {

@@ -27,9 +27,16 @@ const (
 	maxWalkEntries = 10000
 )
 
+// imageSource is what a reader reads: the image file, or (verify) its bytes
+// read in one call.
+type imageSource interface {
+	fs.File
+	io.ReaderAt
+}
+
 // reader is an open image.
 type reader struct {
-	f      *os.File
+	f      imageSource
 	fsys   filesystem.FileSystem
 	fstype string
 	size   int64
@@ -102,6 +109,12 @@ func openImage(p string) (r *reader, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open image: %w", err)
 	}
+	return newReader(f, p)
+}
+
+// newReader reads the image in f (named p in messages); it closes f on
+// failure.
+func newReader(f imageSource, p string) (r *reader, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			r, err = nil, fmt.Errorf("%w: %s: reader failed: %v", ErrUnknownFormat, p, v)

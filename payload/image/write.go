@@ -114,10 +114,17 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 }
 
 // verify reads the written image back with our own reader and compares it to
-// spec. It opens the image once for the description and the file contents
-// (parsing an ISO's directory tree is most of a read-back's cost).
+// spec. It reads the file once, into memory, for the description and the
+// file contents (parsing an ISO's directory tree is most of a read-back's
+// cost).
 func verify(p string, spec Spec) (Info, error) {
-	r, err := openImage(p)
+	// one read of the whole file (it is at most maxImageBytes: we just
+	// wrote it) instead of a read per directory record
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
+	}
+	r, err := newReader(&memFile{buf: data, max: int64(len(data))}, p)
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
 	}

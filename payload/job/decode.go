@@ -82,10 +82,16 @@ func decode(data []byte, r *Report) *Job {
 		r.Add("", CodeEncoding, "job document is not valid UTF-8 (line %d, column %d)", line, col)
 		return nil
 	}
-	tree, err := parseTree(data, r)
-	if err != nil {
-		r.Errors = append(r.Errors, *err)
-		return nil
+	tree, duplicates, ok := scanTree(data)
+	if ok {
+		r.Errors = append(r.Errors, duplicates...)
+	} else {
+		// a malformed document: encoding/json's tokens give the message
+		var err *FieldError
+		if tree, err = parseTree(data, r); err != nil {
+			r.Errors = append(r.Errors, *err)
+			return nil
+		}
 	}
 	obj, ok := tree.(*object)
 	if !ok {
@@ -185,9 +191,7 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 				return nil, ferr
 			}
 			if _, dup := o.values[key]; dup {
-				// the position is computed only here: lineCol is linear
-				line, col := lineCol(data, keyStart(data, keyEnd))
-				p.duplicates = append(p.duplicates, FieldError{Field: child, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(key), line, col)})
+				p.duplicates = append(p.duplicates, duplicateKey(data, keyStart(data, keyEnd), child, key))
 				continue // the first occurrence wins
 			}
 			o.keys = append(o.keys, key)
@@ -441,6 +445,14 @@ func lineCol(data []byte, off int64) (line, col int) {
 		}
 	}
 	return line, col
+}
+
+// duplicateKey reports the second occurrence of key, whose opening quote is
+// at off, in the object at field's parent. The position is computed only
+// here: lineCol is linear.
+func duplicateKey(data []byte, off int64, field, key string) FieldError {
+	line, col := lineCol(data, off)
+	return FieldError{Field: field, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(key), line, col)}
 }
 
 // keyStart finds the opening quote of the object key that ends just before

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -17,12 +16,12 @@ import (
 // set beyond users and network: root, given SSH host keys, locale, power
 // state, phone home, random seed and a raw network_data.json.
 
-var localeRE = regexp.MustCompile(`^(C|POSIX|C\.[A-Za-z0-9-]+|[a-z]{2,3}(_[A-Z]{2}|_[0-9]{3})?(\.[A-Za-z0-9][A-Za-z0-9-]*)?(@[a-z0-9]+)?)$`)
+var localeRE = lazyRegexp(`^(C|POSIX|C\.[A-Za-z0-9-]+|[a-z]{2,3}(_[A-Z]{2}|_[0-9]{3})?(\.[A-Za-z0-9][A-Za-z0-9-]*)?(@[a-z0-9]+)?)$`)
 
 // ValidLocale reports whether s is a locale name in the form glibc and
 // update-locale use: "C", "POSIX", "C.UTF-8", "en_US.UTF-8", "de_DE@euro",
 // "sr_RS.UTF-8@latin".
-func ValidLocale(s string) bool { return len(s) <= 64 && localeRE.MatchString(s) }
+func ValidLocale(s string) bool { return len(s) <= 64 && localeRE().MatchString(s) }
 
 // HostKeyAlgorithms maps an ssh_host_keys type to the SSH public key
 // algorithms of that type.
@@ -259,11 +258,11 @@ func validateNetworkData(j *Job, r *Report) {
 		}
 		str(lp, "type", l, true, r)
 		mac := str(lp, "ethernet_mac_address", l, false, r)
-		if mac != "" && !macRE.MatchString(mac) {
+		if mac != "" && !validMAC(mac) {
 			r.Add(join(lp, "ethernet_mac_address"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", quote(mac))
 		}
 		name := str(lp, "name", l, false, r)
-		if name != "" && !ifnameRE.MatchString(name) {
+		if name != "" && !validIfname(name) {
 			r.Add(join(lp, "name"), CodeInvalid, "%s is not a valid interface name", quote(name))
 		}
 		if mac == "" && name == "" {

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/textproto"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -132,10 +131,6 @@ type Part struct {
 	Body []byte
 }
 
-// headerLineRE is the test Python's email parser applies to a line at the
-// start of a message: a header ("Name:"), a continuation, or a unix From.
-var headerLineRE = regexp.MustCompile(`^([\x21-\x39\x3b-\x7e]*:|[\t ])`)
-
 // ParseMessage reads a MIME message as Python's email parser (which
 // cloud-init uses) does: an optional leading mbox "From " line, then
 // header lines until an empty line or the first line that is not a header.
@@ -162,7 +157,7 @@ func ParseMessage(doc string) (Part, error) {
 			}
 			break
 		}
-		if !headerLineRE.MatchString(l) {
+		if !headerLine(l) {
 			break // Python: the rest is the body
 		}
 		if l[0] == ' ' || l[0] == '\t' {

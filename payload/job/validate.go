@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,22 +25,6 @@ import (
 const (
 	MaxContentBytes = image.MaxContentBytes // all content that ends up in an image
 	maxNameLen      = 128
-)
-
-var (
-	// Counted repetitions such as {0,127} compile into programs that
-	// cost milliseconds at every process start (`vmpayload build`), so
-	// the long ones are unbounded here and their length checked apart.
-	userRE       = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	groupRE      = userRE
-	ifnameRE     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)
-	labelRE      = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`) // and at most 63 bytes
-	macRE        = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
-	permRE       = regexp.MustCompile(`^0?[0-7]{3,4}$`)
-	secretNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
-	// cryptRE accepts the crypt(3) hash forms Linux guests understand:
-	// $1$ (MD5), $5$ (SHA-256), $6$ (SHA-512), $2a/b/y$ (bcrypt), $y$/$gy$ (yescrypt), $7$ (scrypt).
-	cryptRE = regexp.MustCompile(`^\$(1|5|6|2[aby]|y|gy|7)\$[./A-Za-z0-9$=,]+$`)
 )
 
 // Validate checks every field of the job and returns a report of all
@@ -199,7 +182,7 @@ func ValidHostname(s string) bool {
 		return false
 	}
 	for _, l := range strings.Split(s, ".") {
-		if len(l) > 63 || !labelRE.MatchString(l) {
+		if len(l) > 63 || !validLabel(l) {
 			return false
 		}
 	}
@@ -228,7 +211,7 @@ func validateTimezone(p, tz string, r *Report) {
 // ValidSecretName reports whether name may name a file in the secrets
 // directory: a single path element, no dot files, no "..".
 func ValidSecretName(name string) bool {
-	return len(name) <= 128 && secretNameRE.MatchString(name) && !strings.Contains(name, "..")
+	return len(name) <= 128 && validSecretChars(name) && !strings.Contains(name, "..")
 }
 
 func validateSecretName(p, name string, r *Report) {
@@ -244,7 +227,7 @@ func validateUsers(users []User, topKeys []string, r *Report) {
 		switch {
 		case u.Name == "":
 			r.Add(join(p, "name"), CodeRequired, "a user needs a name")
-		case !userRE.MatchString(u.Name):
+		case !validUser(u.Name):
 			r.Add(join(p, "name"), CodeInvalid, "%s is not a valid user name: lowercase letters, digits, _ and -, starting with a letter or _, at most 32 characters", quote(u.Name))
 		default:
 			if prev, dup := seen[u.Name]; dup {
@@ -264,7 +247,7 @@ func validateUsers(users []User, topKeys []string, r *Report) {
 		}
 		if u.PasswordHash != "" {
 			set = append(set, "password_hash")
-			if !cryptRE.MatchString(u.PasswordHash) {
+			if !validCrypt(u.PasswordHash) {
 				r.Add(join(p, "password_hash"), CodeInvalid, "the value (not shown) does not look like a crypt(3) hash such as \"$6$salt$hash\" (SHA-512); to give a plaintext password use \"password\"")
 			}
 		}
@@ -282,7 +265,7 @@ func validateUsers(users []User, topKeys []string, r *Report) {
 		gseen := map[string]bool{}
 		for k, g := range u.Groups {
 			gp := index(join(p, "groups"), k)
-			if !groupRE.MatchString(g) {
+			if !validUser(g) {
 				r.Add(gp, CodeInvalid, "%s is not a valid group name", quote(g))
 			} else if gseen[g] {
 				r.Add(gp, CodeDuplicate, "group %s is listed twice", quote(g))
@@ -334,7 +317,7 @@ func validateNICs(nics []NIC, r *Report) {
 	for i, n := range nics {
 		p := index("nics", i)
 		if n.Name != "" {
-			if !ifnameRE.MatchString(n.Name) {
+			if !validIfname(n.Name) {
 				r.Add(join(p, "name"), CodeInvalid, "%s is not a valid interface name: 1-15 characters from A-Z a-z 0-9 _ . -", quote(n.Name))
 			} else if prev, dup := names[n.Name]; dup {
 				r.Add(join(p, "name"), CodeDuplicate, "interface name %s is already used by nics[%d]", quote(n.Name), prev)
@@ -345,7 +328,7 @@ func validateNICs(nics []NIC, r *Report) {
 		switch {
 		case n.MAC == "":
 			r.Add(join(p, "mac"), CodeRequired, "a NIC needs a MAC address; the guest's interface is matched by it")
-		case !macRE.MatchString(n.MAC):
+		case !validMAC(n.MAC):
 			r.Add(join(p, "mac"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", quote(n.MAC))
 		default:
 			hw, _ := net.ParseMAC(n.MAC)
@@ -476,12 +459,12 @@ func validateFiles(files []File, r *Report) {
 		default:
 			r.Add(join(p, "encoding"), CodeInvalid, "%s is not an encoding; use \"text\" or \"base64\"", quote(f.Encoding))
 		}
-		if f.Permissions != "" && !permRE.MatchString(f.Permissions) {
+		if f.Permissions != "" && !validPerm(f.Permissions) {
 			r.Add(join(p, "permissions"), CodeInvalid, "%s is not an octal mode such as \"0644\"", quote(f.Permissions))
 		}
 		if f.Owner != "" {
 			u, g, ok := strings.Cut(f.Owner, ":")
-			if !ok || !userRE.MatchString(u) || !groupRE.MatchString(g) {
+			if !ok || !validUser(u) || !validUser(g) {
 				r.Add(join(p, "owner"), CodeInvalid, "%s is not \"user:group\"", quote(f.Owner))
 			}
 		}
@@ -537,12 +520,12 @@ func ValidateSecretUserData(field, name, s string) Report {
 	return r
 }
 
-var lineRE = regexp.MustCompile(`line \d+`)
+var lineRE = lazyRegexp(`line \d+`)
 
 // redactParseError keeps only the position of a parse error (its message
 // may quote the secret's text).
 func redactParseError(err error) string {
-	if m := lineRE.FindString(err.Error()); m != "" {
+	if m := lineRE().FindString(err.Error()); m != "" {
 		return "syntax error at " + m
 	}
 	return "syntax error"

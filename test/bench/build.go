@@ -27,54 +27,14 @@ type buildRow struct {
 // machine noise hits them alike.
 func buildCase(bin, work, size, format string, rounds int) (buildRow, error) {
 	row := buildRow{size: size, format: format}
-	dir := filepath.Join(work, "build-"+size+"-"+format)
-	src := filepath.Join(dir, "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
+	c, err := prepareCase(work, "build", size, format)
+	if err != nil {
 		return row, err
 	}
-	jb := jobBytes(makeJob(size, format, "", ""))
-	jobPath := filepath.Join(dir, "job.json")
-	if err := os.WriteFile(jobPath, jb, 0o644); err != nil {
-		return row, err
-	}
+	dir, jobPath, src, label, localdsArgs := c.dir, c.jobPath, c.src, c.label, c.localdsArgs
 	// check is what `vmpayload build` does before it renders; every
 	// in-process measurement includes it.
-	check := func() (*payload.Checked, error) {
-		_, c, rep := payload.Check(jb, payload.CheckOptions{Secrets: true, Build: true})
-		if !rep.OK() {
-			return nil, fmt.Errorf("%s/%s job: %w", size, format, rep.Err())
-		}
-		return c, nil
-	}
-	c, err := check()
-	if err != nil {
-		return row, err
-	}
-	// The peers get exactly the files vmpayload renders.
-	r, err := payload.Render(c, payload.Options{})
-	if err != nil {
-		return row, err
-	}
-	for _, f := range r.Docs.Files {
-		p := filepath.Join(src, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return row, err
-		}
-		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-			return row, err
-		}
-	}
-	label := payload.Label(job.Format(format))
-	var localdsArgs []string
-	if format == "nocloud" {
-		localdsArgs = []string{filepath.Join(dir, "localds.iso"), filepath.Join(src, "user-data"), filepath.Join(src, "meta-data")}
-		if _, err := os.Stat(filepath.Join(src, "network-config")); err == nil {
-			localdsArgs = append([]string{"-N", filepath.Join(src, "network-config")}, localdsArgs...)
-		}
-		if _, err := os.Stat(filepath.Join(src, "vendor-data")); err == nil {
-			localdsArgs = append([]string{"-V", filepath.Join(src, "vendor-data")}, localdsArgs...)
-		}
-	}
+	check := func() (*payload.Checked, error) { return checkCase(c.jobBytes, size, format) }
 	ctx := context.Background()
 	out := filepath.Join(dir, "inproc.iso")
 	timeIt := func(s *samples, f func() error) error {
@@ -146,4 +106,67 @@ func buildCase(bin, work, size, format string, rounds int) (buildRow, error) {
 		}
 	}
 	return row, nil
+}
+
+// benchCase is one job written out for the process benchmarks: the job
+// document, the files vmpayload renders from it (the peers' input) and the
+// peers' arguments.
+type benchCase struct {
+	dir, jobPath, src, label string
+	jobBytes                 []byte   // the job document
+	localdsArgs              []string // nil for config-drive
+}
+
+// prepareCase writes the job of the given size and format, and the files
+// vmpayload renders from it, under work/<prefix>-<size>-<format>.
+func prepareCase(work, prefix, size, format string) (benchCase, error) {
+	c := benchCase{dir: filepath.Join(work, prefix+"-"+size+"-"+format)}
+	c.src = filepath.Join(c.dir, "src")
+	if err := os.MkdirAll(c.src, 0o755); err != nil {
+		return c, err
+	}
+	jb := jobBytes(makeJob(size, format, "", ""))
+	c.jobPath = filepath.Join(c.dir, "job.json")
+	if err := os.WriteFile(c.jobPath, jb, 0o644); err != nil {
+		return c, err
+	}
+	c.jobBytes = jb
+	checked, err := checkCase(jb, size, format)
+	if err != nil {
+		return c, err
+	}
+	// The peers get exactly the files vmpayload renders.
+	r, err := payload.Render(checked, payload.Options{})
+	if err != nil {
+		return c, err
+	}
+	for _, f := range r.Docs.Files {
+		p := filepath.Join(c.src, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return c, err
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			return c, err
+		}
+	}
+	c.label = payload.Label(job.Format(format))
+	if format == "nocloud" {
+		c.localdsArgs = []string{filepath.Join(c.dir, "localds.iso"), filepath.Join(c.src, "user-data"), filepath.Join(c.src, "meta-data")}
+		if _, err := os.Stat(filepath.Join(c.src, "network-config")); err == nil {
+			c.localdsArgs = append([]string{"-N", filepath.Join(c.src, "network-config")}, c.localdsArgs...)
+		}
+		if _, err := os.Stat(filepath.Join(c.src, "vendor-data")); err == nil {
+			c.localdsArgs = append([]string{"-V", filepath.Join(c.src, "vendor-data")}, c.localdsArgs...)
+		}
+	}
+	return c, nil
+}
+
+// checkCase runs the check `vmpayload build` runs on a bench job.
+func checkCase(jb []byte, size, format string) (*payload.Checked, error) {
+	_, c, rep := payload.Check(jb, payload.CheckOptions{Secrets: true, Build: true})
+	if !rep.OK() {
+		return nil, fmt.Errorf("%s/%s job: %w", size, format, rep.Err())
+	}
+	return c, nil
 }

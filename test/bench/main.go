@@ -1,6 +1,8 @@
 // Command bench measures vmpayload against the tools it replaces, in one
 // run, and prints one Markdown report: payload builds (in-process, as a
-// process, cloud-localds, genisoimage on the same files), a 1000-job burst
+// process, cloud-localds, genisoimage on the same files), process start
+// (`vmpayload version` and `build` against /bin/true, cloud-localds and
+// genisoimage, median and min), a 1000-job burst
 // through the agent on libvirt's test driver, the idle agent, a real
 // qemu:///system domain start against a plain `virsh start`, and the paths
 // of the libvirt qemu hook against /bin/true. Variants are
@@ -26,7 +28,8 @@ func main() {
 	bin := flag.String("bin", "bin/vmpayload", "the vmpayload binary")
 	work := flag.String("work", "", "work directory (default: a new one under /var/tmp, removed at the end)")
 	doc := flag.String("doc", "", "Markdown file to put the report into, between <!-- bench:begin --> and <!-- bench:end -->")
-	sections := flag.String("sections", "build,burst,idle,real,hook", "comma-separated sections to run")
+	sections := flag.String("sections", "build,proc,burst,idle,real,hook", "comma-separated sections to run")
+	procRounds := flag.Int("proc-rounds", 100, "process start: rounds (each runs every command once)")
 	rounds := flag.Int("rounds", 40, "build benchmark: rounds (each runs every variant; in-process variants 5 times)")
 	jobs := flag.Int("jobs", 1000, "burst: number of jobs (and test-driver domains)")
 	workers := flag.Int("workers", 4, "burst: agent workers")
@@ -68,6 +71,14 @@ func main() {
 			}
 		}
 		writeBuild(&rep, rows)
+	}
+	if want["proc"] {
+		progress("process start: %d rounds", *procRounds)
+		pr, err := procBench(*bin, *work, *procRounds)
+		if err != nil {
+			fatal(err)
+		}
+		writeProc(&rep, pr)
 	}
 	if want["burst"] {
 		progress("burst: %d jobs, %d workers", *jobs, *workers)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // PlainContentLimit is the size from which a write_files content is written
@@ -48,7 +49,7 @@ func detachBigContents(c *CloudConfig, key string) *bigContents {
 			if len(wf.Content) < PlainContentLimit {
 				continue
 			}
-			enc = base64.StdEncoding.EncodeToString([]byte(wf.Content))
+			enc = encodeBase64(wf.Content)
 		case "b64":
 			// already base64 (checked by the job's validation, which decodes
 			// it strictly: no line breaks, nothing to escape)
@@ -71,6 +72,26 @@ func detachBigContents(c *CloudConfig, key string) *bigContents {
 		wf.Encoding = "b64"
 	}
 	return bc
+}
+
+// encodeBase64 is base64.StdEncoding.EncodeToString without its two
+// megabyte-sized copies of a big content (the string as []byte, the result
+// as string): it encodes through small buffers into the one allocation of
+// the result.
+func encodeBase64(s string) string {
+	const chunk = 3 * 1024 // a multiple of 3: padding only at the end
+	var src [chunk]byte
+	var dst [chunk / 3 * 4]byte
+	var b strings.Builder
+	b.Grow(base64.StdEncoding.EncodedLen(len(s)))
+	for len(s) > 0 {
+		n := copy(src[:], s)
+		s = s[n:]
+		m := base64.StdEncoding.EncodedLen(n)
+		base64.StdEncoding.Encode(dst[:m], src[:n])
+		b.Write(dst[:m])
+	}
+	return b.String()
 }
 
 // isBase64Text reports whether s consists of standard base64 characters

@@ -256,38 +256,16 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		}
 		c.Users[i] = u
 	}
-	sum := func(v job.Job) (string, error) {
-		// the SHA-256 of json.Marshal(v), without copying a document that
-		// can hold megabytes of file content: the encoder hashes from its
-		// own buffer (it differs from Marshal only by the final newline)
-		h := sha256.New()
-		if err := json.NewEncoder(noFinalNewline{h}).Encode(v); err != nil {
-			return "", fmt.Errorf("deriving the content hash: %w", err)
-		}
-		return hex.EncodeToString(h.Sum(nil)), nil
-	}
-	if content, err = sum(c); err != nil {
+	// the instance hash leaves out what does not make a new instance
+	ci := c
+	ci.Format, ci.Media, ci.InstanceID = "", "", ""
+	ci.GuestReport = nil // turning the report on or off is no new instance
+	sums, err := jobHashes(c, ci)
+	if err != nil {
 		return "", "", err
 	}
-	c.Format, c.Media, c.InstanceID = "", "", ""
-	c.GuestReport = nil // turning the report on or off is no new instance
-	instance, err = sum(c)
+	content, instance = sums[0], sums[1]
 	return content, instance, err
-}
-
-// noFinalNewline passes writes on without the newline json.Encoder puts
-// after each document (it writes a document in one call).
-type noFinalNewline struct{ w io.Writer }
-
-func (n noFinalNewline) Write(p []byte) (int, error) {
-	q := p
-	if len(q) > 0 && q[len(q)-1] == '\n' {
-		q = q[:len(q)-1]
-	}
-	if _, err := n.w.Write(q); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
 
 // uuidFromHash shapes the first 16 bytes of a hex hash as an RFC 9562

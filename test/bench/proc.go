@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// procVariant is one command of the process-start benchmark.
+type procVariant struct {
+	name string
+	argv []string
+}
+
+// procResult holds the process-start timings (issue 14): `vmpayload
+// version` against /bin/true, and `vmpayload build` of the typical and the
+// large job against cloud-localds and genisoimage -J -r on the same files.
+type procResult struct {
+	variants []procVariant
+	samples  []samples
+	loadEnd  string
+}
+
+// procBench runs every variant once per round, the order rotated each
+// round, so that load changes hit them alike. The process is started from
+// Go with its output to /dev/null; the time is start to exit.
+func procBench(bin, work string, rounds int) (procResult, error) {
+	var pr procResult
+	pr.variants = []procVariant{
+		{"floor: `/bin/true`", []string{"/bin/true"}},
+		{"`vmpayload version`", []string{bin, "version"}},
+	}
+	for _, size := range []string{"typical", "large"} {
+		c, err := prepareCase(work, "proc", size, "nocloud")
+		if err != nil {
+			return pr, fmt.Errorf("process bench: %w", err)
+		}
+		pr.variants = append(pr.variants,
+			procVariant{"`vmpayload build`, " + size, []string{bin, "build", "-o", filepath.Join(c.dir, "proc.iso"), c.jobPath}},
+			procVariant{"cloud-localds, " + size, append([]string{"cloud-localds"}, c.localdsArgs...)},
+			procVariant{"genisoimage -J -r, " + size, []string{"genisoimage", "-quiet", "-o", filepath.Join(c.dir, "geniso.iso"), "-J", "-r", "-V", c.label, c.src}})
+	}
+	pr.samples = make([]samples, len(pr.variants))
+	n := len(pr.variants)
+	for r := -1; r < rounds; r++ { // round -1 warms the page cache up, not recorded
+		for k := 0; k < n; k++ {
+			i := (k + max(r, 0)) % n
+			v := pr.variants[i]
+			cmd := exec.Command(v.argv[0], v.argv[1:]...)
+			t0 := time.Now()
+			err := cmd.Run()
+			d := time.Since(t0)
+			if err != nil {
+				o, _ := exec.Command(v.argv[0], v.argv[1:]...).CombinedOutput()
+				return pr, fmt.Errorf("process bench: %s: %w\n%s", strings.Join(v.argv, " "), err, o)
+			}
+			if r >= 0 {
+				pr.samples[i] = append(pr.samples[i], d)
+			}
+		}
+	}
+	pr.loadEnd = loadavg()
+	return pr, nil
+}
+
+func writeProc(w io.Writer, pr procResult) {
+	fmt.Fprintf(w, "### Process start and `vmpayload build` as a process (ms)\n\n")
+	fmt.Fprintf(w, "%d rounds, every command once per round in rotated order, started from Go; load average at the end: %s.\n\n", len(pr.samples[0]), pr.loadEnd)
+	fmt.Fprintf(w, "| command | median | min | p90 |\n|---|--:|--:|--:|\n")
+	byName := map[string]samples{}
+	for i, v := range pr.variants {
+		s := pr.samples[i]
+		byName[v.name] = s
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", v.name, ms(s.pct(50)), ms(s.pct(0)), ms(s.pct(90)))
+	}
+	both := func(a, b samples) string {
+		return ratio(a.pct(50), b.pct(50)) + " / " + ratio(a.pct(0), b.pct(0))
+	}
+	fmt.Fprintf(w, "\n| ratio (median / min) | value | goal |\n|---|--:|---|\n")
+	fmt.Fprintf(w, "| `vmpayload version` ÷ `/bin/true` | %s | `version` ≤ 3 ms |\n", both(byName["`vmpayload version`"], byName["floor: `/bin/true`"]))
+	for _, size := range []string{"typical", "large"} {
+		build := byName["`vmpayload build`, "+size]
+		goal := "≥ 10×"
+		if size == "large" {
+			goal = "≥ 2×"
+		}
+		fmt.Fprintf(w, "| cloud-localds ÷ `vmpayload build`, %s | %s | %s |\n", size, both(byName["cloud-localds, "+size], build), goal)
+		fmt.Fprintf(w, "| genisoimage ÷ `vmpayload build`, %s | %s | |\n", size, both(byName["genisoimage -J -r, "+size], build))
+	}
+	fmt.Fprintln(w)
+}
