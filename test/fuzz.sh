@@ -23,7 +23,20 @@ targets=(
 	"./payload/image FuzzInspect"
 	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzCheckDomain"
+	"./payload/job FuzzScanTree"
 )
+
+# Every fuzz target in the tree runs: a renamed or new target not listed
+# above fails the run instead of being skipped silently.
+while read -r file name; do
+	want="./$(dirname "$file") $name"
+	found=0
+	for t in "${targets[@]}"; do [[ "$t" == "$want" ]] && found=1; done
+	if [[ $found == 0 ]]; then
+		echo "fuzz: $name in $file is not listed in test/fuzz.sh" >&2
+		exit 1
+	fi
+done < <(grep -rHoE --include='*_test.go' '^func (Fuzz[A-Za-z0-9_]+)' payload libvirtx agent cmd internal | sed -E 's/:func / /')
 
 failed=0
 log=$(mktemp)
