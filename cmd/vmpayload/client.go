@@ -116,14 +116,13 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 	}
 	last := result.State("")
 	for {
-		var res result.Result
-		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(ans.ID, client.JobQuery{Wait: 2 * time.Second}), nil, &res)
-		if err != nil || status != http.StatusOK {
+		res, _, err := cl.Job(ctx, ans.ID, client.JobQuery{Wait: 2 * time.Second})
+		if err != nil {
 			if ctx.Err() != nil {
 				fmt.Fprintf(stderr, "vmpayload %s: timed out waiting for %s (last state %s)\n", name, ans.ID, last)
 				return exitUsage
 			}
-			fmt.Fprintf(stderr, "vmpayload %s: asking for %s: HTTP %d %v\n", name, ans.ID, status, err)
+			fmt.Fprintf(stderr, "vmpayload %s: asking for %s: %v\n", name, ans.ID, err)
 			return exitUsage
 		}
 		if res.State != last {
@@ -192,8 +191,7 @@ func runStatus(c command, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	cl := client.New(*socket)
 	if len(pos) == 1 {
-		var res result.Result
-		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(pos[0], client.JobQuery{}), nil, &res)
+		res, status, err := cl.Job(ctx, pos[0], client.JobQuery{})
 		if err != nil && status == 0 {
 			r, ok := (&spool.Spool{Root: *spoolDir}).Lookup(pos[0])
 			if !ok {

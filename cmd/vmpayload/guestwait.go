@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"time"
@@ -117,15 +116,14 @@ func (p *progress) clear() {
 func waitGuestAPI(ctx context.Context, cl *client.Client, id string, stdout, stderr io.Writer) int {
 	p := &progress{w: stderr, id: id, tty: isTerminal(stderr)}
 	for {
-		var res result.Result
-		status, err := cl.Do(ctx, http.MethodGet, client.JobPath(id, client.JobQuery{Wait: 2 * time.Second, Guest: true}), nil, &res)
-		if err != nil || status != http.StatusOK {
+		res, _, err := cl.Job(ctx, id, client.JobQuery{Wait: 2 * time.Second, Guest: true})
+		if err != nil {
 			p.clear()
 			if ctx.Err() != nil {
 				fmt.Fprintf(stderr, "vmpayload submit: timed out waiting for %s (last state %s)\n", id, p.last)
 				return exitUsage
 			}
-			fmt.Fprintf(stderr, "vmpayload submit: asking for %s: HTTP %d %v\n", id, status, err)
+			fmt.Fprintf(stderr, "vmpayload submit: asking for %s: %v\n", id, err)
 			return exitUsage
 		}
 		p.show(res)

@@ -97,3 +97,53 @@ func TestSubmitWaitGuest(t *testing.T) {
 		t.Errorf("--wait=soon: exit %d stderr %q", code, errb.String())
 	}
 }
+
+// TestAgentRefusalReachesTheUser: when the agent answers a job query with
+// an error (400, 503, …), status and both --wait modes print the agent's
+// own message, not a decoding error of its answer.
+func TestAgentRefusalReachesTheUser(t *testing.T) {
+	const msg = `"j1" is refused for this test`
+	socket := filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(map[string]string{"id": "j1"})
+	})
+	mux.HandleFunc("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	jobFile := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(jobFile, []byte(`{"version":1,"id":"j1","domain":"d1","hostname":"h"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(out, errb *bytes.Buffer) int
+	}{
+		{"status", func(out, errb *bytes.Buffer) int {
+			return runStatus(command{name: "status"}, []string{"--socket", socket, "j1"}, out, errb)
+		}},
+		{"submit --wait", func(out, errb *bytes.Buffer) int {
+			return runSubmit(command{name: "submit"}, []string{"--socket", socket, "--wait", "--timeout", "20s", jobFile}, out, errb)
+		}},
+		{"submit --wait=guest", func(out, errb *bytes.Buffer) int {
+			return runSubmit(command{name: "submit"}, []string{"--socket", socket, "--wait=guest", "--timeout", "20s", jobFile}, out, errb)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := tc.run(&out, &errb)
+			if code == exitOK || !strings.Contains(errb.String(), "400") || !strings.Contains(errb.String(), msg) || strings.Contains(errb.String(), "decoding") {
+				t.Errorf("exit %d; stderr %q: want a failure quoting the agent's 400 and %q", code, errb.String(), msg)
+			}
+		})
+	}
+}
