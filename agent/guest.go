@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/atomicfile"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
@@ -140,7 +141,7 @@ func (g *guests) saveTrack(tr guestTrack) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(g.trackPath(tr.UUID), b)
+	return atomicfile.WriteFile(g.trackPath(tr.UUID), b, 0o600, -1)
 }
 
 func (g *guests) loadTrack(uuid string) (guestTrack, bool) {
@@ -486,28 +487,6 @@ func (g *guests) waitChange() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.changed
-}
-
-// writeAtomic writes a small private file by rename.
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
 
 // WaitGuest blocks until job id is final and, when its domain got the
