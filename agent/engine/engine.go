@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -563,6 +564,12 @@ func withRecipeOnly(domainXML, recipeEl string) (string, error) {
 	if recipeEl == "" {
 		x, _, err := domxml.RemoveMetadata(domainXML, recipe.Namespace)
 		return x, err
+	}
+	// Only a document naming the recipe namespace can hold a recipe (as
+	// libvirt writes metadata back, the URI is there literally): a domain
+	// without one, the usual first job, skips a pass over its XML.
+	if !strings.Contains(domainXML, recipe.Namespace) {
+		return domxml.SetMetadata(domainXML, recipe.Namespace, recipeEl)
 	}
 	if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
 		if el, err := cur.Element(); err == nil && el == recipeEl {
