@@ -99,8 +99,13 @@ func wellFormed(s string) error {
 // checkDomain is parse's check without building the tree, for the functions
 // that only read: the input is well-formed and has exactly one root element,
 // an unprefixed <domain>.
-func checkDomain(domainXML string) error {
-	roots, root, err := scan(domainXML)
+func checkDomain(domainXML string) error { return checkDomainVisit(domainXML, nil) }
+
+// checkDomainVisit is checkDomain calling visit (unless nil) at each start
+// tag and, with start nil, at each end tag, with the elements open (the
+// one starting or ending last): a reader's single pass over the document.
+func checkDomainVisit(domainXML string, visit visitor) error {
+	roots, root, err := scanVisit(domainXML, visit)
 	if err != nil {
 		return fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
 	}
@@ -121,7 +126,12 @@ func checkDomain(domainXML string) error {
 // Token, without its namespace translation, which allocated per element and
 // was a third of the scan on every domain XML the agent handles (once per
 // job step; issue 14).
-func scan(s string) (roots int, root string, err error) {
+func scan(s string) (roots int, root string, err error) { return scanVisit(s, nil) }
+
+// visitor is told of each element of a scan (see checkDomainVisit).
+type visitor func(open []xml.Name, start *xml.StartElement)
+
+func scanVisit(s string, visit visitor) (roots int, root string, err error) {
 	dec := xml.NewDecoder(strings.NewReader(s))
 	dec.Strict = true
 	var open []xml.Name // the elements open, outermost first
@@ -146,12 +156,18 @@ func scan(s string) (roots int, root string, err error) {
 				roots++
 			}
 			open = append(open, t.Name)
+			if visit != nil {
+				visit(open, &t)
+			}
 		case xml.EndElement:
 			if len(open) == 0 {
 				return roots, root, fmt.Errorf("unexpected end element </%s>", qualified(t.Name))
 			}
 			if top := open[len(open)-1]; top != t.Name {
 				return roots, root, fmt.Errorf("element <%s> closed by </%s>", qualified(top), qualified(t.Name))
+			}
+			if visit != nil {
+				visit(open, nil)
 			}
 			open = open[:len(open)-1]
 		case xml.CharData:
