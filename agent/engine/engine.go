@@ -427,7 +427,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 		}
 		if xml != dom.InactiveXML {
-			if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+			if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 				return "", dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
 			}
 		}
@@ -535,7 +535,7 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if xml, err = withRecipe(xml, recipeEl, guest); err != nil {
 		return dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
-	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
 	}
 	e.log().Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
@@ -595,7 +595,7 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 	if x == cur.InactiveXML {
 		return nil
 	}
-	if _, err := e.Host.DefineXML(ctx, x); err != nil {
+	if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
 		return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
 	}
 	return nil
@@ -789,7 +789,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		if !removed && !chRemoved {
 			return nil
 		}
-		if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+		if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
 		}
 		return nil
@@ -830,7 +830,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if xml, _, err = domxml.RemoveGuestChannel(xml, guestreport.Channel); err != nil {
 		return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
 	}
-	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
 	}
 	if cur.Path != "" {
