@@ -50,6 +50,13 @@ func (h *heldDefine) DefineXML(ctx context.Context, xml string) (libvirtx.Domain
 	return d, err
 }
 
+// Redefine is the engine's define of an existing domain
+// (libvirtx.Redefiner): held the same way.
+func (h *heldDefine) Redefine(ctx context.Context, xml string) error {
+	_, err := h.DefineXML(ctx, xml)
+	return err
+}
+
 func (h *heldDefine) overlapped() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -105,6 +105,11 @@ func (b *bounded) DefineXML(ctx context.Context, xml string) (DomainInfo, error)
 	return call(ctx, b, "define_xml", "defining domain", func(ctx context.Context) (DomainInfo, error) { return b.h.DefineXML(ctx, xml) })
 }
 
+// Redefine implements Redefiner (the timeout is define_xml's).
+func (b *bounded) Redefine(ctx context.Context, xml string) error {
+	return call0(ctx, b, "define_xml", "defining domain", func(ctx context.Context) error { return Redefine(ctx, b.h, xml) })
+}
+
 func (b *bounded) Start(ctx context.Context, uuid string) error {
 	return call0(ctx, b, "start", "starting domain "+uuid, func(ctx context.Context) error { return b.h.Start(ctx, uuid) })
 }

@@ -659,6 +659,37 @@ func (h *LibvirtHost) DefineXML(ctx context.Context, xml string) (DomainInfo, er
 	return di, err
 }
 
+// Redefine implements Redefiner: DefineXML without reading the domain
+// back.
+func (h *LibvirtHost) Redefine(ctx context.Context, xml string) error {
+	return h.withConn(ctx, "defining domain", func(c *libvirt.Connect) error {
+		d, err := c.DomainDefineXML(xml)
+		if err != nil {
+			return err
+		}
+		_ = d.Free() // defined; a failed release changes nothing for the caller
+		return nil
+	})
+}
+
+// Redefiner is implemented by hosts that can define a domain without
+// reading it back (DefineXML returns its DomainInfo: name, UUID, state and
+// the whole inactive XML, four more calls that the redefinitions of a job
+// do not use).
+type Redefiner interface {
+	Redefine(ctx context.Context, xml string) error
+}
+
+// Redefine defines (or redefines) a domain from xml on h, through
+// Redefiner when h has it, else through DefineXML.
+func Redefine(ctx context.Context, h Host, xml string) error {
+	if r, ok := h.(Redefiner); ok {
+		return r.Redefine(ctx, xml)
+	}
+	_, err := h.DefineXML(ctx, xml)
+	return err
+}
+
 // Start implements Host.
 func (h *LibvirtHost) Start(ctx context.Context, uuid string) error {
 	return h.onDomain(ctx, "starting domain "+uuid, uuid, func(d *libvirt.Domain) error { return d.Create() })

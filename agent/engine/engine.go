@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -426,7 +427,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 		}
 		if xml != dom.InactiveXML {
-			if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+			if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 				return "", dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
 			}
 		}
@@ -534,7 +535,7 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if xml, err = withRecipe(xml, recipeEl, guest); err != nil {
 		return dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
-	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
 	}
 	e.log().Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
@@ -564,6 +565,12 @@ func withRecipeOnly(domainXML, recipeEl string) (string, error) {
 		x, _, err := domxml.RemoveMetadata(domainXML, recipe.Namespace)
 		return x, err
 	}
+	// Only a document naming the recipe namespace can hold a recipe (as
+	// libvirt writes metadata back, the URI is there literally): a domain
+	// without one, the usual first job, skips a pass over its XML.
+	if !strings.Contains(domainXML, recipe.Namespace) {
+		return domxml.SetMetadata(domainXML, recipe.Namespace, recipeEl)
+	}
 	if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
 		if el, err := cur.Element(); err == nil && el == recipeEl {
 			return domainXML, nil
@@ -588,7 +595,7 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 	if x == cur.InactiveXML {
 		return nil
 	}
-	if _, err := e.Host.DefineXML(ctx, x); err != nil {
+	if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
 		return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
 	}
 	return nil
@@ -782,7 +789,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		if !removed && !chRemoved {
 			return nil
 		}
-		if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+		if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
 		}
 		return nil
@@ -823,7 +830,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if xml, _, err = domxml.RemoveGuestChannel(xml, guestreport.Channel); err != nil {
 		return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
 	}
-	if _, err := e.Host.DefineXML(ctx, xml); err != nil {
+	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
 	}
 	if cur.Path != "" {

@@ -1,6 +1,7 @@
 package domxml
 
 import (
+	"encoding/xml"
 	"fmt"
 
 	"github.com/beevik/etree"
@@ -91,19 +92,43 @@ func HasGuestChannel(domainXML, name string) (bool, error) {
 // in a running domain's live XML ("" and false when the domain has no such
 // channel, or libvirt has not given it a path).
 func ChannelPath(liveXML, name string) (string, bool, error) {
-	_, root, err := parse(liveXML)
+	// One streaming pass (the agent reads this once per started domain):
+	// the first <devices><channel> (any prefix, as findChannels) whose
+	// first <target> is virtio named name, whose type is unix and whose
+	// first <source> has a path.
+	var (
+		path                          string
+		chType, tgtType, tgtName, src string
+		haveTarget, haveSource        bool
+	)
+	attr := func(t *xml.StartElement, key string) string {
+		for _, a := range t.Attr {
+			if a.Name.Local == key {
+				return a.Value
+			}
+		}
+		return ""
+	}
+	err := checkDomainVisit(liveXML, func(open []xml.Name, t *xml.StartElement) {
+		if path != "" || len(open) < 3 || open[1].Local != "devices" || open[2].Local != "channel" {
+			return
+		}
+		switch {
+		case len(open) == 3 && t != nil:
+			chType, tgtType, tgtName, src = attr(t, "type"), "", "", ""
+			haveTarget, haveSource = false, false
+		case len(open) == 4 && t != nil && t.Name.Local == "target" && !haveTarget:
+			haveTarget, tgtType, tgtName = true, attr(t, "type"), attr(t, "name")
+		case len(open) == 4 && t != nil && t.Name.Local == "source" && !haveSource:
+			haveSource, src = true, attr(t, "path")
+		case len(open) == 3 && t == nil:
+			if tgtType == "virtio" && tgtName == name && chType == "unix" && src != "" {
+				path = src
+			}
+		}
+	})
 	if err != nil {
 		return "", false, err
 	}
-	for _, ch := range findChannels(root, name) {
-		if ch.SelectAttrValue("type", "") != "unix" {
-			continue
-		}
-		if src := ch.SelectElement("source"); src != nil {
-			if p := src.SelectAttrValue("path", ""); p != "" {
-				return p, true, nil
-			}
-		}
-	}
-	return "", false, nil
+	return path, path != "", nil
 }
