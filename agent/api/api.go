@@ -25,6 +25,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/access"
+	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -231,13 +232,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-type apiError struct {
-	Error  string           `json:"error"`
-	Errors []job.FieldError `json:"errors,omitempty"`
-}
-
 func tooLarge(w http.ResponseWriter) {
-	writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("job document larger than %d bytes", job.MaxJobBytes),
+	writeJSON(w, http.StatusRequestEntityTooLarge, client.Answer{Error: fmt.Sprintf("job document larger than %d bytes", job.MaxJobBytes),
 		Errors: []job.FieldError{{Code: job.CodeTooLarge, Message: fmt.Sprintf("job document is larger than %d bytes", job.MaxJobBytes)}}})
 }
 
@@ -256,7 +252,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		wait.Stop()
 	case <-wait.C:
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: ErrTooManySubmits.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: ErrTooManySubmits.Error()})
 		return
 	case <-r.Context().Done():
 		wait.Stop()
@@ -277,7 +273,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			tooLarge(w)
 			return
 		}
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "reading the request body: " + err.Error()})
+		writeJSON(w, http.StatusBadRequest, client.Answer{Error: "reading the request body: " + err.Error()})
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
@@ -285,7 +281,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Fail closed: a job without a known submitter is not taken.
 		s.log().Error("refusing job: unknown client", "err", err)
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: err.Error()})
 		return
 	}
 	id, err := s.Backend.SubmitAs(body, who)
@@ -294,19 +290,19 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 		w.Header().Set("Location", "/v1/jobs/"+id)
-		writeJSON(w, http.StatusAccepted, map[string]string{"id": id, "state": string(result.StateQueued)})
+		writeJSON(w, http.StatusAccepted, client.Answer{ID: id, State: result.StateQueued})
 	case errors.As(err, &ve):
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid job", Errors: ve.Errors})
+		writeJSON(w, http.StatusBadRequest, client.Answer{Error: "invalid job", Errors: ve.Errors})
 	case errors.As(err, &fe):
-		writeJSON(w, http.StatusForbidden, apiError{Error: "forbidden", Errors: fe.Errors})
+		writeJSON(w, http.StatusForbidden, client.Answer{Error: "forbidden", Errors: fe.Errors})
 	case errors.Is(err, agent.ErrQueueFull), errors.Is(err, agent.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: err.Error()})
 	case errors.Is(err, agent.ErrDuplicate):
-		writeJSON(w, http.StatusConflict, apiError{Error: err.Error()})
+		writeJSON(w, http.StatusConflict, client.Answer{Error: err.Error()})
 	default:
 		s.log().Error("queueing job", "err", err)
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: "queueing the job failed: " + err.Error()})
+		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: "queueing the job failed: " + err.Error()})
 	}
 }
 
@@ -324,13 +320,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !job.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%q is not a job id", id)})
+		writeJSON(w, http.StatusBadRequest, client.Answer{Error: fmt.Sprintf("%q is not a job id", id)})
 		return
 	}
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
 		if err != nil || d < 0 {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("wait=%q is not a duration such as 30s", ws)})
+			writeJSON(w, http.StatusBadRequest, client.Answer{Error: fmt.Sprintf("wait=%q is not a duration such as 30s", ws)})
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), min(d, MaxWait))
@@ -344,12 +340,12 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 				wait = gw.WaitGuest
 			}
 		default:
-			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("for=%q: want job or guest", f)})
+			writeJSON(w, http.StatusBadRequest, client.Answer{Error: fmt.Sprintf("for=%q: want job or guest", f)})
 			return
 		}
 		res, ok := wait(ctx, id)
 		if !ok {
-			writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no job %q", id)})
+			writeJSON(w, http.StatusNotFound, client.Answer{Error: fmt.Sprintf("no job %q", id)})
 			return
 		}
 		writeJSON(w, http.StatusOK, res)
@@ -357,7 +353,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	res, ok := s.Backend.Job(id)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no job %q", id)})
+		writeJSON(w, http.StatusNotFound, client.Answer{Error: fmt.Sprintf("no job %q", id)})
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -366,7 +362,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: "streaming unsupported"})
+		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: "streaming unsupported"})
 		return
 	}
 	ch, cancel := s.Backend.Subscribe()

@@ -61,12 +61,14 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 func URL(path string) string { return "http://vmpayload" + path }
 
 // Answer is the agent's JSON answer to a submission or a refused request:
-// ID (and State) on 202, Error and, for 400/403, Errors otherwise.
+// ID (and State) on 202, Error and, for 400/403/413, Errors otherwise. The
+// API server writes its answers with this type, so client and server share
+// one wire shape.
 type Answer struct {
-	ID     string           `json:"id"`
+	ID     string           `json:"id,omitempty"`
 	State  result.State     `json:"state,omitempty"`
-	Error  string           `json:"error"`
-	Errors []job.FieldError `json:"errors"`
+	Error  string           `json:"error,omitempty"`
+	Errors []job.FieldError `json:"errors,omitempty"`
 }
 
 // Raw sends one request and returns the status and the body (at most
