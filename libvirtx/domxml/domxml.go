@@ -155,6 +155,16 @@ func scanVisit(s string, visit visitor) (roots int, root string, err error) {
 				}
 				roots++
 			}
+			// XML's "Unique Att Spec": libvirt's parser (libxml2) refuses
+			// an attribute given twice, and so must we (libvirtxml's
+			// decoders fail on it after an edit otherwise).
+			for i := 1; i < len(t.Attr); i++ {
+				for _, a := range t.Attr[:i] {
+					if a.Name == t.Attr[i].Name {
+						return roots, root, fmt.Errorf("attribute %s given twice in <%s>", qualified(a.Name), qualified(t.Name))
+					}
+				}
+			}
 			open = append(open, t.Name)
 			if visit != nil {
 				visit(open, &t)

@@ -59,3 +59,24 @@ func TestScanMatchesTokenCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestScanRefusesDuplicateAttributes: an attribute given twice is not
+// well-formed XML (libvirt's libxml2 refuses it); the scan refuses it by
+// name and a document without one passes (a fuzz crasher of
+// FuzzSetPayloadDrive: <address type='drive' … type='1 '/>).
+func TestScanRefusesDuplicateAttributes(t *testing.T) {
+	for _, tc := range []struct {
+		doc, want string
+	}{
+		{`<domain><devices><disk><address type='drive' bus='0' type='1'/></disk></devices></domain>`, "attribute type given twice in <address>"},
+		{`<domain a='1' a='2'/>`, "attribute a given twice in <domain>"},
+		{`<domain><metadata><v:r xmlns:v='urn:x' v:a='1' v:a='2'/></metadata></domain>`, "attribute v:a given twice"},
+		{`<domain><devices><disk><address type='drive' bus='0' target='1'/></disk></devices></domain>`, ""},
+		{`<domain><metadata><v:r xmlns:v='urn:x' v:a='1' a='2'/></metadata></domain>`, ""},
+	} {
+		_, _, err := scan(tc.doc)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("scan(%s) = %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}
