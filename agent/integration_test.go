@@ -824,10 +824,7 @@ func libvirtdPID(t testing.TB) int {
 // VMPAYLOAD_LIBVIRTD_RESTART=1 (test/agent/sandbox.sh runs it against a
 // private libvirtd).
 func TestAgentLibvirtdRestart(t *testing.T) {
-	needLibvirtd(t)
-	if os.Getenv("VMPAYLOAD_LIBVIRTD_RESTART") != "1" {
-		t.Skip("kills and restarts libvirtd: set VMPAYLOAD_LIBVIRTD_RESTART=1 (or run test/agent/sandbox.sh, which uses a private libvirtd)")
-	}
+	testenv.NeedLibvirtdRestart(t, "kills and restarts")
 	a := newAgent(t, systemURI)
 	a.start()
 	const domains, perDomain = 5, 4

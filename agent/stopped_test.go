@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 )
 
 // TestAgentLibvirtdStopped stops libvirtd (SIGSTOP, by its pid) so that it
@@ -19,10 +20,7 @@ import (
 // (test/agent/sandbox.sh -test.run TestAgentLibvirtdStopped runs it
 // against a private libvirtd).
 func TestAgentLibvirtdStopped(t *testing.T) {
-	needLibvirtd(t)
-	if os.Getenv("VMPAYLOAD_LIBVIRTD_RESTART") != "1" {
-		t.Skip("stops libvirtd: set VMPAYLOAD_LIBVIRTD_RESTART=1 (or run test/agent/sandbox.sh, which uses a private libvirtd)")
-	}
+	testenv.NeedLibvirtdRestart(t, "stops")
 	a := newAgent(t, systemURI, "--libvirt-timeout", "3s")
 	a.start()
 	name := domainName(t, "stopped")
