@@ -3,6 +3,7 @@ package cloudinit
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -72,5 +73,49 @@ func TestBigContentsPlaceholderNotUnique(t *testing.T) {
 	}
 	if _, err := big.splice(bytes.Replace(doc, []byte(cc.WriteFiles[0].Content), nil, 1)); err != nil {
 		t.Errorf("a placeholder dropped (by a user_data merge) must be fine: %v", err)
+	}
+}
+
+// TestSpliceManyContents splices many big contents, some given as base64 by
+// the job, adding up to more than parallelEncodeBytes (so they are encoded
+// on two goroutines) and to less (one), and compares the result with each
+// placeholder replaced by the standard encoder's text in quotes.
+func TestSpliceManyContents(t *testing.T) {
+	for _, count := range []int{3, 120} {
+		cc := &CloudConfig{Hostname: "h"}
+		var want []string // quoted base64 by file
+		for i := range count {
+			raw := bytes.Repeat([]byte{byte(i), '\n', 0xfe, 'x', byte(i * 7)}, (PlainContentLimit+i*97)/5+1)
+			enc := base64.StdEncoding.EncodeToString(raw)
+			wf := WriteFile{Path: fmt.Sprintf("/f%d", i), Content: string(raw)}
+			if i%3 == 1 {
+				wf.Content, wf.Encoding = enc, "b64"
+			}
+			cc.WriteFiles = append(cc.WriteFiles, wf, WriteFile{Path: fmt.Sprintf("/small%d", i), Content: "s\n"})
+			want = append(want, `"`+enc+`"`)
+		}
+		big := detachBigContents(cc, "k")
+		if got := len(big.contents); got != count {
+			t.Fatalf("%d files: %d detached", count, got)
+		}
+		doc, err := cloudConfigDoc(cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect := doc
+		for i := range count {
+			ph := []byte(fmt.Sprintf("%s%0*d", big.prefix, placeholderDigits, i))
+			if bytes.Count(expect, ph) != 1 {
+				t.Fatalf("placeholder %d found %d times", i, bytes.Count(expect, ph))
+			}
+			expect = bytes.Replace(expect, ph, []byte(want[i]), 1)
+		}
+		got, err := big.splice(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, expect) {
+			t.Errorf("%d files: the spliced document (%d bytes) differs from the reference (%d bytes)", count, len(got), len(expect))
+		}
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"hash"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -19,12 +20,13 @@ const bigHashContent = 1024
 
 // jobHashes returns the hex SHA-256 of json.Marshal(v) for each v. The jobs
 // must share their Files (the caller derives one from the other): each job
-// is encoded with a short placeholder for every big file content, and the
-// hashes are fed in step, each content JSON-encoded once (by
-// appendJSONString, into a small reused buffer) and written to every hash
-// where its placeholder stood. No job is encoded into one buffer holding
+// is encoded with a short placeholder for every big file content, and each
+// hash is fed the job's text with every content JSON-encoded (by
+// appendJSONString, into a small reused buffer) where its placeholder
+// stood. No job is encoded into one buffer holding
 // megabytes (issue 14: the two whole-job encodings were 38 % of a large
-// job's render). The result is the same as hashing json.Marshal(v)
+// job's render). With that much content the jobs are hashed concurrently.
+// The result is the same as hashing json.Marshal(v)
 // (TestJobHashesAreMarshalHashes).
 func jobHashes(vs ...job.Job) ([]string, error) {
 	if len(vs) == 0 {
@@ -51,7 +53,6 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 		big, placeholders = append(big, i), append(placeholders, []byte(`"`+ph+`"`))
 	}
 	docs := make([][]byte, len(vs))
-	hashes := make([]hash.Hash, len(vs))
 	for k, v := range vs {
 		if light != nil {
 			v.Files = light
@@ -60,30 +61,54 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("deriving the content hash: %w", err)
 		}
-		docs[k], hashes[k] = doc, sha256.New()
+		docs[k] = doc
 	}
-	// the placeholders stand in every doc in the files' order
-	var e []byte
-	for n, q := range placeholders {
-		for k, doc := range docs {
-			at := bytes.Index(doc, q)
-			if at < 0 {
-				return nil, fmt.Errorf("deriving the content hash: file content placeholder %d not found", n)
-			}
-			hashes[k].Write(doc[:at])
-			docs[k] = doc[at+len(q):]
-		}
-		e = appendJSONString(e[:0], files[big[n]].Content)
-		for _, h := range hashes {
-			h.Write(e)
-		}
+	bigBytes := 0
+	for _, i := range big {
+		bigBytes += len(files[i].Content)
 	}
 	out := make([]string, len(vs))
-	for k, h := range hashes {
-		h.Write(docs[k])
-		out[k] = hex.EncodeToString(h.Sum(nil))
+	errs := make([]error, len(vs))
+	if len(vs) == 1 || bigBytes < parallelHashBytes {
+		for k, doc := range docs {
+			out[k], errs[k] = spliceHash(doc, files, big, placeholders)
+		}
+		return out, errors.Join(errs...)
 	}
-	return out, nil
+	// Each job's hash in its own goroutine: on a job with megabytes of
+	// file content the SHA-256 streams are most of the render, and they
+	// are independent (each encodes the contents itself, into its own
+	// small buffer, rather than sharing one encoding held in memory).
+	var wg sync.WaitGroup
+	for k, doc := range docs {
+		wg.Go(func() { out[k], errs[k] = spliceHash(doc, files, big, placeholders) })
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// parallelHashBytes is the total size of big file contents from which
+// jobHashes hashes the jobs concurrently: below it a goroutine's start and
+// hand-over cost more than the hashing they share out.
+const parallelHashBytes = 256 << 10
+
+// spliceHash returns the hex SHA-256 of doc with each placeholder (in
+// order) replaced by the JSON encoding of the content of files[big[n]].
+func spliceHash(doc []byte, files []job.File, big []int, placeholders [][]byte) (string, error) {
+	h := sha256.New()
+	var e []byte
+	for n, q := range placeholders {
+		at := bytes.Index(doc, q)
+		if at < 0 {
+			return "", fmt.Errorf("deriving the content hash: file content placeholder %d not found", n)
+		}
+		h.Write(doc[:at])
+		doc = doc[at+len(q):]
+		e = appendJSONString(e[:0], files[big[n]].Content)
+		h.Write(e)
+	}
+	h.Write(doc)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // appendJSONString appends s as encoding/json writes a string (json.Marshal:
