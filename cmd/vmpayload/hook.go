@@ -84,6 +84,7 @@ func runHook(c command, args []string, _ io.Writer, stderr io.Writer) int {
 	if !isHookOp(op, subop) {
 		return exitOK // stdin is not read: the packaged script drains it
 	}
+	oneShotGC() // a hook process rebuilds at most one image and exits
 
 	path := *cfgPath
 	if path == "" {
