@@ -5,7 +5,8 @@
 # test/deps.sh (hyperfine, cloud-image-utils, genisoimage are in its list).
 #
 # Sections: build (in-process vs `vmpayload build` vs cloud-localds vs
-# genisoimage), proc (process start: `vmpayload version` and `build` of the
+# genisoimage), proc (process start: two Go floor programs (test/bench/floor,
+# with and without cgo), `vmpayload version` and `build` of the
 # typical and large jobs vs /bin/true, cloud-localds, genisoimage), burst
 # (1000 jobs, libvirt test driver), idle (60 s), real
 # (qemu:///system domain vs `virsh start`), hook (the libvirt qemu hook's paths vs

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -31,8 +32,13 @@ func procBench(bin, work string, rounds int) (procResult, error) {
 	var pr procResult
 	pr.variants = []procVariant{
 		{"floor: `/bin/true`", []string{"/bin/true"}},
-		{"`vmpayload version`", []string{bin, "version"}},
 	}
+	floors, err := buildFloors(work)
+	if err != nil {
+		return pr, fmt.Errorf("process bench: %w", err)
+	}
+	pr.variants = append(pr.variants, floors...)
+	pr.variants = append(pr.variants, procVariant{"`vmpayload version`", []string{bin, "version"}})
 	for _, size := range []string{"typical", "large"} {
 		c, err := prepareCase(work, "proc", size, "nocloud")
 		if err != nil {
@@ -66,6 +72,32 @@ func procBench(bin, work string, rounds int) (procResult, error) {
 	return pr, nil
 }
 
+// Names of the Go floors in the process table.
+const (
+	floorNoCgo = "floor: Go program, no cgo (static)"
+	floorCgo   = "floor: Go program with cgo (libc, one C call)"
+)
+
+// buildFloors builds the two Go floor programs (test/bench/floor) into work:
+// what any Go binary, and any cgo one such as vmpayload, costs to start and
+// exit on this machine before it does any work.
+func buildFloors(work string) ([]procVariant, error) {
+	var vs []procVariant
+	for _, f := range []struct{ name, pkg, cgo string }{
+		{floorNoCgo, "./test/bench/floor/nocgo", "0"},
+		{floorCgo, "./test/bench/floor/cgo", "1"},
+	} {
+		out := filepath.Join(work, filepath.Base(f.pkg)+"-floor")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, f.pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+f.cgo)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building %s: %w\n%s", f.pkg, err, o)
+		}
+		vs = append(vs, procVariant{f.name, []string{out}})
+	}
+	return vs, nil
+}
+
 func writeProc(w io.Writer, pr procResult) {
 	fmt.Fprintf(w, "### Process start and `vmpayload build` as a process (ms)\n\n")
 	fmt.Fprintf(w, "%d rounds, every command once per round in rotated order, started from Go; load average at the end: %s.\n\n", len(pr.samples[0]), pr.loadEnd)
@@ -81,6 +113,9 @@ func writeProc(w io.Writer, pr procResult) {
 	}
 	fmt.Fprintf(w, "\n| ratio (median / min) | value | goal |\n|---|--:|---|\n")
 	fmt.Fprintf(w, "| `vmpayload version` ÷ `/bin/true` | %s | `version` ≤ 3 ms |\n", both(byName["`vmpayload version`"], byName["floor: `/bin/true`"]))
+	fmt.Fprintf(w, "| `vmpayload version` ÷ cgo floor | %s | |\n", both(byName["`vmpayload version`"], byName[floorCgo]))
+	fmt.Fprintf(w, "| cloud-localds, typical ÷ cgo floor: the most any cgo binary could reach | %s | |\n", both(byName["cloud-localds, typical"], byName[floorCgo]))
+	fmt.Fprintf(w, "| cloud-localds, typical ÷ no-cgo floor: the most any Go binary could reach | %s | |\n", both(byName["cloud-localds, typical"], byName[floorNoCgo]))
 	for _, size := range []string{"typical", "large"} {
 		build := byName["`vmpayload build`, "+size]
 		goal := "≥ 10×"
