@@ -14,6 +14,7 @@ import (
 
 // burstResult is what the burst benchmark measured.
 type burstResult struct {
+	layout                   string // where the images went
 	jobs, done, failed, lost int
 	firstError               string
 	wall                     time.Duration // drop -> last finished_at
@@ -46,20 +47,46 @@ func nodeXML(n int) string {
 	return b.String()
 }
 
+// Burst layouts: where the payload images go. The spool is always on the
+// work directory's (disk) file system.
+const (
+	// layoutTmpfs is the installed layout: the payload directory
+	// /run/payload is on the tmpfs systemd mounts at /run (here /dev/shm).
+	layoutTmpfs = "images on tmpfs (as /run/payload), spool on disk"
+	// layoutDisk puts the images on the disk as well.
+	layoutDisk = "images and spool on disk"
+)
+
 // burst drops n typical start jobs (one per domain) into the spool of the
 // agent binary running on a test-driver node file with n stopped domains,
-// all at once, and waits for every result.
-func burst(bin, work string, n, workers int) (burstResult, error) {
-	br := burstResult{jobs: n}
-	dir := filepath.Join(work, "burst")
-	if err := os.MkdirAll(dir, 0o711); err != nil {
+// all at once, and waits for every result. layout says where the images
+// go (layoutTmpfs or layoutDisk); the peer writes its images there too.
+func burst(bin, work string, n, workers int, layout string) (burstResult, error) {
+	br := burstResult{jobs: n, layout: layout}
+	dir, err := os.MkdirTemp(work, "burst-")
+	if err != nil {
 		return br, err
 	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return br, err
+	}
+	defer os.RemoveAll(dir)
 	node := filepath.Join(dir, "node.xml")
 	if err := os.WriteFile(node, []byte(nodeXML(n)), 0o644); err != nil {
 		return br, err
 	}
-	a, err := startAgent(bin, "test://"+node, dir, "--workers", fmt.Sprint(workers), "--log-level", "info")
+	args := []string{"--workers", fmt.Sprint(workers), "--log-level", "info"}
+	imgDir := filepath.Join(dir, "payload")
+	if layout == layoutTmpfs {
+		tmp, err := os.MkdirTemp(shmDir, "vmpayload-burst-")
+		if err != nil {
+			return br, fmt.Errorf("burst: payload directory on tmpfs: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		imgDir = filepath.Join(tmp, "payload")
+		args = append(args, "--payload-dir", imgDir)
+	}
+	a, err := startAgent(bin, "test://"+node, dir, args...)
 	if err != nil {
 		return br, err
 	}
@@ -151,9 +178,9 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return br, err
 	}
-	imgs, _ := filepath.Glob(filepath.Join(a.PayloadDir, "*.iso"))
+	imgs, _ := filepath.Glob(filepath.Join(imgDir, "*.iso"))
 	if len(imgs) == 0 {
-		return br, fmt.Errorf("burst: no images in %s", a.PayloadDir)
+		return br, fmt.Errorf("burst: no images in %s", imgDir)
 	}
 	// Extract one image's files as the peer's input: all jobs are the same size.
 	for _, name := range []string{"user-data", "meta-data", "network-config"} {
@@ -176,7 +203,7 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				out := filepath.Join(dir, fmt.Sprintf("peer-%d.iso", w))
+				out := filepath.Join(filepath.Dir(imgs[0]), fmt.Sprintf("peer-%d.iso", w))
 				cmd := exec.Command("genisoimage", "-quiet", "-o", out, "-J", "-r", "-V", "cidata", src)
 				if o, err := cmd.CombinedOutput(); err != nil {
 					peerErr.Store(fmt.Errorf("genisoimage: %w: %s", err, o))
@@ -194,6 +221,9 @@ func burst(bin, work string, n, workers int) (burstResult, error) {
 	}
 	return br, nil
 }
+
+// shmDir is the tmpfs the tmpfs layout puts its images on.
+const shmDir = "/dev/shm"
 
 func countResults(ents []os.DirEntry) int {
 	n := 0

@@ -36,7 +36,7 @@ func main() {
 	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
 	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
 	hookRounds := flag.Int("hook-rounds", 100, "hook: rounds (each runs every path once)")
-	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) into this directory")
+	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) of the first layout (images on tmpfs) into this directory")
 	flag.Parse()
 
 	if *work == "" {
@@ -81,19 +81,23 @@ func main() {
 		writeProc(&rep, pr)
 	}
 	if want["burst"] {
-		progress("burst: %d jobs, %d workers", *jobs, *workers)
-		if *profile != "" {
-			if err := os.MkdirAll(*profile, 0o755); err != nil {
+		var runs []burstResult
+		for k, layout := range []string{layoutTmpfs, layoutDisk} {
+			progress("burst: %d jobs, %d workers, %s", *jobs, *workers, layout)
+			if *profile != "" && k == 0 {
+				if err := os.MkdirAll(*profile, 0o755); err != nil {
+					fatal(err)
+				}
+				os.Setenv("VMPAYLOAD_PPROF_DIR", *profile)
+			}
+			br, err := burst(*bin, *work, *jobs, *workers, layout)
+			os.Unsetenv("VMPAYLOAD_PPROF_DIR")
+			if err != nil {
 				fatal(err)
 			}
-			os.Setenv("VMPAYLOAD_PPROF_DIR", *profile)
+			runs = append(runs, br)
 		}
-		br, err := burst(*bin, *work, *jobs, *workers)
-		os.Unsetenv("VMPAYLOAD_PPROF_DIR")
-		if err != nil {
-			fatal(err)
-		}
-		writeBurst(&rep, br)
+		writeBurst(&rep, runs)
 	}
 	haveLibvirtd := exec.Command("virsh", "-q", "-c", realURI, "version").Run() == nil
 	if want["idle"] {
@@ -216,19 +220,25 @@ func writeBuild(w io.Writer, rows []buildRow) {
 	}
 }
 
-func writeBurst(w io.Writer, b burstResult) {
-	fmt.Fprintf(w, "### Agent burst: %d start jobs dropped at once (test driver, %d stopped domains, %d workers)\n\n", b.jobs, b.jobs, b.peerWorkers)
-	tput := 0.0
-	if b.wall > 0 {
-		tput = float64(b.done+b.failed) / b.wall.Seconds()
+func writeBurst(w io.Writer, runs []burstResult) {
+	b0 := runs[0]
+	fmt.Fprintf(w, "### Agent burst: %d start jobs dropped at once (test driver, %d stopped domains, %d workers)\n\n", b0.jobs, b0.jobs, b0.peerWorkers)
+	fmt.Fprintf(w, "| layout | wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | done / failed / lost | agent CPU (user+sys) | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b0.jobs, b0.peerWorkers)
+	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, b := range runs {
+		tput := 0.0
+		if b.wall > 0 {
+			tput = float64(b.done+b.failed) / b.wall.Seconds()
+		}
+		fmt.Fprintf(w, "| %s | %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %d / %d / %d | %s ms | %s / %s ms | %s / %s |\n", b.layout, ms(b.wall), tput,
+			ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), b.done, b.failed, b.lost, ms(b.cpu),
+			ms(b.peer), ms(b.peerCPU), ratio(b.peer, b.wall), ratio(b.peerCPU, b.cpu))
 	}
-	fmt.Fprintf(w, "| wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | done / failed / lost | agent CPU (user+sys) | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b.jobs, b.peerWorkers)
-	fmt.Fprintf(w, "|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	fmt.Fprintf(w, "| %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %d / %d / %d | %s ms | %s / %s ms | %s / %s |\n\n", ms(b.wall), tput,
-		ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), b.done, b.failed, b.lost, ms(b.cpu),
-		ms(b.peer), ms(b.peerCPU), ratio(b.peer, b.wall), ratio(b.peerCPU, b.cpu))
-	if b.firstError != "" {
-		fmt.Fprintf(w, "First failure: `%s`\n\n", b.firstError)
+	fmt.Fprintln(w)
+	for _, b := range runs {
+		if b.firstError != "" {
+			fmt.Fprintf(w, "First failure (%s): `%s`\n\n", b.layout, b.firstError)
+		}
 	}
 }
 
