@@ -295,13 +295,48 @@ func randomSpec(r *rand.Rand) Spec {
 	return spec
 }
 
+// hasCollision reports whether two entries (files or directories) of a
+// directory of spec share an ISO short name before renumbering.
+func hasCollision(spec Spec) bool {
+	seen := map[string]bool{}
+	add := func(p string, dir bool) bool {
+		parent, base := ".", p
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			parent, base = p[:i], p[i+1:]
+		}
+		n := &isoNode{name: base, isDir: dir}
+		n.short, n.ext = isoShortName(base)
+		if dir {
+			n.ext = ""
+		}
+		k := parent + "/" + n.collisionKey()
+		if seen[k] {
+			return true
+		}
+		seen[k] = true
+		return false
+	}
+	dirs, _ := validateSpec(spec)
+	for _, d := range dirs {
+		if add(d, true) {
+			return true
+		}
+	}
+	for _, e := range spec.Entries {
+		if add(e.Path, false) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 	n := 2000
 	if testing.Short() {
 		n = 200
 	}
 	r := rand.New(rand.NewPCG(14, 2026))
-	fallbacks := 0
+	fallbacks, collisions := 0, 0
 	for i := range n {
 		spec := randomSpec(r)
 		if _, err := validateSpec(spec); err != nil {
@@ -310,6 +345,9 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 		if !sameAsDiskfs(t, spec) {
 			fallbacks++
 		}
+		if hasCollision(spec) {
+			collisions++
+		}
 		if t.Failed() {
 			t.Fatalf("random spec %d failed", i)
 		}
@@ -317,18 +355,23 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 	if fallbacks > n/20 {
 		t.Errorf("%d of %d random specs fell back to go-diskfs", fallbacks, n)
 	}
-	t.Logf("%d of %d random specs outside the in-memory class", fallbacks, n)
+	if collisions < n/20 {
+		t.Errorf("only %d of %d random specs have colliding short names; the draw no longer exercises renumbering", collisions, n)
+	}
+	t.Logf("%d of %d random specs outside the in-memory class, %d with colliding short names", fallbacks, n, collisions)
 }
 
-// FuzzLayoutISO compares the in-memory writer with go-diskfs on specs built
-// from the fuzzer's bytes.
+// FuzzLayoutISO compares the in-memory writer with go-diskfs on a random
+// spec drawn from seed plus one entry whose path and size the fuzzer picks.
 func FuzzLayoutISO(f *testing.F) {
-	f.Add(uint64(1), uint64(2))
-	f.Add(uint64(14), uint64(2026))
-	f.Fuzz(func(t *testing.T, a, b uint64) {
-		spec := randomSpec(rand.New(rand.NewPCG(a, b)))
-		if _, err := validateSpec(spec); err != nil {
-			return
+	f.Add(uint64(1), "meta-data", uint16(0))
+	f.Add(uint64(2026), "openstack/latest/vendor_data2.json", uint16(2048))
+	f.Add(uint64(14), "a.b.c/D~E", uint16(4097))
+	f.Fuzz(func(t *testing.T, seed uint64, path string, size uint16) {
+		spec := randomSpec(rand.New(rand.NewPCG(seed, 14)))
+		extra := append(spec.Entries, Entry{Path: path, Data: bytes.Repeat([]byte{'z'}, int(size))})
+		if _, err := validateSpec(Spec{spec.Media, spec.Label, extra}); err == nil {
+			spec.Entries = extra
 		}
 		sameAsDiskfs(t, spec)
 	})
