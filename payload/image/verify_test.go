@@ -55,10 +55,10 @@ func TestReadBack(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			sum, err := readBack(p, img)
+			err := readBack(p, img)
 			if tc.wantErr == "" {
-				if err != nil || sum != sha256Hex(img) {
-					t.Fatalf("readBack = %q, %v; want %q", sum, err, sha256Hex(img))
+				if err != nil {
+					t.Fatalf("readBack: %v", err)
 				}
 				return
 			}

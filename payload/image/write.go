@@ -67,8 +67,17 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}
+	// The image's SHA-256 is computed on a second goroutine while the file
+	// is written and read back; readBack proves the file holds these bytes.
+	sumDone := make(chan struct{})
+	var sum string
+	go func() {
+		sum = sha256Hex(img)
+		close(sumDone)
+	}()
+	imageSum := func() string { <-sumDone; return sum }
 	if opt.ExpectSHA256 != "" {
-		if got := sha256Hex(img); got != opt.ExpectSHA256 {
+		if got := imageSum(); got != opt.ExpectSHA256 {
 			return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s, expected %s", ErrChecksum, spec.Media, out, got, opt.ExpectSHA256)
 		}
 	}
@@ -96,9 +105,10 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 		return Info{}, fmt.Errorf("sync temporary image: %w", err)
 	}
 
-	if info.SHA256, err = readBack(tmp.Name(), img); err != nil {
+	if err := readBack(tmp.Name(), img); err != nil {
 		return Info{}, err
 	}
+	info.SHA256 = imageSum()
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}
