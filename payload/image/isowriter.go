@@ -381,8 +381,7 @@ func recordLen(n, suspLen int) int {
 	return l + l%2
 }
 
-// suspLenOf is the length of the System Use entries of c's record in its
-// parent.
+// childRecordLen is the length of c's directory record in its parent.
 func childRecordLen(c *isoNode) int {
 	return recordLen(len(c.isoName()), suspPXLen+suspTFLen+5+len(c.name))
 }
@@ -437,8 +436,8 @@ func putBoth16(b []byte, v uint16) {
 	binary.BigEndian.PutUint16(b[2:], v)
 }
 
-// record writes a directory record at b (which is at least its length long)
-// and returns its length.
+// record writes the fixed part and name of a directory record of recLen
+// bytes at b.
 func (w *isoWriter) record(b []byte, loc, size uint32, dir bool, name []byte, recLen int) {
 	b[0] = byte(recLen)
 	putBoth32(b[2:], loc)
