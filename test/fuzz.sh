@@ -21,6 +21,7 @@ targets=(
 	"./payload/internal/cloudinit FuzzRender"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
+	"./payload/image FuzzLayoutISO"
 	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzCheckDomain"
 	"./payload/job FuzzScanTree"

@@ -84,7 +84,9 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 			is: []error{syscall.ENOSPC},
 		},
 		{
-			name: "workspace disk full", spec: Spec{MediaISO, "cidata", append(cidataEntries(), Entry{"big", bigData(256 << 10)})},
+			// only the go-diskfs fallback (interacting short-name
+			// collisions, see layoutISO) uses a workspace
+			name: "workspace disk full", spec: Spec{MediaISO, "cidata", append(fallbackEntries(), Entry{"big", bigData(256 << 10)})},
 			tmpFn: func(t *testing.T) string { return mountTmpfs(t, "size=64k") },
 			is:    []error{syscall.ENOSPC},
 		},
@@ -220,5 +222,34 @@ func TestWriteRefusesNonRegularOutput(t *testing.T) {
 				t.Fatalf("temporary files left: %v", m)
 			}
 		})
+	}
+}
+
+// fallbackEntries is a cidata tree the in-memory ISO writer leaves to
+// go-diskfs: two groups of colliding short names that could take each
+// other's renumbered names.
+func fallbackEntries() []Entry {
+	return append(cidataEntries(), Entry{"abcdefgh1", nil}, Entry{"abcdefgh2", nil}, Entry{"abcdefg0", nil}, Entry{"abcdefg0x", nil})
+}
+
+// The in-memory ISO writer needs no workspace: a full TMPDIR does not
+// matter and nothing is created there.
+func TestWriteISONeedsNoWorkspace(t *testing.T) {
+	tmpdir := mountTmpfs(t, "size=4k")
+	t.Setenv("TMPDIR", tmpdir)
+	if err := os.WriteFile(filepath.Join(tmpdir, "fill"), make([]byte, 4096), 0o600); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatal(err)
+	}
+	before := dirNames(t, tmpdir)
+	spec := Spec{MediaISO, "cidata", append(cidataEntries(), Entry{"big", bigData(256 << 10)})}
+	out := filepath.Join(t.TempDir(), "payload.img")
+	if _, err := Write(context.Background(), spec, out, Options{GID: -1}); err != nil {
+		t.Fatalf("Write with a full TMPDIR: %v", err)
+	}
+	if got := dirNames(t, tmpdir); !slices.Equal(got, before) {
+		t.Errorf("TMPDIR changed from %v to %v", before, got)
+	}
+	if _, fallback := layoutOrFallback(t, Spec{MediaISO, "cidata", fallbackEntries()}); !fallback {
+		t.Error("fallbackEntries no longer reach the go-diskfs fallback; the workspace disk full case tests nothing")
 	}
 }

@@ -2,23 +2,33 @@
 // cloud-init documents to a guest: ISO9660 with Rock Ridge (optionally Joliet) or
 // vfat (FAT12), labelled "cidata" (NoCloud) or "config-2" (OpenStack config drive).
 //
-// Images are built in memory with github.com/diskfs/go-diskfs, written to a
-// temporary file next to the destination, fsynced, read back and verified, and
-// only then renamed into place. On any error nothing is left behind.
+// Images are built in memory, checked against the spec, written to a
+// temporary file next to the destination, fsynced, read back and compared
+// with the built image, and only then renamed into place. On any error
+// nothing is left behind. ISO images are laid out by the package's own
+// writer (isowriter.go), which produces exactly the bytes go-diskfs v1.9.4
+// plus normalizeISO produced before it (recipes record image hashes); a
+// rare class of specs whose ISO short names collide in a way go-diskfs
+// resolves in map order is still built with go-diskfs. vfat images are built
+// with github.com/diskfs/go-diskfs. Verification (verify.go) walks the
+// in-memory image with a reader independent of the writer (label, file list,
+// every file's bytes) and compares the file read back with it byte for byte.
 //
 // Choices made here (see also docs in the functions):
 //   - ISO images always carry Rock Ridge (what Linux cloud-init needs to see
 //     long lowercase names). Joliet is added only when every entry sits in the
 //     root directory (the cidata layout): go-diskfs v1.9.4 writes a wrong Joliet
 //     tree for nested directories, so config-2 images are Rock Ridge only.
-//   - Files in ISO images get mode 0444 and directories 0555 (owner = builder),
+//   - Files in ISO images get mode 0444 and directories 0555 (owner 0:0),
 //     so any guest user can read them.
 //   - vfat images are FAT12 sized from the content (minimum 1 MiB), which keeps
 //     the FAT type consistent with the cluster count as every FAT reader expects.
 //   - Output is byte-for-byte reproducible: the same Spec gives the same
 //     image on any host at any time (a rebuild from a recipe relies on it,
-//     see package recipe). go-diskfs stamps the ISO volume descriptors with
-//     time.Now(), Rock Ridge PX/TF entries with the workspace's owner, link
+//     see package recipe). The ISO writer writes the values below directly.
+//     For vfat (and the ISO fallback) go-diskfs stamps the ISO volume
+//     descriptors with time.Now(), Rock Ridge PX/TF entries with the
+//     workspace's owner, link
 //     counts and inode times, and FAT directory entries with the current time
 //     (or SOURCE_DATE_EPOCH); none of that can be passed in, so the finished
 //     image is normalised in place (normalize.go): every date becomes Stamp's
@@ -28,10 +38,10 @@
 //     "not specified", and the FAT volume serial the content hash's. A
 //     content-derived time rather than one fixed epoch keeps blkid's UUID (the
 //     ISO modification date, the FAT serial) distinct for distinct contents.
-//     Entries are written in a deterministic order (go-diskfs walks the
-//     workspace sorted; FAT entries in Spec order). The wall clock, time
-//     zone, builder's uid/gid, umask, workspace file system and
-//     SOURCE_DATE_EPOCH play no part.
+//     Entries are written in a deterministic order (the ISO layout of
+//     go-diskfs's sorted workspace walk; FAT entries in Spec order). The
+//     wall clock, time zone, builder's uid/gid, umask, workspace file system
+//     and SOURCE_DATE_EPOCH play no part.
 package image
 
 import (

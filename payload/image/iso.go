@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
@@ -24,11 +25,34 @@ const (
 	workspacePrefx = "vmpayload-iso-"
 )
 
-// buildISO renders spec into an ISO9660 image in memory and returns its bytes.
+// buildISO renders spec into an ISO9660 image in memory and returns its
+// bytes. The in-memory writer (layoutISO) handles every spec but one rare
+// class (colliding ISO short names whose renumbering could interact), which
+// goes to buildISODiskfs; both give the same bytes. The content stamp is
+// hashed on a second goroutine while the image is laid out.
+func buildISO(ctx context.Context, spec Spec, dirs []string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("build iso: %w", err)
+	}
+	stampc := make(chan time.Time, 1)
+	go func() {
+		t, _ := Stamp(spec)
+		stampc <- t
+	}()
+	img, ok, err := layoutISO(spec, dirs, func() time.Time { return <-stampc })
+	if !ok {
+		return buildISODiskfs(ctx, spec, dirs)
+	}
+	return img, err
+}
+
+// buildISODiskfs renders spec into an ISO9660 image with go-diskfs and
+// normalizeISO and returns its bytes: the fallback of buildISO and, in
+// tests, the oracle the in-memory writer is compared with byte for byte.
 // go-diskfs needs a workspace directory holding the tree; we create it ourselves
 // under workspaceParent(), so we can set modes and always remove it. It
 // holds a copy of the content (at most MaxContentBytes) while the build runs.
-func buildISO(ctx context.Context, spec Spec, dirs []string) (img []byte, err error) {
+func buildISODiskfs(ctx context.Context, spec Spec, dirs []string) (img []byte, err error) {
 	ws, err := os.MkdirTemp(workspaceParent(), workspacePrefx)
 	if err != nil {
 		return nil, fmt.Errorf("create iso workspace: %w", err)

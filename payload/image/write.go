@@ -1,15 +1,12 @@
 package image
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/vmpayload/vmpayload/internal/atomicfile"
 )
@@ -19,11 +16,14 @@ const tempPattern = ".vmpayload-image-*.tmp"
 
 // Write builds the image described by spec and places it at out.
 //
-// The image is built in memory, written to a temporary file in
+// The image is built in memory and checked (label, file list and every
+// file's bytes, see checkImage), written to a temporary file in
 // filepath.Dir(out) with opt.Mode and opt.GID applied, fsynced, read back and
-// checked (label, file list and every file's bytes), then renamed to out and
-// the directory fsynced (both fsyncs are skipped with opt.NoSync). On any error nothing is left behind: no temporary file
-// and no go-diskfs workspace; an existing out is left untouched.
+// compared with the built image byte for byte (readBack), then renamed to out
+// and the directory fsynced (both fsyncs are skipped with opt.NoSync). A
+// failed check wraps ErrVerify. On any error nothing is left behind: no
+// temporary file and no go-diskfs workspace; an existing out is left
+// untouched.
 //
 // Input problems wrap ErrInvalidSpec (and ErrTooLarge for oversized content);
 // I/O failures wrap the underlying *fs.PathError, so errors.Is(err,
@@ -60,11 +60,24 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	if err != nil {
 		return Info{}, fmt.Errorf("build %s image for %s: %w", spec.Media, out, err)
 	}
+	info, err := checkImage(img, spec)
+	if err != nil {
+		return Info{}, fmt.Errorf("check %s image for %s: %w", spec.Media, out, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}
+	// The image's SHA-256 is computed on a second goroutine while the file
+	// is written and read back; readBack proves the file holds these bytes.
+	sumDone := make(chan struct{})
+	var sum string
+	go func() {
+		sum = sha256Hex(img)
+		close(sumDone)
+	}()
+	imageSum := func() string { <-sumDone; return sum }
 	if opt.ExpectSHA256 != "" {
-		if got := sha256Hex(img); got != opt.ExpectSHA256 {
+		if got := imageSum(); got != opt.ExpectSHA256 {
 			return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s, expected %s", ErrChecksum, spec.Media, out, got, opt.ExpectSHA256)
 		}
 	}
@@ -92,10 +105,10 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 		return Info{}, fmt.Errorf("sync temporary image: %w", err)
 	}
 
-	info, err := verify(tmp.Name(), spec)
-	if err != nil {
+	if err := readBack(tmp.Name(), img); err != nil {
 		return Info{}, err
 	}
+	info.SHA256 = imageSum()
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}
@@ -109,60 +122,6 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	if err := atomicfile.SyncDir(dir); err != nil {
 		// The image is in place and complete; only its durability is unknown.
 		return Info{}, err
-	}
-	return info, nil
-}
-
-// verify reads the written image back with our own reader and compares it to
-// spec. It reads the file once, into memory, for the description and the
-// file contents (parsing an ISO's directory tree is most of a read-back's
-// cost).
-func verify(p string, spec Spec) (Info, error) {
-	// one read of the whole file (it is at most maxImageBytes: we just
-	// wrote it) instead of a read per directory record
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
-	}
-	r, err := newReader(&memFile{buf: data, max: int64(len(data))}, p)
-	if err != nil {
-		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
-	}
-	defer r.close()
-	info, err := r.inspect(p)
-	if err != nil {
-		return Info{}, fmt.Errorf("%w: read back: %w", ErrVerify, err)
-	}
-	wantType := FSTypeISO9660
-	if spec.Media == MediaVFAT {
-		wantType = FSTypeVFAT
-	}
-	if info.FSType != wantType {
-		return Info{}, fmt.Errorf("%w: filesystem type %q, want %q", ErrVerify, info.FSType, wantType)
-	}
-	if info.Label != spec.Label {
-		return Info{}, fmt.Errorf("%w: label %q, want %q", ErrVerify, info.Label, spec.Label)
-	}
-	want := make([]string, 0, len(spec.Entries))
-	for _, e := range spec.Entries {
-		want = append(want, e.Path)
-	}
-	slices.Sort(want)
-	got := make([]string, 0, len(info.Files))
-	for _, f := range info.Files {
-		got = append(got, f.Path)
-	}
-	if !slices.Equal(got, want) {
-		return Info{}, fmt.Errorf("%w: files [%s], want [%s]", ErrVerify, strings.Join(got, " "), strings.Join(want, " "))
-	}
-	for _, e := range spec.Entries {
-		b, err := r.readFile(e.Path)
-		if err != nil {
-			return Info{}, fmt.Errorf("%w: read %q: %w", ErrVerify, e.Path, err)
-		}
-		if !bytes.Equal(b, e.Data) {
-			return Info{}, fmt.Errorf("%w: %q has %d bytes that differ from the %d requested", ErrVerify, e.Path, len(b), len(e.Data))
-		}
 	}
 	return info, nil
 }

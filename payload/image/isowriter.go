@@ -1,0 +1,645 @@
+package image
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The in-memory ISO 9660 writer (issue 14).
+//
+// layoutISO lays an image out directly in one []byte, with no workspace
+// directory and no go-diskfs, and produces exactly the bytes that go-diskfs
+// v1.9.4 (Finalize with Rock Ridge, Joliet when every entry is in the root)
+// followed by normalizeISO produce for the same Spec: durable recipes record
+// an image's SHA-256 and a rebuild must give the same bytes
+// (docs/durability.md), so the layout below reproduces go-diskfs's, including
+// its oddities. The facts it relies on, learnt from go-diskfs's
+// filesystem/iso9660 finalize code:
+//
+//   - Blocks 0-15 are zero; the primary volume descriptor is block 16, the
+//     Joliet supplementary one (if any) 17, then the terminator. Directory
+//     extents start right after, in this order: the root, then every other
+//     directory depth first with siblings sorted by their ISO name; each
+//     directory's Rock Ridge continuation blocks follow its extent (only the
+//     root has one: its "." record carries SP, PX, TF and a CE pointing at the
+//     ER entry). Then the L and M path tables (breadth first, siblings by ISO
+//     name), the file extents (directory by directory in the same depth-first
+//     order, each directory's files sorted by ISO name; an empty file takes no
+//     block and shares the next one's location), and with Joliet the Joliet
+//     root directory and its two path tables.
+//   - ISO names are 8.3: the part before the first dot upper-cased, every
+//     character outside A-Z0-9_ replaced by '_', cut to 8, the rest to 3;
+//     files get ".EXT;1" (also with an empty extension), directories the bare
+//     short name. Names that collide in a directory (files by "NAME.EXT",
+//     directories by "NAME") are renumbered in walk order (NAME cut to 8-d
+//     characters plus d digits, skipping names already taken).
+//   - Directory records are in raw-name order (the workspace walk), not in ISO
+//     name order. A record never crosses a block boundary: one that would
+//     reach or pass the boundary starts the next block. The recorded extent
+//     size is the unpadded size.
+//   - Records carry PX (44 bytes with the walk's serial number), TF (modify,
+//     access, attribute times, short form) and NM (the raw name); "." and ".."
+//     no NM. Joliet records carry the raw name in UCS-2 and no SUSP.
+//   - Volume descriptors hold the label unpadded, the preparer
+//     "https://github.com/diskfs/go-diskfs", and no other identifiers.
+//   - After Finalize, normalizeISO replaces every date by the content stamp
+//     and PX mode/links/uid/gid by 0444/1 (files), 0555/2+subdirectories
+//     (directories) and 0:0; layoutISO writes those values directly.
+//   - One go-diskfs write-order effect changes bytes and is reproduced: a
+//     file whose size is a multiple of 2048 (or is empty) is followed by a
+//     zero block; when that file is the last one, the block is the Joliet
+//     root's first block, which ends up zeroed. (Directory extents get the
+//     same padding only when their size is a multiple of 2048, which the
+//     boundary rule above rules out.)
+//
+// layoutISO handles every valid Spec except one class, reported by ok=false
+// and built with go-diskfs instead (see buildISO): directories where two
+// groups of colliding ISO names could take each other's renumbered names,
+// where go-diskfs's result depends on Go's map iteration order (it is not
+// reproducible there either).
+
+const (
+	isoPreparer  = "https://github.com/diskfs/go-diskfs"
+	rrID         = "IEEE_P1282"
+	rrDescriptor = "THE IEEE P1282 PROTOCOL PROVIDES SUPPORT FOR POSIX FILE SYSTEM SEMANTICS."
+	rrSource     = "PLEASE CONTACT THE IEEE STANDARDS DEPARTMENT, PISCATAWAY, NJ, USA FOR THE P1282 SPECIFICATION."
+
+	suspPXLen = 44
+	suspTFLen = 5 + 3*7
+	suspSPLen = 7
+	suspCELen = 28
+	suspERLen = 8 + len(rrID) + len(rrDescriptor) + len(rrSource)
+)
+
+// isoNode is a file or directory of the image being laid out.
+type isoNode struct {
+	name     string // raw name ("" for the root)
+	short    string // ISO short name
+	ext      string // ISO extension (files only)
+	isDir    bool
+	parent   *isoNode
+	children []*isoNode // raw-name order
+	serial   uint64     // position in the depth-first, name-ordered walk
+	data     []byte
+	loc      uint32 // first block of the extent
+	size     uint32 // file size or unpadded directory extent size
+	blocks   uint32
+	subdirs  uint32
+	ptIndex  uint16 // 1-based index in the path table
+	jLoc     uint32 // Joliet extent (root only)
+	jSize    uint32
+}
+
+// isoName is the name of n in its ISO 9660 directory record.
+func (n *isoNode) isoName() string {
+	if n.isDir {
+		return n.short
+	}
+	return n.short + "." + n.ext + ";1"
+}
+
+// collisionKey is the name go-diskfs groups colliding entries by.
+func (n *isoNode) collisionKey() string {
+	if n.isDir || n.ext == "" {
+		return n.short
+	}
+	return n.short + "." + n.ext
+}
+
+// isoShortName splits a raw name into the upper-case 8.3 short name and
+// extension.
+func isoShortName(name string) (short, ext string) {
+	short, ext, _ = strings.Cut(name, ".")
+	clean := func(s string, n int) string {
+		b := []byte(s)
+		for i, c := range b {
+			switch {
+			case c >= 'a' && c <= 'z':
+				b[i] = c - 'a' + 'A'
+			case c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+			default:
+				b[i] = '_'
+			}
+		}
+		if len(b) > n {
+			b = b[:n]
+		}
+		return string(b)
+	}
+	return clean(short, 8), clean(ext, 3)
+}
+
+// isoLayout is the plan of an image: its tree and where everything goes.
+type isoLayout struct {
+	root     *isoNode
+	dirs     []*isoNode // extent order: root, then depth first by ISO name
+	files    []*isoNode // extent order
+	pt       []*isoNode // path table order
+	joliet   bool
+	ptSize   uint32
+	ptL, ptM uint32
+	jptL     uint32
+	jptM     uint32
+	total    uint32 // volume size in blocks
+}
+
+// planISO builds the tree of spec and assigns every extent. ok is false for
+// specs outside the class layoutISO reproduces (see above).
+func planISO(spec Spec, dirs []string) (l *isoLayout, ok bool) {
+	l = &isoLayout{root: &isoNode{isDir: true, short: "\x00"}, joliet: true}
+	byPath := map[string]*isoNode{".": l.root}
+	parentOf := func(p string) *isoNode {
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return l.root
+		}
+		return byPath[p[:i]]
+	}
+	for _, d := range dirs { // sorted: parents first
+		base := d[strings.LastIndexByte(d, '/')+1:]
+		n := &isoNode{name: base, isDir: true}
+		n.short, _ = isoShortName(base)
+		n.parent = parentOf(d)
+		n.parent.children = append(n.parent.children, n)
+		n.parent.subdirs++
+		byPath[d] = n
+		l.joliet = false
+	}
+	for i := range spec.Entries {
+		e := &spec.Entries[i]
+		base := e.Path[strings.LastIndexByte(e.Path, '/')+1:]
+		n := &isoNode{name: base, data: e.Data, size: uint32(len(e.Data))}
+		n.short, n.ext = isoShortName(base)
+		n.parent = parentOf(e.Path)
+		n.parent.children = append(n.parent.children, n)
+	}
+	var serial uint64
+	var walk func(n *isoNode) bool
+	walk = func(n *isoNode) bool {
+		n.serial = serial
+		serial++
+		if !n.isDir {
+			return true
+		}
+		slices.SortFunc(n.children, func(a, b *isoNode) int { return strings.Compare(a.name, b.name) })
+		if !resolveCollisions(n) {
+			return false
+		}
+		for _, c := range n.children {
+			if !walk(c) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(l.root) {
+		return nil, false
+	}
+
+	// Extent order: directories and files depth first, siblings by ISO name.
+	byISOName := func(a, b *isoNode) int { return strings.Compare(a.isoName(), b.isoName()) }
+	var order func(n *isoNode)
+	order = func(n *isoNode) {
+		var ds, fs []*isoNode
+		for _, c := range n.children {
+			if c.isDir {
+				ds = append(ds, c)
+			} else {
+				fs = append(fs, c)
+			}
+		}
+		slices.SortFunc(ds, byISOName)
+		slices.SortFunc(fs, byISOName)
+		l.files = append(l.files, fs...)
+		for _, d := range ds {
+			l.dirs = append(l.dirs, d)
+			order(d)
+		}
+	}
+	l.dirs = append(l.dirs, l.root)
+	order(l.root)
+
+	// Path table order: breadth first, siblings by ISO name.
+	l.pt = []*isoNode{l.root}
+	for i := 0; i < len(l.pt); i++ {
+		var ds []*isoNode
+		for _, c := range l.pt[i].children {
+			if c.isDir {
+				ds = append(ds, c)
+			}
+		}
+		slices.SortFunc(ds, byISOName)
+		l.pt = append(l.pt, ds...)
+	}
+	for i, d := range l.pt {
+		d.ptIndex = uint16(i + 1)
+		l.ptSize += uint32(ptRecordLen(len(d.short)))
+	}
+
+	loc := uint32(18)
+	if l.joliet {
+		loc++
+	}
+	for _, d := range l.dirs {
+		d.loc = loc
+		d.size = uint32(dirExtentSize(d))
+		d.blocks = blocksOf(d.size)
+		loc += d.blocks
+		if d == l.root {
+			loc++ // continuation block of the root's "." record
+		}
+	}
+	ptBlocks := blocksOf(l.ptSize)
+	l.ptL, l.ptM = loc, loc+ptBlocks
+	loc += 2 * ptBlocks
+	for _, f := range l.files {
+		f.loc = loc
+		f.blocks = blocksOf(f.size)
+		loc += f.blocks
+	}
+	if l.joliet {
+		r := l.root
+		r.jLoc = loc
+		r.jSize = uint32(jolietExtentSize(r))
+		loc += blocksOf(r.jSize)
+		l.jptL, l.jptM = loc, loc+1 // the Joliet path table is the root's 10 bytes
+		loc += 2
+	}
+	l.total = loc
+	return l, true
+}
+
+// resolveCollisions renumbers the children of dir whose collision keys
+// clash, as go-diskfs does. It returns false when two clashing groups could
+// interact (go-diskfs resolves groups in map order).
+func resolveCollisions(dir *isoNode) bool {
+	groups := map[string][]*isoNode{}
+	var keys []string
+	for _, c := range dir.children {
+		k := c.collisionKey()
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], c)
+	}
+	var multi []string
+	for _, k := range keys {
+		if len(groups[k]) > 1 {
+			multi = append(multi, k)
+		}
+	}
+	if len(multi) == 0 {
+		return true
+	}
+	tried := map[string]map[string]bool{}
+	for _, k := range multi {
+		members := groups[k]
+		taken := map[string]bool{}
+		for _, c := range dir.children {
+			taken[c.collisionKey()] = true
+		}
+		base, ext := members[0].short, members[0].ext
+		if members[0].isDir {
+			ext = ""
+		}
+		seen := map[string]bool{}
+		tried[k] = seen
+		resolved := false
+		for digits := len(strconv.Itoa(len(members) - 1)); digits < 8 && !resolved; digits++ {
+			b := base
+			if len(b) > 8-digits {
+				b = b[:8-digits]
+			}
+			limit := 1
+			for range digits {
+				limit *= 10
+			}
+			change := 0
+			resolved = true
+			for _, m := range members {
+				found := false
+				for change < limit {
+					short := b + fmt.Sprintf("%0*d", digits, change)
+					cand := short
+					if ext != "" {
+						cand += "." + ext
+					}
+					change++
+					seen[cand] = true
+					if !taken[cand] {
+						m.short = short
+						taken[cand] = true
+						found = true
+						break
+					}
+				}
+				if !found {
+					resolved = false
+					break
+				}
+			}
+		}
+		if !resolved {
+			return false
+		}
+	}
+	for _, a := range multi {
+		for _, b := range multi {
+			if a == b {
+				continue
+			}
+			if tried[a][b] {
+				return false
+			}
+			for c := range tried[a] {
+				if tried[b][c] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func blocksOf(n uint32) uint32 { return (n + isoBlock - 1) / isoBlock }
+
+// ptRecordLen is the length of a path table record with an n-byte name.
+func ptRecordLen(n int) int { return 8 + n + n%2 }
+
+// recordLen is the length of a directory record with an n-byte name and
+// suspLen bytes of System Use entries.
+func recordLen(n, suspLen int) int {
+	l := 33 + n
+	if n%2 == 0 {
+		l++
+	}
+	l += suspLen
+	return l + l%2
+}
+
+// childRecordLen is the length of c's directory record in its parent.
+func childRecordLen(c *isoNode) int {
+	return recordLen(len(c.isoName()), suspPXLen+suspTFLen+5+len(c.name))
+}
+
+const (
+	rootSelfRecordLen = 34 + suspSPLen + suspPXLen + suspTFLen + suspCELen + 1 // padded to even
+	dotRecordLen      = 34 + suspPXLen + suspTFLen
+)
+
+// appendRecord advances an extent of size bytes by a record of n bytes: a
+// record that would reach or cross a block boundary starts the next block.
+// It returns the record's offset and the new size.
+func appendRecord(size, n int) (off, newSize int) {
+	if (size+n)/isoBlock > size/isoBlock {
+		size += isoBlock - size%isoBlock
+	}
+	return size, size + n
+}
+
+func dirExtentSize(d *isoNode) int {
+	self := dotRecordLen
+	if d.parent == nil {
+		self = rootSelfRecordLen
+	}
+	size := self + dotRecordLen
+	for _, c := range d.children {
+		_, size = appendRecord(size, childRecordLen(c))
+	}
+	return size
+}
+
+func jolietRecordLen(name string) int { return recordLen(2*len(name), 0) }
+
+func jolietExtentSize(d *isoNode) int {
+	size := 2 * 34
+	for _, c := range d.children {
+		_, size = appendRecord(size, jolietRecordLen(c.name))
+	}
+	return size
+}
+
+// isoWriter writes the planned image into img.
+type isoWriter struct {
+	l   *isoLayout
+	img []byte
+	d7  [7]byte
+	d17 [17]byte
+}
+
+func putBoth16(b []byte, v uint16) {
+	binary.LittleEndian.PutUint16(b, v)
+	binary.BigEndian.PutUint16(b[2:], v)
+}
+
+// record writes the fixed part and name of a directory record of recLen
+// bytes at b.
+func (w *isoWriter) record(b []byte, loc, size uint32, dir bool, name []byte, recLen int) {
+	b[0] = byte(recLen)
+	putBoth32(b[2:], loc)
+	putBoth32(b[10:], size)
+	copy(b[18:25], w.d7[:])
+	if dir {
+		b[25] = 2
+	}
+	putBoth16(b[28:], 1)
+	b[32] = byte(len(name))
+	copy(b[33:], name)
+}
+
+// suspStart is the offset of the System Use area in a record with an n-byte name.
+func suspStart(n int) int { return 33 + n + 1 - n%2 }
+
+func (w *isoWriter) px(b []byte, n *isoNode) int {
+	b[0], b[1], b[2], b[3] = 'P', 'X', suspPXLen, 1
+	mode, links := uint32(rrFileMode), uint32(1)
+	if n.isDir {
+		mode, links = rrDirMode, 2+n.subdirs
+	}
+	putBoth32(b[4:], mode)
+	putBoth32(b[12:], links)
+	binary.LittleEndian.PutUint64(b[36:], n.serial)
+	return suspPXLen
+}
+
+func (w *isoWriter) tf(b []byte) int {
+	b[0], b[1], b[2], b[3], b[4] = 'T', 'F', suspTFLen, 1, 0x0e
+	for i := range 3 {
+		copy(b[5+7*i:], w.d7[:])
+	}
+	return suspTFLen
+}
+
+// dotRecord writes the "." or ".." record of a directory, pointing at n.
+func (w *isoWriter) dotRecord(b []byte, n *isoNode, id byte) int {
+	w.record(b, n.loc, n.size, true, []byte{id}, dotRecordLen)
+	p := 34
+	p += w.px(b[p:], n)
+	w.tf(b[p:])
+	return dotRecordLen
+}
+
+func (w *isoWriter) dir(d *isoNode) {
+	ext := w.img[int(d.loc)*isoBlock : int(d.loc+d.blocks)*isoBlock]
+	p := 0
+	if d.parent == nil {
+		b := ext
+		w.record(b, d.loc, d.size, true, []byte{0}, rootSelfRecordLen)
+		q := 34
+		copy(b[q:], []byte{'S', 'P', suspSPLen, 1, 0xbe, 0xef, 0})
+		q += suspSPLen
+		q += w.px(b[q:], d)
+		q += w.tf(b[q:])
+		ceLoc := d.loc + d.blocks
+		copy(b[q:], []byte{'C', 'E', suspCELen, 1})
+		putBoth32(b[q+4:], ceLoc)
+		putBoth32(b[q+12:], 0)
+		putBoth32(b[q+20:], uint32(suspERLen))
+		// The extent never ends on a block boundary (a record that would
+		// reach it starts the next block), so the continuation block
+		// directly follows the extent's padding.
+		er := w.img[int(ceLoc)*isoBlock:]
+		copy(er, []byte{'E', 'R', byte(suspERLen), 1, byte(len(rrID)), byte(len(rrDescriptor)), byte(len(rrSource)), 1})
+		copy(er[8:], rrID+rrDescriptor+rrSource)
+		p = rootSelfRecordLen
+		p += w.dotRecord(ext[p:], d, 1)
+	} else {
+		p += w.dotRecord(ext, d, 0)
+		p += w.dotRecord(ext[p:], d.parent, 1)
+	}
+	for _, c := range d.children {
+		name := c.isoName()
+		n := childRecordLen(c)
+		off, end := appendRecord(p, n)
+		b := ext[off:end]
+		w.record(b, c.loc, c.size, c.isDir, []byte(name), n)
+		q := suspStart(len(name))
+		q += w.px(b[q:], c)
+		q += w.tf(b[q:])
+		b[q], b[q+1], b[q+2], b[q+3], b[q+4] = 'N', 'M', byte(5+len(c.name)), 1, 0
+		copy(b[q+5:], c.name)
+		p = end
+	}
+}
+
+func ucs2(s string) []byte {
+	b := make([]byte, 2*len(s))
+	for i := 0; i < len(s); i++ {
+		b[2*i+1] = s[i]
+	}
+	return b
+}
+
+func (w *isoWriter) jolietRoot() {
+	r := w.l.root
+	ext := w.img[int(r.jLoc)*isoBlock:]
+	w.record(ext, r.jLoc, r.jSize, true, []byte{0}, 34)
+	w.record(ext[34:], r.jLoc, r.jSize, true, []byte{1}, 34)
+	p := 68
+	for _, c := range r.children {
+		n := jolietRecordLen(c.name)
+		off, end := appendRecord(p, n)
+		w.record(ext[off:], c.loc, c.size, false, ucs2(c.name), n)
+		p = end
+	}
+}
+
+func (w *isoWriter) pathTables(locL, locM uint32, joliet bool) {
+	bl := w.img[int(locL)*isoBlock:]
+	bm := w.img[int(locM)*isoBlock:]
+	p := 0
+	for _, d := range w.l.pt {
+		name := d.short
+		if joliet && d.parent != nil {
+			name = string(ucs2(d.name))
+		}
+		parent := d.ptIndex
+		if d.parent != nil {
+			parent = d.parent.ptIndex
+		}
+		bl[p], bm[p] = byte(len(name)), byte(len(name))
+		binary.LittleEndian.PutUint32(bl[p+2:], d.loc)
+		binary.BigEndian.PutUint32(bm[p+2:], d.loc)
+		if joliet {
+			binary.LittleEndian.PutUint32(bl[p+2:], d.jLoc)
+			binary.BigEndian.PutUint32(bm[p+2:], d.jLoc)
+		}
+		binary.LittleEndian.PutUint16(bl[p+6:], parent)
+		binary.BigEndian.PutUint16(bm[p+6:], parent)
+		copy(bl[p+8:], name)
+		copy(bm[p+8:], name)
+		p += ptRecordLen(len(name))
+	}
+}
+
+func (w *isoWriter) volumeDescriptor(n int, typ byte, label, preparer []byte, ptSize, ptL, ptM, rootLoc, rootSize uint32) []byte {
+	b := w.img[(16+n)*isoBlock : (17+n)*isoBlock]
+	b[0] = typ
+	copy(b[1:], "CD001\x01")
+	copy(b[40:72], label)
+	putBoth32(b[80:], w.l.total)
+	putBoth16(b[120:], 1)
+	putBoth16(b[124:], 1)
+	putBoth16(b[128:], isoBlock)
+	putBoth32(b[132:], ptSize)
+	binary.LittleEndian.PutUint32(b[140:], ptL)
+	binary.BigEndian.PutUint32(b[148:], ptM)
+	w.record(b[vdRootRecord:], rootLoc, rootSize, true, []byte{0}, 34)
+	copy(b[446:574], preparer)
+	copy(b[vdCreation:], w.d17[:])
+	copy(b[vdModification:], w.d17[:])
+	copy(b[vdExpiration:], isoUnsetDate17)
+	copy(b[vdEffective:], isoUnsetDate17)
+	b[881] = 1
+	return b
+}
+
+// layoutISO builds the image of spec in memory. stamp delivers the content
+// time (Stamp(spec)); it is read only after the file data has been copied,
+// so a caller can compute it concurrently. ok is false for specs outside the
+// reproduced class; then nothing has been read from stamp.
+func layoutISO(spec Spec, dirs []string, stamp func() time.Time) (img []byte, ok bool, err error) {
+	l, ok := planISO(spec, dirs)
+	if !ok {
+		return nil, false, nil
+	}
+	size := int64(l.total) * isoBlock
+	if size > maxImageBytes {
+		return nil, true, fmt.Errorf("lay out iso9660 image: %d bytes exceed the %d-byte limit", size, maxImageBytes)
+	}
+	w := &isoWriter{l: l, img: make([]byte, size)}
+	for _, f := range l.files {
+		copy(w.img[int(f.loc)*isoBlock:], f.data)
+	}
+	t := stamp()
+	copy(w.d7[:], isoDate7(t))
+	copy(w.d17[:], isoDate17(t))
+	for _, d := range l.dirs {
+		w.dir(d)
+	}
+	if l.joliet {
+		w.jolietRoot()
+	}
+	w.pathTables(l.ptL, l.ptM, false)
+	if l.joliet {
+		w.pathTables(l.jptL, l.jptM, true)
+		if last := l.files[len(l.files)-1]; last.size%isoBlock == 0 {
+			// go-diskfs pads the last file with a whole zero block,
+			// written over the first block of the Joliet root.
+			clear(w.img[int(l.root.jLoc)*isoBlock : int(l.root.jLoc+1)*isoBlock])
+		}
+	}
+	w.volumeDescriptor(0, 1, []byte(spec.Label), []byte(isoPreparer), l.ptSize, l.ptL, l.ptM, l.root.loc, l.root.size)
+	next := 1
+	if l.joliet {
+		esc := w.volumeDescriptor(1, 2, ucs2(spec.Label), ucs2(isoPreparer), 10, l.jptL, l.jptM, l.root.jLoc, l.root.jSize)
+		copy(esc[88:], []byte{0x25, 0x2f, 0x45})
+		next++
+	}
+	copy(w.img[(16+next)*isoBlock:], "\xffCD001\x01")
+	return w.img, true, nil
+}
