@@ -28,7 +28,7 @@ func BenchmarkWriteISO(b *testing.B) {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				if _, err := buildISO(context.Background(), bs.spec, dirs); err != nil {
+				if _, err := buildISO(context.Background(), bs.spec, dirs, isoCurrent); err != nil {
 					b.Fatal(err)
 				}
 			}

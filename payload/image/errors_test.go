@@ -249,7 +249,7 @@ func TestWriteISONeedsNoWorkspace(t *testing.T) {
 	if got := dirNames(t, tmpdir); !slices.Equal(got, before) {
 		t.Errorf("TMPDIR changed from %v to %v", before, got)
 	}
-	if _, fallback := layoutOrFallback(t, Spec{MediaISO, "cidata", fallbackEntries()}); !fallback {
+	if _, fallback := layoutOrFallback(t, Spec{MediaISO, "cidata", fallbackEntries()}, isoCurrent); !fallback {
 		t.Error("fallbackEntries no longer reach the go-diskfs fallback; the workspace disk full case tests nothing")
 	}
 }

@@ -25,12 +25,14 @@ const (
 	workspacePrefx = "vmpayload-iso-"
 )
 
-// buildISO renders spec into an ISO9660 image in memory and returns its
-// bytes. The in-memory writer (layoutISO) handles every spec but one rare
-// class (colliding ISO short names whose renumbering could interact), which
-// goes to buildISODiskfs; both give the same bytes. The content stamp is
-// hashed on a second goroutine while the image is laid out.
-func buildISO(ctx context.Context, spec Spec, dirs []string) ([]byte, error) {
+// buildISO renders spec into an ISO9660 image in layout v in memory and
+// returns its bytes. The in-memory writer (layoutISO) handles every spec but
+// one rare class (colliding ISO short names whose renumbering could
+// interact), which goes to buildISODiskfs; both give the same bytes (for
+// isoCurrent, the go-diskfs image's Joliet root is repaired by
+// repairJolietRoot). The content stamp is hashed on a second goroutine
+// while the image is laid out.
+func buildISO(ctx context.Context, spec Spec, dirs []string, v isoVariant) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("build iso: %w", err)
 	}
@@ -39,16 +41,24 @@ func buildISO(ctx context.Context, spec Spec, dirs []string) ([]byte, error) {
 		t, _ := Stamp(spec)
 		stampc <- t
 	}()
-	img, ok, err := layoutISO(spec, dirs, func() time.Time { return <-stampc })
-	if !ok {
-		return buildISODiskfs(ctx, spec, dirs)
+	img, ok, err := layoutISO(spec, dirs, func() time.Time { return <-stampc }, v)
+	if ok {
+		return img, err
 	}
-	return img, err
+	if img, err = buildISODiskfs(ctx, spec, dirs); err != nil || v == isoLegacyJoliet {
+		return img, err
+	}
+	if err := repairJolietRoot(img); err != nil {
+		return nil, fmt.Errorf("repair the joliet root of the go-diskfs image: %w", err)
+	}
+	return img, nil
 }
 
 // buildISODiskfs renders spec into an ISO9660 image with go-diskfs and
 // normalizeISO and returns its bytes: the fallback of buildISO and, in
-// tests, the oracle the in-memory writer is compared with byte for byte.
+// tests, the oracle the in-memory writer's isoLegacyJoliet layout is
+// compared with byte for byte. Its Joliet root is zeroed when the last file
+// is empty or a multiple of 2048 bytes (see isowriter.go).
 // go-diskfs needs a workspace directory holding the tree; we create it ourselves
 // under workspaceParent(), so we can set modes and always remove it. It
 // holds a copy of the content (at most MaxContentBytes) while the build runs.

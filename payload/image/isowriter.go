@@ -17,8 +17,9 @@ import (
 // followed by normalizeISO produce for the same Spec: durable recipes record
 // an image's SHA-256 and a rebuild must give the same bytes
 // (docs/durability.md), so the layout below reproduces go-diskfs's, including
-// its oddities. The facts it relies on, learnt from go-diskfs's
-// filesystem/iso9660 finalize code:
+// its oddities, with one exception fixed in new images (the Joliet root,
+// last point below; isoLegacyJoliet keeps even that). The facts it relies
+// on, learnt from go-diskfs's filesystem/iso9660 finalize code:
 //
 //   - Blocks 0-15 are zero; the primary volume descriptor is block 16, the
 //     Joliet supplementary one (if any) 17, then the terminator. Directory
@@ -49,18 +50,38 @@ import (
 //   - After Finalize, normalizeISO replaces every date by the content stamp
 //     and PX mode/links/uid/gid by 0444/1 (files), 0555/2+subdirectories
 //     (directories) and 0:0; layoutISO writes those values directly.
-//   - One go-diskfs write-order effect changes bytes and is reproduced: a
-//     file whose size is a multiple of 2048 (or is empty) is followed by a
-//     zero block; when that file is the last one, the block is the Joliet
-//     root's first block, which ends up zeroed. (Directory extents get the
-//     same padding only when their size is a multiple of 2048, which the
-//     boundary rule above rules out.)
+//   - One go-diskfs write-order effect changes bytes: a file whose size is a
+//     multiple of 2048 (or is empty) is followed by a zero block; when that
+//     file is the last one and the image has Joliet, the block is the Joliet
+//     root's first block, which ends up zeroed, so Joliet readers (Windows,
+//     cloudbase-init) see an empty root. (Directory extents get the same
+//     padding only when their size is a multiple of 2048, which the boundary
+//     rule above rules out.) This is the one place the layouts differ (issue
+//     14): isoCurrent, the layout of every new image, writes the Joliet root
+//     whole; isoLegacyJoliet reproduces the zeroed block, so that images
+//     recorded before the fix rebuild to their recorded bytes (see
+//     legacyJolietRetry in write.go and docs/durability.md).
 //
 // layoutISO handles every valid Spec except one class, reported by ok=false
 // and built with go-diskfs instead (see buildISO): directories where two
 // groups of colliding ISO names could take each other's renumbered names,
 // where go-diskfs's result depends on Go's map iteration order (it is not
 // reproducible there either).
+
+// isoVariant selects one of the ISO layouts the package can produce. They
+// differ only for specs jolietQuirk reports.
+type isoVariant uint8
+
+const (
+	// isoCurrent is the layout of every new image: go-diskfs v1.9.4's with
+	// an intact Joliet root.
+	isoCurrent isoVariant = iota
+	// isoLegacyJoliet is go-diskfs v1.9.4's layout exactly, with the first
+	// block of the Joliet root zeroed when the last file is empty or a
+	// multiple of 2048 bytes: the bytes of images built before issue 14's
+	// fix, used only to rebuild those images from their recipes.
+	isoLegacyJoliet
+)
 
 const (
 	isoPreparer  = "https://github.com/diskfs/go-diskfs"
@@ -548,6 +569,76 @@ func (w *isoWriter) jolietRoot() {
 	}
 }
 
+// repairJolietRoot rewrites the Joliet root directory of the go-diskfs
+// image img when its first block is zero (the legacy quirk, see above):
+// one record per record of the primary root directory, in the same order,
+// with the Rock Ridge name in UCS-2 and the same extent, size, flags and
+// date, laid out by the same block rule. That is the root the in-memory
+// writer's isoCurrent layout writes (tests compare the two). Images
+// without Joliet or with an intact Joliet root are left alone.
+func repairJolietRoot(img []byte) error {
+	if len(img) < isoPVDOffset+2*isoBlock {
+		return fmt.Errorf("%d bytes is not an iso9660 volume", len(img))
+	}
+	svd := img[isoPVDOffset+isoBlock : isoPVDOffset+2*isoBlock]
+	if svd[0] != 2 || string(svd[1:6]) != "CD001" {
+		return nil // no Joliet descriptor
+	}
+	pvd := img[isoPVDOffset : isoPVDOffset+isoBlock]
+	jr, pr := svd[vdRootRecord:vdRootRecord+34], pvd[vdRootRecord:vdRootRecord+34]
+	jLoc, jSize := binary.LittleEndian.Uint32(jr[2:]), binary.LittleEndian.Uint32(jr[10:])
+	w := &isoContentWalker{img: img}
+	jext, err := w.extent(jLoc, blocksOf(jSize)*isoBlock)
+	if err != nil || jSize < 2*34 {
+		return fmt.Errorf("joliet root directory of %d bytes at block %d: %v", jSize, jLoc, err)
+	}
+	if slices.ContainsFunc(jext[:isoBlock], func(b byte) bool { return b != 0 }) {
+		return nil
+	}
+	pext, err := w.extent(binary.LittleEndian.Uint32(pr[2:]), binary.LittleEndian.Uint32(pr[10:]))
+	if err != nil {
+		return fmt.Errorf("primary root directory: %w", err)
+	}
+	iw := &isoWriter{img: img}
+	copy(iw.d7[:], pr[18:25])
+	clear(jext)
+	iw.record(jext, jLoc, jSize, true, []byte{0}, 34)
+	iw.record(jext[34:], jLoc, jSize, true, []byte{1}, 34)
+	p := 68
+	for q := 0; q < len(pext); {
+		l := int(pext[q])
+		if l == 0 {
+			q = (q/isoBlock + 1) * isoBlock
+			continue
+		}
+		if l < 34 || q+l > len(pext) || 33+int(pext[q+32]) > l {
+			return fmt.Errorf("primary root directory: bad record of %d bytes at %d", l, q)
+		}
+		rec := pext[q : q+l]
+		q += l
+		nameLen := int(rec[32])
+		if nameLen == 1 && (rec[33] == 0 || rec[33] == 1) {
+			continue
+		}
+		name, err := w.rrName(rec[min(suspStart(nameLen), l):])
+		if err != nil {
+			return fmt.Errorf("primary root directory: record %q: %w", rec[33:33+nameLen], err)
+		}
+		n := jolietRecordLen(name)
+		off, end := appendRecord(p, n)
+		if end > len(jext) {
+			return fmt.Errorf("joliet root directory: %d bytes do not hold the records of the primary root", jSize)
+		}
+		copy(iw.d7[:], rec[18:25])
+		iw.record(jext[off:], binary.LittleEndian.Uint32(rec[2:]), binary.LittleEndian.Uint32(rec[10:]), rec[25]&2 != 0, ucs2(name), n)
+		p = end
+	}
+	if p != int(jSize) {
+		return fmt.Errorf("joliet root directory: records fill %d bytes, the extent has %d", p, jSize)
+	}
+	return nil
+}
+
 func (w *isoWriter) pathTables(locL, locM uint32, joliet bool) {
 	bl := w.img[int(locL)*isoBlock:]
 	bm := w.img[int(locM)*isoBlock:]
@@ -598,11 +689,19 @@ func (w *isoWriter) volumeDescriptor(n int, typ byte, label, preparer []byte, pt
 	return b
 }
 
-// layoutISO builds the image of spec in memory. stamp delivers the content
-// time (Stamp(spec)); it is read only after the file data has been copied,
-// so a caller can compute it concurrently. ok is false for specs outside the
-// reproduced class; then nothing has been read from stamp.
-func layoutISO(spec Spec, dirs []string, stamp func() time.Time) (img []byte, ok bool, err error) {
+// jolietQuirk reports whether the planned image is one whose legacy layout
+// (isoLegacyJoliet) differs from the current one: it has Joliet and its
+// last file in extent order (the largest ISO name in the root) is empty or
+// a multiple of 2048 bytes.
+func (l *isoLayout) jolietQuirk() bool {
+	return l.joliet && len(l.files) > 0 && l.files[len(l.files)-1].size%isoBlock == 0
+}
+
+// layoutISO builds the image of spec in memory in layout v. stamp delivers
+// the content time (Stamp(spec)); it is read only after the file data has
+// been copied, so a caller can compute it concurrently. ok is false for
+// specs outside the reproduced class; then nothing has been read from stamp.
+func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) (img []byte, ok bool, err error) {
 	l, ok := planISO(spec, dirs)
 	if !ok {
 		return nil, false, nil
@@ -627,7 +726,7 @@ func layoutISO(spec Spec, dirs []string, stamp func() time.Time) (img []byte, ok
 	w.pathTables(l.ptL, l.ptM, false)
 	if l.joliet {
 		w.pathTables(l.jptL, l.jptM, true)
-		if last := l.files[len(l.files)-1]; last.size%isoBlock == 0 {
+		if v == isoLegacyJoliet && l.jolietQuirk() {
 			// go-diskfs pads the last file with a whole zero block,
 			// written over the first block of the Joliet root.
 			clear(w.img[int(l.root.jLoc)*isoBlock : int(l.root.jLoc+1)*isoBlock])

@@ -8,33 +8,39 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// The in-memory ISO writer must give exactly the bytes of the go-diskfs path
-// (buildISODiskfs: go-diskfs Finalize + normalizeISO), the oracle these tests
-// compare it with. Real tools judge the images elsewhere (write_test.go,
-// inspect_test.go, the cloud-init judge in package payload).
+// The in-memory ISO writer's legacy layout (isoLegacyJoliet) must give
+// exactly the bytes of the go-diskfs path (buildISODiskfs: go-diskfs
+// Finalize + normalizeISO), the oracle these tests compare it with; its
+// current layout (isoCurrent) the same bytes except for the Joliet root of
+// the specs jolietQuirk reports. Real tools judge the images elsewhere
+// (write_test.go, joliet_test.go, inspect_test.go, the cloud-init judge in
+// package payload).
 
 // layoutOrFallback runs the in-memory writer alone; fallback reports a spec
 // outside its class.
-func layoutOrFallback(tb testing.TB, spec Spec) (img []byte, fallback bool) {
+func layoutOrFallback(tb testing.TB, spec Spec, v isoVariant) (img []byte, fallback bool) {
 	tb.Helper()
 	dirs, err := validateSpec(spec)
 	if err != nil {
 		tb.Fatalf("validateSpec: %v", err)
 	}
-	img, ok, err := layoutISO(spec, dirs, func() time.Time { t, _ := Stamp(spec); return t })
+	img, ok, err := layoutISO(spec, dirs, func() time.Time { t, _ := Stamp(spec); return t }, v)
 	if err != nil {
 		tb.Fatalf("layoutISO: %v", err)
 	}
 	return img, !ok
 }
 
-// sameAsDiskfs fails unless the in-memory writer and go-diskfs agree on spec
-// byte for byte. It returns false when spec fell outside the writer's class.
+// sameAsDiskfs fails unless the in-memory writer's legacy layout and
+// go-diskfs agree on spec byte for byte, and the current layout is the same
+// image with (for specs jolietQuirk reports, only) the Joliet root
+// repaired. It returns false when spec fell outside the writer's class.
 func sameAsDiskfs(tb testing.TB, spec Spec) bool {
 	tb.Helper()
 	dirs, err := validateSpec(spec)
@@ -45,10 +51,12 @@ func sameAsDiskfs(tb testing.TB, spec Spec) bool {
 	if err != nil {
 		tb.Fatalf("go-diskfs build: %v", err)
 	}
-	got, fallback := layoutOrFallback(tb, spec)
+	got, fallback := layoutOrFallback(tb, spec, isoLegacyJoliet)
 	if fallback {
 		return false
 	}
+	cur, _ := layoutOrFallback(tb, spec, isoCurrent)
+	sameAsLegacyExceptJoliet(tb, spec, dirs, cur, want)
 	if !bytes.Equal(got, want) {
 		tb.Errorf("in-memory image (%d bytes) differs from go-diskfs's (%d bytes) %s; spec %s", len(got), len(want), firstDiff(got, want), describeSpec(spec))
 		if dir := os.Getenv("VMPAYLOAD_ISO_DIFF_DIR"); dir != "" {
@@ -65,6 +73,41 @@ func sameAsDiskfs(tb testing.TB, spec Spec) bool {
 		tb.Errorf("normalizeISO changed the in-memory image %s", firstDiff(again, got))
 	}
 	return true
+}
+
+// sameAsLegacyExceptJoliet fails unless the current-layout image cur of
+// spec equals the legacy image legacy (go-diskfs's), except, when the spec
+// is affected by the Joliet quirk, in the first block of the Joliet root:
+// there legacy is zero and cur holds what repairJolietRoot makes of legacy.
+func sameAsLegacyExceptJoliet(tb testing.TB, spec Spec, dirs []string, cur, legacy []byte) {
+	tb.Helper()
+	repaired := bytes.Clone(legacy)
+	if err := repairJolietRoot(repaired); err != nil {
+		tb.Errorf("repairJolietRoot on go-diskfs's image: %v; spec %s", err, describeSpec(spec))
+	}
+	if !bytes.Equal(cur, repaired) {
+		tb.Errorf("current layout differs from go-diskfs's image with a repaired Joliet root %s; spec %s", firstDiff(cur, repaired), describeSpec(spec))
+	}
+	l, ok := planISO(spec, dirs)
+	if !ok {
+		return
+	}
+	if !l.jolietQuirk() {
+		if !bytes.Equal(cur, legacy) {
+			tb.Errorf("spec unaffected by the Joliet quirk: the current layout differs from go-diskfs's %s; spec %s", firstDiff(cur, legacy), describeSpec(spec))
+		}
+		return
+	}
+	j := int(l.root.jLoc) * isoBlock
+	if !bytes.Equal(cur[:j], legacy[:j]) || !bytes.Equal(cur[j+isoBlock:], legacy[j+isoBlock:]) {
+		tb.Errorf("spec affected by the Joliet quirk: the current layout differs from go-diskfs's outside the Joliet root's first block (%d) %s; spec %s", l.root.jLoc, firstDiff(cur, legacy), describeSpec(spec))
+	}
+	if slices.ContainsFunc(legacy[j:j+isoBlock], func(b byte) bool { return b != 0 }) {
+		tb.Errorf("go-diskfs's image has a Joliet root at block %d; is the quirk gone? spec %s", l.root.jLoc, describeSpec(spec))
+	}
+	if bytes.Equal(cur[j:j+isoBlock], legacy[j:j+isoBlock]) {
+		tb.Errorf("the current layout kept the zeroed Joliet root; spec %s", describeSpec(spec))
+	}
 }
 
 func firstDiff(a, b []byte) string {
@@ -181,11 +224,11 @@ func TestLayoutISOMatchesDiskfsEdgeCases(t *testing.T) {
 // go-diskfs's result depend on map order; the writer must refuse them.
 func TestLayoutISOFallsBackOnInteractingCollisions(t *testing.T) {
 	spec := Spec{MediaISO, "cidata", []Entry{{"abcdefgh1", nil}, {"abcdefgh2", nil}, {"abcdefg0", nil}, {"abcdefg0x", nil}}}
-	if _, fallback := layoutOrFallback(t, spec); !fallback {
+	if _, fallback := layoutOrFallback(t, spec, isoCurrent); !fallback {
 		t.Fatal("layoutISO accepted interacting collision groups")
 	}
 	dirs, _ := validateSpec(spec)
-	img, err := buildISO(context.Background(), spec, dirs)
+	img, err := buildISO(context.Background(), spec, dirs, isoCurrent)
 	if err != nil || len(img) == 0 {
 		t.Fatalf("buildISO fallback: %v", err)
 	}
@@ -196,7 +239,7 @@ func TestLayoutISOFallsBackOnInteractingCollisions(t *testing.T) {
 // interacting groups, a few builds differ.
 func TestDiskfsInteractingCollisionsAreNotReproducible(t *testing.T) {
 	spec := Spec{MediaISO, "cidata", nFiles(300, func(i int) string { return fmt.Sprintf("file-%04d", i) }, func(i int) int { return 1 })}
-	if _, fallback := layoutOrFallback(t, spec); !fallback {
+	if _, fallback := layoutOrFallback(t, spec, isoCurrent); !fallback {
 		t.Fatal("layoutISO accepted interacting collision groups")
 	}
 	dirs, _ := validateSpec(spec)
@@ -336,14 +379,17 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 		n = 200
 	}
 	r := rand.New(rand.NewPCG(14, 2026))
-	fallbacks, collisions := 0, 0
+	fallbacks, collisions, quirks := 0, 0, 0
 	for i := range n {
 		spec := randomSpec(r)
-		if _, err := validateSpec(spec); err != nil {
+		dirs, err := validateSpec(spec)
+		if err != nil {
 			continue // a drawn name clashed with a directory
 		}
 		if !sameAsDiskfs(t, spec) {
 			fallbacks++
+		} else if l, _ := planISO(spec, dirs); l.jolietQuirk() {
+			quirks++
 		}
 		if hasCollision(spec) {
 			collisions++
@@ -358,7 +404,10 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 	if collisions < n/20 {
 		t.Errorf("only %d of %d random specs have colliding short names; the draw no longer exercises renumbering", collisions, n)
 	}
-	t.Logf("%d of %d random specs outside the in-memory class, %d with colliding short names", fallbacks, n, collisions)
+	if quirks < n/100 {
+		t.Errorf("only %d of %d random specs have the Joliet quirk; the draw no longer exercises the legacy layout", quirks, n)
+	}
+	t.Logf("%d of %d random specs outside the in-memory class, %d with colliding short names, %d with the Joliet quirk", fallbacks, n, collisions, quirks)
 }
 
 // FuzzLayoutISO compares the in-memory writer with go-diskfs on a random

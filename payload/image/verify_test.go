@@ -22,7 +22,7 @@ func builtImage(t *testing.T, spec Spec) []byte {
 	}
 	var img []byte
 	if spec.Media == MediaISO {
-		img, err = buildISO(context.Background(), spec, dirs)
+		img, err = buildISO(context.Background(), spec, dirs, isoCurrent)
 	} else {
 		img, err = buildVFAT(context.Background(), spec, dirs)
 	}

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -53,7 +54,7 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	var img []byte
 	switch spec.Media {
 	case MediaISO:
-		img, err = buildISO(ctx, spec, dirs)
+		img, err = buildISO(ctx, spec, dirs, isoCurrent)
 	case MediaVFAT:
 		img, err = buildVFAT(ctx, spec, dirs)
 	}
@@ -78,7 +79,22 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	imageSum := func() string { <-sumDone; return sum }
 	if opt.ExpectSHA256 != "" {
 		if got := imageSum(); got != opt.ExpectSHA256 {
-			return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s, expected %s", ErrChecksum, spec.Media, out, got, opt.ExpectSHA256)
+			legacy, legacySum, err := legacyJolietRetry(ctx, spec, dirs, img)
+			if err != nil {
+				return Info{}, fmt.Errorf("build the legacy %s image for %s: %w", spec.Media, out, err)
+			}
+			if legacy == nil || legacySum != opt.ExpectSHA256 {
+				also := ""
+				if legacy != nil {
+					also = fmt.Sprintf(" (%s in the pre-fix Joliet layout)", legacySum)
+				}
+				return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s%s, expected %s", ErrChecksum, spec.Media, out, got, also, opt.ExpectSHA256)
+			}
+			if info, err = checkImage(legacy, spec); err != nil {
+				return Info{}, fmt.Errorf("check the legacy %s image for %s: %w", spec.Media, out, err)
+			}
+			img = legacy
+			imageSum = func() string { return legacySum }
 		}
 	}
 
@@ -124,6 +140,27 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 		return Info{}, err
 	}
 	return info, nil
+}
+
+// legacyJolietRetry builds spec in the legacy ISO layout (isoLegacyJoliet),
+// for an expected sha256 the current image img does not have: images built
+// before issue 14's fix have a zeroed Joliet root when their last file is
+// empty or a multiple of 2048 bytes, and their recipes record those bytes.
+// It returns the legacy image and its sha256, or nil when spec is not an
+// ISO spec or its legacy layout is the current one (then no legacy image
+// can match either).
+func legacyJolietRetry(ctx context.Context, spec Spec, dirs []string, img []byte) ([]byte, string, error) {
+	if spec.Media != MediaISO {
+		return nil, "", nil
+	}
+	legacy, err := buildISO(ctx, spec, dirs, isoLegacyJoliet)
+	if err != nil {
+		return nil, "", err
+	}
+	if bytes.Equal(legacy, img) {
+		return nil, "", nil
+	}
+	return legacy, sha256Hex(legacy), nil
 }
 
 func sha256Hex(b []byte) string {
