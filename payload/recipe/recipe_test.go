@@ -68,6 +68,10 @@ func testJobs(t testing.TB) []testJob {
 			NetworkData: map[string]any{"links": []any{map[string]any{"id": "l0", "type": "phy", "ethernet_mac_address": "52:54:00:00:00:07"}},
 				"networks": []any{map[string]any{"id": "n0", "type": "ipv4_dhcp", "link": "l0"}}}}},
 		testJob{"user-data-base64", &job.Job{Version: 1, Domain: "vm5", UserDataBase64: "IyEvYmluL3NoCmVjaG8gaGkK", UserDataMode: job.ModeReplace}},
+		// the last file of the image is 2048 bytes: the Joliet root go-diskfs
+		// zeroed (issue 14); recorded now, it rebuilds in the fixed layout
+		testJob{"vendor-data-2048", &job.Job{Version: 1, Domain: "vm9", Hostname: "vm9",
+			VendorData: "#!/bin/sh\n" + strings.Repeat("x", 2048-11) + "\n"}},
 	)
 	return out
 }
