@@ -6,19 +6,29 @@
 // temporary file next to the destination, fsynced, read back and compared
 // with the built image, and only then renamed into place. On any error
 // nothing is left behind. ISO images are laid out by the package's own
-// writer (isowriter.go), which produces exactly the bytes go-diskfs v1.9.4
-// plus normalizeISO produced before it (recipes record image hashes); a
-// rare class of specs whose ISO short names collide in a way go-diskfs
-// resolves in map order is still built with go-diskfs. vfat images are built
-// with github.com/diskfs/go-diskfs. Verification (verify.go) walks the
-// in-memory image with a reader independent of the writer (label, file list,
-// every file's bytes) and compares the file read back with it byte for byte.
+// writer (isowriter.go), which produces the bytes go-diskfs v1.9.4 plus
+// normalizeISO produced before it (recipes record image hashes) with one
+// fix: go-diskfs zeroed the first block of the Joliet root when the last
+// file of a Joliet image is empty or a multiple of 2048 bytes, so Joliet
+// readers (Windows, cloudbase-init) saw no files; new images keep the Joliet
+// root. Images of every other spec are byte-identical to before. The old
+// layout is kept as a variant for rebuilding images recorded before the fix:
+// Write with Options.ExpectSHA256 uses it when the current image's hash
+// differs and the legacy image's matches (docs/durability.md). A rare class
+// of specs whose ISO short names collide in a way go-diskfs resolves in map
+// order is still built with go-diskfs (its Joliet root repaired the same
+// way). vfat images are built with github.com/diskfs/go-diskfs.
+// Verification (verify.go) walks the in-memory image with a reader
+// independent of the writer (label, file list, every file's bytes) and
+// compares the file read back with it byte for byte.
 //
 // Choices made here (see also docs in the functions):
 //   - ISO images always carry Rock Ridge (what Linux cloud-init needs to see
 //     long lowercase names). Joliet is added only when every entry sits in the
-//     root directory (the cidata layout): go-diskfs v1.9.4 writes a wrong Joliet
-//     tree for nested directories, so config-2 images are Rock Ridge only.
+//     root directory (the cidata layout), so config-2 images are Rock Ridge
+//     only: the writer keeps the choice the go-diskfs path made (its Joliet
+//     tree for nested directories was wrong), because adding Joliet to
+//     config-2 would change the bytes of every recorded config-2 image.
 //   - Files in ISO images get mode 0444 and directories 0555 (owner 0:0),
 //     so any guest user can read them.
 //   - vfat images are FAT12 sized from the content (minimum 1 MiB), which keeps
@@ -109,6 +119,11 @@ type Options struct {
 	// image built with other bytes is not written (the error wraps
 	// ErrChecksum) and an existing out is left untouched. A rebuild from a
 	// recipe uses it to refuse content that changed since the recording.
+	// For an ISO spec whose image had go-diskfs's zeroed Joliet root before
+	// issue 14's fix (the last file empty or a multiple of 2048 bytes), the
+	// legacy layout is accepted too: when the current image does not have
+	// this hash and the legacy one does, the legacy bytes are written, so
+	// an image recorded before the fix rebuilds to its recorded bytes.
 	ExpectSHA256 string
 }
 

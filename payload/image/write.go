@@ -24,7 +24,9 @@ const tempPattern = ".vmpayload-image-*.tmp"
 // and the directory fsynced (both fsyncs are skipped with opt.NoSync). A
 // failed check wraps ErrVerify. On any error nothing is left behind: no
 // temporary file and no go-diskfs workspace; an existing out is left
-// untouched.
+// untouched. With opt.ExpectSHA256 set, an image with another hash is not
+// written (ErrChecksum), except that an ISO spec's legacy Joliet layout is
+// tried as well (see Options.ExpectSHA256 and legacyJolietRetry).
 //
 // Input problems wrap ErrInvalidSpec (and ErrTooLarge for oversized content);
 // I/O failures wrap the underlying *fs.PathError, so errors.Is(err,
