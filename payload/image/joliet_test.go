@@ -128,11 +128,16 @@ func TestJolietRootListsFiles(t *testing.T) {
 // legacy layout (an image recorded before the fix) writes exactly those
 // bytes; with the current layout's sha256 the current bytes; any other
 // sha256 (content changed) fails with ErrChecksum and writes nothing. For
-// unaffected specs there is no second layout to fall back to.
+// unaffected specs there is no second layout to fall back to. (The
+// go-diskfs fallback class is left out: go-diskfs renumbers its colliding
+// names in map order, so its builds are not reproducible to begin with.)
 func TestExpectSHA256AcceptsLegacyJolietLayout(t *testing.T) {
 	for _, tc := range jolietSpecs() {
 		t.Run(tc.name, func(t *testing.T) {
 			dirs, _ := validateSpec(tc.spec)
+			if _, ok := planISO(tc.spec, dirs); !ok {
+				t.Skip("go-diskfs fallback class: not reproducible")
+			}
 			legacy, err := buildISO(context.Background(), tc.spec, dirs, isoLegacyJoliet)
 			if err != nil {
 				t.Fatal(err)
