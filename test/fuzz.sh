@@ -19,6 +19,7 @@ targets=(
 	"./payload/job FuzzParse"
 	"./payload/job FuzzSplitMIME"
 	"./payload/internal/cloudinit FuzzRender"
+	"./payload/internal/cloudinit FuzzWriteFilesYAML"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
 	"./payload/image FuzzLayoutISO"

@@ -363,8 +363,11 @@ func toMap(v any) (map[string]any, error) {
 	return m, nil
 }
 
-func cloudConfigDoc(v any) ([]byte, error) {
-	b, err := marshalYAML(v)
+// cloudConfigDoc is the generated cloud-config document: cc as go-yaml
+// encodes it (its write_files entries written by encodeCloudConfig's fast
+// path where that gives the same bytes). key is the content hash.
+func cloudConfigDoc(cc *CloudConfig, key string) ([]byte, error) {
+	b, _, err := encodeCloudConfig(cc, key)
 	if err != nil {
 		return nil, fmt.Errorf("rendering cloud-config: %w", err)
 	}
@@ -378,7 +381,7 @@ func cloudConfigDoc(v any) ([]byte, error) {
 // user-data according to mode.
 func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
 	if user == "" {
-		return generatedDoc(cc, big)
+		return generatedDoc(cc, big, contentHash)
 	}
 	if mode == job.ModeReplace {
 		return []byte(user), nil
@@ -390,7 +393,7 @@ func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.U
 	if cc.IsEmpty() {
 		return []byte(text), nil
 	}
-	gen, err := generatedDoc(cc, big)
+	gen, err := generatedDoc(cc, big, contentHash)
 	if err != nil {
 		return nil, err
 	}
@@ -399,9 +402,10 @@ func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.U
 
 // generatedDoc is the generated cloud-config document with the contents
 // detached by detachBigContents put back. It is spliced before it becomes a
-// MIME part, whose transfer encoding may hide the placeholders.
-func generatedDoc(cc *CloudConfig, big *bigContents) ([]byte, error) {
-	doc, err := cloudConfigDoc(cc)
+// MIME part, whose transfer encoding may hide the placeholders. key is the
+// content hash.
+func generatedDoc(cc *CloudConfig, big *bigContents, key string) ([]byte, error) {
+	doc, err := cloudConfigDoc(cc, key)
 	if err != nil {
 		return nil, err
 	}
