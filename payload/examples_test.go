@@ -118,6 +118,17 @@ func largeFileExamples(t *testing.T) []example {
 		mk("zz-large-files", files(text), nil),
 		mk("zz-large-files-merge", files(text), map[string]any{"user_data": "#cloud-config\nwrite_files:\n  - path: /srv/from-user\n    content: from user_data\n"}),
 		mk("zz-large-files-script-configdrive", files(asciiText), map[string]any{"format": "configdrive", "user_data": "#!/bin/sh\necho hi\n"}),
+		// every entry in the class the write_files fast path writes itself
+		// (cloudinit's writefiles.go); its golden was written by go-yaml
+		// alone, with the fast path switched off
+		mk("zz-large-files-plain", []any{
+			map[string]any{"path": "/srv/data/big.txt", "content": text(20000), "permissions": "0644"},
+			map[string]any{"path": "/srv/data/big.bin", "content": base64.StdEncoding.EncodeToString(bin), "encoding": "base64", "permissions": "0600", "owner": "nobody:nogroup"},
+			map[string]any{"path": "/etc/systemd/system/getty@tty1.service.d/override.conf", "content": text(lim), "permissions": "644", "owner": "root:root"},
+			map[string]any{"path": "/srv/small.bin", "content": base64.StdEncoding.EncodeToString(bin[:100]), "encoding": "base64"},
+			map[string]any{"path": "/srv/one-line", "content": "no_line_break"},
+			map[string]any{"path": "/srv/empty", "content": ""},
+		}, map[string]any{"runcmd": []any{"echo hi"}}),
 	}
 }
 
