@@ -2,7 +2,10 @@
 // (meta-data, user-data, network-config, vendor-data) or OpenStack
 // config-drive v2 (openstack/latest/...). Every document is built from typed
 // structs and serialised with a YAML or JSON encoder; nothing is rendered
-// from text templates.
+// from text templates. Two fast paths give the encoder's bytes without it
+// (issue 14): big write_files contents are spliced in as base64 (bigfiles.go),
+// and write_files entries whose every scalar go-yaml provably writes a known
+// way are written by writefiles.go.
 package cloudinit
 
 import (
