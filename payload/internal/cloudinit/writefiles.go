@@ -106,73 +106,67 @@ func placeholderEntry(doc, want []byte) (int, bool) {
 
 // appendWriteFiles appends the block sequence items go-yaml writes for
 // files as the value of a top-level key, and reports whether every scalar
-// was in the class this file describes (when not, b is of no use).
+// was in the class this file describes (when not, it appends nothing: the
+// check comes first, so the fallback costs no allocation).
 func appendWriteFiles(b []byte, files []WriteFile) ([]byte, bool) {
 	n := 0
 	for i := range files {
 		f := &files[i]
+		if !inClass(f.Path) || !inClass(f.Content) || !inClass(f.Encoding) || !inClass(f.Permissions) || !inClass(f.Owner) {
+			return b, false
+		}
 		n += 64 + len(f.Path) + len(f.Content) + len(f.Encoding) + len(f.Permissions) + len(f.Owner)
 	}
 	if b == nil {
 		b = make([]byte, 0, n)
 	}
 	for i := range files {
-		var ok bool
-		if b, ok = appendWriteFile(b, &files[i]); !ok {
-			return b, false
-		}
+		b = appendWriteFile(b, &files[i])
 	}
 	return b, true
 }
 
 // appendWriteFile appends one entry of write_files, in WriteFile's field
-// order, without the fields omitempty leaves out.
-func appendWriteFile(b []byte, f *WriteFile) ([]byte, bool) {
-	var ok bool
+// order, without the fields omitempty leaves out. Its strings are in the
+// class (inClass).
+func appendWriteFile(b []byte, f *WriteFile) []byte {
 	b = append(b, "  - path: "...)
-	if b, ok = appendScalar(b, f.Path); !ok {
-		return b, false
-	}
+	b = appendScalar(b, f.Path)
 	b = append(b, "\n    content: "...)
-	if b, ok = appendScalar(b, f.Content); !ok {
-		return b, false
-	}
+	b = appendScalar(b, f.Content)
 	if f.Encoding != "" {
 		b = append(b, "\n    encoding: "...)
-		if b, ok = appendScalar(b, f.Encoding); !ok {
-			return b, false
-		}
+		b = appendScalar(b, f.Encoding)
 	}
 	if f.Permissions != "" {
 		b = append(b, "\n    permissions: "...)
-		if b, ok = appendScalar(b, f.Permissions); !ok {
-			return b, false
-		}
+		b = appendScalar(b, f.Permissions)
 	}
 	if f.Owner != "" {
 		b = append(b, "\n    owner: "...)
-		if b, ok = appendScalar(b, f.Owner); !ok {
-			return b, false
-		}
+		b = appendScalar(b, f.Owner)
 	}
 	if f.Defer {
 		b = append(b, "\n    defer: true"...)
 	}
-	return append(b, '\n'), true
+	return append(b, '\n')
 }
 
-// appendScalar appends s as go-yaml writes a string value in a block
-// mapping, when s is in the class this file describes.
-func appendScalar(b []byte, s string) ([]byte, bool) {
-	switch {
-	case plainString(s):
-		return append(b, s...), true
-	case s == "" || digitString(s):
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"'), true
+// inClass reports whether appendScalar writes s as go-yaml does: plain
+// (plainString), or double-quoted ("" and digitString).
+func inClass(s string) bool {
+	return s == "" || plainString(s) || digitString(s)
+}
+
+// appendScalar appends s, which is in the class (inClass), as go-yaml
+// writes a string value in a block mapping.
+func appendScalar(b []byte, s string) []byte {
+	if plainString(s) {
+		return append(b, s...)
 	}
-	return b, false
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // plainString reports whether go-yaml writes s plain, as it is, by the
