@@ -224,3 +224,54 @@ func FuzzEditSession(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkStartEdits is the agent's edits of a stopped domain's definition
+// for a start job (find, drive, guest channel, recipe), as chained string
+// calls and as one session.
+func BenchmarkStartEdits(b *testing.B) {
+	x, err := os.ReadFile(filepath.Join("testdata", "pc.xml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("chained", func(b *testing.B) {
+		for b.Loop() {
+			s := string(x)
+			if _, _, err := FindPayload(s); err != nil {
+				b.Fatal(err)
+			}
+			s, _, _, err := SetPayloadDrive(s, "/p/a.iso", BusAuto)
+			if err == nil {
+				s, _, err = SetGuestChannel(s, "org.vmpayload.0")
+			}
+			if err == nil {
+				_, err = SetMetadata(s, testNS, testRecipe)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("session", func(b *testing.B) {
+		for b.Loop() {
+			ed, err := NewEdit(string(x))
+			if err == nil {
+				_, _, err = ed.FindPayload()
+			}
+			if err == nil {
+				_, _, err = ed.SetPayloadDrive("/p/a.iso", BusAuto)
+			}
+			if err == nil {
+				_, err = ed.SetGuestChannel("org.vmpayload.0")
+			}
+			if err == nil {
+				err = ed.SetMetadata(testNS, testRecipe)
+			}
+			if err == nil {
+				_, err = ed.XML()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
