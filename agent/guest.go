@@ -57,9 +57,18 @@ type guests struct {
 
 	mu       sync.Mutex
 	watching map[string]context.CancelFunc // by domain UUID
-	changed  chan struct{}                 // closed and replaced at each guest update
-	ctx      context.Context
-	wg       sync.WaitGroup
+	// tracks holds the state files this agent wrote or read, by domain
+	// UUID, so that following a domain does not read back what the agent
+	// just wrote (issue 14); the files stay the record a restarted agent
+	// reads.
+	tracks map[string]guestTrack
+	// files serialises the changes of one domain's state file with
+	// tracks, by domain UUID: a file read, write or removal and the
+	// matching change of tracks happen together. Taken before mu.
+	files   map[string]*sync.Mutex
+	changed chan struct{} // closed and replaced at each guest update
+	ctx     context.Context
+	wg      sync.WaitGroup
 }
 
 func newGuests(a *Agent) *guests {
@@ -67,7 +76,7 @@ func newGuests(a *Agent) *guests {
 		dial: func(p string) (net.Conn, error) {
 			return net.DialTimeout("unix", p, 5*time.Second)
 		},
-		watching: map[string]context.CancelFunc{}, changed: make(chan struct{}), ctx: context.Background()}
+		watching: map[string]context.CancelFunc{}, tracks: map[string]guestTrack{}, files: map[string]*sync.Mutex{}, changed: make(chan struct{}), ctx: context.Background()}
 }
 
 func (g *guests) timeout() time.Duration {
@@ -97,7 +106,7 @@ func (g *guests) start(ctx context.Context) {
 		if !ok || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		g.watch(uuid)
+		g.watch(uuid, nil)
 	}
 }
 
@@ -130,7 +139,21 @@ func (g *guests) finished(res result.Result) {
 		g.a.log.Error("recording the guest report state; this job's guest report is not followed", "id", res.ID, "domain", res.Domain, "err", err)
 		return
 	}
-	g.restart(res.DomainUUID)
+	// res is the result just written: the watch starts from it instead
+	// of reading the file back.
+	g.restart(res.DomainUUID, &res)
+}
+
+// fileLock returns the lock of uuid's state file (see guests.files).
+func (g *guests) fileLock(uuid string) *sync.Mutex {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.files[uuid]
+	if l == nil {
+		l = new(sync.Mutex)
+		g.files[uuid] = l
+	}
+	return l
 }
 
 func (g *guests) saveTrack(tr guestTrack) error {
@@ -141,29 +164,61 @@ func (g *guests) saveTrack(tr guestTrack) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(g.trackPath(tr.UUID), b, 0o600, -1)
+	l := g.fileLock(tr.UUID)
+	l.Lock()
+	defer l.Unlock()
+	if err := atomicfile.WriteFile(g.trackPath(tr.UUID), b, 0o600, -1); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.tracks[tr.UUID] = tr
+	g.mu.Unlock()
+	return nil
 }
 
+// loadTrack returns domain uuid's state: as this agent last wrote or read
+// it, else from its file.
 func (g *guests) loadTrack(uuid string) (guestTrack, bool) {
-	var tr guestTrack
+	g.mu.Lock()
+	tr, ok := g.tracks[uuid]
+	g.mu.Unlock()
+	if ok {
+		return tr, true
+	}
+	l := g.fileLock(uuid)
+	l.Lock()
+	defer l.Unlock()
+	g.mu.Lock()
+	tr, ok = g.tracks[uuid] // written meanwhile
+	g.mu.Unlock()
+	if ok {
+		return tr, true
+	}
 	b, err := os.ReadFile(g.trackPath(uuid))
 	if err != nil {
 		return tr, false
 	}
 	if err := json.Unmarshal(b, &tr); err != nil || tr.JobID == "" {
 		g.a.log.Warn("ignoring a damaged guest report state file", "path", g.trackPath(uuid), "err", err)
-		return tr, false
+		return guestTrack{}, false
 	}
+	g.mu.Lock()
+	g.tracks[uuid] = tr
+	g.mu.Unlock()
 	return tr, true
 }
 
 // forget stops following domain uuid (detached, undefined).
 func (g *guests) forget(uuid string) {
+	l := g.fileLock(uuid)
+	l.Lock()
+	defer l.Unlock()
 	g.mu.Lock()
 	if c := g.watching[uuid]; c != nil {
 		c()
 		delete(g.watching, uuid)
 	}
+	delete(g.tracks, uuid)
 	g.mu.Unlock()
 	if err := os.Remove(g.trackPath(uuid)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		g.a.log.Warn("removing the guest report state", "uuid", uuid, "err", err)
@@ -171,21 +226,23 @@ func (g *guests) forget(uuid string) {
 }
 
 // started is told of every domain start.
-func (g *guests) started(uuid string) { g.watch(uuid) }
+func (g *guests) started(uuid string) { g.watch(uuid, nil) }
 
-// restart replaces a running watch of uuid (its job changed).
-func (g *guests) restart(uuid string) {
+// restart replaces a running watch of uuid (its job changed, to the one
+// of res).
+func (g *guests) restart(uuid string, res *result.Result) {
 	g.mu.Lock()
 	if c := g.watching[uuid]; c != nil {
 		c()
 		delete(g.watching, uuid)
 	}
 	g.mu.Unlock()
-	g.watch(uuid)
+	g.watch(uuid, res)
 }
 
-// watch follows domain uuid's channel unless it is followed already.
-func (g *guests) watch(uuid string) {
+// watch follows domain uuid's channel unless it is followed already. res,
+// unless nil, is the tracked job's result as just written.
+func (g *guests) watch(uuid string, res *result.Result) {
 	if _, ok := g.loadTrack(uuid); !ok {
 		return
 	}
@@ -209,19 +266,25 @@ func (g *guests) watch(uuid string) {
 			g.mu.Unlock()
 			cancel()
 		}()
-		g.follow(ctx, uuid)
+		g.follow(ctx, uuid, res)
 	}()
 }
 
 // follow holds the channel of a running domain until the domain stops or
-// ctx ends, applying every report.
-func (g *guests) follow(ctx context.Context, uuid string) {
+// ctx ends, applying every report. known, unless nil, is the tracked job's
+// result as just written (else it is read from its file).
+func (g *guests) follow(ctx context.Context, uuid string, known *result.Result) {
 	tr, ok := g.loadTrack(uuid)
 	if !ok {
 		return
 	}
-	res, ok := g.result(tr)
-	if !ok || res.Guest == nil {
+	var res result.Result
+	if known != nil && known.ID == tr.JobID && known.State == result.State(tr.State) && known.DomainUUID == tr.UUID {
+		res = *known
+	} else if res, ok = g.result(tr); !ok {
+		return
+	}
+	if res.Guest == nil {
 		return
 	}
 	var deadline <-chan time.Time

@@ -345,6 +345,17 @@ func TestWaitGuest(t *testing.T) {
 	if _, err := os.Stat(e.a.guest.trackPath(testUUID)); !os.IsNotExist(err) {
 		t.Errorf("detach left the guest state: %v", err)
 	}
+	// nor does the agent remember it: a start of the domain follows nothing
+	if tr, ok := e.a.guest.loadTrack(testUUID); ok {
+		t.Errorf("detach left the guest state in memory: %+v", tr)
+	}
+	e.a.guest.started(testUUID)
+	e.a.guest.mu.Lock()
+	w := e.a.guest.watching[testUUID]
+	e.a.guest.mu.Unlock()
+	if w != nil {
+		t.Error("a start after the detach follows the domain again")
+	}
 }
 
 // TestGuestFlood: lines beyond one report per gap are dropped unanswered

@@ -25,6 +25,7 @@ targets=(
 	"./payload/image FuzzLayoutISO"
 	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzCheckDomain"
+	"./libvirtx/domxml FuzzEditSession"
 	"./payload/job FuzzScanTree"
 )
 

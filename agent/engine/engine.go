@@ -401,7 +401,20 @@ func (e *Engine) domOpts() []domxml.Option {
 // definition, and starts the domain when start is set. It returns the image
 // the drive held before.
 func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, recipeEl string, start bool, r *result.Result) (string, domxml.Device, error) {
-	cur, found, err := domxml.FindPayload(dom.InactiveXML)
+	// A stopped domain's definition is edited in one session (drive,
+	// channel, recipe: one parse, one serialisation); a running domain's
+	// changes go through libvirt's device calls.
+	var (
+		ed    *domxml.Edit
+		cur   domxml.PayloadDisk
+		found bool
+		err   error
+	)
+	if dom.Active {
+		cur, found, err = domxml.FindPayload(dom.InactiveXML)
+	} else if ed, err = domxml.NewEdit(dom.InactiveXML); err == nil {
+		cur, found, err = ed.FindPayload()
+	}
 	if err != nil {
 		return "", domxml.Device{}, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
@@ -419,12 +432,16 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		}
 	}
 	if !dom.Active {
-		xml, dev, _, err := domxml.SetPayloadDrive(dom.InactiveXML, imgPath, bus, opts...)
+		dev, _, err := ed.SetPayloadDrive(imgPath, bus, opts...)
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
-		if xml, err = withRecipe(xml, recipeEl, r.Guest != nil); err != nil {
+		if err = withRecipe(ed, dom.InactiveXML, recipeEl, r.Guest != nil); err != nil {
 			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+		}
+		xml, err := ed.XML()
+		if err != nil {
+			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
 		if xml != dom.InactiveXML {
 			if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
@@ -528,12 +545,20 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if err != nil {
 		return live.Device, fmt.Errorf("reading the definition of %s to put the payload drive back: %w", dom.Name, err)
 	}
-	xml, dev, _, err := domxml.SetPayloadDrive(cur.InactiveXML, imgPath, domxml.BusAuto, append(opts, domxml.AtDevice(live.Device))...)
+	ed, err := domxml.NewEdit(cur.InactiveXML)
 	if err != nil {
 		return live.Device, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
 	}
-	if xml, err = withRecipe(xml, recipeEl, guest); err != nil {
+	dev, _, err := ed.SetPayloadDrive(imgPath, domxml.BusAuto, append(opts, domxml.AtDevice(live.Device))...)
+	if err != nil {
+		return live.Device, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
+	}
+	if err = withRecipe(ed, cur.InactiveXML, recipeEl, guest); err != nil {
 		return dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+	}
+	xml, err := ed.XML()
+	if err != nil {
+		return dev, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
 	}
 	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
@@ -542,41 +567,38 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	return dev, nil
 }
 
-// withRecipe returns domainXML with recipeEl as its only vmpayload recipe,
-// or with no recipe when recipeEl is "", and with the guest report channel
-// when guest is set (else without it): the channel goes with the payload.
-// A recipe equal to the one already there leaves the document unchanged
+// withRecipe edits ed, a session on domainXML, to hold recipeEl as the
+// domain's only vmpayload recipe, or no recipe when recipeEl is "", and the
+// guest report channel when guest is set (else not): the channel goes with
+// the payload. A recipe equal to the one already there is left as it is
 // (libvirt may have re-serialised it).
-func withRecipe(domainXML, recipeEl string, guest bool) (string, error) {
+func withRecipe(ed *domxml.Edit, domainXML, recipeEl string, guest bool) error {
 	var err error
 	if guest {
-		domainXML, _, err = domxml.SetGuestChannel(domainXML, guestreport.Channel)
+		_, err = ed.SetGuestChannel(guestreport.Channel)
 	} else {
-		domainXML, _, err = domxml.RemoveGuestChannel(domainXML, guestreport.Channel)
+		_, err = ed.RemoveGuestChannel(guestreport.Channel)
 	}
 	if err != nil {
-		return "", err
+		return err
 	}
-	return withRecipeOnly(domainXML, recipeEl)
-}
-
-func withRecipeOnly(domainXML, recipeEl string) (string, error) {
 	if recipeEl == "" {
-		x, _, err := domxml.RemoveMetadata(domainXML, recipe.Namespace)
-		return x, err
+		_, err := ed.RemoveMetadata(recipe.Namespace)
+		return err
 	}
 	// Only a document naming the recipe namespace can hold a recipe (as
 	// libvirt writes metadata back, the URI is there literally): a domain
-	// without one, the usual first job, skips a pass over its XML.
-	if !strings.Contains(domainXML, recipe.Namespace) {
-		return domxml.SetMetadata(domainXML, recipe.Namespace, recipeEl)
-	}
-	if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
-		if el, err := cur.Element(); err == nil && el == recipeEl {
-			return domainXML, nil
+	// without one, the usual first job, skips a pass over its XML. The
+	// session's edits so far (drive, channel) leave <metadata> alone, so
+	// the recipe there is the one domainXML has.
+	if strings.Contains(domainXML, recipe.Namespace) {
+		if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
+			if el, err := cur.Element(); err == nil && el == recipeEl {
+				return nil
+			}
 		}
 	}
-	return domxml.SetMetadata(domainXML, recipe.Namespace, recipeEl)
+	return ed.SetMetadata(recipe.Namespace, recipeEl)
 }
 
 // recordRecipe writes recipeEl into the persistent definition of a running
@@ -588,7 +610,14 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 	if err != nil {
 		return fmt.Errorf("reading the definition of %s to record the payload recipe: %w", dom.Name, err)
 	}
-	x, err := withRecipe(cur.InactiveXML, recipeEl, guest)
+	ed, err := domxml.NewEdit(cur.InactiveXML)
+	if err == nil {
+		err = withRecipe(ed, cur.InactiveXML, recipeEl, guest)
+	}
+	var x string
+	if err == nil {
+		x, err = ed.XML()
+	}
 	if err != nil {
 		return fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
@@ -755,7 +784,15 @@ func hasSCSI(xml string) bool {
 
 // detach removes the payload drive from the domain and deletes its image.
 func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.Result) error {
-	cur, found, err := domxml.FindPayload(dom.InactiveXML)
+	// The definition's edits (drive, recipe, channel) are one session.
+	ed, err := domxml.NewEdit(dom.InactiveXML)
+	var (
+		cur   domxml.PayloadDisk
+		found bool
+	)
+	if err == nil {
+		cur, found, err = ed.FindPayload()
+	}
 	if err != nil {
 		return fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
@@ -778,16 +815,20 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if !found {
 		// Nothing to detach (the outcome the job asks for); a recipe left
 		// without its drive goes too.
-		xml, removed, err := domxml.RemoveMetadata(dom.InactiveXML, recipe.Namespace)
+		removed, err := ed.RemoveMetadata(recipe.Namespace)
 		if err != nil {
 			return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
 		}
-		xml, chRemoved, err := domxml.RemoveGuestChannel(xml, guestreport.Channel)
+		chRemoved, err := ed.RemoveGuestChannel(guestreport.Channel)
 		if err != nil {
 			return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
 		}
 		if !removed && !chRemoved {
 			return nil
+		}
+		xml, err := ed.XML()
+		if err != nil {
+			return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
 		}
 		if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
@@ -820,15 +861,18 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 			return fmt.Errorf("ejecting the payload of running domain %s: %w", dom.Name, err)
 		}
 	}
-	xml, _, err := domxml.RemovePayloadDrive(dom.InactiveXML)
-	if err != nil {
+	if _, err := ed.RemovePayloadDrive(); err != nil {
 		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
 	}
-	if xml, _, err = domxml.RemoveMetadata(xml, recipe.Namespace); err != nil {
+	if _, err := ed.RemoveMetadata(recipe.Namespace); err != nil {
 		return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
 	}
-	if xml, _, err = domxml.RemoveGuestChannel(xml, guestreport.Channel); err != nil {
+	if _, err := ed.RemoveGuestChannel(guestreport.Channel); err != nil {
 		return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
+	}
+	xml, err := ed.XML()
+	if err != nil {
+		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
 	}
 	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)

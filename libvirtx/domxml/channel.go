@@ -38,45 +38,43 @@ func SetGuestChannel(domainXML, name string) (string, bool, error) {
 	if name == "" {
 		return "", false, fmt.Errorf("adding the guest channel: no channel name")
 	}
-	doc, root, err := parse(domainXML)
+	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", false, err
 	}
-	if len(findChannels(root, name)) > 0 {
-		return domainXML, false, nil
+	added, err := ed.SetGuestChannel(name)
+	if err != nil {
+		return "", false, err
 	}
-	devices := root.SelectElement("devices")
-	if devices == nil {
-		devices = root.CreateElement("devices")
-	}
+	x, err := ed.XML()
+	return x, added, err
+}
+
+// guestChannel is the <channel> element of the guest channel name.
+func guestChannel(name string) *etree.Element {
 	ch := etree.NewElement("channel")
 	ch.CreateAttr("type", "unix")
 	ch.CreateElement("source").CreateAttr("mode", "bind")
 	t := ch.CreateElement("target")
 	t.CreateAttr("type", "virtio")
 	t.CreateAttr("name", name)
-	insertDevice(devices, ch, indentStep(root))
-	x, err := serialize(doc)
-	return x, true, err
+	return ch
 }
 
 // RemoveGuestChannel returns domainXML without the virtio channels named
 // name; removed reports whether there were any (when not, the document is
 // returned unchanged).
 func RemoveGuestChannel(domainXML, name string) (string, bool, error) {
-	doc, root, err := parse(domainXML)
+	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", false, err
 	}
-	chs := findChannels(root, name)
-	if len(chs) == 0 {
-		return domainXML, false, nil
+	removed, err := ed.RemoveGuestChannel(name)
+	if err != nil {
+		return "", false, err
 	}
-	for _, ch := range chs {
-		removeWithIndent(ch.Parent(), ch)
-	}
-	x, err := serialize(doc)
-	return x, true, err
+	x, err := ed.XML()
+	return x, removed, err
 }
 
 // HasGuestChannel reports whether domainXML has a virtio channel named name.

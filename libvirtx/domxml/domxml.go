@@ -30,6 +30,9 @@
 //     through the typed model would drop what it does not know. The tree
 //     element of a disk is the one at the same position among the
 //     <devices><disk> elements as its decoded struct.
+//     Several edits of one definition (the agent's drive, guest channel
+//     and recipe per job) share one parse and one serialisation in an
+//     Edit session; each string function is a session of one edit.
 //   - ReferencedFiles stays a tree walk: the orphan GC must see every
 //     <source file=...> under a disk, wherever it sits (backing chains,
 //     mirrors, data stores, elements newer than libvirtxml), because a file

@@ -1,7 +1,6 @@
 package domxml
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/beevik/etree"
@@ -13,26 +12,14 @@ import (
 // has none. libvirt keeps one element per namespace. Everything else in the
 // document is left as it was.
 func SetMetadata(domainXML, namespaceURI, elementXML string) (string, error) {
-	doc, root, err := parse(domainXML)
+	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", err
 	}
-	edoc := etree.NewDocument()
-	if err := edoc.ReadFromString(elementXML); err != nil {
-		return "", fmt.Errorf("setting domain metadata: parsing the element: %w", err)
+	if err := ed.SetMetadata(namespaceURI, elementXML); err != nil {
+		return "", err
 	}
-	el := edoc.Root()
-	if el == nil || el.NamespaceURI() != namespaceURI {
-		return "", fmt.Errorf("setting domain metadata: the element is not in namespace %q", namespaceURI)
-	}
-	md := root.SelectElement("metadata")
-	if md == nil {
-		md = etree.NewElement("metadata")
-		insertMetadata(root, md)
-	}
-	removeNamespace(md, namespaceURI)
-	indentChild(md, el)
-	return serialize(doc)
+	return ed.XML()
 }
 
 // RemoveMetadata removes the elements in namespace namespaceURI from the
@@ -40,19 +27,16 @@ func SetMetadata(domainXML, namespaceURI, elementXML string) (string, error) {
 // it). It reports whether anything was removed; when nothing was, the
 // document is returned unchanged.
 func RemoveMetadata(domainXML, namespaceURI string) (string, bool, error) {
-	doc, root, err := parse(domainXML)
+	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", false, err
 	}
-	md := root.SelectElement("metadata")
-	if md == nil || !removeNamespace(md, namespaceURI) {
-		return domainXML, false, nil
+	removed, err := ed.RemoveMetadata(namespaceURI)
+	if err != nil {
+		return "", false, err
 	}
-	if len(md.ChildElements()) == 0 {
-		removeWithIndent(root, md)
-	}
-	x, err := serialize(doc)
-	return x, true, err
+	x, err := ed.XML()
+	return x, removed, err
 }
 
 // removeNamespace drops md's child elements in namespace uri (with the
@@ -78,6 +62,7 @@ func removeWithIndent(parent, child *etree.Element) {
 		}
 	}
 	parent.RemoveChild(child)
+	mergeText(parent)
 }
 
 // insertMetadata puts a new <metadata> where libvirt writes it: after
@@ -90,9 +75,9 @@ func insertMetadata(root, md *etree.Element) {
 		}
 	}
 	ws := leadingSpace(root)
-	md.SetText(ws)
+	md.AddChild(newText(ws))
 	root.InsertChildAt(at+1, md)
-	root.InsertChildAt(at+1, etree.NewText(ws))
+	root.InsertChildAt(at+1, newText(ws))
 }
 
 // indentChild appends el as the last child element of parent, indented one
@@ -111,9 +96,10 @@ func indentChild(parent, el *etree.Element) {
 		}
 		parent.RemoveChildAt(n - 1)
 	}
-	parent.AddChild(etree.NewText(inner))
+	parent.AddChild(newText(inner))
 	parent.AddChild(el)
-	parent.AddChild(etree.NewText(tail))
+	parent.AddChild(newText(tail))
+	mergeText(parent)
 }
 
 // leadingSpace returns the whitespace text before e's first child element

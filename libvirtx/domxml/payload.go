@@ -412,10 +412,10 @@ func indent(el *etree.Element, base, step string) {
 		return
 	}
 	for _, k := range kids {
-		el.InsertChildAt(k.Index(), etree.NewText("\n"+base+step))
+		el.InsertChildAt(k.Index(), newText("\n"+base+step))
 		indent(k, base+step, step)
 	}
-	el.AddChild(etree.NewText("\n" + base))
+	el.AddChild(newText("\n" + base))
 }
 
 // PayloadDeviceXML renders the payload drive as a single <disk> element for
@@ -480,68 +480,16 @@ func SetPayloadDrive(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 	if err := checkImagePath(imagePath); err != nil {
 		return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
 	}
-	doc, root, err := parse(domainXML)
+	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", Device{}, false, err
 	}
-	v, err := decodeView(domainXML)
+	dev, replaced, err := ed.SetPayloadDrive(imagePath, bus, opts...)
 	if err != nil {
 		return "", Device{}, false, err
 	}
-	els, err := diskElements(root, v)
-	if err != nil {
-		return "", Device{}, false, err
-	}
-	o := newOptions(opts)
-	devices := root.SelectElement("devices")
-	if devices == nil {
-		devices = root.CreateElement("devices")
-	}
-
-	if idx := payloadIndexes(v.Devices.Disks); len(idx) > 0 {
-		cur := &v.Devices.Disks[idx[0]]
-		old := els[idx[0]]
-		dev := payloadOf(cur).Device
-		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil
-		var addr *libvirtxml.DomainAddress
-		if keep {
-			addr = cur.Address
-		} else {
-			// A broken drive under our alias, or one of the other kind (a
-			// vfat disk replacing a CD-ROM or back): choose afresh in its
-			// place.
-			if dev, err = chooseDevice(v, bus, o.kind, idx[0]); err != nil {
-				return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
-			}
-		}
-		disk, err := diskElement(payloadDisk(imagePath, dev, o, addr, cur.Boot))
-		if err != nil {
-			return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
-		}
-		indent(disk, leadingIndent(old), indentStep(root))
-		parent := old.Parent()
-		parent.InsertChildAt(old.Index(), disk)
-		parent.RemoveChild(old)
-		out, err := serialize(doc)
-		return out, dev, true, err
-	}
-
-	var dev Device
-	if o.at != nil {
-		dev, err = atDevice(v, *o.at, o.kind)
-	} else {
-		dev, err = chooseDevice(v, bus, o.kind, -1)
-	}
-	if err != nil {
-		return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
-	}
-	disk, err := diskElement(payloadDisk(imagePath, dev, o, nil, nil))
-	if err != nil {
-		return "", Device{}, false, fmt.Errorf("setting payload drive: %w", err)
-	}
-	insertDevice(devices, disk, indentStep(root))
-	out, err := serialize(doc)
-	return out, dev, false, err
+	out, err := ed.XML()
+	return out, dev, replaced, err
 }
 
 // atDevice checks that dev (AtDevice) can hold a new payload drive of kind
@@ -568,37 +516,16 @@ func atDevice(v *domainView, dev Device, kind Kind) (Device, error) {
 // RemovePayloadDrive removes every drive with alias PayloadAlias and reports
 // whether there was one.
 func RemovePayloadDrive(domainXML string) (string, bool, error) {
-	doc, root, err := parse(domainXML)
+	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", false, err
 	}
-	v, err := decodeView(domainXML)
+	removed, err := ed.RemovePayloadDrive()
 	if err != nil {
 		return "", false, err
 	}
-	els, err := diskElements(root, v)
-	if err != nil {
-		return "", false, err
-	}
-	removed := false
-	for _, i := range payloadIndexes(v.Devices.Disks) {
-		disk := els[i]
-		parent := disk.Parent()
-		i := disk.Index()
-		// Drop the indentation that preceded the element too.
-		if i > 0 {
-			if cd, ok := parent.Child[i-1].(*etree.CharData); ok && cd.IsWhitespace() {
-				parent.RemoveChildAt(i - 1)
-			}
-		}
-		parent.RemoveChild(disk)
-		removed = true
-	}
-	if !removed {
-		return domainXML, false, nil
-	}
-	out, err := serialize(doc)
-	return out, true, err
+	out, err := ed.XML()
+	return out, removed, err
 }
 
 // leadingIndent returns the whitespace after the last newline before el, or
@@ -652,11 +579,11 @@ func insertDevice(devices, disk *etree.Element, step string) {
 	case after != nil:
 		i := after.Index() + 1
 		devices.InsertChildAt(i, disk)
-		devices.InsertChildAt(i, etree.NewText("\n"+base))
+		devices.InsertChildAt(i, newText("\n"+base))
 	case len(devices.ChildElements()) > 0:
 		first := devices.ChildElements()[0]
 		i := first.Index()
-		devices.InsertChildAt(i, etree.NewText("\n"+base))
+		devices.InsertChildAt(i, newText("\n"+base))
 		devices.InsertChildAt(i, disk)
 	default:
 		for _, t := range append([]etree.Token(nil), devices.Child...) {
@@ -664,8 +591,9 @@ func insertDevice(devices, disk *etree.Element, step string) {
 				devices.RemoveChild(cd)
 			}
 		}
-		devices.AddChild(etree.NewText("\n" + base))
+		devices.AddChild(newText("\n" + base))
 		devices.AddChild(disk)
-		devices.AddChild(etree.NewText("\n" + leadingIndent(devices)))
+		devices.AddChild(newText("\n" + leadingIndent(devices)))
 	}
+	mergeText(devices)
 }

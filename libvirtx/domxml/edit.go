@@ -1,0 +1,295 @@
+package domxml
+
+import (
+	"fmt"
+
+	"github.com/beevik/etree"
+	"libvirt.org/go/libvirtxml"
+)
+
+// Edit is an edit session on one domain definition: the document is parsed
+// once, any number of edits (payload drive, guest channel, metadata) are
+// applied to the same tree, and XML serialises it once. The agent makes
+// three or four edits to a definition per job; as separate string -> string
+// calls each parsed (and all but the last serialised) the whole document
+// again (issue 14).
+//
+// Each method does what the function of the same name does to the XML the
+// previous edits produced, with the same results and errors, and the
+// session's XML is the string the chained calls return: the original
+// document, byte for byte, when no edit changed anything. The string
+// functions (SetPayloadDrive, SetGuestChannel, SetMetadata, ...) are one
+// edit in a session of their own.
+//
+// An Edit is not safe for concurrent use.
+type Edit struct {
+	orig    string
+	doc     *etree.Document
+	root    *etree.Element
+	view    *domainView // decoded on demand; nil after an edit of the disks
+	changed bool
+}
+
+// NewEdit parses domainXML for a session of edits.
+func NewEdit(domainXML string) (*Edit, error) {
+	doc, root, err := parse(domainXML)
+	if err != nil {
+		return nil, err
+	}
+	return &Edit{orig: domainXML, doc: doc, root: root}, nil
+}
+
+// domain returns the typed view of the document as it is now: decoded from
+// the original string until an edit changed the disks, then from the
+// edited tree.
+func (e *Edit) domain() (*domainView, error) {
+	if e.view != nil {
+		return e.view, nil
+	}
+	src := e.orig
+	if e.changed {
+		x, err := serialize(e.doc)
+		if err != nil {
+			return nil, err
+		}
+		src = x
+	}
+	v, err := decodeView(src)
+	if err != nil {
+		return nil, err
+	}
+	e.view = v
+	return v, nil
+}
+
+// XML returns the document with the edits made so far: the original string
+// when none changed it.
+func (e *Edit) XML() (string, error) {
+	if !e.changed {
+		return e.orig, nil
+	}
+	return serialize(e.doc)
+}
+
+// Changed reports whether an edit changed the document.
+func (e *Edit) Changed() bool { return e.changed }
+
+// FindPayload reports the payload drive as FindPayload does.
+func (e *Edit) FindPayload() (PayloadDisk, bool, error) {
+	v, err := e.domain()
+	if err != nil {
+		return PayloadDisk{}, false, err
+	}
+	idx := payloadIndexes(v.Devices.Disks)
+	if len(idx) == 0 {
+		return PayloadDisk{}, false, nil
+	}
+	return payloadOf(&v.Devices.Disks[idx[0]]), true, nil
+}
+
+// SetPayloadDrive puts the payload drive into the document as
+// SetPayloadDrive does and returns its device and whether an existing
+// payload drive was replaced.
+func (e *Edit) SetPayloadDrive(imagePath string, bus Bus, opts ...Option) (Device, bool, error) {
+	if err := checkImagePath(imagePath); err != nil {
+		return Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
+	}
+	v, err := e.domain()
+	if err != nil {
+		return Device{}, false, err
+	}
+	els, err := diskElements(e.root, v)
+	if err != nil {
+		return Device{}, false, err
+	}
+	o := newOptions(opts)
+	root := e.root
+
+	if idx := payloadIndexes(v.Devices.Disks); len(idx) > 0 {
+		cur := &v.Devices.Disks[idx[0]]
+		old := els[idx[0]]
+		dev := payloadOf(cur).Device
+		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil
+		var addr *libvirtxml.DomainAddress
+		if keep {
+			addr = cur.Address
+		} else {
+			// A broken drive under our alias, or one of the other kind (a
+			// vfat disk replacing a CD-ROM or back): choose afresh in its
+			// place.
+			if dev, err = chooseDevice(v, bus, o.kind, idx[0]); err != nil {
+				return Device{}, false, fmt.Errorf("setting payload drive: %w", err)
+			}
+		}
+		disk, err := diskElement(payloadDisk(imagePath, dev, o, addr, cur.Boot))
+		if err != nil {
+			return Device{}, false, fmt.Errorf("setting payload drive: %w", err)
+		}
+		indent(disk, leadingIndent(old), indentStep(root))
+		parent := old.Parent()
+		parent.InsertChildAt(old.Index(), disk)
+		parent.RemoveChild(old)
+		mergeText(parent)
+		e.disksChanged()
+		return dev, true, nil
+	}
+
+	var dev Device
+	if o.at != nil {
+		dev, err = atDevice(v, *o.at, o.kind)
+	} else {
+		dev, err = chooseDevice(v, bus, o.kind, -1)
+	}
+	if err != nil {
+		return Device{}, false, fmt.Errorf("setting payload drive: %w", err)
+	}
+	disk, err := diskElement(payloadDisk(imagePath, dev, o, nil, nil))
+	if err != nil {
+		return Device{}, false, fmt.Errorf("setting payload drive: %w", err)
+	}
+	insertDevice(e.ensureDevices(), disk, indentStep(root))
+	e.disksChanged()
+	return dev, false, nil
+}
+
+// ensureDevices returns the root's <devices>, created when there is none.
+func (e *Edit) ensureDevices() *etree.Element {
+	devices := e.root.SelectElement("devices")
+	if devices == nil {
+		devices = e.root.CreateElement("devices")
+		e.changed = true
+	}
+	return devices
+}
+
+// disksChanged records an edit of the <disk> elements: the typed view no
+// longer matches the tree.
+func (e *Edit) disksChanged() {
+	e.changed = true
+	e.view = nil
+}
+
+// RemovePayloadDrive removes every payload drive as RemovePayloadDrive does
+// and reports whether there was one.
+func (e *Edit) RemovePayloadDrive() (bool, error) {
+	v, err := e.domain()
+	if err != nil {
+		return false, err
+	}
+	els, err := diskElements(e.root, v)
+	if err != nil {
+		return false, err
+	}
+	removed := false
+	for _, i := range payloadIndexes(v.Devices.Disks) {
+		disk := els[i]
+		parent := disk.Parent()
+		i := disk.Index()
+		// Drop the indentation that preceded the element too.
+		if i > 0 {
+			if cd, ok := parent.Child[i-1].(*etree.CharData); ok && cd.IsWhitespace() {
+				parent.RemoveChildAt(i - 1)
+			}
+		}
+		parent.RemoveChild(disk)
+		mergeText(parent)
+		removed = true
+	}
+	if removed {
+		e.disksChanged()
+	}
+	return removed, nil
+}
+
+// SetGuestChannel adds the guest channel name as SetGuestChannel does;
+// added is false when the document has it already.
+func (e *Edit) SetGuestChannel(name string) (bool, error) {
+	if name == "" {
+		return false, fmt.Errorf("adding the guest channel: no channel name")
+	}
+	if len(findChannels(e.root, name)) > 0 {
+		return false, nil
+	}
+	devices := e.ensureDevices()
+	insertDevice(devices, guestChannel(name), indentStep(e.root))
+	e.changed = true
+	return true, nil
+}
+
+// RemoveGuestChannel removes the virtio channels named name as
+// RemoveGuestChannel does and reports whether there were any.
+func (e *Edit) RemoveGuestChannel(name string) (bool, error) {
+	chs := findChannels(e.root, name)
+	if len(chs) == 0 {
+		return false, nil
+	}
+	for _, ch := range chs {
+		removeWithIndent(ch.Parent(), ch)
+	}
+	e.changed = true
+	return true, nil
+}
+
+// SetMetadata puts elementXML into the domain's <metadata> as SetMetadata
+// does.
+func (e *Edit) SetMetadata(namespaceURI, elementXML string) error {
+	edoc := etree.NewDocument()
+	if err := edoc.ReadFromString(elementXML); err != nil {
+		return fmt.Errorf("setting domain metadata: parsing the element: %w", err)
+	}
+	el := edoc.Root()
+	if el == nil || el.NamespaceURI() != namespaceURI {
+		return fmt.Errorf("setting domain metadata: the element is not in namespace %q", namespaceURI)
+	}
+	md := e.root.SelectElement("metadata")
+	if md == nil {
+		md = etree.NewElement("metadata")
+		insertMetadata(e.root, md)
+	}
+	removeNamespace(md, namespaceURI)
+	indentChild(md, el)
+	e.changed = true
+	return nil
+}
+
+// RemoveMetadata removes the elements in namespace namespaceURI from the
+// domain's <metadata> as RemoveMetadata does and reports whether anything
+// was removed.
+func (e *Edit) RemoveMetadata(namespaceURI string) (bool, error) {
+	md := e.root.SelectElement("metadata")
+	if md == nil || !removeNamespace(md, namespaceURI) {
+		return false, nil
+	}
+	if len(md.ChildElements()) == 0 {
+		removeWithIndent(e.root, md)
+	}
+	e.changed = true
+	return true, nil
+}
+
+// newText is a text node flagged as whitespace when it is, as the parser
+// flags the text it reads (etree.NewText does not): the indentation an
+// edit inserts must look to the next edit of the same tree as it would
+// after a serialisation and a new parse (CharData.IsWhitespace).
+func newText(s string) *etree.CharData {
+	t := etree.NewText("")
+	t.SetData(s)
+	return t
+}
+
+// mergeText joins el's adjacent text children (not CDATA sections) into
+// one, as they are after a serialisation and a new parse: an insertion or
+// removal next to text must leave the tree the next edit of the session
+// sees as the chained string calls would see it.
+func mergeText(el *etree.Element) {
+	for i := 1; i < len(el.Child); {
+		prev, ok1 := el.Child[i-1].(*etree.CharData)
+		cur, ok2 := el.Child[i].(*etree.CharData)
+		if ok1 && ok2 && !prev.IsCData() && !cur.IsCData() {
+			prev.SetData(prev.Data + cur.Data)
+			el.RemoveChildAt(i)
+			continue
+		}
+		i++
+	}
+}
