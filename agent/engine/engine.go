@@ -46,7 +46,9 @@ type Engine struct {
 	// unreachable (default 200ms doubling to 5s).
 	RetryBackoff time.Duration
 	// TrayWait bounds how long a live media change is retried while the
-	// guest holds the drive's tray shut (default 30s).
+	// guest holds the drive's tray shut (default 30s); when under 3s it
+	// also bounds the wait for libvirt to record the tray shut after a
+	// change (settleTray).
 	TrayWait time.Duration
 	// ResetWindow: a domain started less than this long ago whose IDE/SATA
 	// payload drive is left out of step by a media change is reset to repair
@@ -473,7 +475,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		if err != nil {
 			return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 		}
-		if err := e.changeMedia(ctx, dom, cur, x, libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
+		if err := e.changeMedia(ctx, dom, cur, x, libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG, false); err != nil {
 			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
 		}
 		return old, dev, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
@@ -538,7 +540,7 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if err != nil {
 		return live.Device, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 	}
-	if err := e.changeMedia(ctx, dom, live, x, 0); err != nil {
+	if err := e.changeMedia(ctx, dom, live, x, 0, false); err != nil {
 		return live.Device, fmt.Errorf("changing the payload medium of running domain %s (drive %s, left live by a detach): %w", dom.Name, live.Target, err)
 	}
 	cur, err := e.Host.Domain(ctx, dom.UUID)
@@ -654,9 +656,18 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 // run longer is never reset behind the operator's back: the job fails with
 // media_locked saying how to repair it.
 //
+// The same race can strike after libvirt's change succeeded: when the
+// guest's reset closes QEMU's tray just before libvirt's closing step, that
+// step moves nothing, QEMU sends no event, and libvirt keeps recording the
+// tray as open although the new medium is in. The change is done, but the
+// next one (or an eject) would fail. So after inserting a medium into an
+// IDE/SATA drive, settleTray waits for libvirt to record the tray shut and
+// repairs a stale record the same way (a reset within ResetWindow).
+//
 // config is DOMAIN_DEVICE_MODIFY_CONFIG when the persistent definition has
-// the drive too (it changes with the live one), else 0.
-func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags) error {
+// the drive too (it changes with the live one), else 0. eject is set when
+// newDisk has no medium (nothing is inserted, so there is no tray to settle).
+func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags, eject bool) error {
 	wait := e.TrayWait
 	if wait <= 0 {
 		wait = 30 * time.Second
@@ -667,6 +678,9 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 	var err error
 	for i := 1; ; i++ {
 		err = e.Host.UpdateDevice(ctx, dom.UUID, newDisk, flags)
+		if err == nil && !eject && !cur.Bus.Hotpluggable() {
+			return e.settleTray(ctx, dom, cur, resets)
+		}
 		if err == nil || !libvirtx.IsTrayBusy(err) {
 			return err
 		}
@@ -707,6 +721,62 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 	}
 	return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked shut for %s although the change was forced; stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
 }
+
+// settleTray waits up to trayCloseWait (or TrayWait, when shorter) for libvirt to record the tray of
+// the IDE/SATA payload drive cur shut after a medium was inserted, and
+// repairs a record that stays open (see changeMedia): within ResetWindow of
+// the start, and with fewer than maxResets resets done by this change, the
+// domain is reset, which makes libvirt read the drive's state again (the new
+// medium stays in). Later in the domain's life it is not reset behind the
+// operator's back: the change stands (the medium is in) and a warning says
+// that the next change needs a reset.
+func (e *Engine) settleTray(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, resets int) error {
+	wait := trayCloseWait
+	if e.TrayWait > 0 && e.TrayWait < wait {
+		wait = e.TrayWait
+	}
+	for {
+		deadline := time.Now().Add(wait)
+		for {
+			stale, err := e.staleTray(ctx, dom.UUID)
+			if err != nil {
+				return fmt.Errorf("reading the live definition of %s after the media change: %w", dom.Name, err)
+			}
+			if !stale {
+				return nil
+			}
+			if !time.Now().Before(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(trayPoll):
+			}
+		}
+		up, known := e.startedAgo(ctx, dom.UUID)
+		if !known || up > e.resetWindow() || resets >= maxResets {
+			e.log().Warn("libvirt still records the payload drive's tray as open after the media change (the guest reset the drive during it); the new medium is in, but the next change needs a reset of the domain (virsh reset)",
+				"domain", dom.Name, "target", cur.Target, "bus", cur.Bus)
+			return nil
+		}
+		resets++
+		e.Metrics.MediaRecovery(metrics.RecoveryReset)
+		e.log().Warn("payload drive tray out of step between libvirt and QEMU after a media change right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
+		if err := e.Host.Reset(ctx, dom.UUID); err != nil {
+			return fmt.Errorf("resetting %s to repair libvirt's record of the payload drive's tray: %w", dom.Name, err)
+		}
+		e.Starts.Note(dom.UUID, time.Now())
+	}
+}
+
+// trayCloseWait bounds settleTray's wait for libvirt to record a closed
+// tray (QEMU's DEVICE_TRAY_MOVED event usually arrives within milliseconds),
+// trayPoll is how often it looks.
+const (
+	trayCloseWait = 3 * time.Second
+	trayPoll      = 50 * time.Millisecond
+)
 
 // startedAgo is how long ago domain uuid started. A domain started a moment
 // ago (e.g. by virsh) may have its start event still on the way to the
@@ -853,11 +923,13 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		// unplugged while running); the drive leaves the definition below
 		// and stays live, empty, until the domain stops. The next attach
 		// reuses it (reattach).
+		// An eject is a media change to none, with the same recovery of a
+		// tray libvirt records out of step (changeMedia).
 		x, err := domxml.EjectedDeviceXML(cur.Device)
 		if err != nil {
 			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 		}
-		if err := e.Host.UpdateDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE); err != nil {
+		if err := e.changeMedia(ctx, dom, cur, x, 0, true); err != nil {
 			return fmt.Errorf("ejecting the payload of running domain %s: %w", dom.Name, err)
 		}
 	}

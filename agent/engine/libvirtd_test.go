@@ -93,11 +93,7 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 					t.Errorf("change %d: %s: %+v", i, r.State, r.Error)
 					continue
 				}
-				live, err := h.LiveXML(ctx, dom.UUID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, found, err := domxml.FindPayload(live)
+				p, found, err := settledPayload(ctx, t, h, dom.UUID)
 				if err != nil || !found || p.Path != r.Payload.Path || p.TrayOpen {
 					t.Errorf("change %d: live drive %+v (found %v, %v), want %s with its tray shut", i, p, found, err, r.Payload.Path)
 					failures++
@@ -110,6 +106,33 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 		})
 	}
 }
+
+// settledPayload reads the payload drive of the running domain uuid from
+// its live definition once libvirt has recorded its tray as shut, or after
+// trayEventWait. libvirt closes the tray as the last step of a media change
+// but records the closed state only when QEMU's DEVICE_TRAY_MOVED event
+// reaches it, which can come just after the change returned: reading the
+// live XML at once may still say tray='open' (seen under load). A tray that
+// stays open past the wait is what the caller reports.
+func settledPayload(ctx context.Context, t *testing.T, h *libvirtx.LibvirtHost, uuid string) (domxml.PayloadDisk, bool, error) {
+	t.Helper()
+	deadline := time.Now().Add(trayEventWait)
+	for {
+		live, err := h.LiveXML(ctx, uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, found, err := domxml.FindPayload(live)
+		if err != nil || !found || !p.TrayOpen || time.Now().After(deadline) {
+			return p, found, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// trayEventWait bounds settledPayload's wait for libvirt to record a
+// closed tray.
+const trayEventWait = 10 * time.Second
 
 // TestLibvirtdReattachRunning runs attach, detach, attach, detach, attach
 // on a running real QEMU domain (TCG, no OS) whose payload drive is an IDE,
@@ -229,6 +252,7 @@ func TestLibvirtdReattachRunning(t *testing.T) {
 				if a.Device == nil || a.Device.Target != target || a.Device.Bus != c.bus {
 					t.Errorf("attach %d: device %+v, want the live drive %s on %s", i, a.Device, target, c.bus)
 				}
+				settledPayload(ctx, t, h, dom.UUID) // the tray's close event may still be on its way
 				live, saved, liveFound, savedFound, inactive = payloads()
 				if !liveFound || live.Path != a.Payload.Path || live.TrayOpen {
 					t.Errorf("attach %d: live drive %+v (found %v), want %s with its tray shut", i, live, liveFound, a.Payload.Path)
