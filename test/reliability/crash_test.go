@@ -119,9 +119,21 @@ func TestCrashSafety(t *testing.T) {
 	}
 
 	finalStart := time.Now().UTC()
+	running := a.LogCount("agent running")
 	a.start()
 	a.waitReady(60 * time.Second)
-	deadline := time.Now().Add(5 * time.Minute)
+	// /healthz answers (liveness) while the start-up recovery, which
+	// includes the orphan collection judged below, still runs; when every
+	// job had its result before this run, the loop below would end at once
+	// and stop the agent in the middle of it.
+	deadline := time.Now().Add(time.Minute)
+	for a.LogCount("agent running") <= running {
+		if time.Now().After(deadline) {
+			t.Fatalf("final run: the agent did not finish starting within a minute\n%s", a.Tail(30))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	deadline = time.Now().Add(5 * time.Minute)
 	for countResults() < jobs || dirLen(t, filepath.Join(a.SpoolDir, spool.Processing)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("final run: %d/%d results after 5 min\n%s", countResults(), jobs, a.Tail(30))
