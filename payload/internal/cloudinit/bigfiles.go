@@ -51,9 +51,8 @@ const placeholderDigits = 6
 
 // detachBigContents replaces each write_files content of PlainContentLimit
 // bytes or more (decoded) with a placeholder and sets its encoding to b64.
-// key makes the placeholders unique: it must be derived from everything the
-// user-data can contain (the content hash is), so that no input can spell a
-// placeholder. It returns nil when no content is that large.
+// key makes the placeholders unique: it must be one no input can spell
+// (placeholderKey). It returns nil when no content is that large.
 func detachBigContents(c *CloudConfig, key string) *bigContents {
 	var bc *bigContents
 	for i := range c.WriteFiles {

@@ -63,10 +63,7 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 		}
 		docs[k] = doc
 	}
-	bigBytes := 0
-	for _, i := range big {
-		bigBytes += len(files[i].Content)
-	}
+	bigBytes := bigContentBytes(files)
 	out := make([]string, len(vs))
 	errs := make([]error, len(vs))
 	if len(vs) == 1 || bigBytes < parallelHashBytes {
@@ -85,6 +82,18 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// bigContentBytes is the total size of the contents in files that
+// jobHashes encodes apart.
+func bigContentBytes(files []job.File) int {
+	n := 0
+	for _, f := range files {
+		if len(f.Content) >= bigHashContent {
+			n += len(f.Content)
+		}
+	}
+	return n
 }
 
 // parallelHashBytes is the total size of big file contents from which

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/go-crypt/crypt/algorithm/shacrypt"
@@ -133,24 +134,24 @@ func Render(in Input, opt Options) (*Documents, error) {
 	}
 	in.Passwords = plain
 
-	contentHash, iidHash, err := identities(&j, in, keys)
-	if err != nil {
-		return nil, err
+	if in.Identity != nil && (!validContentHash(in.Identity.ContentHash) || in.Identity.InstanceID == "") {
+		return nil, fmt.Errorf("rendering: the pinned identity needs a 64-digit hex content hash and an instance-id")
 	}
-	iid := j.InstanceID
-	if iid == "" {
-		iid = uuidFromHash(iidHash)
+	// The job's hashes and the cloud-config do not depend on each other
+	// until the user-data is assembled. With big file contents or a
+	// plaintext password each side is milliseconds of CPU, so the hashes are
+	// then derived on another goroutine meanwhile (issue 14); ids is waited
+	// for on every path out of Render.
+	ids := startIdentities(&j, in, keys)
+	defer ids.wait()
+	contentHash := func() (string, error) {
+		c, _, err := ids.wait()
+		if in.Identity != nil {
+			c = in.Identity.ContentHash
+		}
+		return c, err
 	}
 	j.MetaData = job.MetaDataFor(j.Format, j.MetaData)
-	if v, ok := j.MetaData[metaInstanceKey(j.Format)].(string); ok && v != "" {
-		iid = v
-	}
-	if in.Identity != nil {
-		if !validContentHash(in.Identity.ContentHash) || in.Identity.InstanceID == "" {
-			return nil, fmt.Errorf("rendering: the pinned identity needs a 64-digit hex content hash and an instance-id")
-		}
-		contentHash, iid = in.Identity.ContentHash, in.Identity.InstanceID
-	}
 
 	hashes := make([]string, len(j.Users))
 	for i, u := range j.Users {
@@ -170,18 +171,36 @@ func Render(in Input, opt Options) (*Documents, error) {
 		}
 	}
 	cc := buildCloudConfig(&j, hashes, keys, seed)
-	big := detachBigContents(cc, contentHash)
-	userData, err := assembleUserData(cc, big, in.UserData, j.UserDataMode, contentHash)
+	key, err := placeholderKey()
 	if err != nil {
 		return nil, err
 	}
+	big := detachBigContents(cc, key)
+	userData, err := assembleUserData(cc, big, key, in.UserData, j.UserDataMode, contentHash)
+	if err != nil {
+		return nil, err
+	}
+	contentSum, iidHash, err := ids.wait()
+	if err != nil {
+		return nil, err
+	}
+	iid := j.InstanceID
+	if iid == "" {
+		iid = uuidFromHash(iidHash)
+	}
+	if v, ok := j.MetaData[metaInstanceKey(j.Format)].(string); ok && v != "" {
+		iid = v
+	}
+	if in.Identity != nil {
+		contentSum, iid = in.Identity.ContentHash, in.Identity.InstanceID
+	}
 	if j.GuestReport != nil && *j.GuestReport {
-		if userData, err = addReporter(&j, in.UserData, userData, contentHash); err != nil {
+		if userData, err = addReporter(&j, in.UserData, userData, contentSum); err != nil {
 			return nil, err
 		}
 	}
 
-	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentHash, PasswordHashes: hashes, RandomSeed: seed}
+	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentSum, PasswordHashes: hashes, RandomSeed: seed}
 	for _, k := range keys {
 		docs.HostKeyPublics = append(docs.HostKeyPublics, k.Public)
 	}
@@ -228,11 +247,35 @@ func metaInstanceKey(f job.Format) string {
 	return "instance-id"
 }
 
-// identities returns the content hash (everything that reaches the image)
-// and the instance hash (the same without format, media and pinned ids).
-// Plaintext passwords enter them only as a salted SHA-512 crypt with a
-// fixed salt, no weaker than the hash the image itself carries.
-func identities(j *job.Job, in Input, keys []HostKey) (content, instance string, err error) {
+// identities holds the content hash (everything that reaches the image)
+// and the instance hash (the same without format, media and pinned ids)
+// while they are derived; wait returns them. Plaintext passwords enter
+// them only as a salted SHA-512 crypt with a fixed salt, no weaker than the
+// hash the image itself carries.
+type identities struct {
+	done              chan struct{} // closed when derived; nil when derived inline
+	content, instance string
+	err               error
+}
+
+// wait returns the two hashes once they are derived. It may be called
+// more than once.
+func (id *identities) wait() (content, instance string, err error) {
+	if id.done != nil {
+		<-id.done
+	}
+	return id.content, id.instance, id.err
+}
+
+// inlineIdentities makes startIdentities always derive before it returns
+// (tests compare both ways).
+var inlineIdentities = false
+
+// startIdentities takes what the hashes cover from j (before it returns, so
+// the caller may change j afterwards) and derives them: on another goroutine
+// when that is worth it (a plaintext password's crypt, or big file
+// contents), else before it returns.
+func startIdentities(j *job.Job, in Input, keys []HostKey) *identities {
 	c := *j
 	// a host key enters as its public half (which names the private one)
 	c.SSHHostKeys = make([]job.SSHHostKey, len(j.SSHHostKeys))
@@ -247,28 +290,50 @@ func identities(j *job.Job, in Input, keys []HostKey) (content, instance string,
 		c.GuestReport = nil // off is the same content as absent
 	}
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
-	c.Users = make([]job.User, len(j.Users))
-	for i, u := range j.Users {
+	c.Users = slices.Clone(j.Users)
+	crypt := false
+	for i := range c.Users {
 		if i < len(in.Passwords) && in.Passwords[i] != "" {
-			h, err := hashPassword(in.Passwords[i], func() (string, error) { return "vmpayload.iid", nil })
-			if err != nil {
-				return "", "", fmt.Errorf("deriving the content hash: %w", err)
-			}
-			u.Password, u.PasswordSecret = "", ""
-			u.PasswordHash = "derived:" + h
+			crypt = true
 		}
-		c.Users[i] = u
 	}
-	// the instance hash leaves out what does not make a new instance
+	// the instance hash leaves out what does not make a new instance (the
+	// two share c.Users, so the crypts below reach both)
 	ci := c
 	ci.Format, ci.Media, ci.InstanceID = "", "", ""
 	ci.GuestReport = nil // turning the report on or off is no new instance
-	sums, err := jobHashes(c, ci)
-	if err != nil {
-		return "", "", err
+	passwords := slices.Clone(in.Passwords)
+	derive := func(id *identities) {
+		for i := range c.Users {
+			if i < len(passwords) && passwords[i] != "" {
+				h, err := hashPassword(passwords[i], func() (string, error) { return "vmpayload.iid", nil })
+				if err != nil {
+					id.err = fmt.Errorf("deriving the content hash: %w", err)
+					return
+				}
+				u := &c.Users[i]
+				u.Password, u.PasswordSecret = "", ""
+				u.PasswordHash = "derived:" + h
+			}
+		}
+		sums, err := jobHashes(c, ci)
+		if err != nil {
+			id.err = err
+			return
+		}
+		id.content, id.instance = sums[0], sums[1]
 	}
-	content, instance = sums[0], sums[1]
-	return content, instance, err
+	id := &identities{}
+	if inlineIdentities || !crypt && bigContentBytes(c.Files) < parallelHashBytes {
+		derive(id)
+		return id
+	}
+	id.done = make(chan struct{})
+	go func() {
+		defer close(id.done)
+		derive(id)
+	}()
+	return id
 }
 
 // uuidFromHash shapes the first 16 bytes of a hex hash as an RFC 9562
@@ -381,10 +446,11 @@ func cloudConfigDoc(cc *CloudConfig, key string) ([]byte, error) {
 }
 
 // assembleUserData combines the generated cloud-config with the user's
-// user-data according to mode.
-func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
+// user-data according to mode. key is the placeholder key of big (see
+// placeholderKey); contentHash is called only when the two are merged.
+func assembleUserData(cc *CloudConfig, big *bigContents, key, user string, mode job.UserDataMode, contentHash func() (string, error)) ([]byte, error) {
 	if user == "" {
-		return generatedDoc(cc, big, contentHash)
+		return generatedDoc(cc, big, key)
 	}
 	if mode == job.ModeReplace {
 		return []byte(user), nil
@@ -396,23 +462,41 @@ func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.U
 	if cc.IsEmpty() {
 		return []byte(text), nil
 	}
-	gen, err := generatedDoc(cc, big, contentHash)
+	gen, err := generatedDoc(cc, big, key)
 	if err != nil {
 		return nil, err
 	}
-	return mergeUserData(text, "vmpayload-"+contentHash[:24], generatedPart(gen, "vmpayload.cfg"))
+	h, err := contentHash()
+	if err != nil {
+		return nil, err
+	}
+	return mergeUserData(text, "vmpayload-"+h[:24], generatedPart(gen, "vmpayload.cfg"))
 }
 
 // generatedDoc is the generated cloud-config document with the contents
 // detached by detachBigContents put back. It is spliced before it becomes a
 // MIME part, whose transfer encoding may hide the placeholders. key is the
-// content hash.
+// placeholder key.
 func generatedDoc(cc *CloudConfig, big *bigContents, key string) ([]byte, error) {
 	doc, err := cloudConfigDoc(cc, key)
 	if err != nil {
 		return nil, err
 	}
 	return big.splice(doc)
+}
+
+// placeholderKey returns the key that makes the render's placeholders
+// (detachBigContents, encodeCloudConfig) unique: 64 hex digits of fresh
+// randomness, so that no input can spell a placeholder. It used to be the
+// content hash, which has the same length (the placeholders keep their
+// shape, and so the YAML around them), but is now derived while the
+// cloud-config is rendered, not before. No placeholder reaches the output.
+func placeholderKey() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("rendering: drawing the placeholder key: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 func renderNoCloud(d *Documents, j *job.Job, userData []byte) error {

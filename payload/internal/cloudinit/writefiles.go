@@ -31,7 +31,7 @@ import (
 //
 // encodeCloudConfig writes the entries of that class itself and lets
 // go-yaml write the rest of the document around a one-entry write_files
-// whose path is a placeholder derived from the content hash (like the big
+// whose path is a placeholder made from the placeholder key (like the big
 // contents' placeholders, see detachBigContents: no input can spell it);
 // the placeholder entry, as the same code writes it, is then replaced by
 // the entries. A config with any entry outside the class (multi-line text,
