@@ -6,9 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
+	"hash"
 	"unicode/utf8"
 
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -20,14 +19,15 @@ const bigHashContent = 1024
 
 // jobHashes returns the hex SHA-256 of json.Marshal(v) for each v. The jobs
 // must share their Files (the caller derives one from the other): each job
-// is encoded with a short placeholder for every big file content, and each
-// hash is fed the job's text with every content JSON-encoded (by
-// appendJSONString, into a small reused buffer) where its placeholder
-// stood. No job is encoded into one buffer holding
+// is encoded with a short placeholder for every big file content, and the
+// hashes are fed the jobs' texts with every content JSON-encoded (by
+// appendJSONString, into a small reused buffer, once for all the jobs)
+// where its placeholder stood. No job is encoded into one buffer holding
 // megabytes (issue 14: the two whole-job encodings were 38 % of a large
-// job's render). With that much content the jobs are hashed concurrently.
-// The result is the same as hashing json.Marshal(v)
-// (TestJobHashesAreMarshalHashes).
+// job's render), and no content is encoded twice. The result is the same
+// as hashing json.Marshal(v) (TestJobHashesAreMarshalHashes). Render runs
+// it on a goroutine of its own when the contents are big
+// (startIdentities).
 func jobHashes(vs ...job.Job) ([]string, error) {
 	if len(vs) == 0 {
 		return nil, nil
@@ -53,6 +53,7 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 		big, placeholders = append(big, i), append(placeholders, []byte(`"`+ph+`"`))
 	}
 	docs := make([][]byte, len(vs))
+	hs := make([]hash.Hash, len(vs))
 	for k, v := range vs {
 		if light != nil {
 			v.Files = light
@@ -61,27 +62,29 @@ func jobHashes(vs ...job.Job) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("deriving the content hash: %w", err)
 		}
-		docs[k] = doc
+		docs[k], hs[k] = doc, sha256.New()
 	}
-	bigBytes := bigContentBytes(files)
-	out := make([]string, len(vs))
-	errs := make([]error, len(vs))
-	if len(vs) == 1 || bigBytes < parallelHashBytes {
+	var e []byte
+	for n, q := range placeholders {
 		for k, doc := range docs {
-			out[k], errs[k] = spliceHash(doc, files, big, placeholders)
+			at := bytes.Index(doc, q)
+			if at < 0 {
+				return nil, fmt.Errorf("deriving the content hash: file content placeholder %d not found in job %d", n, k)
+			}
+			hs[k].Write(doc[:at])
+			docs[k] = doc[at+len(q):]
 		}
-		return out, errors.Join(errs...)
+		e = appendJSONString(e[:0], files[big[n]].Content)
+		for _, h := range hs {
+			h.Write(e)
+		}
 	}
-	// Each job's hash in its own goroutine: on a job with megabytes of
-	// file content the SHA-256 streams are most of the render, and they
-	// are independent (each encodes the contents itself, into its own
-	// small buffer, rather than sharing one encoding held in memory).
-	var wg sync.WaitGroup
-	for k, doc := range docs {
-		wg.Go(func() { out[k], errs[k] = spliceHash(doc, files, big, placeholders) })
+	out := make([]string, len(vs))
+	for k, h := range hs {
+		h.Write(docs[k])
+		out[k] = hex.EncodeToString(h.Sum(nil))
 	}
-	wg.Wait()
-	return out, errors.Join(errs...)
+	return out, nil
 }
 
 // bigContentBytes is the total size of the contents in files that
@@ -97,28 +100,9 @@ func bigContentBytes(files []job.File) int {
 }
 
 // parallelHashBytes is the total size of big file contents from which
-// jobHashes hashes the jobs concurrently: below it a goroutine's start and
-// hand-over cost more than the hashing they share out.
+// Render derives the hashes on a goroutine of its own: below it a
+// goroutine's start and hand-over cost more than the work they share out.
 const parallelHashBytes = 256 << 10
-
-// spliceHash returns the hex SHA-256 of doc with each placeholder (in
-// order) replaced by the JSON encoding of the content of files[big[n]].
-func spliceHash(doc []byte, files []job.File, big []int, placeholders [][]byte) (string, error) {
-	h := sha256.New()
-	var e []byte
-	for n, q := range placeholders {
-		at := bytes.Index(doc, q)
-		if at < 0 {
-			return "", fmt.Errorf("deriving the content hash: file content placeholder %d not found", n)
-		}
-		h.Write(doc[:at])
-		doc = doc[at+len(q):]
-		e = appendJSONString(e[:0], files[big[n]].Content)
-		h.Write(e)
-	}
-	h.Write(doc)
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
 
 // appendJSONString appends s as encoding/json writes a string (json.Marshal:
 // HTML-safe): quoted; '"' and '\\' and \b \f \n \r \t escaped by a

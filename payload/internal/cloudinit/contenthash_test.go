@@ -62,16 +62,35 @@ func TestJobHashesAreMarshalHashes(t *testing.T) {
 	}
 }
 
-// TestEncodeBase64 compares encodeBase64To with the standard encoder around
-// its chunk size and padding.
+// TestEncodeBase64 compares encodeBase64To with encoding/base64: every
+// length up to 3000 with random bytes, sizes around its six-byte step and
+// the padding, and every twelve-bit value in both halves of a three-byte
+// group (every entry of its pair table, at every offset of the step).
 func TestEncodeBase64(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 3, 4, 3071, 3072, 3073, 3074, 6144, 10000, 1 << 20} {
-		s := strings.Repeat("ab\x00\xffé", n/6+1)[:n]
+	check := func(what string, s string) {
+		t.Helper()
 		b := make([]byte, base64.StdEncoding.EncodedLen(len(s)))
 		encodeBase64To(b, s)
 		if got, want := string(b), base64.StdEncoding.EncodeToString([]byte(s)); got != want {
-			t.Errorf("%d bytes: differs from base64.StdEncoding (%d vs %d chars)", n, len(got), len(want))
+			t.Errorf("%s (%d bytes): differs from base64.StdEncoding", what, len(s))
 		}
+	}
+	rng := rand.New(rand.NewSource(64))
+	for n := 0; n <= 3000; n++ {
+		b := make([]byte, n)
+		rng.Read(b)
+		check("random", string(b))
+	}
+	for _, n := range []int{3071, 3072, 3073, 3074, 6144, 10000, 1 << 20} {
+		check("text", strings.Repeat("ab\x00\xffé", n/6+1)[:n])
+	}
+	var all []byte
+	for i := 0; i < 4096; i++ {
+		v := i<<12 | (4095 - i)
+		all = append(all, byte(v>>16), byte(v>>8), byte(v))
+	}
+	for pad := 0; pad < 6; pad++ {
+		check("every pair", strings.Repeat("x", pad)+string(all))
 	}
 }
 
