@@ -136,39 +136,3 @@ func TestHelpAndUnknown(t *testing.T) {
 	}
 }
 
-// TestBuildSync: `build --sync` (fsync the image and its directory, as the
-// agent always does) and the default (write-back left to the kernel, like
-// cloud-localds) write the same image, atomically: nothing but the image is
-// left in the directory.
-func TestBuildSync(t *testing.T) {
-	job := "../../configs/examples/02-full-nocloud.json"
-	var images [][]byte
-	for _, args := range [][]string{{"--sync"}, {}, {"--sync=false"}} {
-		dir := t.TempDir()
-		out := filepath.Join(dir, "seed.iso")
-		code, _, stderr := runCLI(t, append([]string{"build", "-o", out, job}, args...)...)
-		if code != 0 {
-			t.Fatalf("build %v: exit %d %s", args, code, stderr)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		images = append(images, b)
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ents) != 1 {
-			t.Errorf("build %v left %d entries in its directory, want only the image", args, len(ents))
-		}
-	}
-	for i := 1; i < len(images); i++ {
-		if !bytes.Equal(images[0], images[i]) {
-			t.Errorf("build variant %d wrote other bytes than build --sync", i)
-		}
-	}
-	if code, _, _ := runCLI(t, "build", "--sync=maybe", "-o", filepath.Join(t.TempDir(), "x.iso"), job); code != 2 {
-		t.Errorf("--sync=maybe: exit %d, want 2", code)
-	}
-}

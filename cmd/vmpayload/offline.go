@@ -86,7 +86,6 @@ func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 	secretsDir := fs.String("secrets-dir", "", "directory where password_secret and user_data_secret names resolve")
 	mode := fs.String("mode", "0640", "permission bits of the image file (octal)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	sync := fs.Bool("sync", false, "fsync the image and its directory before reporting (the agent always does)")
 	pos, code, ok := parseOrUsage(fs, args)
 	if !ok {
 		return code
@@ -110,11 +109,7 @@ func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
-	// Like cloud-localds, genisoimage and cp, a build by hand leaves the
-	// write-back to the kernel unless --sync asks otherwise: the image is
-	// still written to a temporary file, read back and renamed into place,
-	// so the path never shows a partial image while the host runs.
-	res, err := payload.Build(context.Background(), checked, *out, payload.Options{Mode: os.FileMode(perm), GID: -1, NoSync: !*sync})
+	res, err := payload.Build(context.Background(), checked, *out, payload.Options{Mode: os.FileMode(perm), GID: -1})
 	if err != nil {
 		printErr(stderr, err)
 		var ve *job.ValidationError
