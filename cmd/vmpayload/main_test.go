@@ -135,4 +135,3 @@ func TestHelpAndUnknown(t *testing.T) {
 		t.Errorf("bad flag value: exit %d %q", code, errb)
 	}
 }
-
