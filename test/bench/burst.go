@@ -20,6 +20,9 @@ type burstResult struct {
 	wall                     time.Duration // drop -> last finished_at
 	latency                  samples       // received_at -> finished_at per job
 	hwm, rss                 int64
+	// rss0 is the agent's VmRSS just before the drop: started, connected,
+	// the test driver (in the agent's process) holding its stopped domains.
+	rss0 int64
 	peer                     time.Duration // the same images with genisoimage, workers in parallel
 	peerWorkers              int
 	// cpu is the agent's utime+stime over the burst, peerCPU the
@@ -108,6 +111,9 @@ func burst(bin, work string, n, workers int, layout string) (burstResult, error)
 		}
 	}
 	incoming := filepath.Join(a.SpoolDir, "incoming")
+	if br.rss0, err = procStatus(a.PID(), "VmRSS"); err != nil {
+		return br, err
+	}
 	cpu0, err := cpuTime(a.PID())
 	if err != nil {
 		return br, err
