@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,9 @@ type burstResult struct {
 	// genisoimage processes' (user+sys): less sensitive than wall time to
 	// other load on the machine.
 	cpu, peerCPU time.Duration
+	// daemonCPU is libvirtd's utime+stime over the burst (layoutDaemon
+	// only: there the test driver's work is libvirtd's).
+	daemonCPU time.Duration
 }
 
 // domainUUID derives a stable UUID for bench domain i.
@@ -58,7 +62,30 @@ const (
 	layoutTmpfs = "images on tmpfs (as /run/payload), spool on disk"
 	// layoutDisk puts the images on the disk as well.
 	layoutDisk = "images and spool on disk"
+	// layoutDaemon is layoutTmpfs with the test driver in libvirtd
+	// (test+unix://), as in production, where the hypervisor driver's state
+	// and work are libvirtd's (virtqemud's), not the agent's: in the other
+	// layouts libvirt's client library runs the test driver, its 1000
+	// domains and their domain XML inside the agent's process.
+	layoutDaemon = "images on tmpfs, test driver in libvirtd (test+unix://), as installed"
 )
+
+// libvirtdPID returns the PID of the running libvirtd (from the pid file
+// test/libvirtd.sh's `libvirtd -d` writes), or 0.
+func libvirtdPID() int {
+	b, err := os.ReadFile("/run/libvirtd.pid")
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		return 0
+	}
+	return pid
+}
 
 // burst drops n typical start jobs (one per domain) into the spool of the
 // agent binary running on a test-driver node file with n stopped domains,
@@ -80,7 +107,15 @@ func burst(bin, work string, n, workers int, layout string) (burstResult, error)
 	}
 	args := []string{"--workers", fmt.Sprint(workers), "--log-level", "info"}
 	imgDir := filepath.Join(dir, "payload")
-	if layout == layoutTmpfs {
+	uri := "test://" + node
+	var daemon int
+	if layout == layoutDaemon {
+		if daemon = libvirtdPID(); daemon == 0 {
+			return br, fmt.Errorf("burst: %s: no libvirtd running (bash test/libvirtd.sh)", layout)
+		}
+		uri = "test+unix://" + node
+	}
+	if layout == layoutTmpfs || layout == layoutDaemon {
 		tmp, err := os.MkdirTemp(shmDir, "vmpayload-burst-")
 		if err != nil {
 			return br, fmt.Errorf("burst: payload directory on tmpfs: %w", err)
@@ -89,7 +124,7 @@ func burst(bin, work string, n, workers int, layout string) (burstResult, error)
 		imgDir = filepath.Join(tmp, "payload")
 		args = append(args, "--payload-dir", imgDir)
 	}
-	a, err := startAgent(bin, "test://"+node, dir, args...)
+	a, err := startAgent(bin, uri, dir, args...)
 	if err != nil {
 		return br, err
 	}
@@ -117,6 +152,12 @@ func burst(bin, work string, n, workers int, layout string) (burstResult, error)
 	cpu0, err := cpuTime(a.PID())
 	if err != nil {
 		return br, err
+	}
+	var dcpu0 time.Duration
+	if daemon != 0 {
+		if dcpu0, err = cpuTime(daemon); err != nil {
+			return br, err
+		}
 	}
 	t0 := time.Now()
 	for _, id := range ids {
@@ -149,6 +190,13 @@ func burst(bin, work string, n, workers int, layout string) (burstResult, error)
 		return br, err
 	}
 	br.cpu = cpu1 - cpu0
+	if daemon != 0 {
+		dcpu1, err := cpuTime(daemon)
+		if err != nil {
+			return br, err
+		}
+		br.daemonCPU = dcpu1 - dcpu0
+	}
 	if br.hwm, err = procStatus(a.PID(), "VmHWM"); err != nil {
 		return br, err
 	}

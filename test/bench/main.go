@@ -82,7 +82,11 @@ func main() {
 	}
 	if want["burst"] {
 		var runs []burstResult
-		for k, layout := range []string{layoutTmpfs, layoutDisk} {
+		layouts := []string{layoutTmpfs, layoutDisk}
+		if libvirtdPID() != 0 {
+			layouts = append(layouts, layoutDaemon)
+		}
+		for k, layout := range layouts {
 			progress("burst: %d jobs, %d workers, %s", *jobs, *workers, layout)
 			if *profile != "" && k == 0 {
 				if err := os.MkdirAll(*profile, 0o755); err != nil {
@@ -223,15 +227,19 @@ func writeBuild(w io.Writer, rows []buildRow) {
 func writeBurst(w io.Writer, runs []burstResult) {
 	b0 := runs[0]
 	fmt.Fprintf(w, "### Agent burst: %d start jobs dropped at once (test driver, %d stopped domains, %d workers)\n\n", b0.jobs, b0.jobs, b0.peerWorkers)
-	fmt.Fprintf(w, "| layout | wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | RSS before the drop | done / failed / lost | agent CPU (user+sys) | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b0.jobs, b0.peerWorkers)
-	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "| layout | wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | RSS before the drop | done / failed / lost | agent CPU (user+sys) | libvirtd CPU | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b0.jobs, b0.peerWorkers)
+	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, b := range runs {
+		daemonCPU := "– (in the agent)"
+		if b.daemonCPU > 0 {
+			daemonCPU = ms(b.daemonCPU) + " ms"
+		}
 		tput := 0.0
 		if b.wall > 0 {
 			tput = float64(b.done+b.failed) / b.wall.Seconds()
 		}
-		fmt.Fprintf(w, "| %s | %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %.1f MiB | %d / %d / %d | %s ms | %s / %s ms | %s / %s |\n", b.layout, ms(b.wall), tput,
-			ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), float64(b.rss0)/(1<<20), b.done, b.failed, b.lost, ms(b.cpu),
+		fmt.Fprintf(w, "| %s | %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %.1f MiB | %d / %d / %d | %s ms | %s | %s / %s ms | %s / %s |\n", b.layout, ms(b.wall), tput,
+			ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), float64(b.rss0)/(1<<20), b.done, b.failed, b.lost, ms(b.cpu), daemonCPU,
 			ms(b.peer), ms(b.peerCPU), ratio(b.peer, b.wall), ratio(b.peerCPU, b.cpu))
 	}
 	fmt.Fprintln(w)
