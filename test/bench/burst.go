@@ -23,9 +23,9 @@ type burstResult struct {
 	hwm, rss                 int64
 	// rss0 is the agent's VmRSS just before the drop: started, connected,
 	// the test driver (in the agent's process) holding its stopped domains.
-	rss0 int64
-	peer                     time.Duration // the same images with genisoimage, workers in parallel
-	peerWorkers              int
+	rss0        int64
+	peer        time.Duration // the same images with genisoimage, workers in parallel
+	peerWorkers int
 	// cpu is the agent's utime+stime over the burst, peerCPU the
 	// genisoimage processes' (user+sys): less sensitive than wall time to
 	// other load on the machine.
