@@ -195,7 +195,8 @@ func (g *guests) start(ctx context.Context) {
 		follow = append(follow, uuid)
 	}
 	g.touched = nil
-	g.mu.Unlock()
+	// Under mu, so that a marker gone writes meanwhile is not taken for
+	// the stale one read above.
 	for uuid, m := range gone {
 		if r, ok := latest[uuid]; ok && r.ID == m.JobID && r.FinishedAt != nil && r.FinishedAt.Equal(m.FinishedAt) {
 			continue
@@ -205,6 +206,7 @@ func (g *guests) start(ctx context.Context) {
 			g.a.log.Warn("removing a stale guest report marker", "uuid", uuid, "err", err)
 		}
 	}
+	g.mu.Unlock()
 	for _, name := range legacy {
 		// an older version's state file: the results say the same
 		if err := os.Remove(filepath.Join(g.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
