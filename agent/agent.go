@@ -677,7 +677,7 @@ func (a *Agent) lifecycle(ctx context.Context) {
 			if ev.Type == libvirtx.EventUndefined {
 				a.starts.Forget(ev.UUID)
 				a.eng.Load().RemoveDomainImages(ev.UUID)
-				a.guest.forget(ev.UUID)
+				a.guest.gone(ev.UUID)
 			}
 			a.events.publish(Event{Kind: kind, Type: ev.Type.String(), Domain: ev.Name, UUID: ev.UUID})
 			if ev.Type == libvirtx.EventStarted {

@@ -342,10 +342,7 @@ func TestWaitGuest(t *testing.T) {
 		t.Fatal("WaitGuest did not return after the report")
 	}
 	e.a.guest.finished(result.Result{ID: "job-d", DomainUUID: testUUID, Action: "detach", State: result.StateDone})
-	if _, err := os.Stat(e.a.guest.trackPath(testUUID)); !os.IsNotExist(err) {
-		t.Errorf("detach left the guest state: %v", err)
-	}
-	// nor does the agent remember it: a start of the domain follows nothing
+	// the agent does not remember it: a start of the domain follows nothing
 	if tr, ok := e.a.guest.loadTrack(testUUID); ok {
 		t.Errorf("detach left the guest state in memory: %+v", tr)
 	}
@@ -379,5 +376,170 @@ func TestGuestFlood(t *testing.T) {
 	}
 	if g := e.fileResult(t, "job-flood").Guest; g.Reports != 1 || g.Status != result.GuestDone {
 		t.Errorf("after the flood: %+v", g)
+	}
+}
+
+// writeResult puts a done (or failed) result into the spool as a finished
+// job leaves it, without telling the agent (a restart finds it).
+func writeResult(t *testing.T, spoolDir string, res result.Result) {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := "done"
+	if res.State == result.StateFailed {
+		sub = "failed"
+	}
+	if err := os.MkdirAll(filepath.Join(spoolDir, sub), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(spoolDir, sub, res.ID+".json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGuestFollowFromResults: at start-up the follower takes each domain's
+// followed job from the latest done result of the domain (issue 14: no
+// per-domain state file is written per job), the markers of undefined
+// domains, and nothing else; an older version's state file is removed.
+func TestGuestFollowFromResults(t *testing.T) {
+	const other = "5b8e4f1c-0000-4000-8000-00000000beef"
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	at := func(s int) *time.Time { x := t0.Add(time.Duration(s) * time.Second); return &x }
+	withGuest := func(id string, s int) result.Result {
+		return result.Result{ID: id, Domain: "g", DomainUUID: testUUID, Action: "start", State: result.StateDone, FinishedAt: at(s),
+			Guest: &result.Guest{Status: result.GuestPending, Channel: guestreport.Channel}}
+	}
+	without := func(id string, s int) result.Result {
+		r := withGuest(id, s)
+		r.Guest = nil
+		return r
+	}
+	gone := func(id string, s int) string {
+		b, _ := json.Marshal(guestTrack{JobID: id, State: "done", Domain: "g", UUID: testUUID, FinishedAt: *at(s)})
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name    string
+		results []result.Result
+		files   map[string]string // in guest/
+		want    string            // followed job of testUUID, "" none
+		left    []string          // files left in guest/
+	}{
+		{name: "one job with the report", results: []result.Result{withGuest("j1", 1)}, want: "j1"},
+		{name: "no results", want: ""},
+		{name: "the later of two", results: []result.Result{withGuest("j2", 2), withGuest("j1", 1)}, want: "j2"},
+		{name: "detached after", results: []result.Result{withGuest("j1", 1), {ID: "j2", DomainUUID: testUUID, Action: "detach", State: result.StateDone, FinishedAt: at(2)}}, want: ""},
+		{name: "payload without the report after", results: []result.Result{withGuest("j1", 1), without("j2", 2)}, want: ""},
+		{name: "report after a payload without", results: []result.Result{without("j1", 1), withGuest("j2", 2)}, want: "j2"},
+		{name: "a failed job after changes nothing", results: []result.Result{withGuest("j1", 1), func() result.Result {
+			r := without("j2", 2)
+			r.State = result.StateFailed
+			return r
+		}()}, want: "j1"},
+		{name: "another domain's later job changes nothing", results: []result.Result{withGuest("j1", 1), func() result.Result {
+			r := without("j2", 2)
+			r.DomainUUID = other
+			return r
+		}()}, want: "j1"},
+		{name: "same finishing time: the greater id", results: []result.Result{withGuest("ja", 1), withGuest("jb", 1)}, want: "jb"},
+		{name: "undefined while followed", results: []result.Result{withGuest("j1", 1)},
+			files: map[string]string{testUUID + ".gone": gone("j1", 1)}, want: "", left: []string{testUUID + ".gone"}},
+		{name: "undefined, then a new job", results: []result.Result{withGuest("j1", 1), withGuest("j2", 2)},
+			files: map[string]string{testUUID + ".gone": gone("j1", 1)}, want: "j2"},
+		{name: "undefined, then the same id again", results: []result.Result{withGuest("j1", 2)},
+			files: map[string]string{testUUID + ".gone": gone("j1", 1)}, want: "j1"},
+		{name: "damaged marker is ignored", results: []result.Result{withGuest("j1", 1)},
+			files: map[string]string{testUUID + ".gone": "{"}, want: "j1", left: []string{testUUID + ".gone"}},
+		{name: "an older version's state file goes, the results decide", results: []result.Result{withGuest("j1", 1), without("j2", 2)},
+			files: map[string]string{testUUID + ".json": `{"job_id":"j1","state":"done","domain":"g","uuid":"` + testUUID + `"}`}, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spoolDir := filepath.Join(t.TempDir(), "spool")
+			for _, r := range tc.results {
+				writeResult(t, spoolDir, r)
+			}
+			if len(tc.files) > 0 {
+				if err := os.MkdirAll(filepath.Join(spoolDir, GuestDir), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				for name, body := range tc.files {
+					if err := os.WriteFile(filepath.Join(spoolDir, GuestDir, name), []byte(body), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// a damaged result is skipped
+			if err := os.MkdirAll(filepath.Join(spoolDir, "done"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(spoolDir, "done", "broken.json"), []byte("{"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e := newGuestEnv(t, spoolDir, time.Hour)
+			got := ""
+			if tr, ok := e.a.guest.loadTrack(testUUID); ok {
+				got = tr.JobID
+			}
+			if got != tc.want {
+				t.Errorf("followed job %q, want %q", got, tc.want)
+			}
+			if _, ok := e.a.guest.loadTrack(other); ok {
+				t.Error("a domain with no job with the report is followed")
+			}
+			var left []string
+			ents, _ := os.ReadDir(filepath.Join(spoolDir, GuestDir))
+			for _, en := range ents {
+				left = append(left, en.Name())
+			}
+			if strings.Join(left, ",") != strings.Join(tc.left, ",") {
+				t.Errorf("files left in guest/: %q, want %q", left, tc.left)
+			}
+		})
+	}
+}
+
+// TestGuestUndefinedStaysForgotten: a domain undefined while followed is
+// not followed after a restart although its results still name the job,
+// also when a domain with its UUID is defined again and runs; a job on it
+// after the restart is followed.
+func TestGuestUndefinedStaysForgotten(t *testing.T) {
+	spoolDir := filepath.Join(t.TempDir(), "spool")
+	e := newGuestEnv(t, spoolDir, time.Hour)
+	e.finishJob(t, "job-u")
+	e.fg.accept().Close()
+	e.a.guest.gone(testUUID) // libvirt's undefined event
+	if _, ok := e.a.guest.loadTrack(testUUID); ok {
+		t.Fatal("followed after the undefined event")
+	}
+	e.stop()
+
+	e2 := newGuestEnv(t, spoolDir, time.Hour) // its host runs a domain with that UUID
+	if tr, ok := e2.a.guest.loadTrack(testUUID); ok {
+		t.Fatalf("the undefined domain's job is followed after a restart: %+v", tr)
+	}
+	e2.a.guest.started(testUUID)
+	e2.a.guest.mu.Lock()
+	w := e2.a.guest.watching[testUUID]
+	e2.a.guest.mu.Unlock()
+	if w != nil {
+		t.Fatal("a start of the domain follows the undefined domain's job")
+	}
+	e2.finishJob(t, "job-new")
+	c := e2.fg.accept()
+	defer c.Close()
+	send(t, c, reportLine("iid-payload", statusDone, "boot-1"))
+	if ev := e2.event(t); ev.Type != "guest_ready" || ev.ID != "job-new" {
+		t.Fatalf("event %+v", ev)
+	}
+	e2.stop()
+	// the marker is stale now: the next start removes it and follows the new job
+	e3 := newGuestEnv(t, spoolDir, time.Hour)
+	if tr, ok := e3.a.guest.loadTrack(testUUID); !ok || tr.JobID != "job-new" {
+		t.Errorf("after the next restart: %+v %v, want job-new", tr, ok)
+	}
+	if _, err := os.Stat(filepath.Join(spoolDir, GuestDir, testUUID+goneSuffix)); !os.IsNotExist(err) {
+		t.Errorf("the stale marker stayed: %v", err)
 	}
 }

@@ -419,11 +419,26 @@ func readJobFile(p string) ([]byte, error) {
 		// allows it) and read it back from the job's error.
 		return nil, fmt.Errorf("the spool file has %d hard links; hard links are refused", sys.Nlink)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, job.MaxJobBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the spool file: %w", err)
+	// Sized from the stat: io.ReadAll's doubling from 512 bytes copied a
+	// typical job three times and kept up to half of it as slack for as
+	// long as the job was queued (issue 14). A file that grows meanwhile
+	// is still read to the end (up to the limit).
+	size := min(max(st.Size(), 0), job.MaxJobBytes+1)
+	data := make([]byte, 0, size+1)
+	lr := io.LimitReader(f, job.MaxJobBytes+1)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := lr.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) {
+			return data, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the spool file: %w", err)
+		}
 	}
-	return data, nil
 }
 
 // ResultPath returns where the result of a job with this id and state goes.

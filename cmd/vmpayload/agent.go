@@ -17,6 +17,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api"
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/agent/metrics"
+	"github.com/vmpayload/vmpayload/internal/mallocarena"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -79,6 +80,11 @@ func runAgent(c command, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	slog.SetDefault(log)
+	// mallocarena capped the C allocator's arenas when the binary was
+	// loaded (issue 14).
+	if mallocarena.Capped() {
+		log.Debug("C allocator arenas capped", "max", mallocarena.Max)
+	}
 	defer startProfiles()()
 	if err := serveAgent(cfg, args, log); err != nil {
 		log.Error("agent failed", "err", err)
