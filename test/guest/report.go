@@ -314,11 +314,19 @@ func (l Link) HasAddr(local string, prefixLen int) bool {
 }
 
 // ParseReports extracts every complete report from a serial log, in order
-// (one per boot that ran the report unit).
+// (one per boot that ran the report unit). The log may be read while the
+// guest still writes it: a last line without its newline is not read (it
+// may be cut anywhere, "VMPX meta 1" of "VMPX meta 1/2 …"), so that a
+// report being written is incomplete, never malformed.
 func ParseReports(log []byte) ([]*Report, error) {
 	var reports []*Report
 	var cur map[string]*sectionBuf
 	var order []string
+	if i := bytes.LastIndexByte(log, '\n'); i >= 0 {
+		log = log[:i+1]
+	} else {
+		log = nil
+	}
 	for _, raw := range bytes.Split(log, []byte("\n")) {
 		line := strings.TrimRight(string(raw), "\r")
 		// Console output of other writers may precede a marker on its line.

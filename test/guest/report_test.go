@@ -177,6 +177,50 @@ func TestParseReports(t *testing.T) {
 	}
 }
 
+// TestParseReportsWhileWritten reads a log of two boots cut short, at every
+// byte near the end of a line and at others, as a poll of the serial log can
+// find it while the guest writes: never an
+// error, no report before the first end marker's line is whole, one after it,
+// two at the end.
+func TestParseReportsWhileWritten(t *testing.T) {
+	one := runReportScript(t)
+	log := append(append([]byte("[    1.0] kernel: booting\r\n"), one...), one...)
+	end1 := bytes.Index(log, []byte("VMPX-END "))
+	end1 += bytes.IndexByte(log[end1:], '\n') + 1 // just past the first end marker's newline
+	// every cut within 40 bytes before a newline (where a line is cut
+	// short) and one in 61 elsewhere; parsing every cut of the log would
+	// take seconds
+	var cuts []int
+	for cut := 0; cut <= len(log); cut++ {
+		if cut%61 == 0 || cut == len(log) || bytes.IndexByte(log[cut:min(cut+41, len(log))], '\n') >= 0 {
+			cuts = append(cuts, cut)
+		}
+	}
+	for _, cut := range cuts {
+		reps, err := ParseReports(log[:cut])
+		if err != nil {
+			t.Fatalf("log cut at byte %d of %d (%q): %v", cut, len(log), tailBytes(log[:cut], 30), err)
+		}
+		want := 0
+		switch {
+		case cut == len(log):
+			want = 2
+		case cut >= end1:
+			want = 1
+		}
+		if len(reps) != want {
+			t.Fatalf("log cut at byte %d of %d: %d reports, want %d", cut, len(log), len(reps), want)
+		}
+	}
+}
+
+func tailBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
 func TestWaitReportTimeoutShowsTail(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "serial.log")
 	if err := os.WriteFile(p, []byte("booting\nsomething went wrong here\n"), 0o644); err != nil {
