@@ -99,6 +99,8 @@ type guests struct {
 	dir string
 	// dial connects to a channel's host socket (net.Dial; tests replace it).
 	dial func(path string) (net.Conn, error)
+	// eachDone reads the results in done/ (Spool.EachDone; tests hold it).
+	eachDone func(ctx context.Context, fn func(result.Result), bad func(name string, err error)) error
 	// retry is the pause between connection attempts; gap the shortest
 	// time between two reports applied from one connection (minReportGap).
 	retry, gap time.Duration
@@ -113,16 +115,17 @@ type guests struct {
 	// those decisions are newer than what it read.
 	touched map[string]bool
 	changed chan struct{} // closed and replaced at each guest update
+	loaded  chan struct{} // closed when start has read done/ (or was stopped)
 	ctx     context.Context
 	wg      sync.WaitGroup
 }
 
 func newGuests(a *Agent) *guests {
-	return &guests{a: a, dir: filepath.Join(a.spool.Root, GuestDir), retry: time.Second, gap: minReportGap,
+	return &guests{a: a, dir: filepath.Join(a.spool.Root, GuestDir), eachDone: a.spool.EachDone, retry: time.Second, gap: minReportGap,
 		dial: func(p string) (net.Conn, error) {
 			return net.DialTimeout("unix", p, 5*time.Second)
 		},
-		watching: map[string]context.CancelFunc{}, tracks: map[string]guestTrack{}, touched: map[string]bool{}, changed: make(chan struct{}), ctx: context.Background()}
+		watching: map[string]context.CancelFunc{}, tracks: map[string]guestTrack{}, touched: map[string]bool{}, changed: make(chan struct{}), loaded: make(chan struct{}), ctx: context.Background()}
 }
 
 func (g *guests) timeout() time.Duration {
@@ -134,13 +137,27 @@ func (g *guests) timeout() time.Duration {
 
 func (g *guests) gonePath(uuid string) string { return filepath.Join(g.dir, uuid+goneSuffix) }
 
-// start finds each domain's followed job from the latest done results and
-// the markers of undefined domains, and resumes the watches (an agent
-// restart); ctx ends them all.
+// start resumes the following of the agent's domains (an agent restart):
+// in the background, so that a long done/ does not hold back the agent's
+// readiness, it finds each domain's followed job from the latest done
+// results and the markers of undefined domains, and starts their watches.
+// Jobs that finish meanwhile win over what it reads (touched). ctx ends the
+// reading and every watch; loaded is closed when the reading is over.
 func (g *guests) start(ctx context.Context) {
 	g.mu.Lock()
 	g.ctx = ctx
+	g.wg.Add(1)
 	g.mu.Unlock()
+	go func() {
+		defer g.wg.Done()
+		defer close(g.loaded)
+		g.load(ctx)
+	}()
+}
+
+// load is start's reading of guest/ and done/.
+func (g *guests) load(ctx context.Context) {
+	t0 := time.Now()
 	gone := map[string]guestTrack{}
 	var legacy []string
 	ents, err := os.ReadDir(g.dir)
@@ -168,7 +185,9 @@ func (g *guests) start(ctx context.Context) {
 		}
 	}
 	latest := map[string]result.Result{}
-	err = g.a.spool.EachDone(func(r result.Result) {
+	read := 0
+	err = g.eachDone(ctx, func(r result.Result) {
+		read++
 		if r.DomainUUID == "" {
 			return
 		}
@@ -178,6 +197,9 @@ func (g *guests) start(ctx context.Context) {
 	}, func(name string, err error) {
 		g.a.log.Warn("ignoring a result the guest report follower cannot read", "file", name, "err", err)
 	})
+	if ctx.Err() != nil {
+		return // stopping: the next start reads them again
+	}
 	if err != nil {
 		g.a.log.Warn("reading the results for the guest report state; no guest is followed until its domain's next job", "err", err)
 	}
@@ -216,6 +238,8 @@ func (g *guests) start(ctx context.Context) {
 	for _, uuid := range follow {
 		g.watch(uuid, nil)
 	}
+	g.a.log.Info("guest report follower resumed", "followed", len(follow), "results_read", read,
+		"duration_ms", time.Since(t0).Milliseconds())
 }
 
 // stop ends every watch and waits for them.

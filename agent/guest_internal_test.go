@@ -140,6 +140,7 @@ func newGuestEnv(t *testing.T, spoolDir string, timeout time.Duration) *guestEnv
 	evs, cancelSub := a.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	a.guest.start(ctx)
+	<-a.guest.loaded
 	e := &guestEnv{met: met, a: a, host: host, fg: &fakeGuest{t: t, ln: ln}, evs: evs}
 	e.stop = func() { cancel(); a.guest.stop(); cancelSub() }
 	t.Cleanup(e.stop)

@@ -1,6 +1,8 @@
 package spool
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,7 +41,7 @@ func TestEachDone(t *testing.T) {
 		}
 	}
 	var got, bad []string
-	err = s.EachDone(func(r result.Result) { got = append(got, r.ID+":"+r.DomainUUID) },
+	err = s.EachDone(context.Background(), func(r result.Result) { got = append(got, r.ID+":"+r.DomainUUID) },
 		func(name string, err error) { bad = append(bad, name) })
 	if err != nil {
 		t.Fatal(err)
@@ -52,10 +54,17 @@ func TestEachDone(t *testing.T) {
 	if g, w := strings.Join(bad, ","), "c.json,d.json"; g != w {
 		t.Errorf("bad %q, want %q", g, w)
 	}
+	// an ended context stops the reading before the first file
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n := 0
+	if err := s.EachDone(ctx, func(result.Result) { n++ }, nil); !errors.Is(err, context.Canceled) || n != 0 {
+		t.Errorf("ended context: err %v after %d results, want context.Canceled after none", err, n)
+	}
 	if err := os.RemoveAll(s.Dir(Done)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EachDone(func(result.Result) {}, nil); err == nil || !strings.Contains(err.Error(), "listing") {
+	if err := s.EachDone(context.Background(), func(result.Result) {}, nil); err == nil || !strings.Contains(err.Error(), "listing") {
 		t.Errorf("done/ missing: err %v, want a listing error", err)
 	}
 }
@@ -84,7 +93,7 @@ func BenchmarkEachDone(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		n := 0
-		if err := s.EachDone(func(result.Result) { n++ }, nil); err != nil || n != 1000 {
+		if err := s.EachDone(context.Background(), func(result.Result) { n++ }, nil); err != nil || n != 1000 {
 			b.Fatal(n, err)
 		}
 	}

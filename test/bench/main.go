@@ -28,11 +28,13 @@ func main() {
 	bin := flag.String("bin", "bin/vmpayload", "the vmpayload binary")
 	work := flag.String("work", "", "work directory (default: a new one under /var/tmp, removed at the end)")
 	doc := flag.String("doc", "", "Markdown file to put the report into, between <!-- bench:begin --> and <!-- bench:end -->")
-	sections := flag.String("sections", "build,proc,burst,idle,real,hook", "comma-separated sections to run")
+	sections := flag.String("sections", "build,proc,burst,startup,idle,real,hook", "comma-separated sections to run")
 	procRounds := flag.Int("proc-rounds", 100, "process start: rounds (each runs every command once)")
 	rounds := flag.Int("rounds", 40, "build benchmark: rounds (each runs every variant; in-process variants 5 times)")
 	jobs := flag.Int("jobs", 1000, "burst: number of jobs (and test-driver domains)")
 	workers := flag.Int("workers", 4, "burst: agent workers")
+	startupRounds := flag.Int("startup-rounds", 10, "start-up: rounds (each starts the agent once on each spool)")
+	startupKept := flag.Int("startup-kept", 10000, "start-up: results kept in done/ of the second spool")
 	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
 	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
 	hookRounds := flag.Int("hook-rounds", 100, "hook: rounds (each runs every path once)")
@@ -102,6 +104,14 @@ func main() {
 			runs = append(runs, br)
 		}
 		writeBurst(&rep, runs)
+	}
+	if want["startup"] {
+		progress("start-up: %d rounds, %d kept results", *startupRounds, *startupKept)
+		sr, err := startup(*bin, *work, *startupKept, *startupRounds)
+		if err != nil {
+			fatal(err)
+		}
+		writeStartup(&rep, sr)
 	}
 	haveLibvirtd := exec.Command("virsh", "-q", "-c", realURI, "version").Run() == nil
 	if want["idle"] {
