@@ -8,7 +8,8 @@
 # genisoimage), proc (process start: two Go floor programs (test/bench/floor,
 # with and without cgo), `vmpayload version` and `build` of the
 # typical and large jobs vs /bin/true, cloud-localds, genisoimage), burst
-# (1000 jobs, libvirt test driver), idle (60 s), real
+# (1000 jobs, libvirt test driver), startup (launch → READY=1 with an empty
+# done/ and with 10 000 kept results), idle (60 s), real
 # (qemu:///system domain vs `virsh start`), hook (the libvirt qemu hook's paths vs
 # /bin/true). BENCH_SECTIONS, BENCH_ROUNDS, BENCH_PROC_ROUNDS,
 # BENCH_REAL_ROUNDS, BENCH_IDLE and BENCH_PROFILE (a directory for the burst's
@@ -30,7 +31,7 @@ fi
 
 go build -tags libvirt_dlopen -o bin/vmpayload-bench ./test/bench
 doc=${BENCH_DOC-docs/benchmarks.md}
-args=(-bin bin/vmpayload -sections "${BENCH_SECTIONS:-build,proc,burst,idle,real,hook}")
+args=(-bin bin/vmpayload -sections "${BENCH_SECTIONS:-build,proc,burst,startup,idle,real,hook}")
 [[ -n ${BENCH_ROUNDS:-} ]] && args+=(-rounds "$BENCH_ROUNDS")
 [[ -n ${BENCH_PROC_ROUNDS:-} ]] && args+=(-proc-rounds "$BENCH_PROC_ROUNDS")
 [[ -n ${BENCH_REAL_ROUNDS:-} ]] && args+=(-real-rounds "$BENCH_REAL_ROUNDS")
