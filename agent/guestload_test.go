@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,32 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 )
-
-// syncBuffer is a log sink the agent's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestGuestLoadAfterReady: the guest report follower reads done/ at start-up
 // (every result the host ever kept: ~25 µs each) after the agent is ready,
@@ -59,7 +40,7 @@ func TestGuestLoadAfterReady(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var logs syncBuffer
+			var logs testenv.LockedBuffer
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			host, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: log})
 			if err != nil {

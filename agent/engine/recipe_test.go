@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,11 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -25,24 +24,6 @@ import (
 )
 
 const plaintext = "Plaintext-Hunter2-never-in-xml"
-
-// lockedBuffer collects log output of concurrent goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // emptyNodeHost opens a test-driver host with its own, empty state, so that
 // ListDomains sees only the test's domains.
@@ -227,7 +208,7 @@ func TestRebuildImages(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(secrets, "pw"), []byte(secretValue+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testenv.LockedBuffer{}
 	e := &Engine{Host: h, PayloadDir: t.TempDir(), SecretsDir: secrets, ImageMode: 0o640, ImageGID: -1,
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	cases := []struct {
