@@ -14,12 +14,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,6 +35,7 @@ func main() {
 	rounds := flag.Int("rounds", 40, "build benchmark: rounds (each runs every variant; in-process variants 5 times)")
 	jobs := flag.Int("jobs", 1000, "burst: number of jobs (and test-driver domains)")
 	workers := flag.Int("workers", 4, "burst: agent workers")
+	burstRuns := flag.Int("burst-runs", 3, "burst: runs of each layout, interleaved; the table shows each layout's median run by wall time")
 	startupRounds := flag.Int("startup-rounds", 10, "start-up: rounds (each starts the agent once on each spool)")
 	startupKept := flag.Int("startup-kept", 10000, "start-up: results kept in done/ of the second spool")
 	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
@@ -83,27 +86,29 @@ func main() {
 		writeProc(&rep, pr)
 	}
 	if want["burst"] {
-		var runs []burstResult
 		layouts := []string{layoutTmpfs, layoutDisk}
 		if libvirtdPID() != 0 {
 			layouts = append(layouts, layoutDaemon)
 		}
-		for k, layout := range layouts {
-			progress("burst: %d jobs, %d workers, %s", *jobs, *workers, layout)
-			if *profile != "" && k == 0 {
-				if err := os.MkdirAll(*profile, 0o755); err != nil {
+		all := make([][]burstResult, len(layouts))
+		for r := 0; r < max(*burstRuns, 1); r++ {
+			for k, layout := range layouts {
+				progress("burst: run %d, %d jobs, %d workers, %s", r+1, *jobs, *workers, layout)
+				if *profile != "" && k == 0 && r == 0 {
+					if err := os.MkdirAll(*profile, 0o755); err != nil {
+						fatal(err)
+					}
+					os.Setenv("VMPAYLOAD_PPROF_DIR", *profile)
+				}
+				br, err := burst(*bin, *work, *jobs, *workers, layout)
+				os.Unsetenv("VMPAYLOAD_PPROF_DIR")
+				if err != nil {
 					fatal(err)
 				}
-				os.Setenv("VMPAYLOAD_PPROF_DIR", *profile)
+				all[k] = append(all[k], br)
 			}
-			br, err := burst(*bin, *work, *jobs, *workers, layout)
-			os.Unsetenv("VMPAYLOAD_PPROF_DIR")
-			if err != nil {
-				fatal(err)
-			}
-			runs = append(runs, br)
 		}
-		writeBurst(&rep, runs)
+		writeBurst(&rep, all)
 	}
 	if want["startup"] {
 		progress("start-up: %d rounds, %d kept results", *startupRounds, *startupKept)
@@ -234,12 +239,28 @@ func writeBuild(w io.Writer, rows []buildRow) {
 	}
 }
 
-func writeBurst(w io.Writer, runs []burstResult) {
-	b0 := runs[0]
+// writeBurst writes one row per layout: the layout's median run by wall
+// time (of runs[k], the runs of layout k), with the walls and losses of all
+// its runs beside it.
+func writeBurst(w io.Writer, runs [][]burstResult) {
+	rows := make([]burstResult, len(runs))
+	spread := make([]string, len(runs))
+	for k, rs := range runs {
+		sorted := slices.Clone(rs)
+		slices.SortFunc(sorted, func(a, b burstResult) int { return cmp.Compare(a.wall, b.wall) })
+		rows[k] = sorted[(len(sorted)-1)/2]
+		lost := 0
+		for _, b := range rs {
+			lost += b.lost
+		}
+		spread[k] = fmt.Sprintf("%s–%s ms, %d lost", ms(sorted[0].wall), ms(sorted[len(sorted)-1].wall), lost)
+	}
+	b0 := rows[0]
 	fmt.Fprintf(w, "### Agent burst: %d start jobs dropped at once (test driver, %d stopped domains, %d workers)\n\n", b0.jobs, b0.jobs, b0.peerWorkers)
-	fmt.Fprintf(w, "| layout | wall (drop → last result) | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | RSS before the drop | done / failed / lost | agent CPU (user+sys) | libvirtd CPU | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b0.jobs, b0.peerWorkers)
-	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, b := range runs {
+	fmt.Fprintf(w, "Each layout ran %d times, interleaved with the others; a row is its median run by wall time (the faster middle one for an even count).\n\n", len(runs[0]))
+	fmt.Fprintf(w, "| layout | wall (drop → last result) | wall of all runs | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | RSS before the drop | done / failed / lost | agent CPU (user+sys) | libvirtd CPU | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b0.jobs, b0.peerWorkers)
+	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for k, b := range rows {
 		daemonCPU := "– (in the agent)"
 		if b.daemonCPU > 0 {
 			daemonCPU = ms(b.daemonCPU) + " ms"
@@ -248,14 +269,17 @@ func writeBurst(w io.Writer, runs []burstResult) {
 		if b.wall > 0 {
 			tput = float64(b.done+b.failed) / b.wall.Seconds()
 		}
-		fmt.Fprintf(w, "| %s | %s ms | %.0f jobs/s | %s / %s ms | %.1f MiB | %.1f MiB | %d / %d / %d | %s ms | %s | %s / %s ms | %s / %s |\n", b.layout, ms(b.wall), tput,
+		fmt.Fprintf(w, "| %s | %s ms | %s | %.0f jobs/s | %s / %s ms | %.1f MiB | %.1f MiB | %d / %d / %d | %s ms | %s | %s / %s ms | %s / %s |\n", b.layout, ms(b.wall), spread[k], tput,
 			ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), float64(b.rss0)/(1<<20), b.done, b.failed, b.lost, ms(b.cpu), daemonCPU,
 			ms(b.peer), ms(b.peerCPU), ratio(b.peer, b.wall), ratio(b.peerCPU, b.cpu))
 	}
 	fmt.Fprintln(w)
-	for _, b := range runs {
-		if b.firstError != "" {
-			fmt.Fprintf(w, "First failure (%s): `%s`\n\n", b.layout, b.firstError)
+	for _, rs := range runs {
+		for _, b := range rs {
+			if b.firstError != "" {
+				fmt.Fprintf(w, "First failure (%s): `%s`\n\n", b.layout, b.firstError)
+				break
+			}
 		}
 	}
 }
