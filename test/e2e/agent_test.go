@@ -279,6 +279,9 @@ func (v *vm) report(ctx context.Context) *guest.Report {
 				return r
 			}
 		}
+		if guest.KernelPanicked(log) {
+			v.t.Fatalf("%s: the guest's kernel panicked before its report\n--- serial log tail ---\n%s", v.g.Name, tail(string(log), 60))
+		}
 		if s, err := v.g.State(ctx); err == nil && (s == "shut off" || s == "crashed") {
 			log, _ = os.ReadFile(v.g.SerialLog)
 			if reps, err := guest.ParseReports(log); err == nil && len(reps) > 0 && !v.seen[reps[len(reps)-1].Meta.BootID] {

@@ -54,7 +54,11 @@ type Options struct {
 	Dir string
 	// Machine is "pc" (default) or "q35".
 	Machine string
-	// VCPUs defaults to 2.
+	// VCPUs defaults to 1: with two, QEMU's multi-threaded TCG (Debian 12's
+	// QEMU 7.2) can run a stale translation of kernel text that another
+	// vCPU has just patched, and the guest dies at boot ("Oops: int3" in
+	// hrtimer_start_range_ns, then "Kernel panic - not syncing"; fresh-clone
+	// CI run 14). One vCPU patches and runs its own code.
 	VCPUs int
 	// MemoryMiB defaults to 1024.
 	MemoryMiB int
@@ -112,7 +116,7 @@ func Prepare(ctx context.Context, img *Image, opts Options) (*Guest, error) {
 		return nil, fmt.Errorf("guest: preparing %s: machine %q: want pc or q35", opts.Name, opts.Machine)
 	}
 	if opts.VCPUs <= 0 {
-		opts.VCPUs = 2
+		opts.VCPUs = 1
 	}
 	if opts.MemoryMiB <= 0 {
 		opts.MemoryMiB = 1024

@@ -561,6 +561,17 @@ func WaitReports(ctx context.Context, serialLogPath string, n int) ([]*Report, e
 	return waitReports(ctx, serialLogPath, n, nil)
 }
 
+// KernelPanicked reports whether the guest's kernel panicked in the boot
+// that has not reported yet: "Kernel panic - not syncing" after the last
+// VMPX-END of log. Such a guest never reports (it hangs until destroyed),
+// so waiting for its report is pointless.
+func KernelPanicked(log []byte) bool {
+	if i := bytes.LastIndex(log, []byte("VMPX-END ")); i >= 0 {
+		log = log[i:]
+	}
+	return bytes.Contains(log, []byte("Kernel panic - not syncing"))
+}
+
 // waitReports polls the log; stopped, if non-nil, reports whether the guest
 // has stopped, so a guest that powered off without reporting fails fast.
 func waitReports(ctx context.Context, path string, n int, stopped func(context.Context) (bool, error)) ([]*Report, error) {
@@ -582,6 +593,9 @@ func waitReports(ctx context.Context, path string, n int, stopped func(context.C
 		}
 		if len(reps) >= n {
 			return reps[:n], nil
+		}
+		if KernelPanicked(log) {
+			return nil, fmt.Errorf("guest: waiting for report in %s: the guest's kernel panicked after %d of %d reports\n--- serial log tail ---\n%s", path, len(reps), n, tail(string(log), 80))
 		}
 		if stopped != nil {
 			down, err := stopped(ctx)

@@ -283,3 +283,39 @@ func TestDomainXML(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelPanicked: only a panic in the boot that has not reported yet
+// counts; WaitReport stops at it instead of waiting out its deadline.
+func TestKernelPanicked(t *testing.T) {
+	const panicLine = "[    2.631468] Kernel panic - not syncing: Fatal exception in interrupt\r\n"
+	const report = "VMPX-BEGIN 1 b\r\nVMPX meta 1/1 e30=\r\nVMPX-END 1\r\n"
+	for _, tc := range []struct {
+		name string
+		log  string
+		want bool
+	}{
+		{"booting", "[    0.000000] Linux version 6.12\r\n", false},
+		{"panic in the first boot", "[    0.000000] Linux version 6.12\r\n" + panicLine, true},
+		{"panic after a report", report + "[    0.000000] Linux version 6.12\r\n" + panicLine, true},
+		{"panic before the last report", panicLine + report, false},
+		{"other oops text", "[    2.6] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\r\n", false},
+	} {
+		if got := KernelPanicked([]byte(tc.log)); got != tc.want {
+			t.Errorf("%s: KernelPanicked = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "serial.log")
+	if err := os.WriteFile(p, []byte("[    0.000000] Linux version 6.12\r\n"+panicLine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := WaitReport(ctx, p)
+	if err == nil || !strings.Contains(err.Error(), "kernel panicked") {
+		t.Fatalf("error %v, want a kernel panic", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("WaitReport waited out its deadline (%v) instead of stopping at the panic", time.Since(start))
+	}
+}
