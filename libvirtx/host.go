@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,6 +264,14 @@ type LibvirtHost struct {
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
 
+	// hmu guards the domain handle cache (see cachedHandle): handles of
+	// connection generation handlesGen by UUID; generations up to deadGen
+	// were torn down and are never cached again.
+	hmu        sync.Mutex
+	handles    map[string]*libvirt.Domain
+	handlesGen uint64
+	deadGen    uint64
+
 	evMu     sync.Mutex
 	evQueue  []Event
 	evSignal chan struct{}
@@ -397,6 +406,7 @@ func (h *LibvirtHost) supervise(down bool) {
 		h.mu.Unlock()
 		h.log.Warn("libvirt connection lost; reconnecting")
 		h.emit(Event{Type: EventDisconnected})
+		h.dropHandles(gen)
 		h.teardown(old, oldCB)
 		down = true
 	}
@@ -455,6 +465,9 @@ func (h *LibvirtHost) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *lib
 	uuid, err := d.GetUUIDString()
 	if err != nil {
 		h.log.Warn("reading UUID of event domain", "err", err)
+	}
+	if t == EventUndefined && uuid != "" {
+		h.forgetHandle(uuid)
 	}
 	h.emit(Event{Type: t, Name: name, UUID: uuid, Detail: ev.Detail})
 }
@@ -519,11 +532,12 @@ func (h *LibvirtHost) Close() error {
 	h.closeOnce.Do(func() {
 		h.mu.Lock()
 		h.closed = true
-		conn, cbID := h.conn, h.cbID
+		conn, cbID, gen := h.conn, h.cbID, h.gen
 		h.conn = nil
 		h.mu.Unlock()
 		close(h.done)
 		h.wg.Wait()
+		h.dropHandles(max(gen, h.nextGen.Load()))
 		if conn != nil {
 			h.teardown(conn, cbID)
 		}
@@ -541,6 +555,12 @@ func (h *LibvirtHost) Close() error {
 // supervisor from replacing a suspect connection (see Suspect): the stuck
 // call keeps the old connection alive until it returns.
 func (h *LibvirtHost) withConn(ctx context.Context, op string, fn func(c *libvirt.Connect) error) error {
+	return h.withConnGen(ctx, op, func(c *libvirt.Connect, _ uint64) error { return fn(c) })
+}
+
+// withConnGen is withConn that also tells fn the connection's generation
+// (for the handle cache).
+func (h *LibvirtHost) withConnGen(ctx context.Context, op string, fn func(c *libvirt.Connect, gen uint64) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -566,7 +586,7 @@ func (h *LibvirtHost) withConn(ctx context.Context, op string, fn func(c *libvir
 			h.log.Debug("releasing libvirt connection reference", "err", err)
 		}
 	}()
-	err := fn(conn)
+	err := fn(conn, gen)
 	if err == nil {
 		return nil
 	}
@@ -612,7 +632,7 @@ func info(d *libvirt.Domain) (DomainInfo, error) {
 	if di.UUID, err = d.GetUUIDString(); err != nil {
 		return DomainInfo{}, err
 	}
-	if di.Active, err = d.IsActive(); err != nil {
+	if di.Active, err = isActive(d); err != nil {
 		return DomainInfo{}, err
 	}
 	if di.InactiveXML, err = d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE); err != nil {
@@ -621,38 +641,187 @@ func info(d *libvirt.Domain) (DomainInfo, error) {
 	return di, nil
 }
 
-// onDomain looks up nameOrUUID and runs fn on it.
-func (h *LibvirtHost) onDomain(ctx context.Context, op, nameOrUUID string, fn func(d *libvirt.Domain) error) error {
-	return h.withConn(ctx, op, func(c *libvirt.Connect) error {
-		d, err := lookup(c, nameOrUUID)
-		if err != nil {
-			return err
+// isActive reports whether d was running when libvirt gave out the handle
+// (its lookup, definition or listing), without asking libvirtd: a handle
+// carries the domain's id, and an inactive domain's is -1 (libvirt's
+// virDomainObjIsActive is that test; virsh domid prints "-" on it). This
+// saves virDomainIsActive, one round trip to libvirtd per lookup and per
+// listed domain. The answer is as old as the handle, so only fresh handles
+// are asked (not the cached ones of onDomain).
+func isActive(d *libvirt.Domain) (bool, error) {
+	id, err := d.GetID()
+	if id != math.MaxUint32 {
+		return true, nil
+	}
+	var le libvirt.Error
+	if err == nil || (errors.As(err, &le) && le.Code == libvirt.ERR_OK) {
+		return false, nil // (unsigned int)-1 and no error: no id, not running
+	}
+	return false, err
+}
+
+// maxHandles bounds the handle cache; when it is full an arbitrary entry
+// makes room.
+const maxHandles = 4096
+
+// cachedHandle returns a new reference to the cached handle of the domain
+// with uuid on connection generation gen, or nil. The caller frees it.
+//
+// The handle cache spares libvirtd a lookup (virDomainLookupByUUIDString) in
+// every call that names a domain by UUID right after the job looked it up,
+// defined it or redefined it: start, live definition, device changes. A
+// handle stands for its UUID (libvirt's drivers find the domain by UUID in
+// every call), so a cached one reaches what a new lookup would, and a call
+// on a domain that has gone fails with ERR_NO_DOMAIN just the same. Handles
+// belong to a connection: all are released when it is torn down, and a
+// domain's when libvirt reports it undefined.
+func (h *LibvirtHost) cachedHandle(gen uint64, uuid string) *libvirt.Domain {
+	h.hmu.Lock()
+	defer h.hmu.Unlock()
+	if gen != h.handlesGen {
+		return nil
+	}
+	d := h.handles[uuid]
+	if d == nil || d.Ref() != nil {
+		return nil
+	}
+	c := *d
+	return &c
+}
+
+// keepHandle caches d, a handle of connection generation gen, under its
+// UUID with a reference of its own. The caller keeps (and frees) its
+// reference.
+func (h *LibvirtHost) keepHandle(gen uint64, d *libvirt.Domain) {
+	uuid, err := d.GetUUIDString()
+	if err != nil || d.Ref() != nil {
+		return
+	}
+	kept := *d
+	var free []*libvirt.Domain
+	h.hmu.Lock()
+	switch {
+	case gen <= h.deadGen || gen < h.handlesGen:
+		free = append(free, &kept) // an old connection's handle
+	default:
+		if gen > h.handlesGen {
+			for _, o := range h.handles {
+				free = append(free, o)
+			}
+			h.handles, h.handlesGen = map[string]*libvirt.Domain{}, gen
 		}
-		defer d.Free()
-		return fn(d)
+		if o := h.handles[uuid]; o != nil {
+			free = append(free, o)
+		} else if len(h.handles) >= maxHandles {
+			for k, o := range h.handles {
+				free = append(free, o)
+				delete(h.handles, k)
+				break
+			}
+		}
+		h.handles[uuid] = &kept
+	}
+	h.hmu.Unlock()
+	freeHandles(free)
+}
+
+// forgetHandle releases the cached handle of uuid, if any.
+func (h *LibvirtHost) forgetHandle(uuid string) {
+	h.hmu.Lock()
+	d := h.handles[uuid]
+	delete(h.handles, uuid)
+	h.hmu.Unlock()
+	if d != nil {
+		freeHandles([]*libvirt.Domain{d})
+	}
+}
+
+// dropHandles releases every cached handle of connection generations up to
+// gen, which are being torn down, and keeps them from being cached again.
+func (h *LibvirtHost) dropHandles(gen uint64) {
+	var free []*libvirt.Domain
+	h.hmu.Lock()
+	h.deadGen = max(h.deadGen, gen)
+	if h.handlesGen <= gen {
+		for _, o := range h.handles {
+			free = append(free, o)
+		}
+		h.handles = nil
+	}
+	h.hmu.Unlock()
+	freeHandles(free)
+}
+
+// cachedHandles counts the handles in the cache (for tests).
+func (h *LibvirtHost) cachedHandles() int {
+	h.hmu.Lock()
+	defer h.hmu.Unlock()
+	return len(h.handles)
+}
+
+func freeHandles(ds []*libvirt.Domain) {
+	for _, d := range ds {
+		_ = d.Free() // a local unreference; it fails only on a bad handle
+	}
+}
+
+// onDomain runs fn on the domain nameOrUUID: on its cached handle when it
+// is named by a UUID the cache holds (see cachedHandle), else on a new
+// lookup, which is cached. fn must not rely on the handle's name or id
+// being current. A cached handle whose domain is gone gives way to a new
+// lookup (a domain may be named like another's UUID).
+func (h *LibvirtHost) onDomain(ctx context.Context, op, nameOrUUID string, fn func(d *libvirt.Domain) error) error {
+	return h.withConnGen(ctx, op, func(c *libvirt.Connect, gen uint64) error {
+		if domxml.IsUUID(nameOrUUID) {
+			if d := h.cachedHandle(gen, nameOrUUID); d != nil {
+				err := fn(d)
+				_ = d.Free()
+				if !IsNotFound(err) {
+					return err
+				}
+				h.forgetHandle(nameOrUUID)
+			}
+		}
+		return h.lookupOn(c, gen, nameOrUUID, fn)
 	})
 }
 
-// Domain implements Host.
+// lookupOn looks nameOrUUID up on c (generation gen), caches the handle and
+// runs fn on it.
+func (h *LibvirtHost) lookupOn(c *libvirt.Connect, gen uint64, nameOrUUID string, fn func(d *libvirt.Domain) error) error {
+	d, err := lookup(c, nameOrUUID)
+	if err != nil {
+		return err
+	}
+	defer d.Free()
+	h.keepHandle(gen, d)
+	return fn(d)
+}
+
+// Domain implements Host. It always looks the domain up (its state and
+// name must be current) and caches the handle.
 func (h *LibvirtHost) Domain(ctx context.Context, nameOrUUID string) (DomainInfo, error) {
 	var di DomainInfo
-	err := h.onDomain(ctx, "looking up domain "+nameOrUUID, nameOrUUID, func(d *libvirt.Domain) error {
-		var err error
-		di, err = info(d)
-		return err
+	err := h.withConnGen(ctx, "looking up domain "+nameOrUUID, func(c *libvirt.Connect, gen uint64) error {
+		return h.lookupOn(c, gen, nameOrUUID, func(d *libvirt.Domain) error {
+			var err error
+			di, err = info(d)
+			return err
+		})
 	})
 	return di, err
 }
 
-// DefineXML implements Host.
+// DefineXML implements Host. The new domain's handle is cached.
 func (h *LibvirtHost) DefineXML(ctx context.Context, xml string) (DomainInfo, error) {
 	var di DomainInfo
-	err := h.withConn(ctx, "defining domain", func(c *libvirt.Connect) error {
+	err := h.withConnGen(ctx, "defining domain", func(c *libvirt.Connect, gen uint64) error {
 		d, err := c.DomainDefineXML(xml)
 		if err != nil {
 			return err
 		}
 		defer d.Free()
+		h.keepHandle(gen, d)
 		di, err = info(d)
 		return err
 	})
@@ -660,13 +829,14 @@ func (h *LibvirtHost) DefineXML(ctx context.Context, xml string) (DomainInfo, er
 }
 
 // Redefine implements Redefiner: DefineXML without reading the domain
-// back.
+// back. The domain's handle is cached.
 func (h *LibvirtHost) Redefine(ctx context.Context, xml string) error {
-	return h.withConn(ctx, "defining domain", func(c *libvirt.Connect) error {
+	return h.withConnGen(ctx, "defining domain", func(c *libvirt.Connect, gen uint64) error {
 		d, err := c.DomainDefineXML(xml)
 		if err != nil {
 			return err
 		}
+		h.keepHandle(gen, d)
 		_ = d.Free() // defined; a failed release changes nothing for the caller
 		return nil
 	})
@@ -690,9 +860,14 @@ func Redefine(ctx context.Context, h Host, xml string) error {
 	return err
 }
 
-// Start implements Host.
+// Start implements Host. It calls virDomainCreateWithFlags, not
+// virDomainCreate: over a remote connection the latter costs a second round
+// trip (the client looks the domain up again for its new id), the former
+// returns the id with the answer.
 func (h *LibvirtHost) Start(ctx context.Context, uuid string) error {
-	return h.onDomain(ctx, "starting domain "+uuid, uuid, func(d *libvirt.Domain) error { return d.Create() })
+	return h.onDomain(ctx, "starting domain "+uuid, uuid, func(d *libvirt.Domain) error {
+		return d.CreateWithFlags(libvirt.DOMAIN_NONE)
+	})
 }
 
 // Destroy stops a running domain at once. It is not part of Host; tests and

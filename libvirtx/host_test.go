@@ -460,3 +460,74 @@ func nodeURIb(b *testing.B) string {
 	}
 	return "test://" + abs
 }
+
+// TestHostHandleCache checks the domain handle cache on test:///default,
+// whose state lives in its connection: a handle cached on a connection is
+// never used on the next one (the domain it stands for exists only on the
+// old connection, which the handle would keep alive), an undefined domain's
+// handle is released, and Close releases them all.
+func TestHostHandleCache(t *testing.T) {
+	h, err := openHost("test:///default", HostOptions{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond}, libvirt.NewConnect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+
+	a, err := h.DefineXML(ctx, testDomainXML("vmpx-cache-a", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.DefineXML(ctx, testDomainXML("vmpx-cache-b", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.cachedHandles(); n != 2 {
+		t.Fatalf("cached handles after two definitions = %d, want 2", n)
+	}
+	if err := h.Start(ctx, a.UUID); err != nil {
+		t.Fatalf("Start on the cached handle: %v", err)
+	}
+	if d, err := h.Domain(ctx, a.UUID); err != nil || !d.Active {
+		t.Fatalf("Domain after Start = %+v, %v; want active", d, err)
+	}
+	if d, err := h.Domain(ctx, b.Name); err != nil || d.Active {
+		t.Fatalf("Domain of the stopped one = %+v, %v; want not active", d, err)
+	}
+
+	// Undefined: its handle goes.
+	if err := h.Undefine(ctx, b.UUID); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, h, isEvent(EventUndefined, b.UUID), "undefined")
+	if n := h.cachedHandles(); n != 1 {
+		t.Errorf("cached handles after an undefine = %d, want 1", n)
+	}
+
+	// A new connection: the old one's handles are released and not used.
+	h.mu.RLock()
+	gen := h.gen
+	h.mu.RUnlock()
+	h.reportLost(gen)
+	waitEvent(t, h, isEvent(EventReconnected, ""), "reconnected")
+	if n := h.cachedHandles(); n != 0 {
+		t.Errorf("cached handles after a reconnect = %d, want 0", n)
+	}
+	if _, err := h.LiveXML(ctx, a.UUID); !IsNotFound(err) {
+		t.Errorf("LiveXML of a domain of the old connection = %v, want not found (the new connection's test driver does not have it)", err)
+	}
+	c, err := h.DefineXML(ctx, testDomainXML("vmpx-cache-c", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx, c.UUID); err != nil {
+		t.Fatalf("Start after the reconnect: %v", err)
+	}
+	if n := h.cachedHandles(); n != 1 {
+		t.Errorf("cached handles on the new connection = %d, want 1", n)
+	}
+	h.Close()
+	if n := h.cachedHandles(); n != 0 {
+		t.Errorf("cached handles after Close = %d, want 0", n)
+	}
+}

@@ -91,6 +91,29 @@ func libvirtdPID() int {
 // agent binary running on a test-driver node file with n stopped domains,
 // all at once, and waits for every result. layout says where the images
 // go (layoutTmpfs or layoutDisk); the peer writes its images there too.
+// pickLayouts turns -burst-layouts into layout names, in the order given;
+// the daemon layout is left out when no libvirtd runs.
+func pickLayouts(list string, haveLibvirtd bool) ([]string, error) {
+	names := map[string]string{"tmpfs": layoutTmpfs, "disk": layoutDisk, "daemon": layoutDaemon}
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		l, ok := names[n]
+		if !ok {
+			return nil, fmt.Errorf("-burst-layouts: unknown layout %q (tmpfs, disk, daemon)", n)
+		}
+		if l == layoutDaemon && !haveLibvirtd {
+			progress("burst: no libvirtd running, layout %q left out (bash test/libvirtd.sh)", n)
+			continue
+		}
+		out = append(out, l)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-burst-layouts %q: no layout to run", list)
+	}
+	return out, nil
+}
+
 func burst(bin, work string, n, workers int, layout string) (burstResult, error) {
 	br := burstResult{jobs: n, layout: layout}
 	dir, err := os.MkdirTemp(work, "burst-")

@@ -41,7 +41,8 @@ func main() {
 	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
 	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
 	hookRounds := flag.Int("hook-rounds", 100, "hook: rounds (each runs every path once)")
-	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) of the first layout (images on tmpfs) into this directory")
+	burstLayouts := flag.String("burst-layouts", "tmpfs,disk,daemon", "burst: comma-separated layouts to run, in order (tmpfs: images on tmpfs; disk: all on disk; daemon: the test driver in libvirtd, run only when one is up)")
+	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) of the first run of the first layout into this directory")
 	flag.Parse()
 
 	if *work == "" {
@@ -86,9 +87,9 @@ func main() {
 		writeProc(&rep, pr)
 	}
 	if want["burst"] {
-		layouts := []string{layoutTmpfs, layoutDisk}
-		if libvirtdPID() != 0 {
-			layouts = append(layouts, layoutDaemon)
+		layouts, err := pickLayouts(*burstLayouts, libvirtdPID() != 0)
+		if err != nil {
+			fatal(err)
 		}
 		all := make([][]burstResult, len(layouts))
 		for r := 0; r < max(*burstRuns, 1); r++ {
