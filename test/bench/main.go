@@ -92,6 +92,7 @@ func main() {
 			fatal(err)
 		}
 		all := make([][]burstResult, len(layouts))
+		var trash []string
 		for r := 0; r < max(*burstRuns, 1); r++ {
 			for k, layout := range layouts {
 				progress("burst: run %d, %d jobs, %d workers, %s", r+1, *jobs, *workers, layout)
@@ -101,13 +102,17 @@ func main() {
 					}
 					os.Setenv("VMPAYLOAD_PPROF_DIR", *profile)
 				}
-				br, err := burst(*bin, *work, *jobs, *workers, layout)
+				br, err := burst(*bin, *work, *jobs, *workers, layout, &trash)
 				os.Unsetenv("VMPAYLOAD_PPROF_DIR")
 				if err != nil {
 					fatal(err)
 				}
+				progress("  wall %s ms, agent CPU %s ms, file creation next to the spool %.0f µs", ms(br.wall), ms(br.cpu), float64(br.create)/float64(time.Microsecond))
 				all[k] = append(all[k], br)
 			}
+		}
+		for _, d := range trash {
+			os.RemoveAll(d)
 		}
 		writeBurst(&rep, all)
 	}
@@ -246,6 +251,7 @@ func writeBuild(w io.Writer, rows []buildRow) {
 func writeBurst(w io.Writer, runs [][]burstResult) {
 	rows := make([]burstResult, len(runs))
 	spread := make([]string, len(runs))
+	createCol := make([]string, len(runs))
 	for k, rs := range runs {
 		sorted := slices.Clone(rs)
 		slices.SortFunc(sorted, func(a, b burstResult) int { return cmp.Compare(a.wall, b.wall) })
@@ -255,12 +261,17 @@ func writeBurst(w io.Writer, runs [][]burstResult) {
 			lost += b.lost
 		}
 		spread[k] = fmt.Sprintf("%s–%s ms, %d lost", ms(sorted[0].wall), ms(sorted[len(sorted)-1].wall), lost)
+		var creates []string
+		for _, b := range rs {
+			creates = append(creates, fmt.Sprintf("%.0f", float64(b.create)/float64(time.Microsecond)))
+		}
+		createCol[k] = strings.Join(creates, " / ")
 	}
 	b0 := rows[0]
 	fmt.Fprintf(w, "### Agent burst: %d start jobs dropped at once (test driver, %d stopped domains, %d workers)\n\n", b0.jobs, b0.jobs, b0.peerWorkers)
 	fmt.Fprintf(w, "Each layout ran %d times, interleaved with the others; a row is its median run by wall time (the faster middle one for an even count).\n\n", len(runs[0]))
-	fmt.Fprintf(w, "| layout | wall (drop → last result) | wall of all runs | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | RSS before the drop | done / failed / lost | agent CPU (user+sys) | libvirtd CPU | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU |\n", b0.jobs, b0.peerWorkers)
-	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "| layout | wall (drop → last result) | wall of all runs | throughput | latency p50 / p99 (received → finished) | peak RSS (VmHWM) | RSS before the drop | done / failed / lost | agent CPU (user+sys) | libvirtd CPU | peer: %d × genisoimage, %d parallel: wall / CPU | peer ÷ agent: wall / CPU | file creation next to the spool before the drop, each run (µs CPU) |\n", b0.jobs, b0.peerWorkers)
+	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for k, b := range rows {
 		daemonCPU := "– (in the agent)"
 		if b.daemonCPU > 0 {
@@ -270,9 +281,9 @@ func writeBurst(w io.Writer, runs [][]burstResult) {
 		if b.wall > 0 {
 			tput = float64(b.done+b.failed) / b.wall.Seconds()
 		}
-		fmt.Fprintf(w, "| %s | %s ms | %s | %.0f jobs/s | %s / %s ms | %.1f MiB | %.1f MiB | %d / %d / %d | %s ms | %s | %s / %s ms | %s / %s |\n", b.layout, ms(b.wall), spread[k], tput,
+		fmt.Fprintf(w, "| %s | %s ms | %s | %.0f jobs/s | %s / %s ms | %.1f MiB | %.1f MiB | %d / %d / %d | %s ms | %s | %s / %s ms | %s / %s | %s |\n", b.layout, ms(b.wall), spread[k], tput,
 			ms(b.latency.pct(50)), ms(b.latency.pct(99)), float64(b.hwm)/(1<<20), float64(b.rss0)/(1<<20), b.done, b.failed, b.lost, ms(b.cpu), daemonCPU,
-			ms(b.peer), ms(b.peerCPU), ratio(b.peer, b.wall), ratio(b.peerCPU, b.cpu))
+			ms(b.peer), ms(b.peerCPU), ratio(b.peer, b.wall), ratio(b.peerCPU, b.cpu), createCol[k])
 	}
 	fmt.Fprintln(w)
 	for _, rs := range runs {
