@@ -123,10 +123,6 @@ func libvirtdPID() int {
 	return pid
 }
 
-// burst drops n typical start jobs (one per domain) into the spool of the
-// agent binary running on a test-driver node file with n stopped domains,
-// all at once, and waits for every result. layout says where the images
-// go (layoutTmpfs or layoutDisk); the peer writes its images there too.
 // pickLayouts turns -burst-layouts into layout names, in the order given;
 // the daemon layout is left out when no libvirtd runs.
 func pickLayouts(list string, haveLibvirtd bool) ([]string, error) {
@@ -150,6 +146,10 @@ func pickLayouts(list string, haveLibvirtd bool) ([]string, error) {
 	return out, nil
 }
 
+// burst drops n typical start jobs (one per domain) into the spool of the
+// agent binary running on a test-driver node file with n stopped domains,
+// all at once, and waits for every result. layout says where the images
+// go (layoutTmpfs, layoutDisk, layoutDaemon); the peer writes its images there too.
 //
 // The run's directory on disk is not removed but added to *trash, for the
 // caller to remove once every run is done: on a journal-less ext4 (as here)
