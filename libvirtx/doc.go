@@ -38,6 +38,18 @@
 // first attempt fails silently and later calls report only "Failed to open
 // libvirt.so.0", hence the probe in OpenHost.
 //
+// Round trips: over a remote connection (qemu:///system is one) every
+// libvirt call is a message to libvirtd and back, and wakes libvirt's event
+// loop in both processes. LibvirtHost keeps them few, and TestHostRoundTrips
+// counts them in libvirt's own client log: a start job of a stopped domain
+// makes five (lookup by name, inactive XML, define, create, live XML; it was
+// nine). The means: handles are cached by UUID per connection, so calls
+// naming a domain by UUID right after its lookup or definition skip the
+// lookup; a handle's id (-1 for an inactive domain) answers whether it runs,
+// instead of virDomainIsActive; Start uses virDomainCreateWithFlags, whose
+// answer carries the new id (virDomainCreate's remote client looks the
+// domain up again for it).
+//
 // Putting a payload on a domain (with package domxml), as verified against
 // libvirt 9.0 / QEMU 7.2 by the VMPAYLOAD_LIBVIRTD=1 tests:
 //

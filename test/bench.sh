@@ -13,6 +13,7 @@
 # (qemu:///system domain vs `virsh start`), hook (the libvirt qemu hook's paths vs
 # /bin/true). BENCH_SECTIONS, BENCH_ROUNDS, BENCH_PROC_ROUNDS,
 # BENCH_REAL_ROUNDS, BENCH_BURST_RUNS (runs of each burst layout, default 3),
+# BENCH_BURST_LAYOUTS (comma-separated: tmpfs, disk, daemon; default all three),
 # BENCH_IDLE and BENCH_PROFILE (a directory for the burst's
 # cpu.pprof/allocs.pprof) override the defaults; BENCH_DOC the report file
 # (empty: print only).
@@ -37,6 +38,7 @@ args=(-bin bin/vmpayload -sections "${BENCH_SECTIONS:-build,proc,burst,startup,i
 [[ -n ${BENCH_PROC_ROUNDS:-} ]] && args+=(-proc-rounds "$BENCH_PROC_ROUNDS")
 [[ -n ${BENCH_REAL_ROUNDS:-} ]] && args+=(-real-rounds "$BENCH_REAL_ROUNDS")
 [[ -n ${BENCH_BURST_RUNS:-} ]] && args+=(-burst-runs "$BENCH_BURST_RUNS")
+[[ -n ${BENCH_BURST_LAYOUTS:-} ]] && args+=(-burst-layouts "$BENCH_BURST_LAYOUTS")
 [[ -n ${BENCH_IDLE:-} ]] && args+=(-idle "$BENCH_IDLE")
 [[ -n ${BENCH_PROFILE:-} ]] && args+=(-profile "$BENCH_PROFILE")
 [[ -n $doc ]] && args+=(-doc "$doc")
