@@ -532,12 +532,12 @@ func (h *LibvirtHost) Close() error {
 	h.closeOnce.Do(func() {
 		h.mu.Lock()
 		h.closed = true
-		conn, cbID, gen := h.conn, h.cbID, h.gen
+		conn, cbID := h.conn, h.cbID
 		h.conn = nil
 		h.mu.Unlock()
 		close(h.done)
 		h.wg.Wait()
-		h.dropHandles(max(gen, h.nextGen.Load()))
+		h.dropHandles(h.nextGen.Load()) // every generation there was
 		if conn != nil {
 			h.teardown(conn, cbID)
 		}
