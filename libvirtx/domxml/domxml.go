@@ -67,12 +67,23 @@ var ErrInvalidXML = errors.New("invalid domain XML")
 var ErrNoFreeTarget = errors.New("no free target on bus")
 
 // parse reads domainXML and returns the document and its <domain> root.
+// The input is tokenized once: etree's reader is strict and matches end
+// tags itself, and the checks it does not make (an attribute given twice,
+// text outside the root element, a declared encoding, which the strict
+// scan refuses and etree would pass through) are made on the tree. Input
+// that fails any of them is scanned again (wellFormed) for the error that
+// names the fault; only input both accept is returned.
 func parse(domainXML string) (*etree.Document, *etree.Element, error) {
-	if err := wellFormed(domainXML); err != nil {
-		return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
-	}
 	doc := etree.NewDocument()
-	if err := doc.ReadFromString(domainXML); err != nil {
+	doc.ReadSettings.PreserveDuplicateAttrs = true // checked below, with a named error
+	doc.ReadSettings.CharsetReader = refuseCharset
+	if err := doc.ReadFromString(domainXML); err != nil || !treeWellFormed(doc) {
+		if werr := wellFormed(domainXML); werr != nil {
+			return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, werr)
+		}
+		if err == nil {
+			err = errors.New("not well-formed")
+		}
 		return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
 	}
 	roots := 0
@@ -89,6 +100,44 @@ func parse(domainXML string) (*etree.Document, *etree.Element, error) {
 		return nil, nil, fmt.Errorf("parsing domain XML: %w: root element is <%s>, want <domain>", ErrInvalidXML, root.FullTag())
 	}
 	return doc, root, nil
+}
+
+// errCharset is refuseCharset's error: the strict scan's decoder has no
+// charset reader, so a declared encoding other than UTF-8 is refused.
+var errCharset = errors.New("declared encoding is not UTF-8")
+
+// refuseCharset is the parse's charset reader: it refuses every encoding
+// the decoder would ask it for (UTF-8 never reaches it).
+func refuseCharset(string, io.Reader) (io.Reader, error) { return nil, errCharset }
+
+// treeWellFormed makes on a document etree read the checks of the strict
+// scan that etree's reader does not make: no attribute given twice in an
+// element, no text but whitespace outside the root element.
+func treeWellFormed(doc *etree.Document) bool {
+	for _, t := range doc.Child {
+		if cd, ok := t.(*etree.CharData); ok && len(strings.TrimSpace(cd.Data)) > 0 {
+			return false
+		}
+	}
+	return uniqueAttrs(&doc.Element)
+}
+
+// uniqueAttrs reports whether no element under (and including) el has an
+// attribute twice (same prefix and name, as the scan compares raw names).
+func uniqueAttrs(el *etree.Element) bool {
+	for i := 1; i < len(el.Attr); i++ {
+		for _, a := range el.Attr[:i] {
+			if a.Space == el.Attr[i].Space && a.Key == el.Attr[i].Key {
+				return false
+			}
+		}
+	}
+	for _, t := range el.Child {
+		if c, ok := t.(*etree.Element); ok && !uniqueAttrs(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // wellFormed runs a strict tokenizer over the whole input: tags must match

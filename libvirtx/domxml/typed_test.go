@@ -117,6 +117,17 @@ func TestCheckDomainAgreesWithParse(t *testing.T) {
 		{"unclosed", "<domain><name>", false},
 		{"mismatched", "<domain></name>", false},
 		{"empty", "", false},
+		// the checks parse makes on the tree rather than in its one pass
+		{"attribute twice", "<domain type='a' type='b'/>", false},
+		{"attribute twice, deep", "<domain><devices><disk device='cdrom' x='1' device='disk'/></devices></domain>", false},
+		{"same name, other prefixes", "<domain xmlns:a='urn:a' xmlns:b='urn:b'><x a:k='1' b:k='2'/></domain>", true},
+		{"text before root", "x<domain/>", false},
+		{"whitespace around root", " \n\t<domain/>\r\n ", true},
+		{"declared encoding", "<?xml version='1.0' encoding='ISO-8859-1'?><domain/>", false},
+		{"declared UTF-8", "<?xml version='1.0' encoding='UTF-8'?><domain/>", true},
+		{"doctype", "<!DOCTYPE domain><domain/>", true},
+		{"end tag outside", "<domain/></domain>", false},
+		{"unknown entity", "<domain>&x;</domain>", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,5 +208,23 @@ func TestEjectedDeviceXML(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseNamesTheFault checks that input refused by parse's checks on
+// the tree is reported with the strict scan's error, which names the fault.
+func TestParseNamesTheFault(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"<domain type='a' type='b'/>", "attribute type given twice in <domain>"},
+		{"<domain><x a:k='1' a:k='2'/></domain>", "attribute a:k given twice in <x>"},
+		{"<domain/>x", "text outside the root element"},
+		{"<domain></name>", "element <domain> closed by </name>"},
+		{"<?xml version='1.0' encoding='ISO-8859-1'?><domain/>", `encoding "ISO-8859-1"`},
+	}
+	for _, tt := range tests {
+		_, _, err := parse(tt.in)
+		if err == nil || !errors.Is(err, ErrInvalidXML) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parse(%q) = %v, want an ErrInvalidXML naming %q", tt.in, err, tt.want)
+		}
 	}
 }

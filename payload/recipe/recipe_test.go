@@ -3,7 +3,9 @@ package recipe
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -559,6 +561,73 @@ func BenchmarkRebuild(b *testing.B) {
 		}
 		if out, err := Rebuild(context.Background(), got, RebuildOptions{PayloadDir: parent, SecretsDir: secretsDir, GID: -1}); err != nil || out != OutcomeRebuilt {
 			b.Fatal(out, err)
+		}
+	}
+}
+
+// TestElementText checks the job's text in the element: bare quotes,
+// escaped markup, and the characters XML cannot hold written as JSON
+// escapes, so that any job comes back from the domain XML unchanged.
+func TestElementText(t *testing.T) {
+	content := "quotes \" ' <tag> & ]]> cr\r\nnon-characters \uFFFE \uFFFF, U+FFFD \uFFFD, U+EFBF \uEFBF, astral \U0001F600"
+	j := &job.Job{Version: 1, Hostname: "h", Files: []job.File{{Path: "/etc/x", Content: content}}}
+	r, res := build(t, j, t.TempDir(), "")
+	rc, err := New(r, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := rc.Element()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := el[strings.Index(el, "<vmpayload:job>"):]
+	for _, bad := range []string{"&#34;", "&#39;", "<tag>", "\r", "\uFFFE", "\uFFFF"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("job text holds %q: %s", bad, text)
+		}
+	}
+	// json.Marshal writes markup and CR as JSON escapes itself
+	for _, want := range []string{`\"`, "'", `\u003ctag\u003e`, `\u0026`, `]]\u003e`, `\r`, `\ufffe`, `\uffff`, "\uFFFD", "\uEFBF", "\U0001F600"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("job text lacks %q: %s", want, text)
+		}
+	}
+	// well-formed for a strict reader
+	d := xml.NewDecoder(strings.NewReader(el))
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("element is not well-formed: %v\n%s", err, el)
+		}
+	}
+	back, ok, err := FromDomainXML(domainXML(el))
+	if err != nil || !ok {
+		t.Fatalf("FromDomainXML: %v %v", ok, err)
+	}
+	if got := back.Job.Files[0].Content; got != content {
+		t.Errorf("content changed in the round trip:\n%q\n%q", got, content)
+	}
+	if again, _ := back.Element(); again != el {
+		t.Errorf("element changed in the round trip:\n%s\n%s", el, again)
+	}
+}
+
+// TestWriteText checks the escaper on text json.Marshal does not produce
+// (it escapes markup and CR itself) as well as on the non-characters.
+func TestWriteText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a":"b"}`, `{"a":"b"}`},
+		{"<&>\r'\"", "&lt;&amp;&gt;&#xD;'\""},
+		{"x\uFFFEy\uFFFFz", `x\ufffey\uffffz`},
+		{"\uEFBF\uFFFD\xEF\xBF", "\uEFBF\uFFFD\xEF\xBF"},
+		{"\xEF", "\xEF"},
+		{"", ""},
+	} {
+		var b strings.Builder
+		writeText(&b, []byte(c.in))
+		if b.String() != c.want {
+			t.Errorf("writeText(%q) = %q, want %q", c.in, b.String(), c.want)
 		}
 	}
 }
