@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -701,6 +702,40 @@ func (l *isoLayout) jolietQuirk() bool {
 // the content time (Stamp(spec)); it is read only after the file data has
 // been copied, so a caller can compute it concurrently. ok is false for
 // specs outside the reproduced class; then nothing has been read from stamp.
+// maxPooledImage bounds the images whose buffers are reused: the typical
+// payload image is 50–60 KiB; a large one is allocated and left to the GC.
+const maxPooledImage = 256 << 10
+
+// imagePool holds buffers of built images that Write is done with (a
+// *[]byte each). A burst of start jobs builds one image per job; taking
+// their buffers from here keeps ~60 KiB per job off the Go heap's
+// allocation count, which sets how often the GC runs.
+var imagePool sync.Pool
+
+// imageBuffer returns a zeroed buffer of size bytes, reused from imagePool
+// when one is big enough.
+func imageBuffer(size int64) []byte {
+	if size <= maxPooledImage {
+		if p, ok := imagePool.Get().(*[]byte); ok && int64(cap(*p)) >= size {
+			b := (*p)[:size]
+			clear(b)
+			return b
+		}
+		// a smaller buffer is dropped: the next ones are this size too
+	}
+	return make([]byte, size)
+}
+
+// releaseImage gives img's buffer back for reuse. The caller must be the
+// last user of img: nothing may read or keep it afterwards.
+func releaseImage(img []byte) {
+	if img == nil || cap(img) > maxPooledImage {
+		return
+	}
+	img = img[:0]
+	imagePool.Put(&img)
+}
+
 func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) (img []byte, ok bool, err error) {
 	l, ok := planISO(spec, dirs)
 	if !ok {
@@ -710,7 +745,7 @@ func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) (
 	if size > maxImageBytes {
 		return nil, true, fmt.Errorf("lay out iso9660 image: %d bytes exceed the %d-byte limit", size, maxImageBytes)
 	}
-	w := &isoWriter{l: l, img: make([]byte, size)}
+	w := &isoWriter{l: l, img: imageBuffer(size)}
 	for _, f := range l.files {
 		copy(w.img[int(f.loc)*isoBlock:], f.data)
 	}

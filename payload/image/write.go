@@ -54,6 +54,15 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	}
 
 	var img []byte
+	// sumDone is closed when the goroutine hashing the image is done; the
+	// built image's buffer is reused once nothing reads it any more.
+	var sumDone chan struct{}
+	defer func(built *[]byte) {
+		if sumDone != nil {
+			<-sumDone
+		}
+		releaseImage(*built)
+	}(&img)
 	switch spec.Media {
 	case MediaISO:
 		img, err = buildISO(ctx, spec, dirs, isoCurrent)
@@ -72,7 +81,7 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	}
 	// The image's SHA-256 is computed on a second goroutine while the file
 	// is written and read back; readBack proves the file holds these bytes.
-	sumDone := make(chan struct{})
+	sumDone = make(chan struct{})
 	var sum string
 	go func() {
 		sum = sha256Hex(img)
