@@ -20,6 +20,7 @@ targets=(
 	"./payload/job FuzzSplitMIME"
 	"./payload/internal/cloudinit FuzzRender"
 	"./payload/internal/cloudinit FuzzWriteFilesYAML"
+	"./payload/internal/cloudinit FuzzFastYAML"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
 	"./payload/image FuzzLayoutISO"

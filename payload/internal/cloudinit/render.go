@@ -404,8 +404,24 @@ func hashPassword(plain string, salt func() (string, error)) (string, error) {
 	return d.Encode(), nil
 }
 
-// marshalYAML encodes v with two-space indentation.
+// fastYAMLOn lets marshalYAML and cloudConfigDoc take the fast paths
+// (fastyaml.go, writefiles.go); the differential tests turn it off to get
+// go-yaml's bytes.
+var fastYAMLOn = true
+
+// marshalYAML encodes v with two-space indentation: fastYAML's bytes when
+// it writes v, else go-yaml's (the same bytes, see fastyaml.go).
 func marshalYAML(v any) ([]byte, error) {
+	if fastYAMLOn {
+		if b, ok := fastYAML(v); ok {
+			return b, nil
+		}
+	}
+	return goYAML(v)
+}
+
+// goYAML encodes v with go-yaml, two-space indentation.
+func goYAML(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -432,12 +448,19 @@ func toMap(v any) (map[string]any, error) {
 }
 
 // cloudConfigDoc is the generated cloud-config document: cc as go-yaml
-// encodes it (its write_files entries written by encodeCloudConfig's fast
-// path where that gives the same bytes). key is the content hash.
+// encodes it, written by fastYAML when it can, else by encodeCloudConfig
+// (whose write_files fast path may still spare go-yaml the entries). key
+// is the content hash.
 func cloudConfigDoc(cc *CloudConfig, key string) ([]byte, error) {
-	b, _, err := encodeCloudConfig(cc, key)
-	if err != nil {
-		return nil, fmt.Errorf("rendering cloud-config: %w", err)
+	b, ok := []byte(nil), false
+	if fastYAMLOn {
+		b, ok = fastYAML(cc)
+	}
+	if !ok {
+		var err error
+		if b, _, err = encodeCloudConfig(cc, key); err != nil {
+			return nil, fmt.Errorf("rendering cloud-config: %w", err)
+		}
 	}
 	if bytes.Equal(bytes.TrimSpace(b), []byte("{}")) {
 		b = nil

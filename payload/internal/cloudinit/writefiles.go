@@ -6,40 +6,22 @@ import (
 
 // The write_files fast path (issue 14).
 //
-// go-yaml encodes a struct by reflection and analyses every scalar
-// (yaml_emitter_analyze_scalar) before choosing its style: ~10 µs per
-// write_files entry here, 13 % of `vmpayload build` for a job with 200
-// files. Most entries are made of scalars whose encoding follows from a few
-// of go-yaml's rules (go.yaml.in/yaml/v3 v3.0.6, the encoder marshalYAML
-// sets up: indent 2, unlimited line width, unicode on):
-//
-//   - a string is written plain when it would resolve to !!str unquoted
-//     (resolve), is no YAML 1.1 boolean or base-60 number (isOldBool,
-//     isBase60Float), and the emitter's analysis allows a plain scalar in
-//     block context; a string of printable ASCII other than space whose
-//     first byte is a letter, '/' or '_' and whose last byte is not ':'
-//     resolves to !!str unless it is one of the words in yamlWords (the
-//     resolver looks only at the first byte before its word table), and
-//     the analysis finds no indicator in it (those that matter after the
-//     first byte are ": " / ":" at the end and " #"; the flow indicators
-//     matter only in flow context). Without spaces or line breaks there is
-//     nowhere to fold, so it is written as it is;
-//   - a string that resolves to another type is written double-quoted:
-//     "" (null) and one of up to eight ASCII digits (an int, or a float for
-//     a non-octal "089") come out as "" and "0644", nothing escaped;
-//   - defer: true is a plain bool.
-//
-// encodeCloudConfig writes the entries of that class itself and lets
-// go-yaml write the rest of the document around a one-entry write_files
-// whose path is a placeholder made from the placeholder key (like the big
+// go-yaml encodes a struct by reflection and analyses every scalar before
+// choosing its style: ~10 µs per write_files entry here. fastYAML
+// (fastyaml.go) writes whole documents without go-yaml, but gives up on a
+// whole cloud-config for one value outside its class (a runcmd entry that
+// is a list, a multi-line command). This path keeps the write_files
+// entries, usually the bulk of a big config, out of go-yaml even then:
+// entries whose strings are all one-line scalars of fastYAML's class
+// (inClass: plain or double-quoted, scalarStyle) are written here, and
+// the rest of the document is encoded around a one-entry write_files whose
+// path is a placeholder made from the placeholder key (like the big
 // contents' placeholders, see detachBigContents: no input can spell it);
 // the placeholder entry, as the same code writes it, is then replaced by
-// the entries. A config with any entry outside the class (multi-line text,
-// a space or a non-ASCII character in a path, a reserved word, an owner
-// like "1000:1000") goes through go-yaml whole, as before. The
-// differential tests (writefiles_test.go, FuzzWriteFilesYAML) hold the
-// result to go-yaml's bytes; the class is re-checked against go-yaml's
-// source when go.mod moves to another go-yaml version.
+// the entries. A config with any entry outside the class (multi-line
+// text, a tab or a non-ASCII character in a path) is encoded whole by
+// marshalYAML, as before. The differential tests (writefiles_test.go,
+// FuzzWriteFilesYAML) hold the result to go-yaml's bytes.
 
 // writeFilesPlaceholder starts the path of the placeholder entry.
 const writeFilesPlaceholder = "vmpayload-write-files-"
@@ -48,7 +30,7 @@ const writeFilesPlaceholder = "vmpayload-write-files-"
 // whether the write_files entries were written by appendWriteFile. key
 // must be derived from everything cc can contain (the content hash is).
 func encodeCloudConfig(cc *CloudConfig, key string) (doc []byte, fast bool, err error) {
-	if len(cc.WriteFiles) == 0 {
+	if len(cc.WriteFiles) == 0 || !fastYAMLOn {
 		doc, err = marshalYAML(cc)
 		return doc, false, err
 	}
@@ -152,38 +134,23 @@ func appendWriteFile(b []byte, f *WriteFile) []byte {
 	return append(b, '\n')
 }
 
-// inClass reports whether appendScalar writes s as go-yaml does: plain
-// (plainString), or double-quoted ("" and digitString).
+// inClass reports whether appendScalar writes s as go-yaml does: on one
+// line, plain or double-quoted (scalarStyle, fastyaml.go).
 func inClass(s string) bool {
-	return s == "" || plainString(s) || digitString(s)
+	st, ok := scalarStyle(s)
+	return ok && st != styleLiteral
 }
 
 // appendScalar appends s, which is in the class (inClass), as go-yaml
 // writes a string value in a block mapping.
 func appendScalar(b []byte, s string) []byte {
-	if plainString(s) {
-		return append(b, s...)
+	st, _ := scalarStyle(s)
+	if st == styleQuoted {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
 	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// plainString reports whether go-yaml writes s plain, as it is, by the
-// rules this file describes.
-func plainString(s string) bool {
-	if s == "" || s[len(s)-1] == ':' {
-		return false
-	}
-	if c := s[0]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '/' || c == '_') {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c > '~' {
-			return false
-		}
-	}
-	return !yamlWords(s)
+	return append(b, s...)
 }
 
 // yamlWords reports whether s is one of the words go-yaml's resolver or
@@ -198,18 +165,4 @@ func yamlWords(s string) bool {
 		return true
 	}
 	return false
-}
-
-// digitString reports whether s is one to eight ASCII digits (which go-yaml
-// resolves to an int or a float, so it quotes them).
-func digitString(s string) bool {
-	if len(s) == 0 || len(s) > 8 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

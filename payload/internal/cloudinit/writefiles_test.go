@@ -66,18 +66,24 @@ var scalarCases = []struct {
 	{"0855", true}, // not octal: a float
 	{"9", true},
 	{"12345678", true},
-	{"123456789", false},
-	// resolve to other types or are YAML 1.1 booleans: refused
-	{"yes", false}, {"Yes", false}, {"YES", false}, {"no", false}, {"No", false}, {"NO", false},
-	{"on", false}, {"On", false}, {"ON", false}, {"off", false}, {"Off", false}, {"OFF", false},
-	{"y", false}, {"Y", false}, {"n", false}, {"N", false},
-	{"true", false}, {"True", false}, {"TRUE", false}, {"false", false}, {"False", false}, {"FALSE", false},
-	{"null", false}, {"Null", false}, {"NULL", false}, {"~", false},
+	{"123456789", true},
+	{"123456789012345678", true},
+	{"1234567890123456789", false},
+	// YAML 1.1 booleans and the words that resolve to bool or null: quoted
+	{"yes", true}, {"Yes", true}, {"YES", true}, {"no", true}, {"No", true}, {"NO", true},
+	{"on", true}, {"On", true}, {"ON", true}, {"off", true}, {"Off", true}, {"OFF", true},
+	{"y", true}, {"Y", true}, {"n", true}, {"N", true},
+	{"true", true}, {"True", true}, {"TRUE", true}, {"false", true}, {"False", true}, {"FALSE", true},
+	{"null", true}, {"Null", true}, {"NULL", true},
+	// base-60 numbers quoted; other digit-first strings with ':' plain
+	{"1:20", true}, {"1000:1000", true}, {"52:54:00:ab:cd:ef", true},
+	// other numbers and the rest of the resolver's words: refused
+	{"~", false},
 	{"1e3", false}, {"0x1F", false}, {"0o17", false}, {"0b101", false}, {"1_000", false},
 	{".inf", false}, {"-.inf", false}, {".nan", false}, {".5", false}, {"+1", false}, {"-1", false},
-	{"1:20", false}, {"1000:1000", false}, {"2001-12-14", false}, {"<<", false},
-	// indicators and whitespace: refused
-	{"/a b", false}, {"/a #b", false}, {"/a: b", false}, {" /a", false}, {"/a ", false},
+	{"2001-12-14", false}, {"<<", false},
+	// inner spaces are plain; indicators and other whitespace: refused
+	{"/a b", true}, {"a  b c", true}, {"/a #b", false}, {"/a: b", false}, {" /a", false}, {"/a ", false},
 	{"/a\tb", false}, {"/a\nb", false}, {"text\n", false}, {"/\x7f", false}, {"/\x00", false},
 	{"/ünïcödé", false}, {"/€", false},
 	{"-a", false}, {"- a", false}, {"--- a", false}, {"---", false}, {"...", false}, {"?a", false},
@@ -90,7 +96,7 @@ var scalarCases = []struct {
 // the value of a top-level key ("v: " and the line break removed).
 func goYAMLValue(t testing.TB, s string) string {
 	t.Helper()
-	b, err := marshalYAML(struct {
+	b, err := goYAML(struct {
 		V string `yaml:"v"`
 	}{s})
 	if err != nil {
@@ -167,7 +173,7 @@ func TestScalarClassAgreesWithGoYAMLRandom(t *testing.T) {
 // encoding of cc and returns whether the fast path was taken.
 func checkEncodeCloudConfig(t testing.TB, cc *CloudConfig) bool {
 	t.Helper()
-	want, err := marshalYAML(cc)
+	want, err := goYAML(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +209,12 @@ func TestEncodeCloudConfigAgreesWithGoYAML(t *testing.T) {
 		{"after a literal block with keep chomping", CloudConfig{Users: []any{User{Name: "a", Passwd: "x\n\n"}}, WriteFiles: plain, Runcmd: []any{"a\n\n"}}, true},
 		{"followed by phone_home", CloudConfig{WriteFiles: plain, PhoneHome: &PhoneHome{URL: "http://h/", Post: "all"}}, true},
 		{"multi-line content", CloudConfig{Hostname: "h", WriteFiles: with(WriteFile{Path: "/m", Content: "a\nb\n"})}, false},
-		{"path with a space", CloudConfig{WriteFiles: with(WriteFile{Path: "/a b", Content: "x"})}, false},
+		{"path with a space", CloudConfig{WriteFiles: with(WriteFile{Path: "/a b", Content: "x"})}, true},
 		{"unicode path", CloudConfig{WriteFiles: with(WriteFile{Path: "/ü", Content: "x"})}, false},
-		{"numeric owner", CloudConfig{WriteFiles: with(WriteFile{Path: "/o", Content: "x", Owner: "1000:1000"})}, false},
-		{"content a boolean word", CloudConfig{WriteFiles: with(WriteFile{Path: "/o", Content: "yes"})}, false},
+		{"numeric owner", CloudConfig{WriteFiles: with(WriteFile{Path: "/o", Content: "x", Owner: "1000:1000"})}, true},
+		{"base-60 owner, quoted", CloudConfig{WriteFiles: with(WriteFile{Path: "/o", Content: "x", Owner: "10:20"})}, true},
+		{"content a boolean word, quoted", CloudConfig{WriteFiles: with(WriteFile{Path: "/o", Content: "yes"})}, true},
+		{"path with a tab", CloudConfig{WriteFiles: with(WriteFile{Path: "/a\tb", Content: "x"})}, false},
 		{"content a number", CloudConfig{WriteFiles: with(WriteFile{Path: "/o", Content: "1e3"})}, false},
 		{"no write_files", CloudConfig{Hostname: "h"}, false},
 		{"empty", CloudConfig{}, false},
@@ -333,7 +341,7 @@ func BenchmarkEncodeCloudConfig(b *testing.B) {
 	})
 	b.Run("go-yaml", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := marshalYAML(&cc); err != nil {
+			if _, err := goYAML(&cc); err != nil {
 				b.Fatal(err)
 			}
 		}
