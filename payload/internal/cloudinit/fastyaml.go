@@ -1,11 +1,15 @@
 package cloudinit
 
 import (
+	"encoding"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // The YAML fast path (issue 14).
@@ -227,15 +231,28 @@ func fieldsOf(t reflect.Type) ([]field, bool) {
 	return fs, ok
 }
 
-// hasMarshaller reports whether t or *t implements one of the interfaces
-// go-yaml asks before it looks at a value's kind.
+// special are the types go-yaml writes its own way before it looks at a
+// value's kind (time.Duration is an int64 written as "1s"), and the
+// interfaces it asks first: marshallers, and IsZero for omitempty.
+var (
+	specialTypes  = []reflect.Type{reflect.TypeFor[time.Duration](), reflect.TypeFor[time.Time](), reflect.TypeFor[yaml.Node]()}
+	specialIfaces = []reflect.Type{reflect.TypeFor[yaml.Marshaler](), reflect.TypeFor[encoding.TextMarshaler](), reflect.TypeFor[yaml.IsZeroer]()}
+)
+
+// hasMarshaller reports whether go-yaml writes values of type t its own
+// way: t is one of specialTypes, or t or *t implements one of
+// specialIfaces. (Type.Implements, not a look at t's methods by index:
+// that would make the linker keep every exported method in the binary.)
 func hasMarshaller(t reflect.Type) bool {
-	for _, tt := range []reflect.Type{t, reflect.PointerTo(t)} {
-		for i := 0; i < tt.NumMethod(); i++ {
-			switch tt.Method(i).Name {
-			case "MarshalYAML", "MarshalText", "IsZero":
-				return true
-			}
+	for _, s := range specialTypes {
+		if t == s {
+			return true
+		}
+	}
+	pt := reflect.PointerTo(t)
+	for _, i := range specialIfaces {
+		if t.Implements(i) || pt.Implements(i) {
+			return true
 		}
 	}
 	return false

@@ -2,8 +2,10 @@ package cloudinit
 
 import (
 	"bytes"
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sameAsGoYAML checks fastYAML against go-yaml on v: when fastYAML writes
@@ -137,6 +139,10 @@ func TestFastYAMLShapes(t *testing.T) {
 		{"not a mapping", []string{"a"}, false},
 		{"int keys", map[int]string{1: "a"}, false},
 		{"key needing quotes", map[string]any{"y": 1}, false},
+		{"duration (go-yaml writes 1s)", map[string]any{"d": time.Second}, false},
+		{"time", map[string]any{"t": time.Unix(0, 0).UTC()}, false},
+		{"text marshaller", map[string]any{"ip": netip.MustParseAddr("192.0.2.1")}, false},
+		{"text marshaller in a struct field", &PhoneHome{URL: "u", Post: netip.MustParseAddr("192.0.2.1")}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
