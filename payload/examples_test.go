@@ -46,27 +46,12 @@ type example struct {
 }
 
 // buildableExamples returns every example job that produces an image
-// (attach of a prebuilt image and detach do not).
+// (attach of a prebuilt image and detach do not), and the large-file jobs.
 func buildableExamples(t *testing.T) []example {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(examplesDir, "*.json"))
-	if err != nil || len(paths) < 10 {
-		t.Fatalf("want at least 10 example jobs in %s, found %d (%v)", examplesDir, len(paths), err)
-	}
 	var out []example
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := job.Decode(data)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if j.PrebuiltImage != "" || j.Action == job.ActionDetach {
-			continue
-		}
-		out = append(out, example{strings.TrimSuffix(filepath.Base(p), ".json"), j})
+	for _, e := range payloadtest.BuildableExamples(t, examplesDir) {
+		out = append(out, example{e.Name, e.Job})
 	}
 	return append(out, largeFileExamples(t)...)
 }

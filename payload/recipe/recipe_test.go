@@ -31,24 +31,9 @@ type testJob struct {
 // password or user-data may arrive.
 func testJobs(t testing.TB) []testJob {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(examplesDir, "*.json"))
-	if err != nil || len(paths) < 10 {
-		t.Fatalf("example jobs in %s: %d (%v)", examplesDir, len(paths), err)
-	}
 	var out []testJob
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := job.Decode(data)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if j.PrebuiltImage != "" || j.Action == job.ActionDetach {
-			continue
-		}
-		out = append(out, testJob{strings.TrimSuffix(filepath.Base(p), ".json"), j})
+	for _, e := range payloadtest.BuildableExamples(t, examplesDir) {
+		out = append(out, testJob{e.Name, e.Job})
 	}
 	out = append(out,
 		testJob{"plaintext-password", &job.Job{Version: 1, ID: "j1", Domain: "vm1", Hostname: "vm1",
@@ -190,14 +175,7 @@ func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rc, err := New(r, res)
-			if err != nil {
-				t.Fatal(err)
-			}
-			el, err := rc.Element()
-			if err != nil {
-				t.Fatal(err)
-			}
+			rc, el := newElement(t, r, res)
 			for _, u := range tj.j.Users {
 				if u.Password != "" && strings.Contains(el, u.Password) {
 					t.Fatalf("recipe XML holds the plaintext password: %s", el)
@@ -218,13 +196,7 @@ func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
 					t.Errorf("user_data_secret is not kept as a reference: %s", el)
 				}
 			}
-			back, ok, err := FromDomainXML(domainXML(el))
-			if err != nil || !ok {
-				t.Fatalf("FromDomainXML: %v %v\n%s", ok, err, el)
-			}
-			if again, _ := back.Element(); again != el {
-				t.Errorf("element changed in the round trip:\n%s\n%s", el, again)
-			}
+			back := roundTrip(t, el)
 			if err := os.Remove(res.Path); err != nil {
 				t.Fatal(err)
 			}
@@ -267,14 +239,7 @@ func TestNewRefusesPrebuilt(t *testing.T) {
 func TestFromDomainXMLForms(t *testing.T) {
 	dir := t.TempDir()
 	r, res := build(t, &job.Job{Version: 1, Hostname: "h", Users: []job.User{{Name: "u", Password: "pw-secret-1"}}}, dir, "")
-	rc, err := New(r, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	el, err := rc.Element()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc, el := newElement(t, r, res)
 	js, _ := rc.jobJSON()
 	img := el[strings.Index(el, "<vmpayload:image"):strings.Index(el, "<vmpayload:job>")]
 	for _, c := range []struct {
@@ -541,14 +506,7 @@ func BenchmarkRebuild(b *testing.B) {
 		b.Fatal(err)
 	}
 	r, res := build(b, j, parent, secretsDir)
-	rc, err := New(r, res)
-	if err != nil {
-		b.Fatal(err)
-	}
-	el, err := rc.Element()
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, el := newElement(b, r, res)
 	dx := domainXML(el)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -572,14 +530,7 @@ func TestElementText(t *testing.T) {
 	content := "quotes \" ' <tag> & ]]> cr\r\nnon-characters \uFFFE \uFFFF, U+FFFD \uFFFD, U+EFBF \uEFBF, astral \U0001F600"
 	j := &job.Job{Version: 1, Hostname: "h", Files: []job.File{{Path: "/etc/x", Content: content}}}
 	r, res := build(t, j, t.TempDir(), "")
-	rc, err := New(r, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	el, err := rc.Element()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, el := newElement(t, r, res)
 	text := el[strings.Index(el, "<vmpayload:job>"):]
 	for _, bad := range []string{"&#34;", "&#39;", "<tag>", "\r", "\uFFFE", "\uFFFF"} {
 		if strings.Contains(text, bad) {
@@ -601,15 +552,9 @@ func TestElementText(t *testing.T) {
 			t.Fatalf("element is not well-formed: %v\n%s", err, el)
 		}
 	}
-	back, ok, err := FromDomainXML(domainXML(el))
-	if err != nil || !ok {
-		t.Fatalf("FromDomainXML: %v %v", ok, err)
-	}
+	back := roundTrip(t, el)
 	if got := back.Job.Files[0].Content; got != content {
 		t.Errorf("content changed in the round trip:\n%q\n%q", got, content)
-	}
-	if again, _ := back.Element(); again != el {
-		t.Errorf("element changed in the round trip:\n%s\n%s", el, again)
 	}
 }
 
@@ -630,4 +575,33 @@ func TestWriteText(t *testing.T) {
 			t.Errorf("writeText(%q) = %q, want %q", c.in, b.String(), c.want)
 		}
 	}
+}
+
+// newElement makes the recipe of the image res written from r and renders
+// its element.
+func newElement(t testing.TB, r *payload.Rendered, res payload.Result) (*Recipe, string) {
+	t.Helper()
+	rc, err := New(r, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := rc.Element()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc, el
+}
+
+// roundTrip reads the recipe back from a domain XML holding el and checks
+// that it renders the same element again.
+func roundTrip(t *testing.T, el string) *Recipe {
+	t.Helper()
+	back, ok, err := FromDomainXML(domainXML(el))
+	if err != nil || !ok {
+		t.Fatalf("FromDomainXML: %v %v\n%s", ok, err, el)
+	}
+	if again, _ := back.Element(); again != el {
+		t.Errorf("element changed in the round trip:\n%s\n%s", el, again)
+	}
+	return back
 }

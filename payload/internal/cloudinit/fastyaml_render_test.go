@@ -2,8 +2,6 @@ package cloudinit_test
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,27 +15,13 @@ import (
 // typical job, with the YAML fast path and with go-yaml alone: every
 // document must come out byte for byte the same.
 func TestRenderSameWithoutFastYAML(t *testing.T) {
-	paths, err := filepath.Glob("../../../configs/examples/*.json")
-	if err != nil || len(paths) < 10 {
-		t.Fatalf("examples: %d (%v)", len(paths), err)
-	}
 	jobs := map[string]*job.Job{}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := job.Decode(data)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if j.PrebuiltImage != "" || j.Action == job.ActionDetach {
-			continue
-		}
+	for _, e := range payloadtest.BuildableExamples(t, "../../../configs/examples") {
+		j := e.Job
 		if j.RandomSeed != nil && j.RandomSeed.GenerateBytes > 0 {
 			j.RandomSeed = &job.RandomSeed{Data: "MDEyMzQ1Njc4OWFiY2RlZg=="} // a generated one differs at each render
 		}
-		jobs[filepath.Base(p)] = j
+		jobs[e.Name] = j
 	}
 	ml := true
 	jobs["typical"] = &job.Job{Version: 1, Hostname: "bench-0001", Domain: "bench-0001",

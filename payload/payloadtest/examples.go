@@ -1,0 +1,45 @@
+package payloadtest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// Example is an example job of configs/examples, named by its file name
+// without ".json".
+type Example struct {
+	Name string
+	Job  *job.Job
+}
+
+// BuildableExamples decodes every example job in dir (configs/examples,
+// relative to the calling test's package) that produces an image: attaching
+// a prebuilt image and detaching do not. It fails t when dir holds fewer
+// than 10 jobs or one does not decode.
+func BuildableExamples(t testing.TB, dir string) []Example {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("want at least 10 example jobs in %s, found %d (%v)", dir, len(paths), err)
+	}
+	var out []Example
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := job.Decode(data)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if j.PrebuiltImage != "" || j.Action == job.ActionDetach {
+			continue
+		}
+		out = append(out, Example{strings.TrimSuffix(filepath.Base(p), ".json"), j})
+	}
+	return out
+}
