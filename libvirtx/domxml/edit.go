@@ -39,22 +39,14 @@ func NewEdit(domainXML string) (*Edit, error) {
 	return &Edit{orig: domainXML, doc: doc, root: root}, nil
 }
 
-// domain returns the typed view of the document as it is now: decoded from
-// the original string until an edit changed the disks, then from the
-// edited tree.
+// domain returns the typed view of the document as it is now, decoded
+// from the tree (viewOf): the original document until an edit changed the
+// disks, then the edited one.
 func (e *Edit) domain() (*domainView, error) {
 	if e.view != nil {
 		return e.view, nil
 	}
-	src := e.orig
-	if e.changed {
-		x, err := serialize(e.doc)
-		if err != nil {
-			return nil, err
-		}
-		src = x
-	}
-	v, err := decodeView(src)
+	v, err := viewOf(e.root)
 	if err != nil {
 		return nil, err
 	}
