@@ -67,24 +67,28 @@ var ErrInvalidXML = errors.New("invalid domain XML")
 var ErrNoFreeTarget = errors.New("no free target on bus")
 
 // parse reads domainXML and returns the document and its <domain> root.
-// The input is tokenized once: etree's reader is strict and matches end
-// tags itself, and the checks it does not make (an attribute given twice,
-// text outside the root element, a declared encoding, which the strict
-// scan refuses and etree would pass through) are made on the tree. Input
-// that fails any of them is scanned again (wellFormed) for the error that
-// names the fault; only input both accept is returned.
+// The input is tokenized once. Plain XML as libvirt writes it is read by
+// fastTree; anything else by etree's reader, which is strict and matches
+// end tags itself, and the checks it does not make (an attribute given
+// twice, text outside the root element, a declared encoding, which the
+// strict scan refuses and etree would pass through) are made on the tree.
+// Input that fails any of them is scanned again (wellFormed) for the error
+// that names the fault; only input both accept is returned.
 func parse(domainXML string) (*etree.Document, *etree.Element, error) {
-	doc := etree.NewDocument()
-	doc.ReadSettings.PreserveDuplicateAttrs = true // checked below, with a named error
-	doc.ReadSettings.CharsetReader = refuseCharset
-	if err := doc.ReadFromString(domainXML); err != nil || !treeWellFormed(doc) {
-		if werr := wellFormed(domainXML); werr != nil {
-			return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, werr)
+	doc, fast := fastTree(domainXML)
+	if !fast {
+		doc = etree.NewDocument()
+		doc.ReadSettings.PreserveDuplicateAttrs = true // checked below, with a named error
+		doc.ReadSettings.CharsetReader = refuseCharset
+		if err := doc.ReadFromString(domainXML); err != nil || !treeWellFormed(doc) {
+			if werr := wellFormed(domainXML); werr != nil {
+				return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, werr)
+			}
+			if err == nil {
+				err = errors.New("not well-formed")
+			}
+			return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
 		}
-		if err == nil {
-			err = errors.New("not well-formed")
-		}
-		return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
 	}
 	roots := 0
 	for _, t := range doc.Child {
@@ -156,7 +160,18 @@ func checkDomain(domainXML string) error { return checkDomainVisit(domainXML, ni
 // checkDomainVisit is checkDomain calling visit (unless nil) at each start
 // tag and, with start nil, at each end tag, with the elements open (the
 // one starting or ending last): a reader's single pass over the document.
+//
+// Plain XML (fastTree) is checked on its tree and visited there; anything
+// else is scanned.
 func checkDomainVisit(domainXML string, visit visitor) error {
+	if doc, ok := fastTree(domainXML); ok {
+		if root := soleDomainRoot(doc); root != nil {
+			if visit != nil {
+				treeVisit(root, visit, make([]xml.Name, 0, 8), nil)
+			}
+			return nil
+		}
+	}
 	roots, root, err := scanVisit(domainXML, visit)
 	if err != nil {
 		return fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
@@ -180,8 +195,47 @@ func checkDomainVisit(domainXML string, visit visitor) error {
 // job step; issue 14).
 func scan(s string) (roots int, root string, err error) { return scanVisit(s, nil) }
 
-// visitor is told of each element of a scan (see checkDomainVisit).
+// visitor is told of each element of a scan (see checkDomainVisit). It
+// must not keep open or start: both may be reused for the next element.
 type visitor func(open []xml.Name, start *xml.StartElement)
+
+// soleDomainRoot returns doc's root element when it has exactly one and it
+// is an unprefixed <domain> (the check scan's caller makes), else nil.
+func soleDomainRoot(doc *etree.Document) *etree.Element {
+	var root *etree.Element
+	for _, t := range doc.Child {
+		if el, ok := t.(*etree.Element); ok {
+			if root != nil {
+				return nil
+			}
+			root = el
+		}
+	}
+	if root == nil || root.Space != "" || root.Tag != "domain" {
+		return nil
+	}
+	return root
+}
+
+// treeVisit calls visit for el and everything under it as scanVisit does
+// while reading the same document: at each start tag with the element and
+// the names open, at each end tag with start nil. attrs is scratch space
+// for the start tags' attributes.
+func treeVisit(el *etree.Element, visit visitor, open []xml.Name, attrs []xml.Attr) []xml.Attr {
+	open = append(open, xml.Name{Space: el.Space, Local: el.Tag})
+	attrs = attrs[:0]
+	for _, a := range el.Attr {
+		attrs = append(attrs, xml.Attr{Name: xml.Name{Space: a.Space, Local: a.Key}, Value: a.Value})
+	}
+	visit(open, &xml.StartElement{Name: open[len(open)-1], Attr: attrs})
+	for _, t := range el.Child {
+		if c, ok := t.(*etree.Element); ok {
+			attrs = treeVisit(c, visit, open, attrs)
+		}
+	}
+	visit(open, nil)
+	return attrs
+}
 
 func scanVisit(s string, visit visitor) (roots int, root string, err error) {
 	dec := xml.NewDecoder(strings.NewReader(s))

@@ -31,22 +31,13 @@ type domainView struct {
 	} `xml:"devices"`
 }
 
-// readDomain checks domainXML like parse (without building a tree) and
-// decodes its domainView.
+// readDomain reads domainXML like parse and decodes its domainView.
 func readDomain(domainXML string) (*domainView, error) {
-	if err := checkDomain(domainXML); err != nil {
+	_, root, err := parse(domainXML)
+	if err != nil {
 		return nil, err
 	}
-	return decodeView(domainXML)
-}
-
-// decodeView decodes the domainView of a document parse accepted.
-func decodeView(domainXML string) (*domainView, error) {
-	var v domainView
-	if err := xml.Unmarshal([]byte(domainXML), &v); err != nil {
-		return nil, fmt.Errorf("reading domain devices: %w: %w", ErrInvalidXML, err)
-	}
-	return &v, nil
+	return viewOf(root)
 }
 
 // viewOf decodes the domainView of a tree parse returned, without reading
@@ -258,9 +249,12 @@ func diskElement(d *libvirtxml.DomainDisk) (*etree.Element, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling payload disk: %w", err)
 	}
-	doc := etree.NewDocument()
-	if err := doc.ReadFromBytes(b); err != nil {
-		return nil, fmt.Errorf("parsing marshalled payload disk: %w", err)
+	doc, ok := fastTree(string(b))
+	if !ok { // a character reference (encoding/xml writes quotes and controls so)
+		doc = etree.NewDocument()
+		if err := doc.ReadFromBytes(b); err != nil {
+			return nil, fmt.Errorf("parsing marshalled payload disk: %w", err)
+		}
 	}
 	el := doc.Root()
 	if el == nil {

@@ -148,10 +148,19 @@ func TestCheckDomainAgreesWithParse(t *testing.T) {
 	}
 }
 
-// FuzzCheckDomain checks that checkDomain and parse agree on any input.
+// FuzzCheckDomain checks that checkDomain and parse agree on any input,
+// that fastTree reads only what the strict readers accept and into their
+// tree, and that the view decoded from the tree is the one decoded from the
+// text.
 func FuzzCheckDomain(f *testing.F) {
 	f.Add("<domain><devices><disk/></devices></domain>")
 	f.Add("<x:domain xmlns:x='u'/>")
+	f.Add("<domain a='&lt;&amp;' b=\"'\">\n  <name>x &gt; y</name><!-- c -->\n  <q:a xmlns:q='u' q:b='1'/>\n</domain>\n")
+	for _, name := range []string{"pc.xml", "q35.xml"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
+			f.Add(string(b))
+		}
+	}
 	f.Fuzz(func(t *testing.T, x string) {
 		errCheck := checkDomain(x)
 		_, root, errParse := parse(x)
@@ -163,7 +172,26 @@ func FuzzCheckDomain(f *testing.F) {
 				t.Fatal(d)
 			}
 		}
+		// parse and checkDomain both read plain XML with fastTree: hold
+		// it to the strict readers here, or the comparison above would
+		// compare fastTree with itself
+		if _, d := treesDiffer(x); d != "" {
+			t.Fatal(d)
+		}
+		if d := visitsDiffer(x); d != "" {
+			t.Fatal(d)
+		}
 	})
+}
+
+// decodeView decodes the domainView of a document parse accepted from its
+// text, as encoding/xml's Unmarshal does: the reference viewOf is held to.
+func decodeView(domainXML string) (*domainView, error) {
+	var v domainView
+	if err := xml.Unmarshal([]byte(domainXML), &v); err != nil {
+		return nil, fmt.Errorf("reading domain devices: %w: %w", ErrInvalidXML, err)
+	}
+	return &v, nil
 }
 
 // viewsDiffer compares the view decoded from the string x with the one
