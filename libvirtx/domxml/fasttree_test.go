@@ -179,7 +179,7 @@ func TestFastTreeAgreesWithEtree(t *testing.T) {
 // TestTreeVisitAgreesWithScan checks that visiting a tree tells the
 // visitor what the scan of the same document tells it.
 func TestTreeVisitAgreesWithScan(t *testing.T) {
-	for _, f := range []string{"pc.xml", "q35.xml", "aarch64.xml"} {
+	for _, f := range []string{"pc.xml", "q35.xml", "aarch64.xml", "live-qemu.xml"} {
 		b, err := os.ReadFile(filepath.Join("testdata", f))
 		if err != nil {
 			t.Fatal(err)
