@@ -38,6 +38,13 @@
 //     mirrors, data stores, elements newer than libvirtxml), because a file
 //     it misses is deleted while in use.
 //
+// Every document is read once into an etree tree (parse). The plain XML
+// libvirt writes is read by fastTree, a reader of our own that builds
+// etree's tree without encoding/xml; anything outside that subset is read
+// by etree itself, and refused input is scanned strictly for an error that
+// names the fault. The typed view is decoded from the tree (viewOf), not
+// from the text again.
+//
 // Malformed input returns an error wrapping ErrInvalidXML, never panics.
 package domxml
 
