@@ -84,23 +84,30 @@ func mustSerialize(doc *etree.Document) string {
 	return s
 }
 
-// TestFastTreeAgreesWithEtree holds fastTree to etree's reader: on every
-// test definition and on plain XML of each shape it reads, the trees are
-// the same; on each shape it leaves to etree it gives up (and parse still
-// answers as before, which TestCheckDomainAgreesWithParse covers).
-func TestFastTreeAgreesWithEtree(t *testing.T) {
+// testDefinitions reads every testdata/*.xml, by file name.
+func testDefinitions(t *testing.T) map[string]string {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "*.xml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test definitions: %v", err)
 	}
-	read := map[string]string{}
+	defs := map[string]string{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		read[filepath.Base(f)] = string(b)
+		defs[filepath.Base(f)] = string(b)
 	}
+	return defs
+}
+
+// TestFastTreeAgreesWithEtree holds fastTree to etree's reader: on every
+// test definition and on plain XML of each shape it reads, the trees are
+// the same; on each shape it leaves to etree it gives up (and parse still
+// answers as before, which TestCheckDomainAgreesWithParse covers).
+func TestFastTreeAgreesWithEtree(t *testing.T) {
+	read := testDefinitions(t)
 	for name, x := range map[string]string{
 		"entities":            "<domain a='&lt;&gt;&amp;&apos;&quot;' b=\"'\"><name>x&amp;y &lt;z&gt;</name></domain>",
 		"comments":            "<!-- top --><domain><!-- in - x --><name>a<!--b-->c</name></domain><!---->",

@@ -217,18 +217,7 @@ func viewsDiffer(x string, root *etree.Element) string {
 // namespaces, comments and character references inside what it reads,
 // values libvirtxml refuses.
 func TestViewOfAgreesWithDecodeView(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.xml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no test definitions: %v", err)
-	}
-	cases := map[string]string{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cases[filepath.Base(f)] = string(b)
-	}
+	cases := testDefinitions(t)
 	disk := "<disk type='file' device='cdrom'><source file='/p/a.iso'/><target dev='sdb' bus='sata'/><alias name='ua-vmpayload'/></disk>"
 	for name, x := range map[string]string{
 		"skipped parts":     "<domain type='kvm'><metadata><r:recipe xmlns:r='urn:r'>{&quot;a&quot;:1}</r:recipe></metadata><memory>1</memory><name>a</name><os><loader>x</loader><type arch='x86_64' machine='pc'>hvm</type></os><devices><interface type='user'/>" + disk + "<controller type='scsi' index='0' model='virtio-scsi'/></devices></domain>",
