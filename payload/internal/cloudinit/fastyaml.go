@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 )
 
 // The YAML fast path (issue 14).
@@ -105,9 +107,20 @@ func scalarStyle(s string) (style int, ok bool) {
 	return 0, false
 }
 
+// isDashedUUID reports whether s is a UUID in its 8-4-4-4-12 form.
+func isDashedUUID(s string) bool {
+	return len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-' && domxml.IsUUID(s)
+}
+
 // digitFirstStyle is scalarStyle for a single-line string of printable
 // ASCII without ": " that starts with a digit.
 func digitFirstStyle(s string) (int, bool) {
+	if isDashedUUID(s) {
+		// an instance-id: with four dashes inside and its first after
+		// eight characters it is no number and no date, so go-yaml
+		// writes it plain (about 5 in 8 random UUIDs start with a digit)
+		return stylePlain, true
+	}
 	var slash, colon, dots, other bool
 	ndots := 0
 	for i := 0; i < len(s); i++ {
