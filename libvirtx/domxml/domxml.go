@@ -318,14 +318,17 @@ func rawName(tag string) string {
 	return tag
 }
 
-// serialize writes doc back to a string.
+// serialize writes doc back to a string. It writes each top-level token
+// as Document.WriteToString does, straight into a strings.Builder (an
+// etree.Writer), without the 4 KiB bufio.Writer WriteToString puts in
+// between: the agent serialises a definition per job (issue 14).
 func serialize(doc *etree.Document) (string, error) {
 	doc.WriteSettings.AttrSingleQuote = true
-	s, err := doc.WriteToString()
-	if err != nil {
-		return "", fmt.Errorf("writing domain XML: %w", err)
+	var b strings.Builder
+	for _, t := range doc.Child {
+		t.WriteTo(&b, &doc.WriteSettings)
 	}
-	return s, nil
+	return b.String(), nil
 }
 
 // DomainName returns the domain's <name>.

@@ -73,6 +73,10 @@ func treesDiffer(s string) (fast bool, diff string) {
 	if gs, err := serialize(got); err != nil || gs != mustSerialize(want) {
 		return true, fmt.Sprintf("serialised differently: %q (%v)", gs, err)
 	}
+	// serialize writes what etree's own WriteToString writes
+	if ws, err := want.WriteToString(); err != nil || ws != mustSerialize(want) {
+		return true, fmt.Sprintf("serialize wrote %q, WriteToString %q (%v)", mustSerialize(want), ws, err)
+	}
 	return true, ""
 }
 
