@@ -225,12 +225,9 @@ func (e *Edit) RemoveGuestChannel(name string) (bool, error) {
 // SetMetadata puts elementXML into the domain's <metadata> as SetMetadata
 // does.
 func (e *Edit) SetMetadata(namespaceURI, elementXML string) error {
-	edoc, ok := fastTree(elementXML) // the agent's recipe, once per job
-	if !ok {
-		edoc = etree.NewDocument()
-		if err := edoc.ReadFromString(elementXML); err != nil {
-			return fmt.Errorf("setting domain metadata: parsing the element: %w", err)
-		}
+	edoc, err := readFragment(elementXML) // the agent's recipe, once per job
+	if err != nil {
+		return fmt.Errorf("setting domain metadata: parsing the element: %w", err)
 	}
 	el := edoc.Root()
 	if el == nil || el.NamespaceURI() != namespaceURI {

@@ -83,6 +83,21 @@ func fastTree(s string) (doc *etree.Document, ok bool) {
 	return doc, true
 }
 
+// readFragment reads an element made for a definition (a marshalled
+// <disk>, a recipe element) with fastTree, or with etree's reader (default
+// settings) when fastTree gives up: for encoding/xml's marshalling, a
+// character reference it writes for a quote or a control character.
+func readFragment(s string) (*etree.Document, error) {
+	if doc, ok := fastTree(s); ok {
+		return doc, nil
+	}
+	doc := etree.NewDocument()
+	if err := doc.ReadFromString(s); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
 // fastMaxDepth keeps fastTree below etree's default depth limit (1024
 // open elements), where its reader fails.
 const fastMaxDepth = 1000

@@ -249,12 +249,9 @@ func diskElement(d *libvirtxml.DomainDisk) (*etree.Element, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling payload disk: %w", err)
 	}
-	doc, ok := fastTree(string(b))
-	if !ok { // a character reference (encoding/xml writes quotes and controls so)
-		doc = etree.NewDocument()
-		if err := doc.ReadFromBytes(b); err != nil {
-			return nil, fmt.Errorf("parsing marshalled payload disk: %w", err)
-		}
+	doc, err := readFragment(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("parsing marshalled payload disk: %w", err)
 	}
 	el := doc.Root()
 	if el == nil {
