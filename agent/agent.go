@@ -246,16 +246,21 @@ func (a *Agent) Spool() *spool.Spool { return a.spool }
 // not start stay in processing/ and run at the next start.
 func (a *Agent) Run(ctx context.Context, ready func()) error {
 	// Images of domains with a recipe first (a host reboot emptied the
-	// payload directory), so that orphan collection sees them in place.
-	if st, err := a.eng.Load().RebuildImages(ctx); err != nil {
-		a.log.Warn("rebuilding payload images failed", "err", err)
-	} else if st != (engine.RebuildStats{}) {
-		a.log.Info("payload images checked against their recipes", "rebuilt", st.Rebuilt, "intact", st.Intact, "failed", st.Failed)
-	}
-	if n, err := a.eng.Load().CollectOrphans(ctx); err != nil {
-		a.log.Warn("orphan collection failed", "err", err)
-	} else if n > 0 {
-		a.log.Info("removed orphaned payload images", "count", n)
+	// payload directory), so that orphan collection sees them in place;
+	// both work on one listing of the defined domains.
+	if defs, err := a.eng.Load().ListDefined(ctx); err != nil {
+		a.log.Warn("listing the defined domains at start-up failed; payload images neither rebuilt nor collected", "err", err)
+	} else {
+		if st, err := a.eng.Load().RebuildImages(ctx, defs); err != nil {
+			a.log.Warn("rebuilding payload images failed", "err", err)
+		} else if st != (engine.RebuildStats{}) {
+			a.log.Info("payload images checked against their recipes", "rebuilt", st.Rebuilt, "intact", st.Intact, "failed", st.Failed)
+		}
+		if n, err := a.eng.Load().CollectOrphans(ctx, defs); err != nil {
+			a.log.Warn("orphan collection failed", "err", err)
+		} else if n > 0 {
+			a.log.Info("removed orphaned payload images", "count", n)
+		}
 	}
 	// Workers run jobs on a context that outlives ctx, so that a shutdown
 	// lets running jobs finish. They start before recover, which may queue

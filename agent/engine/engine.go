@@ -1010,16 +1010,63 @@ func (e *Engine) RemoveDomainImages(uuid string) {
 	}
 }
 
-// CollectOrphans removes images in the payload directory that no defined
-// domain references (neither a drive nor a recipe names them), and leftover
-// temp files. Run it before jobs start, after RebuildImages.
-func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
+// Defined is a defined domain as the agent's start-up reads it: its
+// listing, and the recipe its persistent definition carries, read once for
+// RebuildImages and CollectOrphans.
+type Defined struct {
+	libvirtx.DomainInfo
+	// Recipe is the domain's recipe; nil with a nil RecipeErr when it has
+	// none.
+	Recipe *recipe.Recipe
+	// RecipeErr is why a recipe that is present could not be read.
+	RecipeErr error
+}
+
+// Definitions is the listing of every defined domain that the start-up's
+// RebuildImages and CollectOrphans share.
+type Definitions struct {
+	Domains []Defined
+	// ListedAt is when the listing began. CollectOrphans keeps the files
+	// changed since (a domain defined after it, whose image the libvirt
+	// hook built, is not in Domains).
+	ListedAt time.Time
+}
+
+// ListDefined lists the defined domains with their definitions and reads
+// each one's recipe, once for RebuildImages and CollectOrphans (each had
+// listed and read them on its own: two calls to libvirt and two recipe
+// parses per domain at every start).
+func (e *Engine) ListDefined(ctx context.Context) (Definitions, error) {
+	defs := Definitions{ListedAt: time.Now()}
 	doms, err := e.Host.ListDomains(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("listing domains for orphan collection: %w", err)
+		return defs, fmt.Errorf("listing the defined domains: %w", err)
 	}
+	defs.Domains = make([]Defined, len(doms))
+	for i, d := range doms {
+		defs.Domains[i].DomainInfo = d
+		if rc, ok, err := recipe.FromDomainXML(d.InactiveXML); err != nil {
+			defs.Domains[i].RecipeErr = err
+		} else if ok {
+			defs.Domains[i].Recipe = rc
+		}
+	}
+	return defs, nil
+}
+
+// CollectOrphans removes images in the payload directory that no domain of
+// defs references (neither a drive nor a recipe names them), and leftover
+// temp files. A file changed after defs was listed is kept: it may belong
+// to a domain the listing does not know (defined since, its image built by
+// the libvirt hook). File times come from the kernel's coarse clock, a tick
+// behind at most, and every file of an earlier run predates the listing.
+// Run it before jobs start, after RebuildImages.
+func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, error) {
 	used := map[string]bool{}
-	for _, d := range doms {
+	for _, d := range defs.Domains {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
 		files, err := domxml.ReferencedFiles(d.InactiveXML)
 		if err != nil {
 			return 0, fmt.Errorf("reading the definition of %s: %w", d.Name, err)
@@ -1029,8 +1076,8 @@ func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 		}
 		// The image a recipe names is kept even when no drive references
 		// it (yet): the recipe is how it is rebuilt after a reboot.
-		if rc, ok, err := recipe.FromDomainXML(d.InactiveXML); err == nil && ok {
-			used[filepath.Clean(rc.Path)] = true
+		if d.Recipe != nil {
+			used[filepath.Clean(d.Recipe.Path)] = true
 		}
 	}
 	ents, err := os.ReadDir(e.PayloadDir)
@@ -1042,6 +1089,9 @@ func (e *Engine) CollectOrphans(ctx context.Context) (int, error) {
 		p := filepath.Join(e.PayloadDir, ent.Name())
 		if ent.IsDir() || used[p] {
 			continue
+		}
+		if fi, err := ent.Info(); err != nil || fi.ModTime().After(defs.ListedAt) {
+			continue // gone, or newer than the listing
 		}
 		e.removeImage(p, metrics.ReasonOrphan)
 		n++
@@ -1061,21 +1111,18 @@ type RebuildStats struct {
 // byte-identical. Each outcome is logged; a recipe that cannot be read or
 // rebuilt is logged with its one-line reason (never a secret: recipes hold
 // none, and Rebuild's errors name secrets only by name) and counted in
-// Failed, and the others go on. Only listing the domains can fail as a
-// whole. Run it at start-up, before CollectOrphans and before jobs start.
-func (e *Engine) RebuildImages(ctx context.Context) (RebuildStats, error) {
+// Failed, and the others go on; only a cancelled ctx stops it. defs is
+// ListDefined's. Run it at start-up, before CollectOrphans and before jobs
+// start.
+func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildStats, error) {
 	var st RebuildStats
-	doms, err := e.Host.ListDomains(ctx)
-	if err != nil {
-		return st, fmt.Errorf("listing domains to rebuild payload images: %w", err)
-	}
 	opt := recipe.RebuildOptions{PayloadDir: e.PayloadDir, SecretsDir: e.SecretsDir, Mode: e.ImageMode, GID: e.ImageGID}
-	for _, d := range doms {
+	for _, d := range defs.Domains {
 		if ctx.Err() != nil {
 			return st, ctx.Err()
 		}
-		rc, ok, err := recipe.FromDomainXML(d.InactiveXML)
-		if !ok && err == nil {
+		rc, err := d.Recipe, d.RecipeErr
+		if rc == nil && err == nil {
 			continue
 		}
 		if err != nil {

@@ -245,7 +245,11 @@ func TestRebuildImages(t *testing.T) {
 		}
 		got = append(got, built{r, mt})
 	}
-	st, err := e.RebuildImages(ctx)
+	defs, err := e.ListDefined(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.RebuildImages(ctx, defs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +286,7 @@ func TestRebuildImages(t *testing.T) {
 		}
 	}
 	// Orphan collection keeps images named only by a recipe.
-	n, err := e.CollectOrphans(ctx)
+	n, err := e.CollectOrphans(ctx, defs)
 	if err != nil || n != 0 {
 		t.Errorf("orphan collection removed %d (%v)", n, err)
 	}
@@ -292,5 +296,69 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCollectOrphansListing: orphan collection judges the payload directory
+// by one listing of the defined domains. An image that no listed domain
+// names is removed when it predates the listing and kept when it changed
+// after it (a domain defined since, whose image the libvirt hook built), and
+// the image of a domain with a recipe is kept. ListDefined reads each
+// recipe once; a recipe that cannot be read reaches RebuildImages as a
+// failure.
+func TestCollectOrphansListing(t *testing.T) {
+	h := emptyNodeHost(t)
+	ctx := context.Background()
+	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	defineTestDomain(t, h, "vmpx-listed")
+	r := runDone(t, e, `{"version":1,"domain":"vmpx-listed","action":"attach","hostname":"listed"}`)
+	// A domain whose recipe is unreadable (an unknown attribute).
+	bad := defineTestDomain(t, h, "vmpx-badrecipe")
+	bad = strings.Replace(bad, "</domain>", `<metadata><r:recipe xmlns:r="`+recipe.Namespace+`" version="1" colour="red"/></metadata></domain>`, 1)
+	if _, err := h.DefineXML(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+
+	old := filepath.Join(e.PayloadDir, "00000000-0000-0000-0000-000000000001-1111111111111111.iso")
+	must(t, os.WriteFile(old, []byte("old"), 0o640))
+	past := time.Now().Add(-time.Minute)
+	must(t, os.Chtimes(old, past, past))
+	must(t, os.Chtimes(r.Payload.Path, past, past))
+
+	defs, err := e.ListDefined(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var withRecipe, unreadable []string
+	for _, d := range defs.Domains {
+		if d.Recipe != nil {
+			withRecipe = append(withRecipe, d.Name)
+		}
+		if d.RecipeErr != nil {
+			unreadable = append(unreadable, d.Name)
+			if !strings.Contains(d.RecipeErr.Error(), "colour") {
+				t.Errorf("recipe error %q does not name the attribute", d.RecipeErr)
+			}
+		}
+	}
+	if fmt.Sprint(withRecipe) != "[vmpx-listed]" || fmt.Sprint(unreadable) != "[vmpx-badrecipe]" {
+		t.Fatalf("recipes read for %v, unreadable for %v", withRecipe, unreadable)
+	}
+	// Built after the listing: no listed domain names it.
+	time.Sleep(20 * time.Millisecond)
+	fresh := filepath.Join(e.PayloadDir, "00000000-0000-0000-0000-000000000002-2222222222222222.iso")
+	must(t, os.WriteFile(fresh, []byte("fresh"), 0o640))
+
+	if st, err := e.RebuildImages(ctx, defs); err != nil || st != (RebuildStats{Intact: 1, Failed: 1}) {
+		t.Errorf("RebuildImages = %+v, %v; want 1 intact, 1 failed", st, err)
+	}
+	n, err := e.CollectOrphans(ctx, defs)
+	if err != nil || n != 1 {
+		t.Errorf("CollectOrphans removed %d (%v), want 1", n, err)
+	}
+	for p, want := range map[string]bool{old: false, fresh: true, r.Payload.Path: true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s: present=%v, want %v", filepath.Base(p), err == nil, want)
+		}
 	}
 }
