@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/vmpayload/vmpayload/payload"
@@ -125,6 +126,10 @@ func checkPath(p, dir string) error {
 	return nil
 }
 
+// hashBuffers are hasSHA256's read buffers: the agent's start-up checks
+// every domain's image, and io.Copy made a new 32 KiB buffer for each.
+var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // hasSHA256 reports whether a regular file at p has the given size and
 // sha256. A missing file is false; a symlink or another kind of file is
 // refused.
@@ -148,7 +153,9 @@ func hasSHA256(p string, size int64, sum string) (bool, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, size+1)); err != nil {
+	buf := hashBuffers.Get().(*[]byte)
+	defer hashBuffers.Put(buf)
+	if _, err := io.CopyBuffer(h, io.LimitReader(f, size+1), *buf); err != nil {
 		return false, fmt.Errorf("rebuilding the payload image %s: hashing the existing image: %w", p, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)) == sum, nil
