@@ -38,6 +38,7 @@ func main() {
 	burstRuns := flag.Int("burst-runs", 3, "burst: runs of each layout, interleaved; the table shows each layout's median run by wall time")
 	startupRounds := flag.Int("startup-rounds", 10, "start-up: rounds (each starts the agent once on each spool)")
 	startupKept := flag.Int("startup-kept", 10000, "start-up: results kept in done/ of the second spool")
+	startupDomains := flag.Int("startup-domains", 1000, "start-up: defined domains with a recipe (and their images) the third agent starts on")
 	idleFor := flag.Duration("idle", 60*time.Second, "idle: measuring window")
 	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
 	hookRounds := flag.Int("hook-rounds", 100, "hook: rounds (each runs every path once)")
@@ -118,7 +119,7 @@ func main() {
 	}
 	if want["startup"] {
 		progress("start-up: %d rounds, %d kept results", *startupRounds, *startupKept)
-		sr, err := startup(*bin, *work, *startupKept, *startupRounds)
+		sr, err := startup(*bin, *work, *startupKept, *startupDomains, *startupRounds)
 		if err != nil {
 			fatal(err)
 		}

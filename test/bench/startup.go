@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,6 +30,12 @@ type startupResult struct {
 	kept        int
 	empty, full samples
 	load        samples
+	// domains is how many test-driver domains with a recipe and their
+	// image in place the third spool's agent starts on (RebuildImages
+	// checks every image, CollectOrphans reads every definition), and
+	// withDomains its launch → READY=1.
+	domains     int
+	withDomains samples
 }
 
 // followerRead is the follower's log line at the end of its reading.
@@ -36,8 +43,8 @@ var followerRead = regexp.MustCompile(`guest report follower resumed.*results_re
 
 // startup starts and stops the agent rounds times on each of two spools,
 // alternating.
-func startup(bin, work string, kept, rounds int) (startupResult, error) {
-	sr := startupResult{uri: "test:///default", kept: kept}
+func startup(bin, work string, kept, domains, rounds int) (startupResult, error) {
+	sr := startupResult{uri: "test:///default", kept: kept, domains: domains}
 	work, err := os.MkdirTemp(work, "startup-")
 	if err != nil {
 		return sr, err
@@ -48,8 +55,8 @@ func startup(bin, work string, kept, rounds int) (startupResult, error) {
 		return sr, fmt.Errorf("startup: notify socket: %w", err)
 	}
 	defer notify.Close()
-	mk := func(name string, n int) (*agenttest.Agent, error) {
-		a, err := agenttest.New(agenttest.Options{Bin: bin, URI: sr.uri, Dir: filepath.Join(work, name), Args: []string{"--log-level", "info"},
+	mk := func(name, uri string, n int) (*agenttest.Agent, error) {
+		a, err := agenttest.New(agenttest.Options{Bin: bin, URI: uri, Dir: filepath.Join(work, name), Args: []string{"--log-level", "info"},
 			Env: []string{"NOTIFY_SOCKET=" + notify.LocalAddr().String()}})
 		if err != nil {
 			return nil, err
@@ -65,19 +72,27 @@ func startup(bin, work string, kept, rounds int) (startupResult, error) {
 		}
 		return a, nil
 	}
-	empty, err := mk("startup-empty", 0)
+	empty, err := mk("startup-empty", sr.uri, 0)
 	if err != nil {
 		return sr, err
 	}
-	full, err := mk("startup-full", kept)
+	full, err := mk("startup-full", sr.uri, kept)
 	if err != nil {
+		return sr, err
+	}
+	node := filepath.Join(work, "recipes-node.xml")
+	withDomains, err := mk("startup-domains", "test://"+node, 0)
+	if err != nil {
+		return sr, err
+	}
+	if err := writeRecipeNode(bin, node, withDomains.PayloadDir, domains); err != nil {
 		return sr, err
 	}
 	for r := 0; r < rounds; r++ {
 		for _, v := range []struct {
 			a   *agenttest.Agent
 			out *samples
-		}{{empty, &sr.empty}, {full, &sr.full}} {
+		}{{empty, &sr.empty}, {full, &sr.full}, {withDomains, &sr.withDomains}} {
 			d, err := timeToReady(v.a, notify)
 			if err != nil {
 				return sr, err
@@ -147,6 +162,38 @@ func waitFollowerRead(a *agenttest.Agent, run int) (n int, took time.Duration, o
 	return n, time.Duration(ms) * time.Millisecond, true, nil
 }
 
+// writeRecipeNode writes a test-driver node file of n stopped domains, each
+// made durable by "vmpayload recipe" (its image built into payloadDir, the
+// recipe and the drive in its definition), the way n start jobs leave a
+// host.
+func writeRecipeNode(bin, node, payloadDir string, n int) error {
+	if err := os.MkdirAll(payloadDir, 0o755); err != nil {
+		return err
+	}
+	dir := filepath.Dir(node)
+	domXML, jobFile := filepath.Join(dir, "recipe-domain.xml"), filepath.Join(dir, "recipe-job.json")
+	var b strings.Builder
+	b.WriteString("<node>\n")
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("vmpx-start-%04d", i)
+		d := fmt.Sprintf(`<domain type='test'><name>%s</name><uuid>%s</uuid><memory>65536</memory><vcpu>1</vcpu>`+
+			`<os><type arch='x86_64' machine='pc'>hvm</type></os><devices/></domain>`, name, domainUUID(100000+i))
+		if err := os.WriteFile(domXML, []byte(d), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(jobFile, jobBytes(makeJob("typical", "nocloud", name, name)), 0o600); err != nil {
+			return err
+		}
+		out, err := exec.Command(bin, "recipe", "--payload-dir", payloadDir, "--image-mode", "0644", "--domain-xml", domXML, jobFile).Output()
+		if err != nil {
+			return fmt.Errorf("startup: vmpayload recipe for %s: %w", name, err)
+		}
+		b.Write(out)
+	}
+	b.WriteString("</node>\n")
+	return os.WriteFile(node, []byte(b.String()), 0o644)
+}
+
 // writeKeptResult writes the i-th result of a host's history: a done start
 // job of one of 100 domains, with its payload and device, the size of a
 // burst's results.
@@ -172,6 +219,7 @@ func writeStartup(w io.Writer, r startupResult) {
 	fmt.Fprintf(w, "| done/ | p50 | p90 | min | follower's reading of done/, after ready (p50) |\n")
 	fmt.Fprintf(w, "|---|--:|--:|--:|--:|\n")
 	fmt.Fprintf(w, "| empty | %s | %s | %s | – |\n", ms(r.empty.pct(50)), ms(r.empty.pct(90)), ms(r.empty.pct(1)))
-	fmt.Fprintf(w, "| %d kept results | %s | %s | %s | %s |\n\n", r.kept, ms(r.full.pct(50)), ms(r.full.pct(90)), ms(r.full.pct(1)), ms(r.load.pct(50)))
-	fmt.Fprintf(w, "%d rounds, alternating; the follower's time is its own log line (whole milliseconds).\n\n", len(r.full))
+	fmt.Fprintf(w, "| %d kept results | %s | %s | %s | %s |\n", r.kept, ms(r.full.pct(50)), ms(r.full.pct(90)), ms(r.full.pct(1)), ms(r.load.pct(50)))
+	fmt.Fprintf(w, "| empty; %d defined domains with a recipe, images in place (test://node.xml) | %s | %s | %s | – |\n\n", r.domains, ms(r.withDomains.pct(50)), ms(r.withDomains.pct(90)), ms(r.withDomains.pct(1)))
+	fmt.Fprintf(w, "%d rounds, alternating; the follower's time is its own log line (whole milliseconds). Before READY=1 the agent lists the defined domains, checks each recipe's image (RebuildImages) and removes images no domain names (CollectOrphans).\n\n", len(r.full))
 }
