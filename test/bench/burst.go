@@ -38,6 +38,64 @@ type burstResult struct {
 	// create is the CPU one file creation took next to the spool just
 	// before the drop (see createCost).
 	create time.Duration
+	// settle is how long the machine took to become idle before the drop
+	// (see settle), and settleBusy its busy share in the last window.
+	settle     time.Duration
+	settleBusy float64
+}
+
+// settle flushes the dirty pages of the file systems (sync) and waits,
+// at most max, until the machine is idle: a 200 ms window in which the
+// CPUs were busy less than 5 % of the time. Each burst is measured as it
+// comes to an idle host; without this the write-back of the run before
+// it (a thousand images and results, the peer's thousand images) and the
+// exit of the processes it started ran during the next drop. It returns
+// the time it waited and the busy share of the last window.
+func settle(max time.Duration) (time.Duration, float64) {
+	t0 := time.Now()
+	syscall.Sync()
+	busy := 1.0
+	for time.Since(t0) < max {
+		b0, t0s, err := cpuStat()
+		if err != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+		b1, t1s, err := cpuStat()
+		if err != nil || t1s == t0s {
+			break
+		}
+		busy = float64(b1-b0) / float64(t1s-t0s)
+		if busy < 0.05 {
+			break
+		}
+	}
+	return time.Since(t0), busy
+}
+
+// cpuStat returns the machine's busy and total CPU time from /proc/stat
+// (in USER_HZ ticks; idle and iowait count as not busy).
+func cpuStat() (busy, total uint64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total, nil
 }
 
 // createCost creates n empty files in a new directory under dir (kept) and
@@ -213,6 +271,7 @@ func burst(bin, work string, n, workers int, layout string, trash *[]string) (bu
 		}
 	}
 	incoming := filepath.Join(a.SpoolDir, "incoming")
+	br.settle, br.settleBusy = settle(10 * time.Second)
 	if br.create, err = createCost(filepath.Dir(a.SpoolDir), 200); err != nil {
 		return br, fmt.Errorf("burst: file creation probe: %w", err)
 	}

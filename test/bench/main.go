@@ -108,7 +108,7 @@ func main() {
 				if err != nil {
 					fatal(err)
 				}
-				progress("  wall %s ms, agent CPU %s ms, file creation next to the spool %.0f µs", ms(br.wall), ms(br.cpu), float64(br.create)/float64(time.Microsecond))
+				progress("  wall %s ms, agent CPU %s ms, file creation next to the spool %.0f µs, settled in %s ms (busy %.0f %%)", ms(br.wall), ms(br.cpu), float64(br.create)/float64(time.Microsecond), ms(br.settle), 100*br.settleBusy)
 				all[k] = append(all[k], br)
 			}
 		}
