@@ -9,7 +9,8 @@
 # with and without cgo), `vmpayload version` and `build` of the
 # typical and large jobs vs /bin/true, cloud-localds, genisoimage), burst
 # (1000 jobs, libvirt test driver), startup (launch → READY=1 with an empty
-# done/ and with 10 000 kept results), idle (60 s), real
+# done/, with 10 000 kept results, and on 1000 defined domains that carry a
+# recipe), idle (60 s), real
 # (qemu:///system domain vs `virsh start`), hook (the libvirt qemu hook's paths vs
 # /bin/true). BENCH_SECTIONS, BENCH_ROUNDS, BENCH_PROC_ROUNDS,
 # BENCH_REAL_ROUNDS, BENCH_BURST_RUNS (runs of each burst layout, default 3),
