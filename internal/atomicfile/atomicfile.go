@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,7 +68,7 @@ func (f *File) Commit(path string) error {
 }
 
 // Rename is Commit without the directory sync, for callers that report
-// it apart (or batch it): it closes the file and renames it to path,
+// that sync apart: it closes the file and renames it to path,
 // removing it when either fails.
 func (f *File) Rename(path string) error {
 	if err := f.Close(); err != nil {
@@ -124,18 +123,7 @@ func WriteFile(path string, data []byte, perm os.FileMode, uid int) error {
 // SyncDir fsyncs directory dir, so that a rename or a new file in it
 // survives a crash. File systems that cannot sync a directory (EINVAL) are
 // not an error.
-//
-// Concurrent calls for the same directory share their fsyncs (group
-// commit): when SyncDir returns nil, an fsync of dir that started after
-// the call did has completed, so every entry changed before the call is
-// durable, as with a sync of its own. Callers arriving while a sync runs
-// wait for it and share the next one, so a burst of jobs finishing
-// together costs about one directory sync per sync time instead of one
-// per job.
-func SyncDir(dir string) error { return dirSyncs.sync(dir) }
-
-// fsyncDir is one directory fsync.
-func fsyncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("syncing %s: %w", dir, err)
@@ -145,74 +133,4 @@ func fsyncDir(dir string) error {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
-}
-
-// dirSyncs coalesces the directory syncs of the process.
-var dirSyncs = &groupSync{do: fsyncDir}
-
-// groupSync runs do(dir) for callers of sync, sharing one run among the
-// callers that arrive while an earlier run of the same key is in flight.
-type groupSync struct {
-	do func(dir string) error
-
-	mu   sync.Mutex
-	keys map[string]*syncState
-}
-
-// syncState is the group commit state of one directory. Runs are numbered
-// from 1; a caller needs a run numbered above started at its arrival (the
-// run in flight, if any, may have started before the caller's change).
-type syncState struct {
-	cond              *sync.Cond // on groupSync.mu
-	started, finished uint64     // number of the last run started, finished
-	running           bool
-	// failed is the number of the last run that failed, failErr its error.
-	failed  uint64
-	failErr error
-	callers int // in sync for this key; the state goes when none are left
-}
-
-func (g *groupSync) sync(dir string) error {
-	g.mu.Lock()
-	if g.keys == nil {
-		g.keys = map[string]*syncState{}
-	}
-	st := g.keys[dir]
-	if st == nil {
-		st = &syncState{cond: sync.NewCond(&g.mu)}
-		g.keys[dir] = st
-	}
-	st.callers++
-	need := st.started + 1
-	for st.finished < need {
-		if st.running {
-			st.cond.Wait()
-			continue
-		}
-		st.running = true
-		st.started++
-		n := st.started
-		g.mu.Unlock()
-		err := g.do(dir)
-		g.mu.Lock()
-		st.running, st.finished = false, n
-		if err != nil {
-			st.failed, st.failErr = n, err
-		}
-		st.cond.Broadcast()
-	}
-	var err error
-	if st.failed >= need {
-		// the run this caller relies on, or one after it, failed: its
-		// change may not be durable (a later success does not prove it,
-		// as a failed fsync may have dropped the dirty state), so it is
-		// told, conservatively, and writes again
-		err = st.failErr
-	}
-	st.callers--
-	if st.callers == 0 {
-		delete(g.keys, dir)
-	}
-	g.mu.Unlock()
-	return err
 }
