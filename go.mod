@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/beevik/etree v1.8.1
+	github.com/coreos/go-systemd/v22 v22.6.0
 	github.com/diskfs/go-diskfs v1.9.4
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-crypt/crypt v0.14.15

@@ -613,7 +613,7 @@ func (c Config) Logger(w io.Writer) (*slog.Logger, error) {
 		// Under systemd, with standard error going to the journal: the
 		// native protocol, so the attributes become journal fields.
 		if f, ok := w.(*os.File); ok && journal.OnStream(f) {
-			if h, err := journal.New("", "vmpayload", level, text); err == nil {
+			if h, err := journal.New("vmpayload", level, text); err == nil {
 				return slog.New(h), nil
 			}
 		}

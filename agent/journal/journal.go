@@ -3,6 +3,11 @@
 // a journal field (journalctl -o json shows ID, DOMAIN, STATE, ...; filter
 // with journalctl DOMAIN=web1).
 //
+// The protocol itself (the datagram socket, the field encoding, entries
+// too large for a datagram passed as a file descriptor) is
+// github.com/coreos/go-systemd/v22/journal; this package maps slog records
+// onto journal fields.
+//
 // The agent uses it when systemd connected its standard error to the
 // journal (the JOURNAL_STREAM variable names that stream; see
 // systemd.exec(5)), which is how systemd asks services to switch to the
@@ -10,76 +15,56 @@
 package journal
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"fmt"
+	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
+
+	sdjournal "github.com/coreos/go-systemd/v22/journal"
 )
 
-// SocketPath is where journald receives native protocol datagrams.
-const SocketPath = "/run/systemd/journal/socket"
-
-// OnStream reports whether f is the stream that JOURNAL_STREAM
-// ("device:inode") names: systemd connected it to the journal.
+// OnStream reports whether f is the process's standard error or output and
+// JOURNAL_STREAM ("device:inode") names it: systemd connected it to the
+// journal. A malformed JOURNAL_STREAM counts as no journal.
 func OnStream(f *os.File) bool {
-	dev, ino, ok := strings.Cut(os.Getenv("JOURNAL_STREAM"), ":")
-	if !ok || f == nil {
-		return false
+	var on bool
+	var err error
+	switch f {
+	case os.Stderr:
+		on, err = sdjournal.StderrIsJournalStream()
+	case os.Stdout:
+		on, err = sdjournal.StdoutIsJournalStream()
 	}
-	st, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	return ok && strconv.FormatUint(uint64(sys.Dev), 10) == dev && strconv.FormatUint(sys.Ino, 10) == ino
+	return on && err == nil
 }
 
 // Handler sends each record as one journal entry: MESSAGE is the message
 // followed by the attributes as key=value (what "journalctl -o cat" shows),
 // PRIORITY follows the level, SYSLOG_IDENTIFIER is the identifier, and each
 // attribute is also a field of its own: its key (groups joined with "_")
-// upper-cased, characters other than A-Z, 0-9 and _ replaced by _.
-// A record the journal does not take (too large, socket gone) is written
-// to the fallback handler instead.
+// upper-cased, characters other than A-Z, 0-9 and _ replaced by _ (see
+// FieldName); when two attributes map to one name, the first wins.
+// A record the journal does not take (socket gone, entry refused) is
+// written to the fallback handler instead.
 type Handler struct {
-	shared   *conn
 	level    slog.Leveler
 	ident    string
-	attrs    []slog.Attr // pre-formatted attributes (WithAttrs), keys already prefixed
+	attrs    []slog.Attr // attributes from WithAttrs, resolved, keys already prefixed
 	group    string      // open group prefix for later attributes, "a.b."
 	fallback slog.Handler
 }
 
-type conn struct {
-	mu   sync.Mutex
-	c    *net.UnixConn
-	addr *net.UnixAddr
-}
-
-// New returns a handler that sends to socket (SocketPath when empty), or an
-// error when the socket cannot be reached. Records below level are dropped;
-// fallback gets those the journal refuses.
-func New(socket, ident string, level slog.Leveler, fallback slog.Handler) (*Handler, error) {
-	if socket == "" {
-		socket = SocketPath
+// New returns a handler that sends to the journal's socket
+// (/run/systemd/journal/socket), or an error when that socket does not
+// take connections. Records below level are dropped; fallback, when not
+// nil, gets those the journal refuses.
+func New(ident string, level slog.Leveler, fallback slog.Handler) (*Handler, error) {
+	if !sdjournal.Enabled() {
+		return nil, errors.New("journal: no journald listening on /run/systemd/journal/socket")
 	}
-	addr := &net.UnixAddr{Name: socket, Net: "unixgram"}
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Net: "unixgram"})
-	if err != nil {
-		return nil, fmt.Errorf("opening a datagram socket for the journal: %w", err)
-	}
-	if _, err := os.Stat(socket); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("journal socket: %w", err)
-	}
-	return &Handler{shared: &conn{c: c, addr: addr}, level: level, ident: ident, fallback: fallback}, nil
+	return &Handler{level: level, ident: ident, fallback: fallback}, nil
 }
 
 // Enabled reports whether records at l are logged.
@@ -96,7 +81,7 @@ func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	n := *h
 	n.attrs = append([]slog.Attr(nil), h.attrs...)
 	for _, a := range attrs {
-		n.attrs = append(n.attrs, slog.Attr{Key: h.group + a.Key, Value: a.Value})
+		n.attrs = appendFlat(n.attrs, h.group, a)
 	}
 	if h.fallback != nil {
 		n.fallback = h.fallback.WithAttrs(attrs)
@@ -117,47 +102,40 @@ func (h *Handler) WithGroup(name string) slog.Handler {
 	return &n
 }
 
-// Handle sends one record.
+// Handle sends one record; when the journal refuses it, the fallback
+// handles it and Handle returns the fallback's result.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	var attrs []slog.Attr
-	attrs = append(attrs, h.attrs...)
+	attrs := append([]slog.Attr(nil), h.attrs...)
 	r.Attrs(func(a slog.Attr) bool {
 		attrs = appendFlat(attrs, h.group, a)
 		return true
 	})
 	var msg strings.Builder
 	msg.WriteString(r.Message)
+	fields := map[string]string{}
+	if h.ident != "" {
+		fields["SYSLOG_IDENTIFIER"] = h.ident
+	}
 	for _, a := range attrs {
+		v := a.Value.String()
 		msg.WriteByte(' ')
 		msg.WriteString(a.Key)
 		msg.WriteByte('=')
-		msg.WriteString(textValue(a.Value.String()))
-	}
-	var b bytes.Buffer
-	field(&b, "MESSAGE", msg.String())
-	field(&b, "PRIORITY", strconv.Itoa(priority(r.Level)))
-	if h.ident != "" {
-		field(&b, "SYSLOG_IDENTIFIER", h.ident)
-	}
-	seen := map[string]bool{"MESSAGE": true, "PRIORITY": true, "SYSLOG_IDENTIFIER": true}
-	for _, a := range attrs {
+		msg.WriteString(textValue(v))
 		name := FieldName(a.Key)
-		if seen[name] {
+		if _, taken := fields[name]; taken || name == "MESSAGE" || name == "PRIORITY" {
 			continue
 		}
-		seen[name] = true
-		field(&b, name, a.Value.String())
+		fields[name] = v
 	}
-	h.shared.mu.Lock()
-	_, err := h.shared.c.WriteToUnix(b.Bytes(), h.shared.addr)
-	h.shared.mu.Unlock()
+	err := sdjournal.Send(msg.String(), priority(r.Level), fields)
 	if err != nil && h.fallback != nil {
 		return h.fallback.Handle(ctx, r)
 	}
 	return err
 }
 
-// appendFlat flattens groups into dotted keys.
+// appendFlat flattens groups into dotted keys and resolves values.
 func appendFlat(dst []slog.Attr, prefix string, a slog.Attr) []slog.Attr {
 	v := a.Value.Resolve()
 	if v.Kind() == slog.KindGroup {
@@ -205,35 +183,16 @@ func FieldName(key string) string {
 	return s
 }
 
-// field appends one field in the native protocol: "NAME=value\n", or for a
-// value with a newline, NAME, "\n", its length as 64-bit little endian,
-// the value and "\n".
-func field(b *bytes.Buffer, name, value string) {
-	b.WriteString(name)
-	if !strings.Contains(value, "\n") {
-		b.WriteByte('=')
-		b.WriteString(value)
-		b.WriteByte('\n')
-		return
-	}
-	b.WriteByte('\n')
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(value)))
-	b.Write(n[:])
-	b.WriteString(value)
-	b.WriteByte('\n')
-}
-
 // priority maps slog levels to syslog priorities.
-func priority(l slog.Level) int {
+func priority(l slog.Level) sdjournal.Priority {
 	switch {
 	case l >= slog.LevelError:
-		return 3
+		return sdjournal.PriErr
 	case l >= slog.LevelWarn:
-		return 4
+		return sdjournal.PriWarning
 	case l >= slog.LevelInfo:
-		return 6
+		return sdjournal.PriInfo
 	default:
-		return 7
+		return sdjournal.PriDebug
 	}
 }
