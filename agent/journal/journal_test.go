@@ -330,4 +330,3 @@ func devIno(t *testing.T, f *os.File) string {
 	s := st.Sys().(*syscall.Stat_t)
 	return fmt.Sprintf("%d:%d", s.Dev, s.Ino)
 }
-
