@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/linecount.sh [REV]: prints the number of lines of shipped Go code in
+# test/linecount.sh [-v] [REV]: prints the number of lines of shipped Go code in
 # the tree at REV (default HEAD; "-" for the work tree, untracked files
 # included), as docs/benchmarks.md reports it.
 #
@@ -12,9 +12,9 @@
 #     testenv, or whose name ends in "test" (internal/agenttest,
 #     internal/golden, internal/testenv, payload/payloadtest,
 #     libvirtx/libvirtxtest at b426220), wherever they move.
-# Files are taken from git (tracked files only), so build output, the module
-# cache and untracked scratch files never count. With -v it also prints the
-# count per top-level directory.
+# Files are taken from git: REV's tree, or with "-" the work tree's tracked
+# and untracked, not ignored files; build output and the module cache never
+# count. With -v it also prints the count per top-level directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
