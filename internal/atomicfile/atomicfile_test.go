@@ -1,8 +1,11 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -58,5 +61,68 @@ func TestWriteFileAndAbort(t *testing.T) {
 	}
 	if _, err := os.Stat(h.Name()); !os.IsNotExist(err) {
 		t.Errorf("temporary file left after a failed commit: %v", err)
+	}
+}
+
+func TestNothingHalfWritten(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "r.json")
+	if err := WriteFile(p, []byte("old"), 0o600, -1); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Create(dir, ".r-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Abort()
+	if _, err := f.Write([]byte("new, ")); err != nil {
+		t.Fatal(err)
+	}
+	// written and even closed, the file is not under its name yet
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "old" {
+		t.Fatalf("before Commit the path holds %q, want the old content", b)
+	}
+	if !strings.HasPrefix(filepath.Base(f.Name()), ".r-") || filepath.Dir(f.Name()) != dir {
+		t.Errorf("temporary file %s: want a dot file in %s", f.Name(), dir)
+	}
+	if err := f.Commit(p); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "new, " {
+		t.Fatalf("after Commit the path holds %q", b)
+	}
+}
+
+func TestWriteFileOwner(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("chown to another user needs root")
+	}
+	p := filepath.Join(t.TempDir(), "owned")
+	if err := WriteFile(p, []byte("x"), 0o640, 65534); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 65534 || st.Mode().Perm() != 0o640 {
+		t.Errorf("owner %d mode %v, want 65534 and 0640", uid, st.Mode().Perm())
+	}
+}
+
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	if err := SyncDir(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("SyncDir of a missing directory: %v, want ErrNotExist", err)
 	}
 }
