@@ -1,6 +1,6 @@
 // Package domxml edits libvirt domain XML for vmpayload: it finds, adds,
 // replaces and removes the payload drive and answers the questions the
-// agent asks about a domain (name, UUID, machine type, referenced files).
+// agent asks about a domain (name, UUID, referenced files).
 //
 // Two models are used, one per kind of work:
 //
@@ -17,9 +17,9 @@
 //     libvirtxml.DomainDisk, marshalled by encoding/xml. PayloadDeviceXML
 //     (media change, hot-plug, unplug), EjectedDeviceXML (eject) and
 //     SetPayloadDrive parse that marshalled element into the tree and
-//     write it with etree's writer (single quotes set), so the
-//     drive comes out in libvirt's own layout (single-quoted attributes,
-//     empty elements closed as <readonly/>). Nothing builds a <disk> by
+//     write it with etree's writer, so the drive comes out in libvirt's
+//     own layout (single-quoted attributes, empty elements closed as
+//     <readonly/>). Nothing builds a <disk> by
 //     string or element by element.
 //   - Editing a whole definition that is redefined afterwards
 //     (an Edit: the payload drive, the guest channel, the metadata)
