@@ -25,7 +25,6 @@ targets=(
 	"./payload/image FuzzInspect"
 	"./payload/image FuzzLayoutISO"
 	"./libvirtx/domxml FuzzSetPayloadDrive"
-	"./libvirtx/domxml FuzzCheckDomain"
 	"./libvirtx/domxml FuzzEditSession"
 	"./payload/job FuzzScanTree"
 )

@@ -76,7 +76,7 @@ func leftLive(t *testing.T, f *libvirtxtest.Fake, uuid string) {
 		t.Fatalf("definition lacks %s:\n%s", src, x)
 	}
 	f.SetLiveXML(uuid, strings.Replace(x, src, "", 1))
-	saved, _, err := domxml.RemovePayloadDrive(x)
+	saved, err := withoutPayload(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 		{name: "detach: running, drive only live with a medium: ejected", action: "detach", drive: true, active: true,
 			setup: func(t *testing.T, v env) {
 				x := v.f.XML(v.uuid)
-				saved, _, err := domxml.RemovePayloadDrive(x)
+				saved, err := withoutPayload(x)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -439,4 +439,16 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutPayload returns domainXML without its payload drive.
+func withoutPayload(domainXML string) (string, error) {
+	ed, err := domxml.NewEdit(domainXML)
+	if err != nil {
+		return "", err
+	}
+	if _, err := ed.RemovePayloadDrive(); err != nil {
+		return "", err
+	}
+	return ed.XML()
 }

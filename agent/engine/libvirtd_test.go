@@ -16,7 +16,6 @@ import (
 	"github.com/vmpayload/vmpayload/internal/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -263,7 +262,7 @@ func TestLibvirtdReattachRunning(t *testing.T) {
 				if rc, ok, err := recipe.FromDomainXML(inactive); err != nil || !ok || rc.Path != a.Payload.Path {
 					t.Errorf("attach %d: recipe %+v (found %v, %v), want one for %s", i, rc, ok, err, a.Payload.Path)
 				}
-				if has, err := domxml.HasGuestChannel(inactive, guestreport.Channel); err != nil || has != guest {
+				if has, err := hasGuestChannel(inactive); err != nil || has != guest {
 					t.Errorf("attach %d: guest report channel in the definition %v (%v), want %v", i, has, err, guest)
 				}
 				if _, err := os.Stat(a.Payload.Path); err != nil {
@@ -273,7 +272,7 @@ func TestLibvirtdReattachRunning(t *testing.T) {
 			// A drive only the live definition has, holding a medium (an
 			// attach whose redefine failed): detach still takes it out.
 			_, saved, _, _, inactive := payloads()
-			stripped, _, err := domxml.RemovePayloadDrive(inactive)
+			stripped, err := withoutPayload(inactive)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -129,7 +129,11 @@ func TestHook(t *testing.T) {
 	otherCfg := filepath.Join(f.dir, "other.yaml")
 	must(t, os.WriteFile(otherCfg, []byte("payload_dir: "+otherDir+"\nsecrets_dir: "+f.secretsDir+"\n"), 0o600))
 	bootCfg := f.writeConfig(t, "hook_failure: boot\n")
-	noRecipe, _, err := domxml.RemoveMetadata(f.domainXML, recipe.Namespace)
+	ed, err := domxml.NewEdit(f.domainXML)
+	must(t, err)
+	_, err = ed.RemoveMetadata(recipe.Namespace)
+	must(t, err)
+	noRecipe, err := ed.XML()
 	must(t, err)
 	hidePW := func(t *testing.T) {
 		p := filepath.Join(f.secretsDir, "pw")

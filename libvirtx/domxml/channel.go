@@ -1,11 +1,6 @@
 package domxml
 
-import (
-	"encoding/xml"
-	"fmt"
-
-	"github.com/beevik/etree"
-)
+import "github.com/beevik/etree"
 
 // A guest channel is a virtio-serial port whose host end is a unix socket:
 //
@@ -31,25 +26,6 @@ func findChannels(root *etree.Element, name string) []*etree.Element {
 	return out
 }
 
-// SetGuestChannel returns domainXML with a unix virtio channel named name
-// (see above). A domain that already has a channel of that name is returned
-// unchanged with added false.
-func SetGuestChannel(domainXML, name string) (string, bool, error) {
-	if name == "" {
-		return "", false, fmt.Errorf("adding the guest channel: no channel name")
-	}
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", false, err
-	}
-	added, err := ed.SetGuestChannel(name)
-	if err != nil {
-		return "", false, err
-	}
-	x, err := ed.XML()
-	return x, added, err
-}
-
 // guestChannel is the <channel> element of the guest channel name.
 func guestChannel(name string) *etree.Element {
 	ch := etree.NewElement("channel")
@@ -61,72 +37,23 @@ func guestChannel(name string) *etree.Element {
 	return ch
 }
 
-// RemoveGuestChannel returns domainXML without the virtio channels named
-// name; removed reports whether there were any (when not, the document is
-// returned unchanged).
-func RemoveGuestChannel(domainXML, name string) (string, bool, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", false, err
-	}
-	removed, err := ed.RemoveGuestChannel(name)
-	if err != nil {
-		return "", false, err
-	}
-	x, err := ed.XML()
-	return x, removed, err
-}
-
-// HasGuestChannel reports whether domainXML has a virtio channel named name.
-func HasGuestChannel(domainXML, name string) (bool, error) {
-	_, root, err := parse(domainXML)
-	if err != nil {
-		return false, err
-	}
-	return len(findChannels(root, name)) > 0, nil
-}
-
 // ChannelPath returns the host socket of the unix virtio channel named name
 // in a running domain's live XML ("" and false when the domain has no such
 // channel, or libvirt has not given it a path).
 func ChannelPath(liveXML, name string) (string, bool, error) {
-	// One streaming pass (the agent reads this once per started domain):
-	// the first <devices><channel> (any prefix, as findChannels) whose
-	// first <target> is virtio named name, whose type is unix and whose
-	// first <source> has a path.
-	var (
-		path                          string
-		chType, tgtType, tgtName, src string
-		haveTarget, haveSource        bool
-	)
-	attr := func(t *xml.StartElement, key string) string {
-		for _, a := range t.Attr {
-			if a.Name.Local == key {
-				return a.Value
-			}
-		}
-		return ""
-	}
-	err := checkDomainVisit(liveXML, func(open []xml.Name, t *xml.StartElement) {
-		if path != "" || len(open) < 3 || open[1].Local != "devices" || open[2].Local != "channel" {
-			return
-		}
-		switch {
-		case len(open) == 3 && t != nil:
-			chType, tgtType, tgtName, src = attr(t, "type"), "", "", ""
-			haveTarget, haveSource = false, false
-		case len(open) == 4 && t != nil && t.Name.Local == "target" && !haveTarget:
-			haveTarget, tgtType, tgtName = true, attr(t, "type"), attr(t, "name")
-		case len(open) == 4 && t != nil && t.Name.Local == "source" && !haveSource:
-			haveSource, src = true, attr(t, "path")
-		case len(open) == 3 && t == nil:
-			if tgtType == "virtio" && tgtName == name && chType == "unix" && src != "" {
-				path = src
-			}
-		}
-	})
+	_, root, err := parse(liveXML)
 	if err != nil {
 		return "", false, err
 	}
-	return path, path != "", nil
+	for _, ch := range findChannels(root, name) {
+		if ch.SelectAttrValue("type", "") != "unix" {
+			continue
+		}
+		if src := ch.SelectElement("source"); src != nil {
+			if p := src.SelectAttrValue("path", ""); p != "" {
+				return p, true, nil
+			}
+		}
+	}
+	return "", false, nil
 }

@@ -1,12 +1,12 @@
 // Package domxml edits libvirt domain XML for vmpayload: it finds, adds,
 // replaces and removes the payload drive and answers the questions the
-// agent asks about a domain (name, UUID, machine type, referenced files).
+// agent asks about a domain (name, UUID, referenced files).
 //
 // Two models are used, one per kind of work:
 //
 //   - Reading uses libvirt's typed model, libvirt.org/go/libvirtxml:
-//     FindPayload, ChooseDevice, DomainName, DomainUUID, Machine and the
-//     reading half of SetPayloadDrive and RemovePayloadDrive decode a
+//     FindPayload, ChooseDevice, DomainName, DomainUUID and the reading
+//     half of SetPayloadDrive and Edit.RemovePayloadDrive decode a
 //     partial view of the domain (type, name, UUID, <os><type>, and the
 //     <disk> and <controller> devices as libvirtxml.DomainDisk and
 //     libvirtxml.DomainController); the payload drive is found, and a free
@@ -16,13 +16,13 @@
 //   - Building the payload drive uses the typed model too: it is a
 //     libvirtxml.DomainDisk, marshalled by encoding/xml. PayloadDeviceXML
 //     (media change, hot-plug, unplug), EjectedDeviceXML (eject) and
-//     SetPayloadDrive parse that marshalled
-//     element into the tree and write it with the serializer below, so the
-//     drive comes out in libvirt's own layout (single-quoted attributes,
-//     empty elements closed as <readonly/>). Nothing builds a <disk> by
+//     SetPayloadDrive parse that marshalled element into the tree and
+//     write it with etree's writer, so the drive comes out in libvirt's
+//     own layout (single-quoted attributes, empty elements closed as
+//     <readonly/>). Nothing builds a <disk> by
 //     string or element by element.
 //   - Editing a whole definition that is redefined afterwards
-//     (SetPayloadDrive, RemovePayloadDrive, SetMetadata, RemoveMetadata)
+//     (an Edit: the payload drive, the guest channel, the metadata)
 //     is a tree edit on an etree document: only the payload <disk> (or the
 //     metadata element) is replaced, inserted or removed, and everything
 //     else (elements and attributes libvirtxml may not know, comments,
@@ -32,18 +32,18 @@
 //     <devices><disk> elements as its decoded struct.
 //     Several edits of one definition (the agent's drive, guest channel
 //     and recipe per job) share one parse and one serialisation in an
-//     Edit session; each string function is a session of one edit.
+//     Edit session; SetPayloadDrive and SetMetadata are a session of one
+//     edit.
 //   - ReferencedFiles stays a tree walk: the orphan GC must see every
 //     <source file=...> under a disk, wherever it sits (backing chains,
 //     mirrors, data stores, elements newer than libvirtxml), because a file
 //     it misses is deleted while in use.
 //
-// Every document is read once into an etree tree (parse). The plain XML
-// libvirt writes is read by fastTree, a reader of our own that builds
-// etree's tree without encoding/xml; anything outside that subset is read
-// by etree itself, and refused input is scanned strictly for an error that
-// names the fault. The typed view is decoded from the tree (viewOf), not
-// from the text again.
+// Every document is read into a tree by etree's reader (parse); input it
+// refuses is tokenized again by encoding/xml (wellFormed) for an error
+// that names the fault. The typed view is decoded from the text by
+// encoding/xml (decodeView); an Edit whose disks changed decodes it from
+// its serialised tree.
 //
 // Malformed input returns an error wrapping ErrInvalidXML, never panics.
 package domxml
@@ -73,29 +73,24 @@ var ErrInvalidXML = errors.New("invalid domain XML")
 // left on the chosen bus.
 var ErrNoFreeTarget = errors.New("no free target on bus")
 
-// parse reads domainXML and returns the document and its <domain> root.
-// The input is tokenized once. Plain XML as libvirt writes it is read by
-// fastTree; anything else by etree's reader, which is strict and matches
-// end tags itself, and the checks it does not make (an attribute given
-// twice, text outside the root element, a declared encoding, which the
-// strict scan refuses and etree would pass through) are made on the tree.
-// Input that fails any of them is scanned again (wellFormed) for the error
-// that names the fault; only input both accept is returned.
+// parse reads domainXML with etree's reader and returns the document and
+// its <domain> root. etree's reader is strict and matches end tags itself;
+// the checks it does not make (an attribute given twice, text outside the
+// root element, a declared encoding, which the strict scan refuses and
+// etree would pass through) are made on the tree. Input that fails any of
+// them is scanned again (wellFormed) for the error that names the fault.
 func parse(domainXML string) (*etree.Document, *etree.Element, error) {
-	doc, fast := fastTree(domainXML)
-	if !fast {
-		doc = etree.NewDocument()
-		doc.ReadSettings.PreserveDuplicateAttrs = true // checked below, with a named error
-		doc.ReadSettings.CharsetReader = refuseCharset
-		if err := doc.ReadFromString(domainXML); err != nil || !treeWellFormed(doc) {
-			if werr := wellFormed(domainXML); werr != nil {
-				return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, werr)
-			}
-			if err == nil {
-				err = errors.New("not well-formed")
-			}
-			return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
+	doc := etree.NewDocument()
+	doc.ReadSettings.PreserveDuplicateAttrs = true // checked below, with a named error
+	doc.ReadSettings.CharsetReader = refuseCharset
+	if err := doc.ReadFromString(domainXML); err != nil || !treeWellFormed(doc) {
+		if werr := wellFormed(domainXML); werr != nil {
+			return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, werr)
 		}
+		if err == nil {
+			err = errors.New("not well-formed")
+		}
+		return nil, nil, fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
 	}
 	roots := 0
 	for _, t := range doc.Child {
@@ -151,151 +146,51 @@ func uniqueAttrs(el *etree.Element) bool {
 	return true
 }
 
-// wellFormed runs a strict tokenizer over the whole input: tags must match
-// and nothing but whitespace, comments and processing instructions may
-// surround the root element.
+// wellFormed runs encoding/xml's strict tokenizer over the whole input
+// and returns the first fault it finds: tags must match, no attribute may
+// be given twice, and nothing but whitespace, comments and processing
+// instructions may surround the root element. It reads raw tokens and
+// matches end tags to start tags by their names as written (prefix and
+// local name), so its messages name the elements as the document does.
 func wellFormed(s string) error {
-	_, _, err := scan(s)
-	return err
-}
-
-// checkDomain is parse's check without building the tree, for the functions
-// that only read: the input is well-formed and has exactly one root element,
-// an unprefixed <domain>.
-func checkDomain(domainXML string) error { return checkDomainVisit(domainXML, nil) }
-
-// checkDomainVisit is checkDomain calling visit (unless nil) at each start
-// tag and, with start nil, at each end tag, with the elements open (the
-// one starting or ending last): a reader's single pass over the document.
-//
-// Plain XML (fastTree) is checked on its tree and visited there; anything
-// else is scanned.
-func checkDomainVisit(domainXML string, visit visitor) error {
-	if doc, ok := fastTree(domainXML); ok {
-		if root := soleDomainRoot(doc); root != nil {
-			if visit != nil {
-				treeVisit(root, visit, make([]xml.Name, 0, 8), nil)
-			}
-			return nil
-		}
-	}
-	roots, root, err := scanVisit(domainXML, visit)
-	if err != nil {
-		return fmt.Errorf("parsing domain XML: %w: %w", ErrInvalidXML, err)
-	}
-	if roots != 1 {
-		return fmt.Errorf("parsing domain XML: %w: want exactly one root element, got %d", ErrInvalidXML, roots)
-	}
-	if root != "domain" {
-		return fmt.Errorf("parsing domain XML: %w: root element is <%s>, want <domain>", ErrInvalidXML, root)
-	}
-	return nil
-}
-
-// scan tokenizes s strictly (see wellFormed) and returns the number of root
-// elements and the first root's name as written, prefix included.
-//
-// It reads raw tokens and matches end tags to start tags by their names as
-// written (prefix and local name) itself: the same check as the decoder's
-// Token, without its namespace translation, which allocated per element and
-// was a third of the scan on every domain XML the agent handles (once per
-// job step; issue 14).
-func scan(s string) (roots int, root string, err error) { return scanVisit(s, nil) }
-
-// visitor is told of each element of a scan (see checkDomainVisit). It
-// must not keep open or start: both may be reused for the next element.
-type visitor func(open []xml.Name, start *xml.StartElement)
-
-// soleDomainRoot returns doc's root element when it has exactly one and it
-// is an unprefixed <domain> (the check scan's caller makes), else nil.
-func soleDomainRoot(doc *etree.Document) *etree.Element {
-	var root *etree.Element
-	for _, t := range doc.Child {
-		if el, ok := t.(*etree.Element); ok {
-			if root != nil {
-				return nil
-			}
-			root = el
-		}
-	}
-	if root == nil || root.Space != "" || root.Tag != "domain" {
-		return nil
-	}
-	return root
-}
-
-// treeVisit calls visit for el and everything under it as scanVisit does
-// while reading the same document: at each start tag with the element and
-// the names open, at each end tag with start nil. attrs is scratch space
-// for the start tags' attributes.
-func treeVisit(el *etree.Element, visit visitor, open []xml.Name, attrs []xml.Attr) []xml.Attr {
-	open = append(open, xml.Name{Space: el.Space, Local: el.Tag})
-	attrs = attrs[:0]
-	for _, a := range el.Attr {
-		attrs = append(attrs, xml.Attr{Name: xml.Name{Space: a.Space, Local: a.Key}, Value: a.Value})
-	}
-	visit(open, &xml.StartElement{Name: open[len(open)-1], Attr: attrs})
-	for _, t := range el.Child {
-		if c, ok := t.(*etree.Element); ok {
-			attrs = treeVisit(c, visit, open, attrs)
-		}
-	}
-	visit(open, nil)
-	return attrs
-}
-
-func scanVisit(s string, visit visitor) (roots int, root string, err error) {
 	dec := xml.NewDecoder(strings.NewReader(s))
 	dec.Strict = true
 	var open []xml.Name // the elements open, outermost first
 	for {
-		off := dec.InputOffset()
 		tok, err := dec.RawToken()
 		if err == io.EOF {
 			if len(open) != 0 {
-				return roots, root, errors.New("unexpected end of input")
+				return errors.New("unexpected end of input")
 			}
-			return roots, root, nil
+			return nil
 		}
 		if err != nil {
-			return roots, root, err
+			return err
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
-			if len(open) == 0 {
-				if roots == 0 {
-					root = rawName(s[off:])
-				}
-				roots++
-			}
 			// XML's "Unique Att Spec": libvirt's parser (libxml2) refuses
 			// an attribute given twice, and so must we (libvirtxml's
 			// decoders fail on it after an edit otherwise).
 			for i := 1; i < len(t.Attr); i++ {
 				for _, a := range t.Attr[:i] {
 					if a.Name == t.Attr[i].Name {
-						return roots, root, fmt.Errorf("attribute %s given twice in <%s>", qualified(a.Name), qualified(t.Name))
+						return fmt.Errorf("attribute %s given twice in <%s>", qualified(a.Name), qualified(t.Name))
 					}
 				}
 			}
 			open = append(open, t.Name)
-			if visit != nil {
-				visit(open, &t)
-			}
 		case xml.EndElement:
 			if len(open) == 0 {
-				return roots, root, fmt.Errorf("unexpected end element </%s>", qualified(t.Name))
+				return fmt.Errorf("unexpected end element </%s>", qualified(t.Name))
 			}
 			if top := open[len(open)-1]; top != t.Name {
-				return roots, root, fmt.Errorf("element <%s> closed by </%s>", qualified(top), qualified(t.Name))
-			}
-			if visit != nil {
-				visit(open, nil)
+				return fmt.Errorf("element <%s> closed by </%s>", qualified(top), qualified(t.Name))
 			}
 			open = open[:len(open)-1]
 		case xml.CharData:
 			if len(open) == 0 && len(bytes.TrimSpace(t)) > 0 {
-				return roots, root, errors.New("text outside the root element")
+				return errors.New("text outside the root element")
 			}
 		}
 	}
@@ -309,26 +204,11 @@ func qualified(n xml.Name) string {
 	return n.Space + ":" + n.Local
 }
 
-// rawName returns the element name at the start of a start tag ("<x:a ...").
-func rawName(tag string) string {
-	tag = strings.TrimPrefix(tag, "<")
-	if i := strings.IndexAny(tag, " \t\r\n/>"); i >= 0 {
-		return tag[:i]
-	}
-	return tag
-}
-
-// serialize writes doc back to a string. It writes each top-level token
-// as Document.WriteToString does, straight into a strings.Builder (an
-// etree.Writer), without the 4 KiB bufio.Writer WriteToString puts in
-// between: the agent serialises a definition per job (issue 14).
+// serialize writes doc back to a string with libvirt's single-quoted
+// attributes.
 func serialize(doc *etree.Document) (string, error) {
 	doc.WriteSettings.AttrSingleQuote = true
-	var b strings.Builder
-	for _, t := range doc.Child {
-		t.WriteTo(&b, &doc.WriteSettings)
-	}
-	return b.String(), nil
+	return doc.WriteToString()
 }
 
 // DomainName returns the domain's <name>.
@@ -356,8 +236,8 @@ func DomainUUID(domainXML string) (string, error) {
 	return strings.TrimSpace(*v.UUID), nil
 }
 
-// MachineInfo is what the domain says about its virtual hardware platform.
-type MachineInfo struct {
+// machineInfo is what the domain says about its virtual hardware platform.
+type machineInfo struct {
 	// Type is the domain type attribute: "kvm", "qemu", "test", ...
 	Type string
 	// Arch is <os><type arch=...>, possibly "".
@@ -367,17 +247,9 @@ type MachineInfo struct {
 	Machine string
 }
 
-// Machine returns the domain's type, architecture and machine type.
-func Machine(domainXML string) (MachineInfo, error) {
-	v, err := readDomain(domainXML)
-	if err != nil {
-		return MachineInfo{}, err
-	}
-	return machineOf(v), nil
-}
-
-func machineOf(v *domainView) MachineInfo {
-	mi := MachineInfo{Type: v.Type}
+// machineOf returns the domain's type, architecture and machine type.
+func machineOf(v *domainView) machineInfo {
+	mi := machineInfo{Type: v.Type}
 	if t := v.OS.Type; t != nil {
 		mi.Arch = t.Arch
 		mi.Machine = t.Machine

@@ -43,6 +43,21 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// oneEdit makes edit in a session of its own on x, as the agent's one-edit
+// changes do, and returns the session's XML.
+func oneEdit(x string, edit func(*Edit) (bool, error)) (string, bool, error) {
+	ed, err := NewEdit(x)
+	if err != nil {
+		return "", false, err
+	}
+	done, err := edit(ed)
+	if err != nil {
+		return "", false, err
+	}
+	out, err := ed.XML()
+	return out, done, err
+}
+
 // normalize parses and re-serialises, the form our output is written in.
 func normalize(t *testing.T, x string) string {
 	t.Helper()
@@ -142,7 +157,7 @@ func TestSetPayloadDrive(t *testing.T) {
 			}
 
 			// Removing an added drive gives back the input unchanged.
-			removed, ok, err := RemovePayloadDrive(out)
+			removed, ok, err := oneEdit(out, (*Edit).RemovePayloadDrive)
 			if err != nil || !ok {
 				t.Fatalf("RemovePayloadDrive: ok=%v err=%v", ok, err)
 			}
@@ -282,7 +297,7 @@ func TestFindPayload(t *testing.T) {
 
 func TestRemovePayloadDriveAbsent(t *testing.T) {
 	in := readInput(t, "pc.xml")
-	out, removed, err := RemovePayloadDrive(in)
+	out, removed, err := oneEdit(in, (*Edit).RemovePayloadDrive)
 	if err != nil || removed || out != in {
 		t.Errorf("RemovePayloadDrive on domain without payload: removed=%v same=%v err=%v", removed, out == in, err)
 	}
@@ -316,12 +331,12 @@ func TestReferencedFiles(t *testing.T) {
 func TestDomainFacts(t *testing.T) {
 	tests := []struct {
 		input, name, uuid string
-		machine           MachineInfo
+		machine           machineInfo
 		q35, i440fx       bool
 	}{
-		{"pc.xml", "vmpx-pc", "0a1b2c3d-0000-4000-8000-000000000001", MachineInfo{"qemu", "x86_64", "pc-i440fx-7.2"}, false, true},
-		{"q35.xml", "vmpx-q35", "0a1b2c3d-0000-4000-8000-000000000002", MachineInfo{"kvm", "x86_64", "pc-q35-7.2"}, true, false},
-		{"aarch64.xml", "vmpx-arm", "", MachineInfo{"qemu", "aarch64", "virt-7.2"}, false, false},
+		{"pc.xml", "vmpx-pc", "0a1b2c3d-0000-4000-8000-000000000001", machineInfo{"qemu", "x86_64", "pc-i440fx-7.2"}, false, true},
+		{"q35.xml", "vmpx-q35", "0a1b2c3d-0000-4000-8000-000000000002", machineInfo{"kvm", "x86_64", "pc-q35-7.2"}, true, false},
+		{"aarch64.xml", "vmpx-arm", "", machineInfo{"qemu", "aarch64", "virt-7.2"}, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.input, func(t *testing.T) {
@@ -334,10 +349,14 @@ func TestDomainFacts(t *testing.T) {
 			if err != nil || uuid != tt.uuid {
 				t.Errorf("DomainUUID = %q, %v; want %q", uuid, err, tt.uuid)
 			}
-			mi, err := Machine(x)
-			if err != nil || mi != tt.machine {
-				t.Errorf("Machine = %+v, %v; want %+v", mi, err, tt.machine)
+			v, err := readDomain(x)
+			if err != nil {
+				t.Fatal(err)
 			}
+			if mi := machineOf(v); mi != tt.machine {
+				t.Errorf("machineOf = %+v; want %+v", mi, tt.machine)
+			}
+			mi := machineOf(v)
 			if IsQ35(mi.Machine) != tt.q35 || IsI440FX(mi.Machine) != tt.i440fx {
 				t.Errorf("IsQ35/IsI440FX(%q) = %v/%v", mi.Machine, IsQ35(mi.Machine), IsI440FX(mi.Machine))
 			}

@@ -9,17 +9,14 @@ import (
 
 // Edit is an edit session on one domain definition: the document is parsed
 // once, any number of edits (payload drive, guest channel, metadata) are
-// applied to the same tree, and XML serialises it once. The agent makes
-// three or four edits to a definition per job; as separate string -> string
-// calls each parsed (and all but the last serialised) the whole document
-// again (issue 14).
+// applied to the same tree, and XML serialises it once: the agent makes
+// three or four edits to a definition per job.
 //
-// Each method does what the function of the same name does to the XML the
-// previous edits produced, with the same results and errors, and the
-// session's XML is the string the chained calls return: the original
-// document, byte for byte, when no edit changed anything. The string
-// functions (SetPayloadDrive, SetGuestChannel, SetMetadata, ...) are one
-// edit in a session of their own.
+// Each method gives the results and errors a session of its own would give
+// on the XML the previous edits produced, and the session's XML is the
+// string such a chain of one-edit sessions returns: the original document,
+// byte for byte, when no edit changed anything. SetPayloadDrive and
+// SetMetadata are one edit in a session of their own.
 //
 // An Edit is not safe for concurrent use.
 type Edit struct {
@@ -39,14 +36,18 @@ func NewEdit(domainXML string) (*Edit, error) {
 	return &Edit{orig: domainXML, doc: doc, root: root}, nil
 }
 
-// domain returns the typed view of the document as it is now, decoded
-// from the tree (viewOf): the original document until an edit changed the
-// disks, then the edited one.
+// domain returns the typed view of the document as it is now: decoded
+// from the original document until an edit changed the disks, then from
+// the edited one.
 func (e *Edit) domain() (*domainView, error) {
 	if e.view != nil {
 		return e.view, nil
 	}
-	v, err := viewOf(e.root)
+	x, err := e.XML()
+	if err != nil {
+		return nil, err
+	}
+	v, err := decodeView(x)
 	if err != nil {
 		return nil, err
 	}
@@ -62,9 +63,6 @@ func (e *Edit) XML() (string, error) {
 	}
 	return serialize(e.doc)
 }
-
-// Changed reports whether an edit changed the document.
-func (e *Edit) Changed() bool { return e.changed }
 
 // FindPayload reports the payload drive as FindPayload does.
 func (e *Edit) FindPayload() (PayloadDisk, bool, error) {
@@ -161,8 +159,8 @@ func (e *Edit) disksChanged() {
 	e.view = nil
 }
 
-// RemovePayloadDrive removes every payload drive as RemovePayloadDrive does
-// and reports whether there was one.
+// RemovePayloadDrive removes every drive with alias PayloadAlias and
+// reports whether there was one.
 func (e *Edit) RemovePayloadDrive() (bool, error) {
 	v, err := e.domain()
 	if err != nil {
@@ -193,8 +191,9 @@ func (e *Edit) RemovePayloadDrive() (bool, error) {
 	return removed, nil
 }
 
-// SetGuestChannel adds the guest channel name as SetGuestChannel does;
-// added is false when the document has it already.
+// SetGuestChannel adds a unix virtio channel named name (see channel.go)
+// to the document; added is false, and the document unchanged, when it has
+// a channel of that name already.
 func (e *Edit) SetGuestChannel(name string) (bool, error) {
 	if name == "" {
 		return false, fmt.Errorf("adding the guest channel: no channel name")
@@ -208,8 +207,8 @@ func (e *Edit) SetGuestChannel(name string) (bool, error) {
 	return true, nil
 }
 
-// RemoveGuestChannel removes the virtio channels named name as
-// RemoveGuestChannel does and reports whether there were any.
+// RemoveGuestChannel removes the virtio channels named name and reports
+// whether there were any.
 func (e *Edit) RemoveGuestChannel(name string) (bool, error) {
 	chs := findChannels(e.root, name)
 	if len(chs) == 0 {
@@ -222,11 +221,11 @@ func (e *Edit) RemoveGuestChannel(name string) (bool, error) {
 	return true, nil
 }
 
-// SetMetadata puts elementXML into the domain's <metadata> as SetMetadata
-// does.
+// SetMetadata puts elementXML into the domain's <metadata> as the function
+// SetMetadata does.
 func (e *Edit) SetMetadata(namespaceURI, elementXML string) error {
-	edoc, err := readFragment(elementXML) // the agent's recipe, once per job
-	if err != nil {
+	edoc := etree.NewDocument()
+	if err := edoc.ReadFromString(elementXML); err != nil {
 		return fmt.Errorf("setting domain metadata: parsing the element: %w", err)
 	}
 	el := edoc.Root()
@@ -245,8 +244,8 @@ func (e *Edit) SetMetadata(namespaceURI, elementXML string) error {
 }
 
 // RemoveMetadata removes the elements in namespace namespaceURI from the
-// domain's <metadata> as RemoveMetadata does and reports whether anything
-// was removed.
+// domain's <metadata> (and <metadata> itself when nothing else is left in
+// it) and reports whether anything was removed.
 func (e *Edit) RemoveMetadata(namespaceURI string) (bool, error) {
 	md := e.root.SelectElement("metadata")
 	if md == nil || !removeNamespace(md, namespaceURI) {

@@ -22,23 +22,6 @@ func SetMetadata(domainXML, namespaceURI, elementXML string) (string, error) {
 	return ed.XML()
 }
 
-// RemoveMetadata removes the elements in namespace namespaceURI from the
-// domain's <metadata> (and <metadata> itself when nothing else is left in
-// it). It reports whether anything was removed; when nothing was, the
-// document is returned unchanged.
-func RemoveMetadata(domainXML, namespaceURI string) (string, bool, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", false, err
-	}
-	removed, err := ed.RemoveMetadata(namespaceURI)
-	if err != nil {
-		return "", false, err
-	}
-	x, err := ed.XML()
-	return x, removed, err
-}
-
 // removeNamespace drops md's child elements in namespace uri (with the
 // whitespace before each) and reports whether there were any.
 func removeNamespace(md *etree.Element, uri string) bool {

@@ -7,6 +7,9 @@ import (
 
 const testNS = "https://example.org/ns/1"
 
+// removeTestNS removes the metadata of testNS.
+func removeTestNS(e *Edit) (bool, error) { return e.RemoveMetadata(testNS) }
+
 func TestSetRemoveMetadata(t *testing.T) {
 	base := "<domain type='kvm'>\n  <name>a</name>\n  <uuid>00000000-0000-0000-0000-000000000001</uuid>\n  <memory>1</memory>\n  <devices>\n    <disk type='file'/>\n  </devices>\n</domain>"
 	other := "<domain type='kvm'>\n  <name>a</name>\n  <metadata>\n    <o:x xmlns:o='https://other/'>keep</o:x>\n  </metadata>\n  <devices/>\n</domain>"
@@ -42,14 +45,14 @@ func TestSetRemoveMetadata(t *testing.T) {
 				t.Errorf("second set did not replace:\n%s", x2)
 			}
 			// Removing restores the original document byte for byte.
-			back, removed, err := RemoveMetadata(x2, testNS)
+			back, removed, err := oneEdit(x2, removeTestNS)
 			if err != nil || !removed {
 				t.Fatalf("RemoveMetadata: %v %v", removed, err)
 			}
 			if back != c.in {
 				t.Errorf("after set+remove:\n%s\nwant\n%s", back, c.in)
 			}
-			same, removed, err := RemoveMetadata(back, testNS)
+			same, removed, err := oneEdit(back, removeTestNS)
 			if err != nil || removed || same != back {
 				t.Errorf("second remove: removed=%v err=%v", removed, err)
 			}

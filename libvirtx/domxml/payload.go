@@ -513,21 +513,6 @@ func atDevice(v *domainView, dev Device, kind Kind) (Device, error) {
 	return dev, nil
 }
 
-// RemovePayloadDrive removes every drive with alias PayloadAlias and reports
-// whether there was one.
-func RemovePayloadDrive(domainXML string) (string, bool, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", false, err
-	}
-	removed, err := ed.RemovePayloadDrive()
-	if err != nil {
-		return "", false, err
-	}
-	out, err := ed.XML()
-	return out, removed, err
-}
-
 // leadingIndent returns the whitespace after the last newline before el, or
 // "" when el is not preceded by indentation.
 func leadingIndent(el *etree.Element) string {

@@ -3,7 +3,6 @@ package domxml
 import (
 	"encoding/xml"
 	"fmt"
-	"io"
 	"math"
 
 	"github.com/beevik/etree"
@@ -31,117 +30,21 @@ type domainView struct {
 	} `xml:"devices"`
 }
 
-// readDomain reads domainXML like parse and decodes its domainView.
+// readDomain checks domainXML like parse and decodes its domainView.
 func readDomain(domainXML string) (*domainView, error) {
-	_, root, err := parse(domainXML)
-	if err != nil {
+	if _, _, err := parse(domainXML); err != nil {
 		return nil, err
 	}
-	return viewOf(root)
+	return decodeView(domainXML)
 }
 
-// viewOf decodes the domainView of a tree parse returned, without reading
-// the document again: the decoder is fed the tree's tokens, of the parts the
-// view holds only (the root, <name>, <uuid>, <os><type>, and the <disk> and
-// <controller> elements of every <devices>, each with all it contains).
-// What it leaves out the string decoder skips, so both give the same view,
-// and the same errors (TestViewOfAgreesWithDecodeView).
-//
-// An Edit decodes its view this way: from the string it meant tokenizing
-// the whole definition (recipe metadata included) a second time per job,
-// and after an edit also writing it out first (issue 14).
-func viewOf(root *etree.Element) (*domainView, error) {
+// decodeView decodes the domainView of a document parse accepted.
+func decodeView(domainXML string) (*domainView, error) {
 	var v domainView
-	t := &treeTokens{toks: viewTokens(make([]xml.Token, 0, 64), root)}
-	if err := xml.NewTokenDecoder(t).Decode(&v); err != nil {
+	if err := xml.Unmarshal([]byte(domainXML), &v); err != nil {
 		return nil, fmt.Errorf("reading domain devices: %w: %w", ErrInvalidXML, err)
 	}
 	return &v, nil
-}
-
-// treeTokens is an xml.TokenReader over tokens made from a tree.
-type treeTokens struct {
-	toks []xml.Token
-	next int
-}
-
-// Token returns the next token, io.EOF after the last.
-func (t *treeTokens) Token() (xml.Token, error) {
-	if t.next == len(t.toks) {
-		return nil, io.EOF
-	}
-	t.next++
-	return t.toks[t.next-1], nil
-}
-
-// viewTokens appends the tokens of root's parts that domainView decodes
-// (see viewOf). Elements are matched by local name, as the decoder matches
-// fields (the view's tags have no namespace).
-func viewTokens(toks []xml.Token, root *etree.Element) []xml.Token {
-	toks = append(toks, startOf(root))
-	for _, c := range root.Child {
-		el, ok := c.(*etree.Element)
-		if !ok {
-			continue
-		}
-		switch el.Tag {
-		case "name", "uuid":
-			toks = elementTokens(toks, el)
-		case "os", "devices":
-			toks = append(toks, startOf(el))
-			for _, cc := range el.Child {
-				sub, ok := cc.(*etree.Element)
-				if !ok {
-					continue
-				}
-				if (el.Tag == "os" && sub.Tag == "type") || (el.Tag == "devices" && (sub.Tag == "disk" || sub.Tag == "controller")) {
-					toks = elementTokens(toks, sub)
-				}
-			}
-			toks = append(toks, endOf(el))
-		}
-	}
-	return append(toks, endOf(root))
-}
-
-// elementTokens appends the tokens of el and everything it contains, in
-// document order.
-func elementTokens(toks []xml.Token, el *etree.Element) []xml.Token {
-	toks = append(toks, startOf(el))
-	for _, c := range el.Child {
-		switch c := c.(type) {
-		case *etree.Element:
-			toks = elementTokens(toks, c)
-		case *etree.CharData:
-			toks = append(toks, xml.CharData(c.Data))
-		case *etree.Comment:
-			toks = append(toks, xml.Comment(c.Data))
-		case *etree.ProcInst:
-			toks = append(toks, xml.ProcInst{Target: c.Target, Inst: []byte(c.Inst)})
-		case *etree.Directive:
-			toks = append(toks, xml.Directive(c.Data))
-		}
-	}
-	return append(toks, endOf(el))
-}
-
-// startOf is el's start tag as the raw tokenizer gives it: names as
-// written (prefix in Space), namespace declarations among the attributes,
-// for the decoder to translate.
-func startOf(el *etree.Element) xml.StartElement {
-	s := xml.StartElement{Name: xml.Name{Space: el.Space, Local: el.Tag}}
-	if len(el.Attr) > 0 {
-		s.Attr = make([]xml.Attr, len(el.Attr))
-		for i, a := range el.Attr {
-			s.Attr[i] = xml.Attr{Name: xml.Name{Space: a.Space, Local: a.Key}, Value: a.Value}
-		}
-	}
-	return s
-}
-
-// endOf is el's end tag as the raw tokenizer gives it.
-func endOf(el *etree.Element) xml.EndElement {
-	return xml.EndElement{Name: xml.Name{Space: el.Space, Local: el.Tag}}
 }
 
 // diskElements returns the <disk> elements of the tree in the order of
@@ -249,8 +152,8 @@ func diskElement(d *libvirtxml.DomainDisk) (*etree.Element, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling payload disk: %w", err)
 	}
-	doc, err := readFragment(string(b))
-	if err != nil {
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(b); err != nil {
 		return nil, fmt.Errorf("parsing marshalled payload disk: %w", err)
 	}
 	el := doc.Root()

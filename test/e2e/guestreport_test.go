@@ -152,9 +152,17 @@ func TestAgentGuestReportE2E(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			noChan, removed, err := domxml.RemoveGuestChannel(xml, guestreport.Channel)
+			ed, err := domxml.NewEdit(xml)
+			if err != nil {
+				t.Fatal(err)
+			}
+			removed, err := ed.RemoveGuestChannel(guestreport.Channel)
 			if err != nil || !removed {
 				t.Fatalf("removing the channel: %v (present: %v)", err, removed)
+			}
+			noChan, err := ed.XML()
+			if err != nil {
+				t.Fatal(err)
 			}
 			if err := v.g.Define(ctx, noChan); err != nil {
 				t.Fatal(err)
