@@ -1,0 +1,143 @@
+// What the API serves: submitting a job over the socket, looking up
+// results, waiting for one, the event stream and health.
+
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/access"
+	"github.com/vmpayload/vmpayload/agent/metrics"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/payload"
+)
+
+// Submit is SubmitAs on behalf of the agent's own user.
+func (a *Agent) Submit(data []byte) (string, error) {
+	return a.SubmitAs(data, access.FileOwner(uint32(os.Geteuid()), uint32(os.Getegid())))
+}
+
+// SubmitAs checks a job posted to the API by who (payload.Check, with the
+// engine's CheckOptions: every problem at once) and queues it through
+// the spool, so that it survives a crash like any dropped file. It returns
+// the job id; a *job.ValidationError for an invalid job, an
+// *access.ForbiddenError when who may not use a field of it.
+func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
+	opt := a.eng.Load().CheckOptions()
+	j, _, rep := payload.Check(data, opt)
+	if err := rep.Err(); err != nil {
+		return "", err
+	}
+	if errs := a.opt.Policy.Check(j, who); errs != nil {
+		a.log.Warn("job refused", "domain", j.Domain, "field", errs[0].Field, "uid", who.UID, "user", who.User, "gid", who.GID, "pid", who.PID)
+		return "", &access.ForbiddenError{Errors: errs}
+	}
+	id := j.ID
+	if id == "" {
+		id = newID()
+	}
+	if cur, ok := a.reg.get(id); ok && !cur.State.Final() {
+		return "", fmt.Errorf("job id %q: %w", id, ErrDuplicate)
+	}
+	// Reserve a place: jobs queued or running plus jobs this API wrote
+	// that intake has not claimed yet stay within queue_limit.
+	a.mu.Lock()
+	if a.closing {
+		a.mu.Unlock()
+		return "", ErrShuttingDown
+	}
+	if n := a.queued + a.unclaimed; n >= a.opt.QueueLimit {
+		a.mu.Unlock()
+		return "", fmt.Errorf("%w: %d jobs are queued or running (queue_limit %d); retry later", ErrQueueFull, n, a.opt.QueueLimit)
+	}
+	a.unclaimed++
+	a.mu.Unlock()
+	a.viaSocket.Store(id, who)
+	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.Apply(opt.Defaults).Action), State: result.StateQueued, Source: result.SourceSocket, Submitter: &who, ReceivedAt: time.Now().UTC()})
+	if err := a.spool.PutOwned(id, data, int(who.UID)); err != nil {
+		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
+			a.mu.Lock()
+			a.unclaimed = max(a.unclaimed-1, 0)
+			a.mu.Unlock()
+		}
+		a.reg.forget(id)
+		if errors.Is(err, spool.ErrExists) {
+			return "", fmt.Errorf("job id %q: %w", id, ErrDuplicate)
+		}
+		return "", fmt.Errorf("writing job %q into the spool: %w", id, err)
+	}
+	a.met.JobReceived(metrics.SourceSocket)
+	a.poke()
+	return id, nil
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "job-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
+}
+
+// Job returns the current state of a job: from memory for jobs of this run,
+// else from the spool's result files.
+func (a *Agent) Job(id string) (result.Result, bool) {
+	if r, ok := a.reg.get(id); ok {
+		return r, true
+	}
+	return a.spool.Lookup(id)
+}
+
+// Wait blocks until job id is final or ctx ends.
+func (a *Agent) Wait(ctx context.Context, id string) (result.Result, bool) {
+	if r, ok := a.reg.wait(ctx, id); ok {
+		return r, true
+	}
+	return a.spool.Lookup(id)
+}
+
+// Jobs lists up to n jobs of this run, newest first.
+func (a *Agent) Jobs(n int) []result.Result { return a.reg.list(n) }
+
+// Subscribe streams events until cancel is called.
+func (a *Agent) Subscribe() (<-chan Event, func()) { return a.events.subscribe() }
+
+// Health reports the agent's state for /healthz.
+func (a *Agent) Health() map[string]any {
+	a.mu.Lock()
+	q := a.queued
+	a.mu.Unlock()
+	conn := "connected"
+	if c, ok := a.opt.Host.(interface{ Connected() bool }); ok && !c.Connected() {
+		conn = "disconnected"
+	}
+	h := map[string]any{"status": "ok", "libvirt": conn, "queued": q, "in_flight": a.inflight.Load(), "libvirt_reconnects": a.opt.Host.Reconnects()}
+	a.mu.Lock()
+	h["results_pending"] = len(a.unwritten)
+	var reasons []string
+	for _, area := range faultAreas {
+		r, ok := a.faults[area]
+		switch {
+		case area == faultResults && len(a.unwritten) > 0:
+			msg := fmt.Sprintf("job results not written yet (retrying with backoff; %d waiting)", len(a.unwritten))
+			if ok {
+				msg += ": " + r // the last write error
+			}
+			reasons = append(reasons, msg)
+		case area == faultResults:
+			// all written since; the retrier clears the fault
+		case ok:
+			reasons = append(reasons, r)
+		}
+	}
+	if len(reasons) > 0 {
+		h["status"], h["reasons"] = "degraded", reasons
+	}
+	a.mu.Unlock()
+	return h
+}
