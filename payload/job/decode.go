@@ -118,6 +118,9 @@ type parser struct {
 	duplicates []FieldError
 }
 
+// parseTree reads data through encoding/json's token stream into a tree
+// (see parser). Duplicate keys go to r; a syntax error, nesting deeper than
+// MaxDepth or data after the first value is returned.
 func parseTree(data []byte, r *Report) (any, *FieldError) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()

@@ -258,11 +258,11 @@ func validateNetworkData(j *Job, r *Report) {
 		}
 		str(lp, "type", l, true, r)
 		mac := str(lp, "ethernet_mac_address", l, false, r)
-		if mac != "" && !validMAC(mac) {
+		if mac != "" && !macRE().MatchString(mac) {
 			r.Add(join(lp, "ethernet_mac_address"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", quote(mac))
 		}
 		name := str(lp, "name", l, false, r)
-		if name != "" && !validIfname(name) {
+		if name != "" && !ifnameRE().MatchString(name) {
 			r.Add(join(lp, "name"), CodeInvalid, "%s is not a valid interface name", quote(name))
 		}
 		if mac == "" && name == "" {

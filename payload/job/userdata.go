@@ -59,9 +59,6 @@ var startsWith = func() []struct {
 	return l
 }()
 
-// maxStartPrefix is the length of the longest prefix in startsWith.
-var maxStartPrefix = len(startsWith[0].prefix)
-
 // mimeSniffBytes is how much of the (decompressed) text cloud-init looks
 // at for "mime-version:".
 const mimeSniffBytes = 4096
@@ -71,56 +68,7 @@ func IsMIME(s string) bool {
 	if len(s) > mimeSniffBytes {
 		s = s[:mimeSniffBytes]
 	}
-	if isASCII(s) {
-		// the same answer without a lowered copy of up to 4 KiB (issue 14:
-		// the agent classifies two or three documents per job)
-		return containsFoldASCII(s, "mime-version:")
-	}
 	return strings.Contains(strings.ToLower(s), "mime-version:")
-}
-
-// isASCII reports whether s holds only 7-bit bytes: then strings.ToLower
-// only lowers A-Z, byte for byte.
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// lowerASCII lowers an ASCII letter.
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
-// containsFoldASCII reports whether ASCII text s contains lower, a
-// lower-case pattern, in any case.
-func containsFoldASCII(s, lower string) bool {
-	for i := 0; i+len(lower) <= len(s); i++ {
-		if hasPrefixFoldASCII(s[i:], lower) {
-			return true
-		}
-	}
-	return false
-}
-
-// hasPrefixFoldASCII reports whether s starts with lower, a lower-case
-// pattern, in any case, comparing ASCII bytes.
-func hasPrefixFoldASCII(s, lower string) bool {
-	if len(s) < len(lower) {
-		return false
-	}
-	for j := 0; j < len(lower); j++ {
-		if lowerASCII(s[j]) != lower[j] {
-			return false
-		}
-	}
-	return true
 }
 
 // ClassifyUserData returns the kind cloud-init gives (decompressed)
@@ -138,18 +86,7 @@ func kindFromStart(s string) UserDataKind {
 	if len(head) > 64+mimeSniffBytes {
 		head = head[:64+mimeSniffBytes]
 	}
-	head = strings.TrimLeft(head, " \t\r\n\v\f")
-	if w := head[:min(len(head), maxStartPrefix)]; isASCII(w) {
-		// Only the first maxStartPrefix bytes can match, and lowering an
-		// ASCII start gives the same bytes there as lowering it all.
-		for _, p := range startsWith {
-			if hasPrefixFoldASCII(w, p.prefix) {
-				return p.kind
-			}
-		}
-		return KindUnknown
-	}
-	head = strings.ToLower(head)
+	head = strings.ToLower(strings.TrimLeft(head, " \t\r\n\v\f"))
 	for _, p := range startsWith {
 		if strings.HasPrefix(head, p.prefix) {
 			return p.kind
@@ -194,6 +131,11 @@ type Part struct {
 	Body []byte
 }
 
+// headerLineRE is the test Python's email parser applies to a line at the
+// start of a message: a header ("Name:", the name printable ASCII but ':'),
+// a continuation, or a unix From.
+var headerLineRE = lazyRegexp(`^([\x21-\x39\x3b-\x7e]*:|[\t ])`)
+
 // ParseMessage reads a MIME message as Python's email parser (which
 // cloud-init uses) does: an optional leading mbox "From " line, then
 // header lines until an empty line or the first line that is not a header.
@@ -220,7 +162,7 @@ func ParseMessage(doc string) (Part, error) {
 			}
 			break
 		}
-		if !headerLine(l) {
+		if !headerLineRE().MatchString(l) {
 			break // Python: the rest is the body
 		}
 		if l[0] == ' ' || l[0] == '\t' {

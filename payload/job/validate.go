@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // a fallback zoneinfo database for hosts without one
 	"unicode"
@@ -26,6 +28,26 @@ const (
 	MaxContentBytes = image.MaxContentBytes // all content that ends up in an image
 	maxNameLen      = 128
 )
+
+// The name forms the validator checks. Each is compiled at its first use,
+// not at the start of every subcommand (`vmpayload version` needs none).
+var (
+	userRE   = lazyRegexp(`^[a-z_][a-z0-9_-]{0,31}$`)                 // user and group names
+	ifnameRE = lazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)       // interface names
+	labelRE  = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`) // one DNS label; the caller checks its 63 bytes
+	macRE    = lazyRegexp(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
+	permRE   = lazyRegexp(`^0?[0-7]{3,4}$`)
+	secretRE = lazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`) // the characters of a secret name
+	// cryptRE matches the crypt(3) hash forms Linux guests understand: $1$
+	// (MD5), $5$ (SHA-256), $6$ (SHA-512), $2a/b/y$ (bcrypt), $y$/$gy$
+	// (yescrypt), $7$ (scrypt).
+	cryptRE = lazyRegexp(`^\$(1|5|6|2[aby]|y|gy|7)\$[./A-Za-z0-9$=,]+$`)
+)
+
+// lazyRegexp compiles a regexp at its first use, not at process start.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // Validate checks every field of the job and returns a report of all
 // problems. It does not touch the filesystem (secrets are resolved when the
@@ -182,7 +204,7 @@ func ValidHostname(s string) bool {
 		return false
 	}
 	for _, l := range strings.Split(s, ".") {
-		if len(l) > 63 || !validLabel(l) {
+		if len(l) > 63 || !labelRE().MatchString(l) {
 			return false
 		}
 	}
@@ -211,7 +233,7 @@ func validateTimezone(p, tz string, r *Report) {
 // ValidSecretName reports whether name may name a file in the secrets
 // directory: a single path element, no dot files, no "..".
 func ValidSecretName(name string) bool {
-	return len(name) <= 128 && validSecretChars(name) && !strings.Contains(name, "..")
+	return len(name) <= 128 && secretRE().MatchString(name) && !strings.Contains(name, "..")
 }
 
 func validateSecretName(p, name string, r *Report) {
@@ -227,7 +249,7 @@ func validateUsers(users []User, topKeys []string, r *Report) {
 		switch {
 		case u.Name == "":
 			r.Add(join(p, "name"), CodeRequired, "a user needs a name")
-		case !validUser(u.Name):
+		case !userRE().MatchString(u.Name):
 			r.Add(join(p, "name"), CodeInvalid, "%s is not a valid user name: lowercase letters, digits, _ and -, starting with a letter or _, at most 32 characters", quote(u.Name))
 		default:
 			if prev, dup := seen[u.Name]; dup {
@@ -247,7 +269,7 @@ func validateUsers(users []User, topKeys []string, r *Report) {
 		}
 		if u.PasswordHash != "" {
 			set = append(set, "password_hash")
-			if !validCrypt(u.PasswordHash) {
+			if !cryptRE().MatchString(u.PasswordHash) {
 				r.Add(join(p, "password_hash"), CodeInvalid, "the value (not shown) does not look like a crypt(3) hash such as \"$6$salt$hash\" (SHA-512); to give a plaintext password use \"password\"")
 			}
 		}
@@ -265,7 +287,7 @@ func validateUsers(users []User, topKeys []string, r *Report) {
 		gseen := map[string]bool{}
 		for k, g := range u.Groups {
 			gp := index(join(p, "groups"), k)
-			if !validUser(g) {
+			if !userRE().MatchString(g) {
 				r.Add(gp, CodeInvalid, "%s is not a valid group name", quote(g))
 			} else if gseen[g] {
 				r.Add(gp, CodeDuplicate, "group %s is listed twice", quote(g))
@@ -317,7 +339,7 @@ func validateNICs(nics []NIC, r *Report) {
 	for i, n := range nics {
 		p := index("nics", i)
 		if n.Name != "" {
-			if !validIfname(n.Name) {
+			if !ifnameRE().MatchString(n.Name) {
 				r.Add(join(p, "name"), CodeInvalid, "%s is not a valid interface name: 1-15 characters from A-Z a-z 0-9 _ . -", quote(n.Name))
 			} else if prev, dup := names[n.Name]; dup {
 				r.Add(join(p, "name"), CodeDuplicate, "interface name %s is already used by nics[%d]", quote(n.Name), prev)
@@ -328,7 +350,7 @@ func validateNICs(nics []NIC, r *Report) {
 		switch {
 		case n.MAC == "":
 			r.Add(join(p, "mac"), CodeRequired, "a NIC needs a MAC address; the guest's interface is matched by it")
-		case !validMAC(n.MAC):
+		case !macRE().MatchString(n.MAC):
 			r.Add(join(p, "mac"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", quote(n.MAC))
 		default:
 			hw, _ := net.ParseMAC(n.MAC)
@@ -459,12 +481,12 @@ func validateFiles(files []File, r *Report) {
 		default:
 			r.Add(join(p, "encoding"), CodeInvalid, "%s is not an encoding; use \"text\" or \"base64\"", quote(f.Encoding))
 		}
-		if f.Permissions != "" && !validPerm(f.Permissions) {
+		if f.Permissions != "" && !permRE().MatchString(f.Permissions) {
 			r.Add(join(p, "permissions"), CodeInvalid, "%s is not an octal mode such as \"0644\"", quote(f.Permissions))
 		}
 		if f.Owner != "" {
 			u, g, ok := strings.Cut(f.Owner, ":")
-			if !ok || !validUser(u) || !validUser(g) {
+			if !ok || !userRE().MatchString(u) || !userRE().MatchString(g) {
 				r.Add(join(p, "owner"), CodeInvalid, "%s is not \"user:group\"", quote(f.Owner))
 			}
 		}
