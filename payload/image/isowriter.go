@@ -12,15 +12,18 @@ import (
 
 // The in-memory ISO 9660 writer (issue 14).
 //
-// layoutISO lays an image out directly in one []byte, with no workspace
-// directory and no go-diskfs, and produces exactly the bytes that go-diskfs
-// v1.9.4 (Finalize with Rock Ridge, Joliet when every entry is in the root)
-// followed by normalizeISO produce for the same Spec: durable recipes record
-// an image's SHA-256 and a rebuild must give the same bytes
-// (docs/durability.md), so the layout below reproduces go-diskfs's, including
-// its oddities, with one exception fixed in new images (the Joliet root,
-// last point below; isoLegacyJoliet keeps even that). The facts it relies
-// on, learnt from go-diskfs's filesystem/iso9660 finalize code:
+// layoutISO lays an image out directly in one []byte and produces exactly
+// the bytes that go-diskfs v1.9.4 (Finalize with Rock Ridge, Joliet when
+// every entry is in the root) followed by a normalisation of its dates,
+// owners and modes produced for the same Spec in releases before it:
+// durable recipes record an image's SHA-256 and a rebuild must give the
+// same bytes (docs/durability.md), so the layout below reproduces
+// go-diskfs's, including its oddities, with one exception fixed in new
+// images (the Joliet root, last point below; isoLegacyJoliet keeps even
+// that) and one order made fixed (colliding short names, see
+// resolveCollisions). The facts it relies on, learnt from go-diskfs's
+// filesystem/iso9660 finalize code (the tests keep go-diskfs as the
+// oracle, iso_oracle_test.go):
 //
 //   - Blocks 0-15 are zero; the primary volume descriptor is block 16, the
 //     Joliet supplementary one (if any) 17, then the terminator. Directory
@@ -37,9 +40,9 @@ import (
 //     character outside A-Z0-9_ replaced by '_', cut to 8, the rest to 3;
 //     files get ".EXT;1" (also with an empty extension), directories the bare
 //     short name. Names that collide in a directory (files by "NAME.EXT",
-//     directories by "NAME") are renumbered in walk order (NAME cut to 8-d
-//     characters plus d digits, skipping names already taken).
-//   - Directory records are in raw-name order (the workspace walk), not in ISO
+//     directories by "NAME") are renumbered (NAME cut to 8-d characters
+//     plus d digits, skipping names already taken; resolveCollisions).
+//   - Directory records are in raw-name order (the tree walk), not in ISO
 //     name order. A record never crosses a block boundary: one that would
 //     reach or pass the boundary starts the next block. The recorded extent
 //     size is the unpadded size.
@@ -48,9 +51,9 @@ import (
 //     no NM. Joliet records carry the raw name in UCS-2 and no SUSP.
 //   - Volume descriptors hold the label unpadded, the preparer
 //     "https://github.com/diskfs/go-diskfs", and no other identifiers.
-//   - After Finalize, normalizeISO replaces every date by the content stamp
-//     and PX mode/links/uid/gid by 0444/1 (files), 0555/2+subdirectories
-//     (directories) and 0:0; layoutISO writes those values directly.
+//   - Every date is the content stamp and PX mode/links/uid/gid are
+//     0444/1 (files), 0555/2+subdirectories (directories) and 0:0 (what
+//     the normalisation after go-diskfs's Finalize wrote).
 //   - One go-diskfs write-order effect changes bytes: a file whose size is a
 //     multiple of 2048 (or is empty) is followed by a zero block; when that
 //     file is the last one and the image has Joliet, the block is the Joliet
@@ -62,12 +65,6 @@ import (
 //     whole; isoLegacyJoliet reproduces the zeroed block, so that images
 //     recorded before the fix rebuild to their recorded bytes (see
 //     legacyJolietRetry in write.go and docs/durability.md).
-//
-// layoutISO handles every valid Spec except one class, reported by ok=false
-// and built with go-diskfs instead (see buildISO): directories where two
-// groups of colliding ISO names could take each other's renumbered names,
-// where go-diskfs's result depends on Go's map iteration order (it is not
-// reproducible there either).
 
 // isoVariant selects one of the ISO layouts the package can produce. They
 // differ only for specs jolietQuirk reports.
@@ -415,16 +412,6 @@ func dirExtentSize(d *isoNode) int {
 	return size
 }
 
-func jolietRecordLen(name string) int { return recordLen(2*len(name), 0) }
-
-func jolietExtentSize(d *isoNode) int {
-	size := 2 * 34
-	for _, c := range d.children {
-		_, size = appendRecord(size, jolietRecordLen(c.name))
-	}
-	return size
-}
-
 // isoWriter writes the planned image into img.
 type isoWriter struct {
 	l   *isoLayout
@@ -438,7 +425,6 @@ func putBoth32(b []byte, v uint32) {
 	binary.LittleEndian.PutUint32(b, v)
 	binary.BigEndian.PutUint32(b[4:], v)
 }
-
 
 // putBoth16 writes v as ISO 9660 both-endian 16-bit (LE then BE).
 func putBoth16(b []byte, v uint16) {
@@ -533,28 +519,6 @@ func (w *isoWriter) dir(d *isoNode) {
 	}
 }
 
-func ucs2(s string) []byte {
-	b := make([]byte, 2*len(s))
-	for i := 0; i < len(s); i++ {
-		b[2*i+1] = s[i]
-	}
-	return b
-}
-
-func (w *isoWriter) jolietRoot() {
-	r := w.l.root
-	ext := w.img[int(r.jLoc)*isoBlock:]
-	w.record(ext, r.jLoc, r.jSize, true, []byte{0}, 34)
-	w.record(ext[34:], r.jLoc, r.jSize, true, []byte{1}, 34)
-	p := 68
-	for _, c := range r.children {
-		n := jolietRecordLen(c.name)
-		off, end := appendRecord(p, n)
-		w.record(ext[off:], c.loc, c.size, false, ucs2(c.name), n)
-		p = end
-	}
-}
-
 func (w *isoWriter) pathTables(locL, locM uint32, joliet bool) {
 	bl := w.img[int(locL)*isoBlock:]
 	bm := w.img[int(locM)*isoBlock:]
@@ -603,6 +567,51 @@ func (w *isoWriter) volumeDescriptor(n int, typ byte, label, preparer []byte, pt
 	copy(b[vdEffective:], isoUnsetDate17)
 	b[881] = 1
 	return b
+}
+
+// Joliet. Everything Joliet-specific is here, except the two places that
+// take a joliet switch: planISO, which decides whether an image has Joliet
+// (every entry in the root) and places the Joliet root directory and its
+// path tables after the files, and layoutISO, which writes them and the
+// supplementary volume descriptor (pathTables and volumeDescriptor with
+// Joliet arguments). Only the root directory has a Joliet extent today.
+
+// jolietRecordLen is the length of the Joliet directory record of name.
+func jolietRecordLen(name string) int { return recordLen(2*len(name), 0) }
+
+// jolietExtentSize is the unpadded size of d's Joliet directory extent.
+func jolietExtentSize(d *isoNode) int {
+	size := 2 * 34
+	for _, c := range d.children {
+		_, size = appendRecord(size, jolietRecordLen(c.name))
+	}
+	return size
+}
+
+// ucs2 is the big-endian UCS-2 form of the ASCII string s (entry paths
+// and labels are printable ASCII, see validateSpec).
+func ucs2(s string) []byte {
+	b := make([]byte, 2*len(s))
+	for i := 0; i < len(s); i++ {
+		b[2*i+1] = s[i]
+	}
+	return b
+}
+
+// jolietRoot writes the Joliet root directory: one record per entry of
+// the root, with its raw name in UCS-2 and its primary extent.
+func (w *isoWriter) jolietRoot() {
+	r := w.l.root
+	ext := w.img[int(r.jLoc)*isoBlock:]
+	w.record(ext, r.jLoc, r.jSize, true, []byte{0}, 34)
+	w.record(ext[34:], r.jLoc, r.jSize, true, []byte{1}, 34)
+	p := 68
+	for _, c := range r.children {
+		n := jolietRecordLen(c.name)
+		off, end := appendRecord(p, n)
+		w.record(ext[off:], c.loc, c.size, false, ucs2(c.name), n)
+		p = end
+	}
 }
 
 // jolietQuirk reports whether the planned image is one whose legacy layout
