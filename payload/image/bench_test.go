@@ -81,3 +81,30 @@ func BenchmarkGenisoimage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInspectISO reads a built ISO image back the way `vmpayload
+// inspect` and the agent's prebuilt-image check do (Inspect: hash, label,
+// file list) and one file the way `inspect --cat` and the recipe's seed
+// check do (ReadFile).
+func BenchmarkInspectISO(b *testing.B) {
+	for _, bs := range benchSpecs {
+		p := filepath.Join(b.TempDir(), "payload.iso")
+		if _, err := Write(context.Background(), bs.spec, p, Options{GID: -1, NoSync: true}); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bs.name+"/inspect", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Inspect(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(bs.name+"/readfile", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ReadFile(p, bs.spec.Entries[0].Path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
