@@ -191,7 +191,7 @@ func (v *isoVolume) hasSUSP(loc, size uint32) (bool, error) {
 	if l < 34 || l > len(head) || 33+int(head[32]) > l {
 		return false, fmt.Errorf("bad first record of %d bytes", l)
 	}
-	su := head[suspStart(int(head[32])):l]
+	su := head[min(suspStart(int(head[32])), l):l]
 	return len(su) >= 7 && su[0] == 'S' && su[1] == 'P' && su[4] == 0xbe && su[5] == 0xef, nil
 }
 
