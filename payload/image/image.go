@@ -29,7 +29,7 @@
 //     over a map; TestCollisionOrderIsGoDiskfsWalkOrder shows two images in
 //     40 builds). The writer takes the groups in walk order, every time:
 //     that is one of go-diskfs's images, the one it built when its map
-//     yielded the groups in insertion order (30-36 of 40 builds in the
+//     yielded the groups in insertion order (30-36 of 40 builds in one run of the
 //     tests). A recipe recorded from such a spec rebuilds when it recorded
 //     that image; it could fail before as well. Every other spec is
 //     byte-identical to go-diskfs's.
