@@ -41,7 +41,6 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 		spec  Spec
 		outFn func(t *testing.T) (dir, out string) // where to write
 		is    []error                              // errors.Is must hold for each
-		tmpFn func(t *testing.T) string            // TMPDIR (go-diskfs workspace) to use
 	}{
 		{name: "unknown media", spec: Spec{"udf", "cidata", cidataEntries()}, is: []error{ErrInvalidSpec}},
 		{name: "empty label", spec: Spec{MediaISO, "", cidataEntries()}, is: []error{ErrInvalidSpec}},
@@ -84,13 +83,6 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 			is: []error{syscall.ENOSPC},
 		},
 		{
-			// only the go-diskfs fallback (interacting short-name
-			// collisions, see layoutISO) uses a workspace
-			name: "workspace disk full", spec: Spec{MediaISO, "cidata", append(fallbackEntries(), Entry{"big", bigData(256 << 10)})},
-			tmpFn: func(t *testing.T) string { return mountTmpfs(t, "size=64k") },
-			is:    []error{syscall.ENOSPC},
-		},
-		{
 			name: "disk full vfat", spec: Spec{MediaVFAT, "cidata", cidataEntries()},
 			outFn: func(t *testing.T) (string, string) {
 				d := mountTmpfs(t, "size=64k")
@@ -102,9 +94,6 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpdir := t.TempDir()
-			if tc.tmpFn != nil {
-				tmpdir = tc.tmpFn(t)
-			}
 			t.Setenv("TMPDIR", tmpdir)
 			ctx := tc.ctx
 			if ctx == nil {
@@ -225,15 +214,16 @@ func TestWriteRefusesNonRegularOutput(t *testing.T) {
 	}
 }
 
-// fallbackEntries is a cidata tree the in-memory ISO writer leaves to
-// go-diskfs: two groups of colliding short names that could take each
-// other's renumbered names.
+// fallbackEntries is a cidata tree with two groups of colliding short
+// names that could take each other's renumbered names (go-diskfs built it
+// in map order; the writer in walk order, see resolveCollisions).
 func fallbackEntries() []Entry {
 	return append(cidataEntries(), Entry{"abcdefgh1", nil}, Entry{"abcdefgh2", nil}, Entry{"abcdefg0", nil}, Entry{"abcdefg0x", nil})
 }
 
-// The in-memory ISO writer needs no workspace: a full TMPDIR does not
-// matter and nothing is created there.
+// The ISO writer needs no workspace: a full TMPDIR does not matter and
+// nothing is created there, whatever the spec (the go-diskfs workspace
+// that specs with interacting short-name collisions once needed is gone).
 func TestWriteISONeedsNoWorkspace(t *testing.T) {
 	tmpdir := mountTmpfs(t, "size=4k")
 	t.Setenv("TMPDIR", tmpdir)
@@ -241,15 +231,14 @@ func TestWriteISONeedsNoWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dirNames(t, tmpdir)
-	spec := Spec{MediaISO, "cidata", append(cidataEntries(), Entry{"big", bigData(256 << 10)})}
-	out := filepath.Join(t.TempDir(), "payload.img")
-	if _, err := Write(context.Background(), spec, out, Options{GID: -1}); err != nil {
-		t.Fatalf("Write with a full TMPDIR: %v", err)
-	}
-	if got := dirNames(t, tmpdir); !slices.Equal(got, before) {
-		t.Errorf("TMPDIR changed from %v to %v", before, got)
-	}
-	if _, fallback := layoutOrFallback(t, Spec{MediaISO, "cidata", fallbackEntries()}, isoCurrent); !fallback {
-		t.Error("fallbackEntries no longer reach the go-diskfs fallback; the workspace disk full case tests nothing")
+	for _, es := range [][]Entry{cidataEntries(), fallbackEntries()} {
+		spec := Spec{MediaISO, "cidata", append(es, Entry{"big", bigData(256 << 10)})}
+		out := filepath.Join(t.TempDir(), "payload.img")
+		if _, err := Write(context.Background(), spec, out, Options{GID: -1}); err != nil {
+			t.Fatalf("Write with a full TMPDIR: %v", err)
+		}
+		if got := dirNames(t, tmpdir); !slices.Equal(got, before) {
+			t.Errorf("TMPDIR changed from %v to %v", before, got)
+		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/diskfs/go-diskfs/filesystem/fat12"
 	"github.com/diskfs/go-diskfs/filesystem/fat16"
 	"github.com/diskfs/go-diskfs/filesystem/fat32"
-	"github.com/diskfs/go-diskfs/filesystem/iso9660"
 )
 
 // Limits on what Inspect walks, so a damaged image cannot make it loop.
@@ -34,17 +33,20 @@ type imageSource interface {
 	io.ReaderAt
 }
 
-// reader is an open image.
+// reader is an open image: an ISO 9660 volume read by the package's ISO
+// reader (isoread.go), or a FAT volume read by go-diskfs.
 type reader struct {
 	f      imageSource
-	fsys   filesystem.FileSystem
+	iso    *isoVolume            // an ISO image
+	fsys   filesystem.FileSystem // a FAT image
 	fstype string
 	size   int64
 	fatLbl string // label from the FAT boot sector, fallback when the root has none
 }
 
 // Inspect reads the image at path (ISO9660, with Rock Ridge names when present,
-// or FAT12/16/32) and describes it. It never panics on damaged input: any
+// else Joliet names when present, read by the package's ISO reader; or
+// FAT12/16/32, read by go-diskfs) and describes it. It never panics on damaged input: any
 // failure to make sense of the file wraps ErrUnknownFormat; failures to open or
 // read the file wrap the *fs.PathError.
 func Inspect(p string) (info Info, err error) {
@@ -131,7 +133,6 @@ func newReader(f imageSource, p string) (r *reader, err error) {
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrUnknownFormat, p)
 	}
 	r = &reader{f: f, size: st.Size()}
-	b := file.New(f, true)
 
 	head := make([]byte, isoPVDOffset+isoBlock)
 	n, err := f.ReadAt(head, 0)
@@ -142,20 +143,18 @@ func newReader(f imageSource, p string) (r *reader, err error) {
 
 	switch {
 	case len(head) >= isoPVDOffset+isoBlock && head[isoPVDOffset] == 1 && string(head[isoPVDOffset+1:isoPVDOffset+6]) == "CD001":
-		if err := checkISO(f, r.size); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrUnknownFormat, p, err)
-		}
-		fsys, err := iso9660.Read(b, r.size, 0, isoBlock)
+		v, err := readISOFile(f, r.size)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: read iso9660: %w", ErrUnknownFormat, p, err)
 		}
-		r.fsys, r.fstype = fsys, FSTypeISO9660
+		r.iso, r.fstype = v, FSTypeISO9660
 	default:
 		kind, lbl, ok := fatKind(head, r.size)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s: no iso9660 descriptor or FAT boot sector", ErrUnknownFormat, p)
 		}
 		var fsys filesystem.FileSystem
+		b := file.New(f, true)
 		switch kind {
 		case 12:
 			fsys, err = fat12.Read(b, r.size, 0, 0)
@@ -225,11 +224,16 @@ func fatKind(bs []byte, fileSize int64) (kind int, label string, ok bool) {
 }
 
 func (r *reader) close() {
-	_ = r.fsys.Close()
+	if r.fsys != nil {
+		_ = r.fsys.Close()
+	}
 	_ = r.f.Close()
 }
 
 func (r *reader) label() string {
+	if r.iso != nil {
+		return r.iso.label
+	}
 	l := strings.TrimRight(r.fsys.Label(), " \x00")
 	if r.fstype == FSTypeVFAT && (l == "" || l == "NO NAME") && r.fatLbl != "NO NAME" {
 		l = r.fatLbl
@@ -240,6 +244,12 @@ func (r *reader) label() string {
 // walk lists the regular files of the image, sorted by path.
 func (r *reader) walk() ([]FileInfo, error) {
 	var files []FileInfo
+	if r.iso != nil {
+		for _, f := range r.iso.files {
+			files = append(files, FileInfo{Path: f.path, Size: int64(f.size)})
+		}
+		return files, nil
+	}
 	seen := 0
 	var visit func(dir string, depth int) error
 	visit = func(dir string, depth int) error {
@@ -287,6 +297,13 @@ func (r *reader) readFile(name string) ([]byte, error) {
 	name = strings.TrimPrefix(name, "/")
 	if !fs.ValidPath(name) || name == "." {
 		return nil, fmt.Errorf("invalid file name %q: %w", name, fs.ErrInvalid)
+	}
+	if r.iso != nil {
+		f, ok := r.iso.find(name)
+		if !ok {
+			return nil, fmt.Errorf("%w: no regular file %q in the image", fs.ErrNotExist, name)
+		}
+		return r.iso.data(f)
 	}
 	st, err := r.fsys.Stat(name)
 	if err != nil {

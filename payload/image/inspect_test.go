@@ -58,6 +58,8 @@ func TestInspectForeignImages(t *testing.T) {
 		{"genisoimage -J -r cidata", cidataEntries(), mkISO("-J", "-r", "-V", "cidata"), FSTypeISO9660, "cidata"},
 		{"genisoimage nova config-2", config2Entries(), mkISO("-ldots", "-allow-lowercase", "-allow-multidot", "-l", "-J", "-r", "-V", "config-2"), FSTypeISO9660, "config-2"},
 		{"genisoimage -iso-level 3 -R", cidataEntries(), mkISO("-iso-level", "3", "-J", "-R", "-V", "cidata"), FSTypeISO9660, "cidata"},
+		{"genisoimage -J without Rock Ridge", cidataEntries(), mkISO("-J", "-V", "cidata"), FSTypeISO9660, "cidata"},
+		{"genisoimage -J nested without Rock Ridge", config2Entries(), mkISO("-J", "-V", "config-2"), FSTypeISO9660, "config-2"},
 		{"mkfs.vfat FAT12 cidata", cidataEntries(), mkFAT("CIDATA", "-F", "12"), FSTypeVFAT, "CIDATA"},
 		{"mkfs.vfat FAT16 config-2", config2Entries(), mkFAT("config-2", "-F", "16"), FSTypeVFAT, "config-2"},
 		{"mkfs.vfat FAT32 cidata", cidataEntries(), mkFAT("cidata", "-F", "32"), FSTypeVFAT, "cidata"},

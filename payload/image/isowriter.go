@@ -12,15 +12,18 @@ import (
 
 // The in-memory ISO 9660 writer (issue 14).
 //
-// layoutISO lays an image out directly in one []byte, with no workspace
-// directory and no go-diskfs, and produces exactly the bytes that go-diskfs
-// v1.9.4 (Finalize with Rock Ridge, Joliet when every entry is in the root)
-// followed by normalizeISO produce for the same Spec: durable recipes record
-// an image's SHA-256 and a rebuild must give the same bytes
-// (docs/durability.md), so the layout below reproduces go-diskfs's, including
-// its oddities, with one exception fixed in new images (the Joliet root,
-// last point below; isoLegacyJoliet keeps even that). The facts it relies
-// on, learnt from go-diskfs's filesystem/iso9660 finalize code:
+// layoutISO lays an image out directly in one []byte and produces exactly
+// the bytes that go-diskfs v1.9.4 (Finalize with Rock Ridge, Joliet when
+// every entry is in the root) followed by a normalisation of its dates,
+// owners and modes produced for the same Spec in releases before it:
+// durable recipes record an image's SHA-256 and a rebuild must give the
+// same bytes (docs/durability.md), so the layout below reproduces
+// go-diskfs's, including its oddities, with one exception fixed in new
+// images (the Joliet root, last point below; isoLegacyJoliet keeps even
+// that) and one order made fixed (colliding short names, see
+// resolveCollisions). The facts it relies on, learnt from go-diskfs's
+// filesystem/iso9660 finalize code (the tests keep go-diskfs as the
+// oracle, iso_oracle_test.go):
 //
 //   - Blocks 0-15 are zero; the primary volume descriptor is block 16, the
 //     Joliet supplementary one (if any) 17, then the terminator. Directory
@@ -37,9 +40,9 @@ import (
 //     character outside A-Z0-9_ replaced by '_', cut to 8, the rest to 3;
 //     files get ".EXT;1" (also with an empty extension), directories the bare
 //     short name. Names that collide in a directory (files by "NAME.EXT",
-//     directories by "NAME") are renumbered in walk order (NAME cut to 8-d
-//     characters plus d digits, skipping names already taken).
-//   - Directory records are in raw-name order (the workspace walk), not in ISO
+//     directories by "NAME") are renumbered (NAME cut to 8-d characters
+//     plus d digits, skipping names already taken; resolveCollisions).
+//   - Directory records are in raw-name order (the tree walk), not in ISO
 //     name order. A record never crosses a block boundary: one that would
 //     reach or pass the boundary starts the next block. The recorded extent
 //     size is the unpadded size.
@@ -48,9 +51,9 @@ import (
 //     no NM. Joliet records carry the raw name in UCS-2 and no SUSP.
 //   - Volume descriptors hold the label unpadded, the preparer
 //     "https://github.com/diskfs/go-diskfs", and no other identifiers.
-//   - After Finalize, normalizeISO replaces every date by the content stamp
-//     and PX mode/links/uid/gid by 0444/1 (files), 0555/2+subdirectories
-//     (directories) and 0:0; layoutISO writes those values directly.
+//   - Every date is the content stamp and PX mode/links/uid/gid are
+//     0444/1 (files), 0555/2+subdirectories (directories) and 0:0 (what
+//     the normalisation after go-diskfs's Finalize wrote).
 //   - One go-diskfs write-order effect changes bytes: a file whose size is a
 //     multiple of 2048 (or is empty) is followed by a zero block; when that
 //     file is the last one and the image has Joliet, the block is the Joliet
@@ -62,12 +65,6 @@ import (
 //     whole; isoLegacyJoliet reproduces the zeroed block, so that images
 //     recorded before the fix rebuild to their recorded bytes (see
 //     legacyJolietRetry in write.go and docs/durability.md).
-//
-// layoutISO handles every valid Spec except one class, reported by ok=false
-// and built with go-diskfs instead (see buildISO): directories where two
-// groups of colliding ISO names could take each other's renumbered names,
-// where go-diskfs's result depends on Go's map iteration order (it is not
-// reproducible there either).
 
 // isoVariant selects one of the ISO layouts the package can produce. They
 // differ only for specs jolietQuirk reports.
@@ -169,10 +166,9 @@ type isoLayout struct {
 	total    uint32 // volume size in blocks
 }
 
-// planISO builds the tree of spec and assigns every extent. ok is false for
-// specs outside the class layoutISO reproduces (see above).
-func planISO(spec Spec, dirs []string) (l *isoLayout, ok bool) {
-	l = &isoLayout{root: &isoNode{isDir: true, short: "\x00"}, joliet: true}
+// planISO builds the tree of spec and assigns every extent.
+func planISO(spec Spec, dirs []string) (*isoLayout, error) {
+	l := &isoLayout{root: &isoNode{isDir: true, short: "\x00"}, joliet: true}
 	byPath := map[string]*isoNode{".": l.root}
 	parentOf := func(p string) *isoNode {
 		i := strings.LastIndexByte(p, '/')
@@ -200,26 +196,26 @@ func planISO(spec Spec, dirs []string) (l *isoLayout, ok bool) {
 		n.parent.children = append(n.parent.children, n)
 	}
 	var serial uint64
-	var walk func(n *isoNode) bool
-	walk = func(n *isoNode) bool {
+	var walk func(n *isoNode) error
+	walk = func(n *isoNode) error {
 		n.serial = serial
 		serial++
 		if !n.isDir {
-			return true
+			return nil
 		}
 		slices.SortFunc(n.children, func(a, b *isoNode) int { return strings.Compare(a.name, b.name) })
-		if !resolveCollisions(n) {
-			return false
+		if err := resolveCollisions(n); err != nil {
+			return err
 		}
 		for _, c := range n.children {
-			if !walk(c) {
-				return false
+			if err := walk(c); err != nil {
+				return err
 			}
 		}
-		return true
+		return nil
 	}
-	if !walk(l.root) {
-		return nil, false
+	if err := walk(l.root); err != nil {
+		return nil, err
 	}
 
 	// Extent order: directories and files depth first, siblings by ISO name.
@@ -292,13 +288,22 @@ func planISO(spec Spec, dirs []string) (l *isoLayout, ok bool) {
 		loc += 2
 	}
 	l.total = loc
-	return l, true
+	return l, nil
 }
 
 // resolveCollisions renumbers the children of dir whose collision keys
-// clash, as go-diskfs does. It returns false when two clashing groups could
-// interact (go-diskfs resolves groups in map order).
-func resolveCollisions(dir *isoNode) bool {
+// clash, as go-diskfs v1.9.4 did (after xorriso): each group of clashing
+// names in turn gets the group's short name cut to 8-d characters plus d
+// digits (d as many as the group's size needs, more when those run out),
+// counting up from 0 and skipping every name a sibling holds at that
+// moment. go-diskfs took the groups in Go map order, which varies from run
+// to run; this writer takes them in walk order (the order in which the
+// groups' first members come in the directory's raw-name order, which is
+// the order go-diskfs inserted them into its map). Where two groups cannot
+// take each other's names, the order does not matter and the names are
+// go-diskfs's; otherwise they are the ones go-diskfs gave when its map
+// yielded the groups in insertion order (the package doc says more).
+func resolveCollisions(dir *isoNode) error {
 	groups := map[string][]*isoNode{}
 	var keys []string
 	for _, c := range dir.children {
@@ -308,18 +313,11 @@ func resolveCollisions(dir *isoNode) bool {
 		}
 		groups[k] = append(groups[k], c)
 	}
-	var multi []string
 	for _, k := range keys {
-		if len(groups[k]) > 1 {
-			multi = append(multi, k)
-		}
-	}
-	if len(multi) == 0 {
-		return true
-	}
-	tried := map[string]map[string]bool{}
-	for _, k := range multi {
 		members := groups[k]
+		if len(members) < 2 {
+			continue
+		}
 		taken := map[string]bool{}
 		for _, c := range dir.children {
 			taken[c.collisionKey()] = true
@@ -328,14 +326,9 @@ func resolveCollisions(dir *isoNode) bool {
 		if members[0].isDir {
 			ext = ""
 		}
-		seen := map[string]bool{}
-		tried[k] = seen
 		resolved := false
 		for digits := len(strconv.Itoa(len(members) - 1)); digits < 8 && !resolved; digits++ {
-			b := base
-			if len(b) > 8-digits {
-				b = b[:8-digits]
-			}
+			b := base[:min(len(base), 8-digits)]
 			limit := 1
 			for range digits {
 				limit *= 10
@@ -351,7 +344,6 @@ func resolveCollisions(dir *isoNode) bool {
 						cand += "." + ext
 					}
 					change++
-					seen[cand] = true
 					if !taken[cand] {
 						m.short = short
 						taken[cand] = true
@@ -366,25 +358,10 @@ func resolveCollisions(dir *isoNode) bool {
 			}
 		}
 		if !resolved {
-			return false
+			return fmt.Errorf("too many ISO short names collide with %q in one directory", k)
 		}
 	}
-	for _, a := range multi {
-		for _, b := range multi {
-			if a == b {
-				continue
-			}
-			if tried[a][b] {
-				return false
-			}
-			for c := range tried[a] {
-				if tried[b][c] {
-					return false
-				}
-			}
-		}
-	}
-	return true
+	return nil
 }
 
 func blocksOf(n uint32) uint32 { return (n + isoBlock - 1) / isoBlock }
@@ -435,16 +412,6 @@ func dirExtentSize(d *isoNode) int {
 	return size
 }
 
-func jolietRecordLen(name string) int { return recordLen(2*len(name), 0) }
-
-func jolietExtentSize(d *isoNode) int {
-	size := 2 * 34
-	for _, c := range d.children {
-		_, size = appendRecord(size, jolietRecordLen(c.name))
-	}
-	return size
-}
-
 // isoWriter writes the planned image into img.
 type isoWriter struct {
 	l   *isoLayout
@@ -453,6 +420,13 @@ type isoWriter struct {
 	d17 [17]byte
 }
 
+// putBoth32 writes v as ISO 9660 both-endian 32-bit (LE then BE).
+func putBoth32(b []byte, v uint32) {
+	binary.LittleEndian.PutUint32(b, v)
+	binary.BigEndian.PutUint32(b[4:], v)
+}
+
+// putBoth16 writes v as ISO 9660 both-endian 16-bit (LE then BE).
 func putBoth16(b []byte, v uint16) {
 	binary.LittleEndian.PutUint16(b, v)
 	binary.BigEndian.PutUint16(b[2:], v)
@@ -472,9 +446,6 @@ func (w *isoWriter) record(b []byte, loc, size uint32, dir bool, name []byte, re
 	b[32] = byte(len(name))
 	copy(b[33:], name)
 }
-
-// suspStart is the offset of the System Use area in a record with an n-byte name.
-func suspStart(n int) int { return 33 + n + 1 - n%2 }
 
 func (w *isoWriter) px(b []byte, n *isoNode) int {
 	b[0], b[1], b[2], b[3] = 'P', 'X', suspPXLen, 1
@@ -548,98 +519,6 @@ func (w *isoWriter) dir(d *isoNode) {
 	}
 }
 
-func ucs2(s string) []byte {
-	b := make([]byte, 2*len(s))
-	for i := 0; i < len(s); i++ {
-		b[2*i+1] = s[i]
-	}
-	return b
-}
-
-func (w *isoWriter) jolietRoot() {
-	r := w.l.root
-	ext := w.img[int(r.jLoc)*isoBlock:]
-	w.record(ext, r.jLoc, r.jSize, true, []byte{0}, 34)
-	w.record(ext[34:], r.jLoc, r.jSize, true, []byte{1}, 34)
-	p := 68
-	for _, c := range r.children {
-		n := jolietRecordLen(c.name)
-		off, end := appendRecord(p, n)
-		w.record(ext[off:], c.loc, c.size, false, ucs2(c.name), n)
-		p = end
-	}
-}
-
-// repairJolietRoot rewrites the Joliet root directory of the go-diskfs
-// image img when its first block is zero (the legacy quirk, see above):
-// one record per record of the primary root directory, in the same order,
-// with the Rock Ridge name in UCS-2 and the same extent, size, flags and
-// date, laid out by the same block rule. That is the root the in-memory
-// writer's isoCurrent layout writes (tests compare the two). Images
-// without Joliet or with an intact Joliet root are left alone.
-func repairJolietRoot(img []byte) error {
-	if len(img) < isoPVDOffset+2*isoBlock {
-		return fmt.Errorf("%d bytes is not an iso9660 volume", len(img))
-	}
-	svd := img[isoPVDOffset+isoBlock : isoPVDOffset+2*isoBlock]
-	if svd[0] != 2 || string(svd[1:6]) != "CD001" {
-		return nil // no Joliet descriptor
-	}
-	pvd := img[isoPVDOffset : isoPVDOffset+isoBlock]
-	jr, pr := svd[vdRootRecord:vdRootRecord+34], pvd[vdRootRecord:vdRootRecord+34]
-	jLoc, jSize := binary.LittleEndian.Uint32(jr[2:]), binary.LittleEndian.Uint32(jr[10:])
-	w := &isoContentWalker{img: img}
-	jext, err := w.extent(jLoc, blocksOf(jSize)*isoBlock)
-	if err != nil || jSize < 2*34 {
-		return fmt.Errorf("joliet root directory of %d bytes at block %d: %v", jSize, jLoc, err)
-	}
-	if slices.ContainsFunc(jext[:isoBlock], func(b byte) bool { return b != 0 }) {
-		return nil
-	}
-	pext, err := w.extent(binary.LittleEndian.Uint32(pr[2:]), binary.LittleEndian.Uint32(pr[10:]))
-	if err != nil {
-		return fmt.Errorf("primary root directory: %w", err)
-	}
-	iw := &isoWriter{img: img}
-	copy(iw.d7[:], pr[18:25])
-	clear(jext)
-	iw.record(jext, jLoc, jSize, true, []byte{0}, 34)
-	iw.record(jext[34:], jLoc, jSize, true, []byte{1}, 34)
-	p := 68
-	for q := 0; q < len(pext); {
-		l := int(pext[q])
-		if l == 0 {
-			q = (q/isoBlock + 1) * isoBlock
-			continue
-		}
-		if l < 34 || q+l > len(pext) || 33+int(pext[q+32]) > l {
-			return fmt.Errorf("primary root directory: bad record of %d bytes at %d", l, q)
-		}
-		rec := pext[q : q+l]
-		q += l
-		nameLen := int(rec[32])
-		if nameLen == 1 && (rec[33] == 0 || rec[33] == 1) {
-			continue
-		}
-		name, err := w.rrName(rec[min(suspStart(nameLen), l):])
-		if err != nil {
-			return fmt.Errorf("primary root directory: record %q: %w", rec[33:33+nameLen], err)
-		}
-		n := jolietRecordLen(name)
-		off, end := appendRecord(p, n)
-		if end > len(jext) {
-			return fmt.Errorf("joliet root directory: %d bytes do not hold the records of the primary root", jSize)
-		}
-		copy(iw.d7[:], rec[18:25])
-		iw.record(jext[off:], binary.LittleEndian.Uint32(rec[2:]), binary.LittleEndian.Uint32(rec[10:]), rec[25]&2 != 0, ucs2(name), n)
-		p = end
-	}
-	if p != int(jSize) {
-		return fmt.Errorf("joliet root directory: records fill %d bytes, the extent has %d", p, jSize)
-	}
-	return nil
-}
-
 func (w *isoWriter) pathTables(locL, locM uint32, joliet bool) {
 	bl := w.img[int(locL)*isoBlock:]
 	bm := w.img[int(locM)*isoBlock:]
@@ -690,6 +569,51 @@ func (w *isoWriter) volumeDescriptor(n int, typ byte, label, preparer []byte, pt
 	return b
 }
 
+// Joliet. Everything Joliet-specific is here, except the two places that
+// take a joliet switch: planISO, which decides whether an image has Joliet
+// (every entry in the root) and places the Joliet root directory and its
+// path tables after the files, and layoutISO, which writes them and the
+// supplementary volume descriptor (pathTables and volumeDescriptor with
+// Joliet arguments). Only the root directory has a Joliet extent today.
+
+// jolietRecordLen is the length of the Joliet directory record of name.
+func jolietRecordLen(name string) int { return recordLen(2*len(name), 0) }
+
+// jolietExtentSize is the unpadded size of d's Joliet directory extent.
+func jolietExtentSize(d *isoNode) int {
+	size := 2 * 34
+	for _, c := range d.children {
+		_, size = appendRecord(size, jolietRecordLen(c.name))
+	}
+	return size
+}
+
+// ucs2 is the big-endian UCS-2 form of the ASCII string s (entry paths
+// and labels are printable ASCII, see validateSpec).
+func ucs2(s string) []byte {
+	b := make([]byte, 2*len(s))
+	for i := 0; i < len(s); i++ {
+		b[2*i+1] = s[i]
+	}
+	return b
+}
+
+// jolietRoot writes the Joliet root directory: one record per entry of
+// the root, with its raw name in UCS-2 and its primary extent.
+func (w *isoWriter) jolietRoot() {
+	r := w.l.root
+	ext := w.img[int(r.jLoc)*isoBlock:]
+	w.record(ext, r.jLoc, r.jSize, true, []byte{0}, 34)
+	w.record(ext[34:], r.jLoc, r.jSize, true, []byte{1}, 34)
+	p := 68
+	for _, c := range r.children {
+		n := jolietRecordLen(c.name)
+		off, end := appendRecord(p, n)
+		w.record(ext[off:], c.loc, c.size, false, ucs2(c.name), n)
+		p = end
+	}
+}
+
 // jolietQuirk reports whether the planned image is one whose legacy layout
 // (isoLegacyJoliet) differs from the current one: it has Joliet and its
 // last file in extent order (the largest ISO name in the root) is empty or
@@ -698,10 +622,6 @@ func (l *isoLayout) jolietQuirk() bool {
 	return l.joliet && len(l.files) > 0 && l.files[len(l.files)-1].size%isoBlock == 0
 }
 
-// layoutISO builds the image of spec in memory in layout v. stamp delivers
-// the content time (Stamp(spec)); it is read only after the file data has
-// been copied, so a caller can compute it concurrently. ok is false for
-// specs outside the reproduced class; then nothing has been read from stamp.
 // maxPooledImage bounds the images whose buffers are reused: the typical
 // payload image is 50–60 KiB; a large one is allocated and left to the GC.
 const maxPooledImage = 256 << 10
@@ -736,14 +656,17 @@ func releaseImage(img []byte) {
 	imagePool.Put(&img)
 }
 
-func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) (img []byte, ok bool, err error) {
-	l, ok := planISO(spec, dirs)
-	if !ok {
-		return nil, false, nil
+// layoutISO builds the image of spec in memory in layout v. stamp delivers
+// the content time (Stamp(spec)); it is read only after the file data has
+// been copied, so a caller can compute it concurrently.
+func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) ([]byte, error) {
+	l, err := planISO(spec, dirs)
+	if err != nil {
+		return nil, fmt.Errorf("lay out iso9660 image: %w", err)
 	}
 	size := int64(l.total) * isoBlock
 	if size > maxImageBytes {
-		return nil, true, fmt.Errorf("lay out iso9660 image: %d bytes exceed the %d-byte limit", size, maxImageBytes)
+		return nil, fmt.Errorf("lay out iso9660 image: %d bytes exceed the %d-byte limit", size, maxImageBytes)
 	}
 	w := &isoWriter{l: l, img: imageBuffer(size)}
 	for _, f := range l.files {
@@ -775,5 +698,5 @@ func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) (
 		next++
 	}
 	copy(w.img[(16+next)*isoBlock:], "\xffCD001\x01")
-	return w.img, true, nil
+	return w.img, nil
 }

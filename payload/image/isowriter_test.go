@@ -2,7 +2,6 @@ package image
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -14,48 +13,45 @@ import (
 	"time"
 )
 
-// The in-memory ISO writer's legacy layout (isoLegacyJoliet) must give
-// exactly the bytes of the go-diskfs path (buildISODiskfs: go-diskfs
-// Finalize + normalizeISO), the oracle these tests compare it with; its
-// current layout (isoCurrent) the same bytes except for the Joliet root of
-// the specs jolietQuirk reports. Real tools judge the images elsewhere
-// (write_test.go, joliet_test.go, inspect_test.go, the cloud-init judge in
-// package payload).
+// The ISO writer's legacy layout (isoLegacyJoliet) must give exactly the
+// bytes of go-diskfs v1.9.4 plus normalizeISO (buildISODiskfs, the oracle
+// in iso_oracle_test.go); its current layout (isoCurrent) the same bytes
+// except for the Joliet root of the specs jolietQuirk reports. Real tools
+// judge the images elsewhere (write_test.go, joliet_test.go,
+// inspect_test.go, the cloud-init judge in package payload).
 
-// layoutOrFallback runs the in-memory writer alone; fallback reports a spec
-// outside its class.
-func layoutOrFallback(tb testing.TB, spec Spec, v isoVariant) (img []byte, fallback bool) {
+// layout runs the writer alone.
+func layout(tb testing.TB, spec Spec, v isoVariant) []byte {
 	tb.Helper()
 	dirs, err := validateSpec(spec)
 	if err != nil {
 		tb.Fatalf("validateSpec: %v", err)
 	}
-	img, ok, err := layoutISO(spec, dirs, func() time.Time { t, _ := Stamp(spec); return t }, v)
+	img, err := layoutISO(spec, dirs, func() time.Time { t, _ := Stamp(spec); return t }, v)
 	if err != nil {
 		tb.Fatalf("layoutISO: %v", err)
 	}
-	return img, !ok
+	return img
 }
 
-// sameAsDiskfs fails unless the in-memory writer's legacy layout and
-// go-diskfs agree on spec byte for byte, and the current layout is the same
-// image with (for specs jolietQuirk reports, only) the Joliet root
-// repaired. It returns false when spec fell outside the writer's class.
+// sameAsDiskfs fails unless the writer's legacy layout and go-diskfs agree
+// on spec byte for byte, and the current layout is the same image with
+// (for specs jolietQuirk reports, only) the first block of the Joliet root
+// written. It returns false, comparing nothing, for a spec whose colliding
+// short names go-diskfs renumbers in an order that varies from run to run
+// (see TestCollisionOrderIsGoDiskfsWalkOrder).
 func sameAsDiskfs(tb testing.TB, spec Spec) bool {
 	tb.Helper()
 	dirs, err := validateSpec(spec)
 	if err != nil {
 		tb.Fatalf("validateSpec: %v", err)
 	}
-	want, err := buildISODiskfs(context.Background(), spec, dirs)
-	if err != nil {
-		tb.Fatalf("go-diskfs build: %v", err)
-	}
-	got, fallback := layoutOrFallback(tb, spec, isoLegacyJoliet)
-	if fallback {
+	if collisionsInteract(spec, dirs) {
 		return false
 	}
-	cur, _ := layoutOrFallback(tb, spec, isoCurrent)
+	want := buildISODiskfs(tb, spec, dirs)
+	got := layout(tb, spec, isoLegacyJoliet)
+	cur := layout(tb, spec, isoCurrent)
 	sameAsLegacyExceptJoliet(tb, spec, dirs, cur, want)
 	if !bytes.Equal(got, want) {
 		tb.Errorf("in-memory image (%d bytes) differs from go-diskfs's (%d bytes) %s; spec %s", len(got), len(want), firstDiff(got, want), describeSpec(spec))
@@ -78,19 +74,13 @@ func sameAsDiskfs(tb testing.TB, spec Spec) bool {
 // sameAsLegacyExceptJoliet fails unless the current-layout image cur of
 // spec equals the legacy image legacy (go-diskfs's), except, when the spec
 // is affected by the Joliet quirk, in the first block of the Joliet root:
-// there legacy is zero and cur holds what repairJolietRoot makes of legacy.
+// there legacy is zero and cur is not (real readers judge what it holds,
+// TestJolietRootListsFiles).
 func sameAsLegacyExceptJoliet(tb testing.TB, spec Spec, dirs []string, cur, legacy []byte) {
 	tb.Helper()
-	repaired := bytes.Clone(legacy)
-	if err := repairJolietRoot(repaired); err != nil {
-		tb.Errorf("repairJolietRoot on go-diskfs's image: %v; spec %s", err, describeSpec(spec))
-	}
-	if !bytes.Equal(cur, repaired) {
-		tb.Errorf("current layout differs from go-diskfs's image with a repaired Joliet root %s; spec %s", firstDiff(cur, repaired), describeSpec(spec))
-	}
-	l, ok := planISO(spec, dirs)
-	if !ok {
-		return
+	l, err := planISO(spec, dirs)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	if !l.jolietQuirk() {
 		if !bytes.Equal(cur, legacy) {
@@ -105,7 +95,7 @@ func sameAsLegacyExceptJoliet(tb testing.TB, spec Spec, dirs []string, cur, lega
 	if slices.ContainsFunc(legacy[j:j+isoBlock], func(b byte) bool { return b != 0 }) {
 		tb.Errorf("go-diskfs's image has a Joliet root at block %d; is the quirk gone? spec %s", l.root.jLoc, describeSpec(spec))
 	}
-	if bytes.Equal(cur[j:j+isoBlock], legacy[j:j+isoBlock]) {
+	if !slices.ContainsFunc(cur[j:j+isoBlock], func(b byte) bool { return b != 0 }) {
 		tb.Errorf("the current layout kept the zeroed Joliet root; spec %s", describeSpec(spec))
 	}
 }
@@ -169,7 +159,7 @@ func TestLayoutISOMatchesDiskfsOnExamples(t *testing.T) {
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
 			if !sameAsDiskfs(t, spec) {
-				t.Errorf("spec fell back to go-diskfs; the in-memory writer must cover the renderer's specs")
+				t.Errorf("spec has interacting short-name collisions; the renderer's specs must not")
 			}
 		})
 	}
@@ -214,49 +204,10 @@ func TestLayoutISOMatchesDiskfsEdgeCases(t *testing.T) {
 	for name, spec := range cases {
 		t.Run(name, func(t *testing.T) {
 			if !sameAsDiskfs(t, spec) {
-				t.Errorf("spec fell back to go-diskfs")
+				t.Errorf("spec has interacting short-name collisions")
 			}
 		})
 	}
-}
-
-// Two collision groups that could take each other's renumbered names make
-// go-diskfs's result depend on map order; the writer must refuse them.
-func TestLayoutISOFallsBackOnInteractingCollisions(t *testing.T) {
-	spec := Spec{MediaISO, "cidata", []Entry{{"abcdefgh1", nil}, {"abcdefgh2", nil}, {"abcdefg0", nil}, {"abcdefg0x", nil}}}
-	if _, fallback := layoutOrFallback(t, spec, isoCurrent); !fallback {
-		t.Fatal("layoutISO accepted interacting collision groups")
-	}
-	dirs, _ := validateSpec(spec)
-	img, err := buildISO(context.Background(), spec, dirs, isoCurrent)
-	if err != nil || len(img) == 0 {
-		t.Fatalf("buildISO fallback: %v", err)
-	}
-}
-
-// The class refused above is one where go-diskfs itself is not
-// reproducible: its collision groups are resolved in map order. With 30
-// interacting groups, a few builds differ.
-func TestDiskfsInteractingCollisionsAreNotReproducible(t *testing.T) {
-	spec := Spec{MediaISO, "cidata", nFiles(300, func(i int) string { return fmt.Sprintf("file-%04d", i) }, func(i int) int { return 1 })}
-	if _, fallback := layoutOrFallback(t, spec, isoCurrent); !fallback {
-		t.Fatal("layoutISO accepted interacting collision groups")
-	}
-	dirs, _ := validateSpec(spec)
-	first, err := buildISODiskfs(context.Background(), spec, dirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 10 {
-		img, err := buildISODiskfs(context.Background(), spec, dirs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(img, first) {
-			return
-		}
-	}
-	t.Error("go-diskfs built the same bytes 11 times; is the fallback class still needed?")
 }
 
 // randomSpec draws a valid ISO spec: names from a small alphabet (so ISO
@@ -379,7 +330,7 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 		n = 200
 	}
 	r := rand.New(rand.NewPCG(14, 2026))
-	fallbacks, collisions, quirks := 0, 0, 0
+	interacting, collisions, quirks := 0, 0, 0
 	for i := range n {
 		spec := randomSpec(r)
 		dirs, err := validateSpec(spec)
@@ -387,7 +338,7 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 			continue // a drawn name clashed with a directory
 		}
 		if !sameAsDiskfs(t, spec) {
-			fallbacks++
+			interacting++
 		} else if l, _ := planISO(spec, dirs); l.jolietQuirk() {
 			quirks++
 		}
@@ -398,8 +349,8 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 			t.Fatalf("random spec %d failed", i)
 		}
 	}
-	if fallbacks > n/20 {
-		t.Errorf("%d of %d random specs fell back to go-diskfs", fallbacks, n)
+	if interacting > n/20 {
+		t.Errorf("%d of %d random specs have interacting collisions; the draw compares too few with go-diskfs", interacting, n)
 	}
 	if collisions < n/20 {
 		t.Errorf("only %d of %d random specs have colliding short names; the draw no longer exercises renumbering", collisions, n)
@@ -407,7 +358,7 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 	if quirks < n/100 {
 		t.Errorf("only %d of %d random specs have the Joliet quirk; the draw no longer exercises the legacy layout", quirks, n)
 	}
-	t.Logf("%d of %d random specs outside the in-memory class, %d with colliding short names, %d with the Joliet quirk", fallbacks, n, collisions, quirks)
+	t.Logf("%d of %d random specs with interacting collisions, %d with colliding short names, %d with the Joliet quirk", interacting, n, collisions, quirks)
 }
 
 // FuzzLayoutISO compares the in-memory writer with go-diskfs on a random

@@ -9,19 +9,17 @@ import (
 	"time"
 )
 
-// Reproducibility. go-diskfs v1.9.4 puts the builder's environment into the
-// bytes it writes: time.Now() in the ISO volume descriptors (in the local
-// time zone), the workspace files' mtime/atime/ctime and the builder's
-// uid/gid (and the workspace file system's link counts) in Rock Ridge PX/TF
-// entries, and the current time (or $SOURCE_DATE_EPOCH) in every FAT
-// directory entry. None of them can be passed in: the inode change time of
-// the workspace cannot be set at all, and SOURCE_DATE_EPOCH is a
-// process-wide environment variable the agent's concurrent builds cannot
-// share safely. So after go-diskfs has finished, the finished image is
-// walked and each of those fields is overwritten with a value that depends
-// on the content only (see Stamp): that is the whole reason this file
-// exists. The walks only touch fields go-diskfs is known to write, at
-// offsets the ISO 9660 / Rock Ridge (IEEE P1282) and FAT specifications fix.
+// Reproducibility. Every date an image carries is Stamp's content-derived
+// time; the ISO writer writes it (and the fixed owners, modes and link
+// counts) directly. go-diskfs v1.9.4, which builds vfat images, puts the
+// current time (or $SOURCE_DATE_EPOCH) into every FAT directory entry and
+// none of that can be passed in (SOURCE_DATE_EPOCH is a process-wide
+// environment variable the agent's concurrent builds cannot share safely).
+// So after go-diskfs has finished, the FAT image is walked and each of
+// those fields, and the volume serial, is overwritten with a value that
+// depends on the content only (normalizeFAT12). The walk only touches
+// fields go-diskfs is known to write, at offsets the FAT specification
+// fixes.
 
 // stampBase and stampRange bound the content-derived timestamps: from
 // 2000-01-01T00:00:00Z, in steps of two seconds (FAT's resolution), over
@@ -75,205 +73,11 @@ func isoDate17(t time.Time) []byte {
 // isoUnsetDate17 is a volume descriptor date meaning "not specified".
 var isoUnsetDate17 = append([]byte("0000000000000000"), 0)
 
-// Offsets inside an ISO 9660 volume descriptor (ECMA-119 8.4).
-const (
-	vdCreation     = 813
-	vdModification = 830
-	vdExpiration   = 847
-	vdEffective    = 864
-	vdRootRecord   = 156
-)
-
 // Rock Ridge POSIX modes written for files and directories.
 const (
 	rrFileMode = 0o100000 | isoFileMode
 	rrDirMode  = 0o040000 | isoDirMode
 )
-
-// isoRecord is a directory record found by the walk.
-type isoRecord struct {
-	off    int   // offset of the record in the image
-	susp   []int // offsets of its System Use entries (record and continuation areas)
-	isDir  bool
-	extLoc uint32
-}
-
-type isoNormalizer struct {
-	img     []byte
-	seen    map[uint32]bool
-	subdirs map[uint32]int // directory extent -> number of subdirectories
-	recs    []isoRecord
-}
-
-// normalizeISO rewrites every date, Rock Ridge PX (mode, links, uid, gid)
-// and TF field of the ISO image img in place to values that depend on the
-// content only: dates become t, files get mode 0444, directories 0555,
-// owner 0:0, files one link and directories two plus their subdirectories.
-func normalizeISO(img []byte, t time.Time) error {
-	n := &isoNormalizer{img: img, subdirs: map[uint32]int{}}
-	d7, d17 := isoDate7(t), isoDate17(t)
-	for i := 0; ; i++ {
-		off := isoPVDOffset + i*isoBlock
-		if off+isoBlock > len(img) || i > 64 {
-			return fmt.Errorf("normalize iso: no volume descriptor set terminator")
-		}
-		vd := img[off : off+isoBlock]
-		if string(vd[1:6]) != "CD001" {
-			return fmt.Errorf("normalize iso: volume descriptor %d has no CD001 signature", i)
-		}
-		if vd[0] == 255 {
-			break
-		}
-		if vd[0] != 1 && vd[0] != 2 {
-			continue
-		}
-		copy(vd[vdCreation:], d17)
-		copy(vd[vdModification:], d17)
-		copy(vd[vdExpiration:], isoUnsetDate17)
-		copy(vd[vdEffective:], isoUnsetDate17)
-		root := vd[vdRootRecord : vdRootRecord+34]
-		copy(root[18:25], d7)
-		n.seen = map[uint32]bool{} // each tree (primary, Joliet) on its own
-		if err := n.dir(binary.LittleEndian.Uint32(root[2:]), binary.LittleEndian.Uint32(root[10:]), 0, d7); err != nil {
-			return fmt.Errorf("normalize iso: volume descriptor %d: %w", i, err)
-		}
-	}
-	for _, r := range n.recs {
-		for _, so := range r.susp {
-			e := n.img[so:]
-			switch {
-			case e[0] == 'P' && e[1] == 'X' && e[2] >= 36:
-				mode, links := uint32(rrFileMode), uint32(1)
-				if r.isDir {
-					mode, links = rrDirMode, uint32(2+n.subdirs[r.extLoc])
-				}
-				putBoth32(e[4:], mode)
-				putBoth32(e[12:], links)
-				putBoth32(e[20:], 0) // uid
-				putBoth32(e[28:], 0) // gid
-			case e[0] == 'T' && e[1] == 'F' && e[2] >= 5:
-				size, date := 7, d7
-				if e[4]&0x80 != 0 {
-					size, date = 17, d17
-				}
-				for p := 5; p+size <= int(e[2]); p += size {
-					copy(e[p:], date)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// putBoth32 writes v as ISO 9660 both-endian 32-bit (LE then BE).
-func putBoth32(b []byte, v uint32) {
-	binary.LittleEndian.PutUint32(b, v)
-	binary.BigEndian.PutUint32(b[4:], v)
-}
-
-func (n *isoNormalizer) inImage(off, size int64) bool {
-	return off >= 0 && size >= 0 && off <= int64(len(n.img)) && size <= int64(len(n.img))-off
-}
-
-// dir records the directory extent at block loc (size bytes), rewrites its
-// records' dates and recurses into its subdirectories.
-func (n *isoNormalizer) dir(loc, size uint32, depth int, d7 []byte) error {
-	if depth > maxWalkDepth {
-		return fmt.Errorf("directories nested deeper than %d", maxWalkDepth)
-	}
-	if n.seen[loc] {
-		return nil
-	}
-	n.seen[loc] = true
-	if len(n.seen) > isoMaxDirs {
-		return fmt.Errorf("more than %d directories", isoMaxDirs)
-	}
-	base := int64(loc) * isoBlock
-	if !n.inImage(base, int64(size)) {
-		return fmt.Errorf("directory extent of %d bytes at block %d lies outside the image", size, loc)
-	}
-	buf := n.img[base : base+int64(size)]
-	var sub []isoRecord
-	for p := 0; p < len(buf); {
-		l := int(buf[p])
-		if l == 0 {
-			p = (p/isoBlock + 1) * isoBlock
-			continue
-		}
-		if l < 34 || p+l > len(buf) {
-			return fmt.Errorf("directory record of %d bytes at %d overruns its extent", l, base+int64(p))
-		}
-		if len(n.recs) > isoMaxRecords {
-			return fmt.Errorf("more than %d directory records", isoMaxRecords)
-		}
-		rec := buf[p : p+l]
-		copy(rec[18:25], d7)
-		nameLen := int(rec[32])
-		if 33+nameLen > l {
-			return fmt.Errorf("directory record name overruns the record")
-		}
-		r := isoRecord{off: int(base) + p, isDir: rec[25]&0x02 != 0, extLoc: binary.LittleEndian.Uint32(rec[2:])}
-		su := 33 + nameLen
-		if nameLen%2 == 0 {
-			su++
-		}
-		if su < l {
-			var err error
-			if r.susp, err = n.suspEntries(int(base)+p+su, l-su); err != nil {
-				return err
-			}
-		}
-		n.recs = append(n.recs, r)
-		dot := nameLen == 1 && (rec[33] == 0 || rec[33] == 1)
-		if r.isDir && !dot {
-			n.subdirs[loc]++
-			sub = append(sub, r)
-		}
-		p += l
-	}
-	for _, r := range sub {
-		rec := n.img[r.off:]
-		if err := n.dir(r.extLoc, binary.LittleEndian.Uint32(rec[10:]), depth+1, d7); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// suspEntries returns the image offsets of the System Use entries in the
-// area at off (size bytes), following CE continuation areas.
-func (n *isoNormalizer) suspEntries(off, size int) ([]int, error) {
-	var out []int
-	for hops := 0; ; hops++ {
-		ceOff, ceLen := int64(-1), int64(0)
-		area := n.img[off : off+size]
-		for q := 0; q+4 <= len(area); {
-			el := int(area[q+2])
-			if el < 4 || q+el > len(area) {
-				break // padding, or not SUSP
-			}
-			out = append(out, off+q)
-			if area[q] == 'C' && area[q+1] == 'E' && el >= 28 {
-				ceOff = int64(binary.LittleEndian.Uint32(area[q+4:]))*isoBlock + int64(binary.LittleEndian.Uint32(area[q+12:]))
-				ceLen = int64(binary.LittleEndian.Uint32(area[q+20:]))
-			}
-			if area[q] == 'S' && area[q+1] == 'T' {
-				break
-			}
-			q += el
-		}
-		if ceOff < 0 {
-			return out, nil
-		}
-		if hops >= isoMaxCEChain {
-			return nil, fmt.Errorf("more than %d chained continuation areas", isoMaxCEChain)
-		}
-		if ceLen > isoBlock || !n.inImage(ceOff, ceLen) {
-			return nil, fmt.Errorf("continuation area of %d bytes at %d lies outside the image", ceLen, ceOff)
-		}
-		off, size = int(ceOff), int(ceLen)
-	}
-}
 
 // FAT layout offsets (boot sector and 32-byte directory entries).
 const (

@@ -145,10 +145,10 @@ func TestCheckImageFindsMismatches(t *testing.T) {
 	}
 }
 
-// isoContents, the reader of checkImage, must agree with real tools on the
-// label (isoinfo -d) and on the file list and bytes (xorriso's extraction),
-// for the examples and random specs with odd names.
-func TestISOContentsAgreesWithRealTools(t *testing.T) {
+// The package's ISO reader (Inspect, ReadFile, checkImage) must agree with
+// real tools on the label (isoinfo -d) and on the file list and bytes
+// (xorriso's extraction), for the examples and random specs with odd names.
+func TestISOReaderAgreesWithRealTools(t *testing.T) {
 	needTool(t, "xorriso", "xorriso")
 	needTool(t, "isoinfo", "genisoimage")
 	specs := []Spec{{MediaISO, "cidata", cidataEntries()}, {MediaISO, "config-2", config2Entries()}}
@@ -164,26 +164,32 @@ func TestISOContentsAgreesWithRealTools(t *testing.T) {
 	dir := t.TempDir()
 	for i, spec := range specs {
 		img := builtImage(t, spec)
-		label, files, err := isoContents(img)
+		v, err := readISOBytes(img)
 		if err != nil {
-			t.Fatalf("spec %d: isoContents: %v", i, err)
+			t.Fatalf("spec %d: readISOBytes: %v", i, err)
+		}
+		label, files := v.label, map[string][]byte{}
+		for _, f := range v.files {
+			if files[f.path], err = v.data(f); err != nil {
+				t.Fatal(err)
+			}
 		}
 		p := filepath.Join(dir, fmt.Sprintf("%d.iso", i))
 		if err := os.WriteFile(p, img, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if d := run(t, "isoinfo", "-d", "-i", p); !strings.Contains(d, "Volume id: "+label+"\n") {
-			t.Errorf("spec %d: isoContents reads label %q, isoinfo -d:\n%s", i, label, d)
+			t.Errorf("spec %d: the reader reads label %q, isoinfo -d:\n%s", i, label, d)
 		}
 		ext := filepath.Join(dir, fmt.Sprint(i))
 		run(t, "xorriso", "-osirrox", "on", "-indev", p, "-extract", "/", ext)
 		tree := treeFiles(t, ext)
 		if len(tree) != len(files) {
-			t.Errorf("spec %d: isoContents lists %d files, xorriso extracts %d", i, len(files), len(tree))
+			t.Errorf("spec %d: the reader lists %d files, xorriso extracts %d", i, len(files), len(tree))
 		}
 		for name, b := range tree {
 			if got, ok := files[name]; !ok || !bytes.Equal(got, b) {
-				t.Errorf("spec %d: %q: isoContents has %d bytes (listed %v), xorriso extracts %d", i, name, len(got), ok, len(b))
+				t.Errorf("spec %d: %q: the reader has %d bytes (listed %v), xorriso extracts %d", i, name, len(got), ok, len(b))
 			}
 		}
 	}

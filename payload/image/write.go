@@ -23,8 +23,7 @@ const tempPattern = ".vmpayload-image-*.tmp"
 // compared with the built image byte for byte (readBack), then renamed to out
 // and the directory fsynced (both fsyncs are skipped with opt.NoSync). A
 // failed check wraps ErrVerify. On any error nothing is left behind: no
-// temporary file and no go-diskfs workspace; an existing out is left
-// untouched. With opt.ExpectSHA256 set, an image with another hash is not
+// temporary file; an existing out is left untouched. With opt.ExpectSHA256 set, an image with another hash is not
 // written (ErrChecksum), except that an ISO spec's legacy Joliet layout is
 // tried as well (see Options.ExpectSHA256 and legacyJolietRetry).
 //
