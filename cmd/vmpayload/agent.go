@@ -19,7 +19,9 @@ import (
 // vmpayloadd, with the same arguments, in this process (exec: same PID, so
 // systemd's MAINPID, sd_notify and signals reach the daemon).
 
-func init() { subcommands = append(subcommands, newAgentCmd) }
+func init() {
+	register("agent", newAgentCmd)
+}
 
 func newAgentCmd() *cobra.Command {
 	return &cobra.Command{

@@ -18,7 +18,10 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-func init() { subcommands = append(subcommands, newSubmitCmd, newStatusCmd) }
+func init() {
+	register("submit", newSubmitCmd)
+	register("status", newStatusCmd)
+}
 
 func newSubmitCmd() *cobra.Command {
 	var o *submitOptions

@@ -23,7 +23,9 @@ import (
 // libvirt: libvirt documents that a hook calling back into libvirt
 // deadlocks. See docs/durability.md, "The hook".
 
-func init() { subcommands = append(subcommands, newHookCmd) }
+func init() {
+	register("hook", newHookCmd)
+}
 
 func newHookCmd() *cobra.Command {
 	var cfgPath string

@@ -27,8 +27,11 @@ const (
 	exitUsage   = cli.ExitUsage   // bad flags or arguments, or an I/O problem
 )
 
-// subcommands makes the subcommands; each file adds its own in init.
-var subcommands []func() *cobra.Command
+// subcommands makes the subcommands by name; each file adds its own in init.
+var subcommands = map[string]func() *cobra.Command{}
+
+// register adds the subcommand name, made by mk.
+func register(name string, mk func() *cobra.Command) { subcommands[name] = mk }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -36,11 +39,17 @@ func main() {
 
 // run runs the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	return cli.Execute(newRoot(), args, stdout, stderr)
+	only := ""
+	if len(args) > 0 {
+		only = args[0]
+	}
+	return cli.Execute(newRoot(only), args, stdout, stderr)
 }
 
-// newRoot returns the command tree of vmpayload.
-func newRoot() *cobra.Command {
+// newRoot returns the command tree of vmpayload; when only names a
+// subcommand, the tree has just that one (a process runs one command: the
+// others' flags need not be made).
+func newRoot(only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "vmpayload",
 		Short: "cloud-init payloads for libvirt domains",
@@ -51,6 +60,10 @@ func newRoot() *cobra.Command {
 			_ = cmd.Help()
 			return cli.ExitCode(exitUsage)
 		},
+	}
+	if mk, ok := subcommands[only]; ok {
+		root.AddCommand(mk())
+		return root
 	}
 	for _, mk := range subcommands {
 		root.AddCommand(mk())

@@ -19,7 +19,12 @@ import (
 )
 
 func init() {
-	subcommands = append(subcommands, newBuildCmd, newValidateCmd, newInspectCmd, newVersionCmd)
+
+	register("build", newBuildCmd)
+	register("validate", newValidateCmd)
+	register("inspect", newInspectCmd)
+	register("version", newVersionCmd)
+
 }
 
 func newVersionCmd() *cobra.Command {

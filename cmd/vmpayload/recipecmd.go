@@ -23,7 +23,9 @@ import (
 // prints what makes the domain durable (docs/durability.md, "Without the
 // agent").
 
-func init() { subcommands = append(subcommands, newRecipeCmd) }
+func init() {
+	register("recipe", newRecipeCmd)
+}
 
 // recipeOptions are the flags of recipe.
 type recipeOptions struct {

@@ -28,7 +28,9 @@ import (
 // way "submit" does. The flag names are a public contract like the job
 // format: flags may be added, never renamed. docs/run.md describes them.
 
-func init() { subcommands = append(subcommands, newRunCmd) }
+func init() {
+	register("run", newRunCmd)
+}
 
 func newRunCmd() *cobra.Command {
 	var f runFlags
