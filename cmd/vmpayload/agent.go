@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 )
@@ -33,7 +35,23 @@ func newAgentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cli.Code(execDaemon(args, cmd.ErrOrStderr()))
 		},
+		ValidArgsFunction: completeDaemonFlags,
 	}
+}
+
+// completeDaemonFlags completes the daemon's flag names (cobra parses none
+// of "vmpayload agent"'s arguments, so it does not know them).
+func completeDaemonFlags(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if !strings.HasPrefix(toComplete, "-") {
+		return nil, cobra.ShellCompDirectiveDefault
+	}
+	var names []string
+	cli.NewDaemonCommand(nil).Flags().VisitAll(func(f *pflag.Flag) {
+		if n := "--" + f.Name; strings.HasPrefix(n, toComplete) {
+			names = append(names, n+"\t"+f.Usage)
+		}
+	})
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 // execDaemon replaces the process with the daemon run with args; it

@@ -174,3 +174,45 @@ func copyFile(t *testing.T, from, to string) {
 	must(t, err)
 	must(t, os.WriteFile(to, b, 0o755))
 }
+
+// TestCompletion: cobra's completion protocol (what the bash, zsh and fish
+// scripts call) completes subcommands, flags, flag values, the daemon's
+// flags after "agent", and domain names from virsh.
+func TestCompletion(t *testing.T) {
+	complete := func(args ...string) []string {
+		t.Helper()
+		_, out, _ := runCLI(t, append([]string{"__complete"}, args...)...)
+		var words []string
+		for _, l := range strings.Split(out, "\n") {
+			if l != "" && !strings.HasPrefix(l, ":") {
+				words = append(words, strings.SplitN(l, "\t", 2)[0])
+			}
+		}
+		return words
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"bu"}, []string{"build"}},
+		{[]string{"build", "--sec"}, []string{"--secrets-dir"}},
+		{[]string{"run", "web1", "--form"}, []string{"--format"}},
+		{[]string{"run", "web1", "--format", ""}, []string{"nocloud", "configdrive"}},
+		{[]string{"submit", "--wait="}, []string{"job", "guest"}},
+		{[]string{"agent", "--libvirt-u"}, []string{"--libvirt-uri"}},
+	} {
+		if got := complete(c.args...); !slices.Equal(got, c.want) {
+			t.Errorf("complete %q = %q, want %q", c.args, got, c.want)
+		}
+	}
+	if _, err := exec.LookPath("virsh"); err != nil {
+		t.Skip("no virsh")
+	}
+	t.Setenv("LIBVIRT_DEFAULT_URI", "test:///default") // its one domain is "test"
+	if got := complete("run", ""); !slices.Equal(got, []string{"test"}) {
+		t.Errorf("run DOMAIN completes to %q, want the test driver's domain", got)
+	}
+	if got := complete("run", "x"); len(got) != 0 {
+		t.Errorf("run x completes to %q", got)
+	}
+}
