@@ -54,6 +54,7 @@ func newRoot(only string) *cobra.Command {
 		Use:   "vmpayload",
 		Short: "cloud-init payloads for libvirt domains",
 		Long: "vmpayload " + version + " — cloud-init payloads for libvirt domains\n\n" +
+			"The host agent is the other binary, vmpayloadd(8); \"vmpayload agent\" runs it.\n\n" +
 			"Exit status: 0 on success; 1 when the input is invalid; 2 for bad flags or arguments, or an I/O problem.",
 		// no subcommand: the help, and the usage error's exit status
 		RunE: func(cmd *cobra.Command, _ []string) error {

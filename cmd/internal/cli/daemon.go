@@ -31,11 +31,13 @@ dashes); a flag overrides the file, which overrides the built-in defaults.
 SIGHUP reloads the configuration.
 
 Files:
-  /etc/vmpayload/agent.yaml      configuration (a package conffile, kept on upgrade)
-  /etc/vmpayload/secrets/        secrets directory (0700)
-  /var/spool/vmpayload/{incoming,processing,done,failed}/   job spool
-  /run/vmpayload/vmpayload.sock  the API socket
-  /run/payload/                  payload images`
+
+    /etc/vmpayload/agent.yaml      configuration (a package conffile, kept on upgrade)
+    /etc/vmpayload/secrets/        secrets directory (0700)
+    /var/spool/vmpayload/          job spool: incoming/, processing/, done/, failed/
+    /run/vmpayload/vmpayload.sock  the API socket
+    /run/payload/                  payload images
+    /etc/libvirt/hooks/qemu.d/vmpayload   libvirt qemu hook: runs "vmpayload hook"`
 
 // DaemonServe runs the daemon with the effective configuration. args are
 // the configuration flags as given (--name=value), for re-resolving the
