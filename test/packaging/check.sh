@@ -203,8 +203,16 @@ done
 bc=$x/usr/share/bash-completion/completions/vmpayload
 check "bash completion is valid bash" bash -n "$bc"
 check "bash completion of vmpayloadd is valid bash" bash -n "$x/usr/share/bash-completion/completions/vmpayloadd"
-complete_words() { # complete_words WORD...: what bash completes for the last word (cobra's script asks the binary)
-	PATH="$x/usr/bin:$PATH" bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+# complete_words WORD...: what bash completes for the last word. cobra's script
+# asks the binary ("vmpayload __complete ...") and takes the words apart with
+# bash-completion's _get_comp_words_by_ref (a stand-in when it is not installed).
+complete_words() {
+	PATH="$x/usr/bin:$PATH" bash -c '
+		[[ -r /usr/share/bash-completion/bash_completion ]] && source /usr/share/bash-completion/bash_completion
+		declare -F _get_comp_words_by_ref >/dev/null || _get_comp_words_by_ref() {
+			cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
+		}
+		source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
 		__start_vmpayload 2>/dev/null; printf "%s\n" "${COMPREPLY[@]}"' _ "$bc" "$@"
 }
 eq "bash completes 'vmpayload bu'" "$(complete_words vmpayload bu)" build
