@@ -26,7 +26,7 @@ func init() {
 func newSubmitCmd() *cobra.Command {
 	var o *submitOptions
 	cmd := &cobra.Command{
-		Use:   "submit [--socket PATH] [--spool-dir DIR] [--wait[=guest]] [--timeout 10m] JOB.json|-",
+		Use:   "submit JOB.json|-",
 		Short: "hand a job to the agent (socket API; falls back to the spool directory)",
 		Args:  posArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -42,7 +42,7 @@ func newStatusCmd() *cobra.Command {
 	var socket, spoolDir string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status [--socket PATH] [--spool-dir DIR] [--json] [ID]",
+		Use:   "status [ID]",
 		Short: "show a job's result, or the agent's recent jobs",
 		Args:  posArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -88,7 +88,7 @@ func addSubmitFlags(cmd *cobra.Command) *submitOptions {
 	fs.StringVar(&o.socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
 	fs.StringVar(&o.spoolDir, "spool-dir", "", "spool `DIR` used when the socket is unreachable")
 	fs.Var(&o.waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
-	fs.Lookup("wait").NoOptDefVal = "true"
+	fs.Lookup("wait").NoOptDefVal = "job" // --wait alone
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	_ = cmd.MarkFlagDirname("spool-dir")
 	_ = cmd.RegisterFlagCompletionFunc("wait", cobra.FixedCompletions([]string{"job", "guest"}, cobra.ShellCompDirectiveNoFileComp))

@@ -60,7 +60,10 @@ func TestOldCommandLines(t *testing.T) {
 // TestPureBinary: vmpayload does not reach libvirt.org/go/libvirt, builds
 // without cgo and is a static executable; the daemon links the binding.
 func TestPureBinary(t *testing.T) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
 	deps := func(env []string, args ...string) []string {
 		cmd := exec.Command(gobin, append([]string{"list", "-deps"}, args...)...)
 		cmd.Env = append(os.Environ(), env...)

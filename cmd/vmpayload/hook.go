@@ -30,7 +30,7 @@ func init() {
 func newHookCmd() *cobra.Command {
 	var cfgPath string
 	cmd := &cobra.Command{
-		Use:   "hook [--config FILE] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
+		Use:   "hook [flags] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
 		Short: "libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts",
 		Args:  posArgs(3, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {

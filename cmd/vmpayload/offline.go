@@ -38,7 +38,7 @@ func newVersionCmd() *cobra.Command {
 func newValidateCmd() *cobra.Command {
 	var o validateOptions
 	cmd := &cobra.Command{
-		Use:   "validate [--secrets-dir DIR] [--json] JOB.json|-",
+		Use:   "validate JOB.json|-",
 		Short: "check a job document; prints one \"field: message\" line per problem",
 		Args:  posArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,7 +61,7 @@ type validateOptions struct {
 func newBuildCmd() *cobra.Command {
 	var o buildOptions
 	cmd := &cobra.Command{
-		Use:   "build [--secrets-dir DIR] [--mode 0640] [--json] -o OUT JOB.json|-",
+		Use:   "build -o OUT JOB.json|-",
 		Short: "render a job's cloud-init documents and write the payload image",
 		Args:  posArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,7 +90,7 @@ func newInspectCmd() *cobra.Command {
 	var asJSON bool
 	var cat string
 	cmd := &cobra.Command{
-		Use:   "inspect [--json] [--cat PATH] IMAGE",
+		Use:   "inspect IMAGE",
 		Short: "show a payload image's label, filesystem type and files",
 		Args:  posArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -36,7 +36,7 @@ func newRecipeCmd() *cobra.Command {
 	d := config.Default()
 	var o recipeOptions
 	cmd := &cobra.Command{
-		Use:   "recipe [--payload-dir DIR] [--secrets-dir DIR] [--bus auto|ide|sata|scsi] [--image-mode 0640] [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
+		Use:   "recipe [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
 		Short: "build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from",
 		Args:  posArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {

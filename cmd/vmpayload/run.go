@@ -36,7 +36,7 @@ func newRunCmd() *cobra.Command {
 	var f runFlags
 	var o *submitOptions
 	cmd := &cobra.Command{
-		Use:   "run DOMAIN [--hostname NAME] [--ssh-key FILE] [--user NAME --password-file FILE] [--nic MAC,ip=CIDR,gw=IP] [--file SRC:DEST[:MODE]] [--runcmd CMD] [--attach|--detach] [--print-job] [--wait] [flags]",
+		Use:   "run DOMAIN [flags]",
 		Short: "build a job from flags and hand it to the agent (virsh-style Run Once)",
 		Long:  "build a job from flags and hand it to the agent (virsh-style Run Once)\n\n" + runHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
