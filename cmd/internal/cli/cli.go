@@ -27,6 +27,7 @@ const (
 // Execute. The command has already printed what the user needs to see.
 type ExitCode int
 
+// Error says which exit status the command asked for.
 func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // Code returns nil for ExitOK, else the ExitCode error.
