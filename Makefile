@@ -4,9 +4,12 @@ export PATH := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GO_TEST_TIMEOUT ?= 75m
+# Two binaries: bin/vmpayload, pure Go (CGO_ENABLED=0: build, validate,
+# inspect, recipe, hook, submit, status, run; "vmpayload agent" runs the
+# daemon), and bin/vmpayloadd, the agent, the one that links libvirt.
 # libvirt_dlopen: libvirt.org/go/libvirt loads libvirt.so.0 with dlopen instead
-# of linking it, so the binary runs (offline subcommands) where libvirt is not
-# installed. Every go build/test/vet of the project uses it; see libvirtx/doc.go.
+# of linking it, so the daemon's package installs without libvirt-dev. The
+# daemon's build and the go test/vet of the project use it; see libvirtx/doc.go.
 GOTAGS ?= libvirt_dlopen
 FUZZTIME ?= 60s
 
@@ -15,7 +18,8 @@ FUZZTIME ?= 60s
 all: build
 
 build:
-	go build -tags '$(GOTAGS)' -trimpath -ldflags '$(LDFLAGS)' -o bin/vmpayload ./cmd/vmpayload
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/vmpayload ./cmd/vmpayload
+	go build -tags '$(GOTAGS)' -trimpath -o bin/vmpayloadd ./cmd/vmpayloadd
 
 deps:
 	@bash test/deps.sh

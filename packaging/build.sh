@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds dist/vmpayload_<ver>_amd64.deb and dist/vmpayload-<ver>.x86_64.rpm:
-# the binary (with -X main.version=<ver>), its man pages and completions
-# (packaging/gendocs, from the binary's help), then nfpm (pinned in
-# packaging/tools/go.mod, outside the product's go.mod).
+# the two binaries (vmpayload, pure Go, with -X main.version=<ver>; vmpayloadd,
+# the agent), their man pages and bash/zsh/fish completions (cobra's
+# generators: "vmpayload gendocs", built with -tags gendocs), then nfpm (pinned
+# in packaging/tools/go.mod, outside the product's go.mod).
 #   packaging/build.sh            # both packages
 #   packaging/build.sh deb        # one of them
-# Needs Go and gcc (cgo; -tags libvirt_dlopen: no libvirt-dev); prints the package paths.
+# Needs Go and gcc (the daemon's cgo; -tags libvirt_dlopen: no libvirt-dev); prints the package paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -24,16 +25,18 @@ rm -rf "$VMPAYLOAD_BUILD"
 mkdir -p "$VMPAYLOAD_BUILD/docs"
 echo "packaging: vmpayload $VMPAYLOAD_VERSION"
 
-go build -tags libvirt_dlopen -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$VMPAYLOAD_VERSION" \
-	-o "$VMPAYLOAD_BUILD/vmpayload" ./cmd/vmpayload
+ldflags="-s -w -X main.version=$VMPAYLOAD_VERSION"
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$VMPAYLOAD_BUILD/vmpayload" ./cmd/vmpayload
+go build -tags libvirt_dlopen -trimpath -buildvcs=false -ldflags "-s -w" -o "$VMPAYLOAD_BUILD/vmpayloadd" ./cmd/vmpayloadd
 got=$("$VMPAYLOAD_BUILD/vmpayload" version)
 if [[ $got != "vmpayload $VMPAYLOAD_VERSION" ]]; then
 	echo "packaging: the binary says \"$got\", want \"vmpayload $VMPAYLOAD_VERSION\"" >&2
 	exit 1
 fi
 
-go run -tags libvirt_dlopen ./packaging/gendocs -bin "$VMPAYLOAD_BUILD/vmpayload" -out "$VMPAYLOAD_BUILD/docs" \
-	-version "$VMPAYLOAD_VERSION" -date "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)"
+# man pages (the date from SOURCE_DATE_EPOCH) and completions, gzipped pages
+go run -tags gendocs -trimpath -buildvcs=false -ldflags "$ldflags" ./cmd/vmpayload gendocs "$VMPAYLOAD_BUILD/docs"
+gzip -9n "$VMPAYLOAD_BUILD"/docs/man?/*
 
 # nfpm v2.44.0: the "tool" of packaging/tools/go.mod
 (cd packaging/tools && go build -o "../../$VMPAYLOAD_BUILD/nfpm" github.com/goreleaser/nfpm/v2/cmd/nfpm)

@@ -6,13 +6,16 @@
 #
 # Sections: build (in-process vs `vmpayload build` vs cloud-localds vs
 # genisoimage), proc (process start: two Go floor programs (test/bench/floor,
-# with and without cgo), `vmpayload version` and `build` of the
-# typical and large jobs vs /bin/true, cloud-localds, genisoimage), burst
+# with and without cgo), `vmpayload version` (pure Go: goal ≤ 1.5× the no-cgo
+# floor) and `build` of the typical (goal ≥ 8× faster than cloud-localds) and
+# large jobs vs /bin/true, cloud-localds, genisoimage), burst
 # (1000 jobs, libvirt test driver), startup (launch → READY=1 with an empty
 # done/, with 10 000 kept results, and on 1000 defined domains that carry a
 # recipe), idle (60 s), real
 # (qemu:///system domain vs `virsh start`), hook (the libvirt qemu hook's paths vs
-# /bin/true). BENCH_SECTIONS, BENCH_ROUNDS, BENCH_PROC_ROUNDS,
+# /bin/true; goal: `prepare begin` without work ≤ 2 ms above it). The agent
+# sections run bin/vmpayloadd through `bin/vmpayload agent` (an exec: the same
+# process). BENCH_SECTIONS, BENCH_ROUNDS, BENCH_PROC_ROUNDS,
 # BENCH_REAL_ROUNDS, BENCH_BURST_RUNS (runs of each burst layout, default 3),
 # BENCH_BURST_LAYOUTS (comma-separated: tmpfs, disk, daemon; default all three),
 # BENCH_IDLE and BENCH_PROFILE (a directory for the burst's

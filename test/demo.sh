@@ -14,7 +14,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== starting: vmpayload agent --libvirt-uri test:///default (spool $work/spool)"
+echo "== starting: vmpayload agent --libvirt-uri test:///default (it runs bin/vmpayloadd; spool $work/spool)"
 "$bin" agent --config "" --libvirt-uri test:///default \
 	--spool-dir "$work/spool" --payload-dir "$work/payload" --socket "$work/vmpayload.sock" \
 	--secrets-dir "$work/secrets" --log-level info 2>"$work/agent.log" &

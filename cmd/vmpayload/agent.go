@@ -1,186 +1,96 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
-	"time"
 
-	"github.com/vmpayload/vmpayload/agent"
-	"github.com/vmpayload/vmpayload/agent/access"
-	"github.com/vmpayload/vmpayload/agent/api"
-	"github.com/vmpayload/vmpayload/agent/config"
-	"github.com/vmpayload/vmpayload/agent/metrics"
-	"github.com/vmpayload/vmpayload/internal/mallocarena"
-	"github.com/vmpayload/vmpayload/libvirtx"
-	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 )
 
+// "vmpayload agent ARGS" is the agent's command line of earlier releases,
+// kept for the units and scripts that use it: it runs the daemon binary,
+// vmpayloadd, with the same arguments, in this process (exec: same PID, so
+// systemd's MAINPID, sd_notify and signals reach the daemon).
+
 func init() {
-	register(command{name: "agent", usage: "[--config FILE] [--print-config] [--KEY VALUE ...]",
-		summary: "run the host agent: spool and socket intake, libvirt attach and start, lifecycle", run: runAgent})
+	register("agent", newAgentCmd)
 }
 
-// agentOptions turns a configuration into agent options.
-func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.Options, error) {
-	bus, err := domxml.ParseBus(c.CDROMBus)
-	if err != nil {
-		return agent.Options{}, err
+func newAgentCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "agent [vmpayloadd flags]",
+		Short: "run the host agent (" + cli.DaemonName + ") with these arguments",
+		Long: "run the host agent: exec " + cli.DaemonName + " with the same arguments. It is looked for next to this " +
+			"binary, then as " + cli.DaemonPath + ", then in $PATH. \"" + cli.DaemonName + " --help\" lists its flags.",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(execDaemon(args, cmd.ErrOrStderr()))
+		},
+		ValidArgsFunction: completeDaemonFlags,
 	}
-	gid, err := c.ImageGID()
-	if err != nil {
-		return agent.Options{}, err
-	}
-	adminGID, err := c.AdminGID()
-	if err != nil {
-		return agent.Options{}, err
-	}
-	spoolGID, err := c.SpoolGID()
-	if err != nil {
-		return agent.Options{}, err
-	}
-	return agent.Options{Host: host, SpoolDir: c.SpoolDir, PayloadDir: c.PayloadDir, SecretsDir: c.SecretsDir,
-		Workers: c.Workers, QueueLimit: c.QueueLimit, RescanInterval: c.RescanInterval,
-		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log,
-		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList(),
-		GuestReport: c.GuestReport, GuestTimeout: c.GuestTimeout,
-		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0}, nil
 }
 
-func runAgent(c command, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	printCfg := fs.Bool("print-config", false, "print the effective configuration as YAML and exit")
-	cfg, err := config.Resolve(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+// completeDaemonFlags completes the daemon's flag names (cobra parses none
+// of "vmpayload agent"'s arguments, so it does not know them).
+func completeDaemonFlags(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if !strings.HasPrefix(toComplete, "-") {
+		return nil, cobra.ShellCompDirectiveDefault
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "vmpayload agent: %v\n", err)
-		return exitUsage
-	}
-	if *printCfg {
-		b, err := cfg.YAML()
-		if err != nil {
-			fmt.Fprintf(stderr, "vmpayload agent: %v\n", err)
-			return exitUsage
+	var names []string
+	cli.NewDaemonCommand(nil).Flags().VisitAll(func(f *pflag.Flag) {
+		if n := "--" + f.Name; strings.HasPrefix(n, toComplete) {
+			names = append(names, n+"\t"+f.Usage)
 		}
-		stdout.Write(b)
-		return exitOK
-	}
-	log, err := cfg.Logger(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "vmpayload agent: %v\n", err)
-		return exitUsage
-	}
-	slog.SetDefault(log)
-	// mallocarena capped the C allocator's arenas when the binary was
-	// loaded (issue 14).
-	if mallocarena.Capped() {
-		log.Debug("C allocator arenas capped", "max", mallocarena.Max)
-	}
-	defer startProfiles()()
-	if err := serveAgent(cfg, args, log); err != nil {
-		log.Error("agent failed", "err", err)
-		return 1
-	}
-	return exitOK
-}
-
-func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	// libvirtd may still be starting (or restarting): wait for it.
-	var host *libvirtx.LibvirtHost
-	for delay := 200 * time.Millisecond; ; delay = min(delay*2, 5*time.Second) {
-		var err error
-		host, err = libvirtx.OpenHost(cfg.LibvirtURI, libvirtx.HostOptions{Logger: log})
-		if err == nil {
-			break
-		}
-		if errors.Is(err, libvirtx.ErrNotInstalled) {
-			return err // waiting will not install it
-		}
-		log.Warn("connecting to libvirt; retrying", "uri", cfg.LibvirtURI, "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-	}
-	defer host.Close()
-
-	met := metrics.New()
-	met.SetLibvirtReconnects(host.Reconnects)
-	opts, err := agentOptions(cfg, host, log)
-	if err != nil {
-		return err
-	}
-	opts.Metrics = met
-	a, err := agent.New(opts)
-	if err != nil {
-		return err
-	}
-	sockGID, err := cfg.SocketGID()
-	if err != nil {
-		return err
-	}
-	l, err := api.Listen(cfg.Socket, sockGID)
-	if err != nil {
-		return err
-	}
-	srv := &api.Server{Backend: a, Log: log, Metrics: met}
-	srvErr := make(chan error, 1)
-	go func() {
-		srvErr <- srv.ServeKeeping(l, cfg.Socket, sockGID, func() { met.DirRecreated(metrics.DirSocket) })
-	}()
-	defer os.Remove(cfg.Socket)
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			_ = agent.Notify("RELOADING=1")
-			fs := flag.NewFlagSet("reload", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			fs.Bool("print-config", false, "")
-			nc, err := config.Resolve(fs, args)
-			if err != nil {
-				log.Error("reloading configuration failed; keeping the old one", "err", err)
-				_ = agent.Notify("READY=1")
-				continue
-			}
-			nlog, err := nc.Logger(os.Stderr)
-			if err == nil {
-				slog.SetDefault(nlog)
-			}
-			no, err := agentOptions(nc, host, nlog)
-			if err != nil {
-				log.Error("reloading configuration failed; keeping the old one", "err", err)
-			} else {
-				a.Reload(no)
-			}
-			_ = agent.Notify("READY=1")
-		}
-	}()
-
-	runErr := a.Run(ctx, func() {
-		_ = agent.Notify("READY=1\nSTATUS=running")
 	})
-	_ = agent.Notify("STOPPING=1")
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx)
-	if err := <-srvErr; err != nil && runErr == nil {
-		runErr = err
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// execDaemon replaces the process with the daemon run with args; it
+// returns only when that fails.
+func execDaemon(args []string, stderr io.Writer) int {
+	exe, _ := os.Executable()
+	path, err := findDaemon(exe, cli.DaemonPath, exec.LookPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "vmpayload agent: %v\n", err)
+		return exitUsage
 	}
-	return runErr
+	err = syscall.Exec(path, append([]string{path}, args...), os.Environ())
+	fmt.Fprintf(stderr, "vmpayload agent: running %s: %v\n", path, err)
+	return exitUsage
+}
+
+// findDaemon returns the daemon binary: the one next to exe (the running
+// executable), else installed (its install path), else the one lookPath
+// finds in $PATH.
+func findDaemon(exe, installed string, lookPath func(string) (string, error)) (string, error) {
+	var candidates []string
+	if exe != "" {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), cli.DaemonName))
+	}
+	candidates = append(candidates, installed)
+	for _, p := range candidates {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	p, err := lookPath(cli.DaemonName)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", fmt.Errorf("the agent binary %s is not next to this one, not at %s and not in $PATH", cli.DaemonName, installed)
+		}
+		return "", err
+	}
+	return p, nil
 }

@@ -2,33 +2,68 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/vmpayload/vmpayload/agent/api/client"
-	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 func init() {
-	register(command{name: "submit", usage: "[--socket PATH] [--spool-dir DIR] [--wait[=guest]] [--timeout 10m] JOB.json|-",
-		summary: "hand a job to the agent (socket API; falls back to the spool directory)", run: runSubmit})
-	register(command{name: "status", usage: "[--socket PATH] [--spool-dir DIR] [--json] [ID]",
-		summary: "show a job's result, or the agent's recent jobs", run: runStatus})
+	register("submit", newSubmitCmd)
+	register("status", newStatusCmd)
+}
+
+func newSubmitCmd() *cobra.Command {
+	var o *submitOptions
+	cmd := &cobra.Command{
+		Use:   "submit JOB.json|-",
+		Short: "hand a job to the agent (socket API; falls back to the spool directory)",
+		Args:  posArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(runSubmit(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+		ValidArgsFunction: completeFiles("json"),
+	}
+	o = addSubmitFlags(cmd)
+	return cmd
+}
+
+func newStatusCmd() *cobra.Command {
+	var socket, spoolDir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [ID]",
+		Short: "show a job's result, or the agent's recent jobs",
+		Args:  posArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(runStatus(socket, spoolDir, asJSON, args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeJobIDs(socket), cobra.ShellCompDirectiveNoFileComp
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
+	cmd.Flags().StringVar(&spoolDir, "spool-dir", "", "spool `DIR` read when the socket is unreachable")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	_ = cmd.MarkFlagDirname("spool-dir")
+	return cmd
 }
 
 func clientDefaults(fsSocket, fsSpool *string) {
-	d := config.Default()
-	if c, err := config.Load(config.DefaultPath); err == nil {
-		d = c
-	}
+	d := agentConfig()
 	if *fsSocket == "" {
 		*fsSocket = d.Socket
 	}
@@ -46,28 +81,22 @@ type submitOptions struct {
 	timeout  time.Duration
 }
 
-// addSubmitFlags defines the shared submission flags on fs.
-func addSubmitFlags(fs *flag.FlagSet) *submitOptions {
+// addSubmitFlags defines the shared submission flags on cmd.
+func addSubmitFlags(cmd *cobra.Command) *submitOptions {
 	o := &submitOptions{}
-	fs.StringVar(&o.socket, "socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
-	fs.StringVar(&o.spoolDir, "spool-dir", "", "spool directory used when the socket is unreachable")
+	fs := cmd.Flags()
+	fs.StringVar(&o.socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
+	fs.StringVar(&o.spoolDir, "spool-dir", "", "spool `DIR` used when the socket is unreachable")
 	fs.Var(&o.waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
+	fs.Lookup("wait").NoOptDefVal = "job" // --wait alone
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	_ = cmd.MarkFlagDirname("spool-dir")
+	_ = cmd.RegisterFlagCompletionFunc("wait", cobra.FixedCompletions([]string{"job", "guest"}, cobra.ShellCompDirectiveNoFileComp))
 	return o
 }
 
-func runSubmit(c command, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	o := addSubmitFlags(fs)
-	pos, code, ok := parseOrUsage(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	data, err := readInput(pos[0], job.MaxJobBytes)
+func runSubmit(o *submitOptions, name string, stdout, stderr io.Writer) int {
+	data, err := readInput(name, job.MaxJobBytes)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload submit: %v\n", err)
 		return exitUsage
@@ -173,19 +202,8 @@ func printResult(w io.Writer, res result.Result) int {
 	return exitOK
 }
 
-func runStatus(c command, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	socket := fs.String("socket", "", "agent socket (default from /etc/vmpayload/agent.yaml)")
-	spoolDir := fs.String("spool-dir", "", "spool directory read when the socket is unreachable")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, code, ok := parseOrUsage(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 1 {
-		fs.Usage()
-		return exitUsage
-	}
+func runStatus(socketFlag, spoolFlag string, asJSON bool, pos []string, stdout, stderr io.Writer) int {
+	socket, spoolDir := &socketFlag, &spoolFlag
 	clientDefaults(socket, spoolDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -215,7 +233,7 @@ func runStatus(c command, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vmpayload status: %v\n", err)
 		return exitUsage
 	}
-	if *asJSON {
+	if asJSON {
 		printJSON(stdout, struct {
 			Jobs []result.Result `json:"jobs"`
 		}{jobs})

@@ -21,8 +21,8 @@ type waitMode string
 
 func (w *waitMode) String() string { return string(*w) }
 
-// IsBoolFlag lets --wait stand alone (it means --wait=job).
-func (w *waitMode) IsBoolFlag() bool { return true }
+// Type names the value in the help.
+func (w *waitMode) Type() string { return "job|guest" }
 
 func (w *waitMode) Set(s string) error {
 	switch s {

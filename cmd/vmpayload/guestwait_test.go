@@ -72,7 +72,7 @@ func TestSubmitWaitGuest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sock, forGuest := fakeAPI(t, tc.states)
 			var out, errb bytes.Buffer
-			code := runSubmit(command{name: "submit"}, []string{"--socket", sock, "--wait=guest", "--timeout", "20s", jobFile}, &out, &errb)
+			code := run([]string{"submit", "--socket", sock, "--wait=guest", "--timeout", "20s", jobFile}, &out, &errb)
 			if code != tc.code || !strings.Contains(errb.String(), tc.want) {
 				t.Errorf("exit %d, want %d; stderr %q, want %q", code, tc.code, errb.String(), tc.want)
 			}
@@ -89,11 +89,11 @@ func TestSubmitWaitGuest(t *testing.T) {
 	// --wait alone still means the job only; a bad value is a usage error
 	sock, forGuest := fakeAPI(t, []result.Result{pending})
 	var out, errb bytes.Buffer
-	if code := runSubmit(command{name: "submit"}, []string{"--socket", sock, "--wait", jobFile}, &out, &errb); code != exitOK || forGuest.Load() != 0 {
+	if code := run([]string{"submit", "--socket", sock, "--wait", jobFile}, &out, &errb); code != exitOK || forGuest.Load() != 0 {
 		t.Errorf("--wait: exit %d, for=guest asked %d times; stderr %q", code, forGuest.Load(), errb.String())
 	}
 	errb.Reset()
-	if code := runSubmit(command{name: "submit"}, []string{"--socket", sock, "--wait=soon", jobFile}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `"soon"`) {
+	if code := run([]string{"submit", "--socket", sock, "--wait=soon", jobFile}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), `"soon"`) {
 		t.Errorf("--wait=soon: exit %d stderr %q", code, errb.String())
 	}
 }
@@ -129,13 +129,13 @@ func TestAgentRefusalReachesTheUser(t *testing.T) {
 		run  func(out, errb *bytes.Buffer) int
 	}{
 		{"status", func(out, errb *bytes.Buffer) int {
-			return runStatus(command{name: "status"}, []string{"--socket", socket, "j1"}, out, errb)
+			return run([]string{"status", "--socket", socket, "j1"}, out, errb)
 		}},
 		{"submit --wait", func(out, errb *bytes.Buffer) int {
-			return runSubmit(command{name: "submit"}, []string{"--socket", socket, "--wait", "--timeout", "20s", jobFile}, out, errb)
+			return run([]string{"submit", "--socket", socket, "--wait", "--timeout", "20s", jobFile}, out, errb)
 		}},
 		{"submit --wait=guest", func(out, errb *bytes.Buffer) int {
-			return runSubmit(command{name: "submit"}, []string{"--socket", socket, "--wait=guest", "--timeout", "20s", jobFile}, out, errb)
+			return run([]string{"submit", "--socket", socket, "--wait=guest", "--timeout", "20s", jobFile}, out, errb)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/syslog"
@@ -11,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/vmpayload/vmpayload/agent/config"
+	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -22,8 +24,23 @@ import (
 // deadlocks. See docs/durability.md, "The hook".
 
 func init() {
-	register(command{name: "hook", usage: "[--config FILE] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
-		summary: "libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts", run: runHook})
+	register("hook", newHookCmd)
+}
+
+func newHookCmd() *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "hook [flags] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
+		Short: "libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts",
+		Args:  posArgs(3, -1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(runHook(cfgPath, args, cmd.ErrOrStderr()))
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "agent configuration `FILE` (default $"+hookConfigEnv+", else "+config.DefaultPath+"; a missing file means defaults)")
+	// libvirt passes "-" as EXTRA; flags end at the domain name
+	cli.NotInterspersed(cmd)
+	return cmd
 }
 
 // hookConfigEnv names a configuration file for the hook when --config is not
@@ -66,27 +83,16 @@ var hookOps = map[[2]string]bool{
 // isHookOp reports whether "vmpayload hook" acts on op/subop.
 func isHookOp(op, subop string) bool { return hookOps[[2]string{op, subop}] }
 
-func runHook(c command, args []string, _ io.Writer, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	cfgPath := fs.String("config", "", "agent configuration file (default $"+hookConfigEnv+", else "+config.DefaultPath+"; a missing file means defaults)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	pos := fs.Args()
-	if len(pos) < 3 {
-		fs.Usage()
-		return exitUsage
-	}
+// runHook runs the hook for the arguments libvirt passes (pos) with the
+// configuration file cfgPath ("": the default).
+func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 	domain, op, subop := pos[0], pos[1], pos[2]
 	if !isHookOp(op, subop) {
 		return exitOK // stdin is not read: the packaged script drains it
 	}
 	oneShotGC() // a hook process rebuilds at most one image and exits
 
-	path := *cfgPath
+	path := cfgPath
 	if path == "" {
 		path = os.Getenv(hookConfigEnv)
 	}

@@ -1,123 +1,95 @@
-// Command vmpayload builds cloud-init payload images and runs the vmpayload
-// host agent. Run "vmpayload help" for the subcommands.
+// Command vmpayload builds, checks and inspects cloud-init payload images,
+// runs the libvirt hook and talks to the host agent. It is pure Go (no cgo,
+// no libvirt): the agent is the other binary, vmpayloadd, which "vmpayload
+// agent" runs. Run "vmpayload help" for the subcommands.
 package main
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 
-	// first: keeps libvirt out of the offline subcommands (issue 14)
-	_ "github.com/vmpayload/vmpayload/cmd/vmpayload/internal/libvirtgate"
+	"github.com/spf13/cobra"
+
+	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// command is one subcommand of the binary.
-type command struct {
-	name    string
-	usage   string // arguments after the name
-	summary string
-	run     func(c command, args []string, stdout, stderr io.Writer) int
-}
-
 // exit codes shared by the subcommands
 const (
-	exitOK      = 0
-	exitInvalid = 1 // the input is invalid (validate, build)
-	exitUsage   = 2 // bad flags or arguments, or an I/O problem
+	exitOK      = cli.ExitOK
+	exitInvalid = cli.ExitInvalid // the input is invalid (validate, build)
+	exitUsage   = cli.ExitUsage   // bad flags or arguments, or an I/O problem
 )
 
-var commands []command
+// subcommands makes the subcommands by name; each file adds its own in init.
+var subcommands = map[string]func() *cobra.Command{}
 
-func register(c command) { commands = append(commands, c) }
+// register adds the subcommand name, made by mk.
+func register(name string, mk func() *cobra.Command) { subcommands[name] = mk }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) > 1 {
-			for _, c := range commands {
-				if c.name == args[1] {
-					return c.run(c, []string{"-h"}, stdout, stderr)
-				}
-			}
-		}
-		printUsage(stdout)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+	only := ""
+	if len(args) > 0 {
+		only = args[0]
 	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			return c.run(c, args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "vmpayload: unknown command %q\n\n", args[0])
-	printUsage(stderr)
-	return exitUsage
+	return cli.Execute(newRoot(only), args, stdout, stderr)
 }
 
-func printUsage(w io.Writer) {
-	fmt.Fprintf(w, "vmpayload %s — cloud-init payloads for libvirt domains\n\nUsage:\n  vmpayload <command> [flags] [args]\n\nCommands:\n", version)
-	sort.Slice(commands, func(i, j int) bool { return commands[i].name < commands[j].name })
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+// newRoot returns the command tree of vmpayload; when only names a
+// subcommand, the tree has just that one (a process runs one command: the
+// others' flags need not be made).
+func newRoot(only string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "vmpayload",
+		Short: "cloud-init payloads for libvirt domains",
+		Long: "vmpayload " + version + " — cloud-init payloads for libvirt domains\n\n" +
+			"The host agent is the other binary, vmpayloadd(8); \"vmpayload agent\" runs it.\n\n" +
+			"Exit status: 0 on success; 1 when the input is invalid; 2 for bad flags or arguments, or an I/O problem.",
+		// no subcommand: the help, and the usage error's exit status
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return cli.ExitCode(exitUsage)
+		},
 	}
-	fmt.Fprintf(w, "\nRun \"vmpayload <command> -h\" for a command's flags.\n")
+	if mk, ok := subcommands[only]; ok {
+		root.AddCommand(mk())
+		return root
+	}
+	for _, mk := range subcommands {
+		root.AddCommand(mk())
+	}
+	return root
 }
 
-// newFlags makes a FlagSet whose usage text names the command.
-func newFlags(c command, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("vmpayload "+c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: vmpayload %s %s\n\n%s\n\nFlags:\n", c.name, c.usage, c.summary)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseInterspersed parses flags that may come before or after the
-// positional arguments ("build job.json -o out.iso").
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
+// posArgs returns a cobra argument check that prints the command's usage to
+// stderr when the number of positional arguments is not between lo and hi
+// (hi < 0: no limit), with the usage error's exit status.
+func posArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || hi >= 0 && len(args) > hi {
+			return usageError(cmd)
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		return nil
 	}
 }
 
-// parseOrUsage handles -h and flag errors uniformly.
-func parseOrUsage(fs *flag.FlagSet, args []string) ([]string, int, bool) {
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil, exitOK, false
-	}
-	if err != nil {
-		return nil, exitUsage, false
-	}
-	return pos, 0, true
+// usageError prints the command's usage to stderr and returns the usage
+// error's exit status.
+func usageError(cmd *cobra.Command) error {
+	cmd.SetOut(cmd.ErrOrStderr())
+	_ = cmd.Usage()
+	return cli.ExitCode(exitUsage)
 }
 
 // readInput reads a file, or standard input for "-".

@@ -127,11 +127,19 @@ func TestHelpAndUnknown(t *testing.T) {
 	if code, _, _ := runCLI(t, "frobnicate"); code != 2 {
 		t.Errorf("unknown command exit %d", code)
 	}
-	code, out, _ = runCLI(t, "agent", "--config", "", "--print-config", "--workers", "7")
-	if code != 0 || !strings.Contains(out, "workers: 7") || !strings.Contains(out, "libvirt_uri: qemu:///system") {
-		t.Errorf("print-config: %d %s", code, out)
+	if code, out, _ := runCLI(t); code != 2 || !strings.Contains(out, "  validate") {
+		t.Errorf("no arguments: exit %d, want 2 and the usage: %s", code, out)
 	}
-	if code, _, errb := runCLI(t, "agent", "--config", "", "--cdrom-bus", "floppy"); code != 2 || !strings.Contains(errb, "floppy") {
-		t.Errorf("bad flag value: exit %d %q", code, errb)
+	for _, h := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"help", "build"}, {"build", "-h"}, {"build", "-help"}} {
+		if code, out, _ := runCLI(t, h...); code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%q: exit %d %s", h, code, out)
+		}
+	}
+	// flag errors are usage errors
+	if code, _, errb := runCLI(t, "build", "--mode"); code != 2 || !strings.Contains(errb, "mode") {
+		t.Errorf("flag without its value: exit %d %q", code, errb)
+	}
+	if code, _, errb := runCLI(t, "build", "job.json"); code != 2 || !strings.Contains(errb, "-o") {
+		t.Errorf("build without -o: exit %d %q", code, errb)
 	}
 }

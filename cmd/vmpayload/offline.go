@@ -9,22 +9,106 @@ import (
 	"runtime/debug"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
+	"github.com/vmpayload/vmpayload/cmd/internal/cli"
+
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 func init() {
-	register(command{name: "build", usage: "[--secrets-dir DIR] [--mode 0640] [--json] -o OUT JOB.json|-",
-		summary: "render a job's cloud-init documents and write the payload image", run: runBuild})
-	register(command{name: "validate", usage: "[--secrets-dir DIR] [--json] JOB.json|-",
-		summary: "check a job document; prints one \"field: message\" line per problem", run: runValidate})
-	register(command{name: "inspect", usage: "[--json] [--cat PATH] IMAGE",
-		summary: "show a payload image's label, filesystem type and files", run: runInspect})
-	register(command{name: "version", usage: "", summary: "print the version", run: func(_ command, args []string, stdout, _ io.Writer) int {
-		fmt.Fprintf(stdout, "vmpayload %s\n", version)
-		return exitOK
-	}})
+
+	register("build", newBuildCmd)
+	register("validate", newValidateCmd)
+	register("inspect", newInspectCmd)
+	register("version", newVersionCmd)
+
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{Use: "version", Short: "print the version", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "vmpayload %s\n", version)
+			return nil
+		}}
+}
+
+func newValidateCmd() *cobra.Command {
+	var o validateOptions
+	cmd := &cobra.Command{
+		Use:   "validate JOB.json|-",
+		Short: "check a job document; prints one \"field: message\" line per problem",
+		Args:  posArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(runValidate(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+		ValidArgsFunction: completeFiles("json"),
+	}
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print {\"valid\": bool, \"errors\": [{field, code, message}]} instead of text")
+	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "also check that the secrets the job names resolve in this `DIR`, as build does")
+	_ = cmd.MarkFlagDirname("secrets-dir")
+	return cmd
+}
+
+// validateOptions are the flags of validate.
+type validateOptions struct {
+	asJSON     bool
+	secretsDir string
+}
+
+func newBuildCmd() *cobra.Command {
+	var o buildOptions
+	cmd := &cobra.Command{
+		Use:   "build -o OUT JOB.json|-",
+		Short: "render a job's cloud-init documents and write the payload image",
+		Args:  posArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.out == "" {
+				return usageError(cmd)
+			}
+			return cli.Code(runBuild(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+		ValidArgsFunction: completeFiles("json"),
+	}
+	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output image `PATH` (required)")
+	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "`DIR` where password_secret and user_data_secret names resolve")
+	cmd.Flags().StringVar(&o.mode, "mode", "0640", "permission bits of the image file (octal)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	_ = cmd.MarkFlagDirname("secrets-dir")
+	return cmd
+}
+
+// buildOptions are the flags of build.
+type buildOptions struct {
+	out, secretsDir, mode string
+	asJSON                bool
+}
+
+func newInspectCmd() *cobra.Command {
+	var asJSON bool
+	var cat string
+	cmd := &cobra.Command{
+		Use:   "inspect IMAGE",
+		Short: "show a payload image's label, filesystem type and files",
+		Args:  posArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(runInspect(args[0], asJSON, cat, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+		ValidArgsFunction: completeFiles("iso", "img"),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON")
+	cmd.Flags().StringVar(&cat, "cat", "", "print the file at this `PATH` inside the image instead")
+	return cmd
+}
+
+// completeFiles completes the positional argument with file names ending in
+// one of exts (and directories).
+func completeFiles(exts ...string) cobra.CompletionFunc {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return exts, cobra.ShellCompDirectiveFilterFileExt
+	}
 }
 
 // readJob reads a job document, printing a read error to stderr.
@@ -43,24 +127,13 @@ func printReport(w io.Writer, errs []job.FieldError) {
 	}
 }
 
-func runValidate(c command, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	asJSON := fs.Bool("json", false, "print {\"valid\": bool, \"errors\": [{field, code, message}]} instead of text")
-	secretsDir := fs.String("secrets-dir", "", "also check that the secrets the job names resolve in this directory, as build does")
-	pos, code, ok := parseOrUsage(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	data, code := readJob(pos[0], stderr)
+func runValidate(o validateOptions, name string, stdout, stderr io.Writer) int {
+	data, code := readJob(name, stderr)
 	if code != 0 {
 		return code
 	}
-	_, _, rep := payload.Check(data, payload.CheckOptions{Secrets: *secretsDir != "", SecretsDir: *secretsDir})
-	if *asJSON {
+	_, _, rep := payload.Check(data, payload.CheckOptions{Secrets: o.secretsDir != "", SecretsDir: o.secretsDir})
+	if o.asJSON {
 		out := struct {
 			Valid  bool             `json:"valid"`
 			Errors []job.FieldError `json:"errors"`
@@ -70,7 +143,7 @@ func runValidate(c command, args []string, stdout, stderr io.Writer) int {
 		}
 		printJSON(stdout, out)
 	} else if rep.OK() {
-		fmt.Fprintf(stdout, "%s: valid\n", pos[0])
+		fmt.Fprintf(stdout, "%s: valid\n", name)
 	} else {
 		printReport(stdout, rep.Errors)
 	}
@@ -80,36 +153,23 @@ func runValidate(c command, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func runBuild(c command, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	out := fs.String("o", "", "output image path (required)")
-	secretsDir := fs.String("secrets-dir", "", "directory where password_secret and user_data_secret names resolve")
-	mode := fs.String("mode", "0640", "permission bits of the image file (octal)")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	pos, code, ok := parseOrUsage(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 || *out == "" {
-		fs.Usage()
-		return exitUsage
-	}
-	perm, err := strconv.ParseUint(*mode, 8, 32)
+func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
+	perm, err := strconv.ParseUint(o.mode, 8, 32)
 	if err != nil || perm > 0o777 {
-		fmt.Fprintf(stderr, "vmpayload build: --mode %q is not an octal permission such as 0640\n", *mode)
+		fmt.Fprintf(stderr, "vmpayload build: --mode %q is not an octal permission such as 0640\n", o.mode)
 		return exitUsage
 	}
-	data, code := readJob(pos[0], stderr)
+	data, code := readJob(name, stderr)
 	if code != 0 {
 		return code
 	}
 	oneShotGC()
-	_, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir, Build: true})
+	_, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
 	if !rep.OK() {
 		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
-	res, err := payload.Build(context.Background(), checked, *out, payload.Options{Mode: os.FileMode(perm), GID: -1})
+	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: os.FileMode(perm), GID: -1})
 	if err != nil {
 		printErr(stderr, err)
 		var ve *job.ValidationError
@@ -118,7 +178,7 @@ func runBuild(c command, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if *asJSON {
+	if o.asJSON {
 		printJSON(stdout, res)
 		return exitOK
 	}
@@ -150,20 +210,9 @@ func printErr(w io.Writer, err error) {
 	fmt.Fprintf(w, "vmpayload: %v\n", err)
 }
 
-func runInspect(c command, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	asJSON := fs.Bool("json", false, "print the description as JSON")
-	cat := fs.String("cat", "", "print the file at this path inside the image instead")
-	pos, code, ok := parseOrUsage(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	if *cat != "" {
-		b, err := image.ReadFile(pos[0], *cat)
+func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) int {
+	if cat != "" {
+		b, err := image.ReadFile(path, cat)
 		if err != nil {
 			fmt.Fprintf(stderr, "vmpayload inspect: %v\n", err)
 			return exitInvalid
@@ -171,12 +220,12 @@ func runInspect(c command, args []string, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(b)
 		return exitOK
 	}
-	info, err := image.Inspect(pos[0])
+	info, err := image.Inspect(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload inspect: %v\n", err)
 		return exitInvalid
 	}
-	if *asJSON {
+	if asJSON {
 		printJSON(stdout, info)
 		return exitOK
 	}

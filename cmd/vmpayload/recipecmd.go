@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	"github.com/vmpayload/vmpayload/agent/config"
+	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -21,10 +24,38 @@ import (
 // agent").
 
 func init() {
-	register(command{name: "recipe",
-		usage:   "[--payload-dir DIR] [--secrets-dir DIR] [--bus auto|ide|sata|scsi] [--image-mode 0640] [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
-		summary: "build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from",
-		run:     runRecipe})
+	register("recipe", newRecipeCmd)
+}
+
+// recipeOptions are the flags of recipe.
+type recipeOptions struct {
+	payloadDir, secretsDir, bus, mode, domainXML, name, driveFile string
+}
+
+func newRecipeCmd() *cobra.Command {
+	d := config.Default()
+	var o recipeOptions
+	cmd := &cobra.Command{
+		Use:   "recipe [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
+		Short: "build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from",
+		Args:  posArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(runRecipe(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+		ValidArgsFunction: completeFiles("json"),
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.payloadDir, "payload-dir", d.PayloadDir, "`DIR` the image is written to (the hook's payload_dir)")
+	fs.StringVar(&o.secretsDir, "secrets-dir", d.SecretsDir, "`DIR` where password_secret and user_data_secret names resolve (the hook's secrets_dir)")
+	fs.StringVar(&o.bus, "bus", d.CDROMBus, "bus of the payload drive: auto, ide, sata or scsi")
+	fs.StringVar(&o.mode, "image-mode", d.ImageModeOctal, "permission bits of the image file (octal)")
+	fs.StringVar(&o.domainXML, "domain-xml", "", "domain definition `FILE` to add the drive and recipe to (\"-\": stdin); its <uuid> prefixes the image name")
+	fs.StringVar(&o.name, "name", "", "image name `PREFIX` without --domain-xml (default: the job's domain)")
+	fs.StringVar(&o.driveFile, "drive-file", "", "without --domain-xml: write the drive XML to this `FILE` instead of stdout")
+	_ = cmd.MarkFlagDirname("payload-dir")
+	_ = cmd.MarkFlagDirname("secrets-dir")
+	_ = cmd.RegisterFlagCompletionFunc("bus", cobra.FixedCompletions([]string{"auto", "ide", "sata", "scsi"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }
 
 // placeholderDomain stands in for the domain when no --domain-xml is given:
@@ -32,24 +63,9 @@ func init() {
 // virtio (vfat) and the first target name.
 const placeholderDomain = `<domain type='kvm'><name>placeholder</name><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>`
 
-func runRecipe(c command, args []string, stdout, stderr io.Writer) int {
-	d := config.Default()
-	fs := newFlags(c, stderr)
-	payloadDir := fs.String("payload-dir", d.PayloadDir, "directory the image is written to (the hook's payload_dir)")
-	secretsDir := fs.String("secrets-dir", d.SecretsDir, "directory where password_secret and user_data_secret names resolve (the hook's secrets_dir)")
-	busFlag := fs.String("bus", d.CDROMBus, "bus of the payload drive: auto, ide, sata or scsi")
-	mode := fs.String("image-mode", d.ImageModeOctal, "permission bits of the image file (octal)")
-	domainXML := fs.String("domain-xml", "", "domain definition to add the drive and recipe to (\"-\": stdin); its <uuid> prefixes the image name")
-	name := fs.String("name", "", "image name prefix without --domain-xml (default: the job's domain)")
-	driveFile := fs.String("drive-file", "", "without --domain-xml: write the drive XML to this file instead of stdout")
-	pos, code, ok := parseOrUsage(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
-	}
+func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
+	payloadDir, secretsDir, busFlag, mode := &o.payloadDir, &o.secretsDir, &o.bus, &o.mode
+	domainXML, name, driveFile := &o.domainXML, &o.name, &o.driveFile
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "vmpayload recipe: "+format+"\n", a...)
 		return code
@@ -65,11 +81,11 @@ func runRecipe(c command, args []string, stdout, stderr io.Writer) int {
 	if !filepath.IsAbs(*payloadDir) {
 		return fail(exitUsage, "--payload-dir %q is not an absolute path", *payloadDir)
 	}
-	if pos[0] == "-" && *domainXML == "-" {
+	if jobFile == "-" && *domainXML == "-" {
 		return fail(exitUsage, "the job and --domain-xml cannot both be stdin")
 	}
 
-	data, code := readJob(pos[0], stderr)
+	data, code := readJob(jobFile, stderr)
 	if code != 0 {
 		return code
 	}

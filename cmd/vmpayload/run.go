@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -25,8 +29,23 @@ import (
 // format: flags may be added, never renamed. docs/run.md describes them.
 
 func init() {
-	register(command{name: "run", usage: "DOMAIN [--hostname NAME] [--ssh-key FILE] [--user NAME --password-file FILE] [--nic MAC,ip=CIDR,gw=IP] [--file SRC:DEST[:MODE]] [--runcmd CMD] [--attach|--detach] [--print-job] [--wait] [flags]",
-		summary: "build a job from flags and hand it to the agent (virsh-style Run Once)", run: runRun})
+	register("run", newRunCmd)
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	var o *submitOptions
+	cmd := &cobra.Command{
+		Use:   "run DOMAIN [flags]",
+		Short: "build a job from flags and hand it to the agent (virsh-style Run Once)",
+		Long:  "build a job from flags and hand it to the agent (virsh-style Run Once)\n\n" + runHelp,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(runRun(cmd, &f, o, args))
+		},
+		ValidArgsFunction: completeDomains,
+	}
+	o = defineRunFlags(cmd, &f)
+	return cmd
 }
 
 // runHelp is printed after the summary of "vmpayload run -h".
@@ -57,7 +76,8 @@ func (b *optBool) Set(s string) error {
 	return nil
 }
 
-func (b *optBool) IsBoolFlag() bool { return true }
+// Type names the value in the help.
+func (b *optBool) Type() string { return "bool" }
 
 func (b *optBool) ptr() *bool {
 	if !b.set {
@@ -71,6 +91,10 @@ func (b *optBool) ptr() *bool {
 type strList []string
 
 func (l *strList) String() string { return strings.Join(*l, ",") }
+
+// Type names the value in the help.
+func (l *strList) Type() string { return "string" }
+
 func (l *strList) Set(s string) error {
 	*l = append(*l, s)
 	return nil
@@ -123,13 +147,10 @@ func listFlag(dst *[]string) func(string) error {
 	}
 }
 
-func runRun(c command, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(c, stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: vmpayload %s %s\n\n%s\n\n%s\n\nFlags:\n", c.name, c.usage, c.summary, runHelp)
-		fs.PrintDefaults()
-	}
-	var f runFlags
+// defineRunFlags defines the flags of run on cmd, into f and the returned
+// submission options.
+func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
+	fs := cmd.Flags()
 	// job, payload and domain
 	fs.StringVar(&f.id, "id", "", "the job's `ID` (default: the agent makes one)")
 	fs.BoolVar(&f.attach, "attach", false, "attach (or change) the payload only; do not start the domain (action \"attach\")")
@@ -193,25 +214,40 @@ func runRun(c command, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.randomSeedBytes, "random-seed-bytes", 0, "entropy for the guest: the agent generates `N` bytes")
 	// submission
 	fs.BoolVar(&f.printJob, "print-job", false, "print the job document and exit without submitting it")
-	o := addSubmitFlags(fs)
-
-	pos, code, ok := parseOrUsage(fs, args)
-	if !ok {
-		return code
+	for _, name := range []string{"regenerate-ssh-host-keys", "ssh-password-auth", "lock-password", "root-lock-password"} {
+		fs.Lookup(name).NoOptDefVal = "true"
 	}
+	for _, name := range []string{"ssh-key", "default-ssh-key", "root-ssh-key", "domain-xml", "password-file", "password-hash-file",
+		"root-password-file", "root-password-hash-file", "network-config", "network-data", "user-data", "vendor-data", "meta-data",
+		"random-seed-file", "prebuilt-image"} {
+		_ = cmd.MarkFlagFilename(name)
+	}
+	for name, words := range map[string][]string{"format": {"nocloud", "configdrive"}, "media": {"iso", "vfat"},
+		"user-data-mode": {"merge", "replace"}, "power-state": {"poweroff", "reboot"},
+		"regenerate-ssh-host-keys": {"true", "false"}, "ssh-password-auth": {"true", "false"},
+		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}} {
+		_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(words, cobra.ShellCompDirectiveNoFileComp))
+	}
+	return addSubmitFlags(cmd)
+}
+
+// runRun builds the job of "vmpayload run" from the flags f (cmd's) and the
+// positional arguments pos, and prints or submits it.
+func runRun(cmd *cobra.Command, f *runFlags, o *submitOptions, pos []string) int {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if len(pos) != 1 {
 		if len(pos) == 0 {
 			fmt.Fprintln(stderr, "vmpayload run: the domain name is missing")
 		} else {
 			fmt.Fprintf(stderr, "vmpayload run: one domain at a time (got %s)\n", strings.Join(pos, " "))
 		}
-		fs.Usage()
+		_ = usageError(cmd)
 		return exitUsage
 	}
 	given := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	cmd.Flags().Visit(func(fl *pflag.Flag) { given[fl.Name] = true })
 	b := &jobBuilder{origin: map[string]string{}, stdin: runStdin}
-	j, err := b.build(pos[0], &f, given)
+	j, err := b.build(pos[0], f, given)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload run: %v\n", err)
 		return exitUsage

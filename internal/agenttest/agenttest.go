@@ -51,8 +51,9 @@ var (
 )
 
 // Binary returns the vmpayload binary under test: the one an environment
-// variable of BinaryEnv names, or one built from cmd/vmpayload (with
-// -tags libvirt_dlopen) the first time it is called in this process.
+// variable of BinaryEnv names, or one built from cmd/vmpayload, with the
+// daemon built from cmd/vmpayloadd (with -tags libvirt_dlopen) next to it,
+// the first time it is called in this process.
 // RemoveBinary removes a built one.
 func Binary() (string, error) {
 	binOnce.Do(func() {
@@ -72,13 +73,17 @@ func Binary() (string, error) {
 		if err != nil {
 			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
-		p := filepath.Join(dir, "vmpayload")
-		out, err := exec.Command(gobin, "build", "-tags", "libvirt_dlopen", "-o", p, "github.com/vmpayload/vmpayload/cmd/vmpayload").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("building vmpayload: %w\n%s", err, out)
-			return
+		// vmpayload runs the agent ("vmpayload agent") by exec'ing the
+		// vmpayloadd next to it
+		for _, b := range []struct{ name, tags string }{{"vmpayload", ""}, {"vmpayloadd", "libvirt_dlopen"}} {
+			out, err := exec.Command(gobin, "build", "-tags", b.tags, "-o", filepath.Join(dir, b.name),
+				"github.com/vmpayload/vmpayload/cmd/"+b.name).CombinedOutput()
+			if err != nil {
+				binErr = fmt.Errorf("building %s: %w\n%s", b.name, err, out)
+				return
+			}
 		}
-		binPath = p
+		binPath = filepath.Join(dir, "vmpayload")
 	})
 	return binPath, binErr
 }

@@ -30,7 +30,9 @@ if [ "${VMPAYLOAD_SANDBOX:-}" != "1" ]; then
 	trap '[ -n "${SANDBOX_KEEP:-}" ] || rm -rf "$work"' EXIT
 	# Build outside the namespace (it has no network for the module proxy).
 	go test -tags libvirt_dlopen -c -o "$work/pkg.test" "${SANDBOX_PKG:-./agent}"
-	go build -tags libvirt_dlopen -o "$work/vmpayload" ./cmd/vmpayload
+	# vmpayload runs the agent by exec'ing the vmpayloadd next to it
+	CGO_ENABLED=0 go build -o "$work/vmpayload" ./cmd/vmpayload
+	go build -tags libvirt_dlopen -o "$work/vmpayloadd" ./cmd/vmpayloadd
 	VMPAYLOAD_SANDBOX=1 SANDBOX_WORK=$work unshare --mount --net --pid --fork --mount-proc --propagation private "$0" "$@"
 	exit $?
 fi

@@ -3,7 +3,8 @@
 # builds the .deb and .rpm with packaging/build.sh, checks their file lists,
 # modes, metadata and scripts, the systemd unit (verify, offline security
 # score), then installs the .deb on this machine, checks what it put where,
-# runs the agent when the binary has one, and removes and purges it.
+# runs the agent (vmpayloadd, through "vmpayload agent"), and removes and
+# purges it.
 #   test/packaging/check.sh                      # build, check, install, remove
 #   VMPAYLOAD_PKG_NOBUILD=1 test/packaging/check.sh   # reuse the packages in dist/
 # Prints "N passed, M failed" last; exits 1 when anything failed.
@@ -73,6 +74,7 @@ check "built $rpm" test -s "$rpm"
 # rpm: are in that package only.
 expected=(
 	"-rwxr-xr-x /usr/bin/vmpayload"
+	"-rwxr-xr-x /usr/sbin/vmpayloadd"
 	"-rwxr-xr-x /etc/libvirt/hooks/qemu.d/vmpayload"
 	"-rw-r--r-- /usr/lib/systemd/system/vmpayload.service"
 	"-rw-r--r-- /usr/lib/tmpfiles.d/vmpayload.conf"
@@ -85,11 +87,18 @@ expected=(
 	"drwx------ /var/spool/vmpayload/done"
 	"drwx------ /var/spool/vmpayload/failed"
 	"-rw-r--r-- /usr/share/man/man1/vmpayload.1.gz"
-	"-rw-r--r-- /usr/share/man/man8/vmpayload-agent.8.gz"
-	"-rw-r--r-- /usr/share/bash-completion/completions/vmpayload"
-	"deb:-rw-r--r-- /usr/share/zsh/vendor-completions/_vmpayload"
-	"rpm:-rw-r--r-- /usr/share/zsh/site-functions/_vmpayload"
+	"-rw-r--r-- /usr/share/man/man8/vmpayloadd.8.gz"
 )
+# a page and completions for each command and both binaries
+for c in agent build hook inspect recipe run status submit validate version; do
+	expected+=("-rw-r--r-- /usr/share/man/man1/vmpayload-$c.1.gz")
+done
+for b in vmpayload vmpayloadd; do
+	expected+=("-rw-r--r-- /usr/share/bash-completion/completions/$b"
+		"deb:-rw-r--r-- /usr/share/zsh/vendor-completions/_$b"
+		"rpm:-rw-r--r-- /usr/share/zsh/site-functions/_$b"
+		"-rw-r--r-- /usr/share/fish/vendor_completions.d/$b.fish")
+done
 
 # compare_list PKG LISTFILE: LISTFILE has "<mode> <owner>/<group> <path>" lines
 compare_list() {
@@ -123,6 +132,7 @@ rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME}/%{FILEGROUPNAME} %{FILENAMES}\
 compare_list rpm "$tmp/rpm.list"
 # the brief's listing commands work on them too
 check "rpm -qpl lists /usr/bin/vmpayload" grep -qx /usr/bin/vmpayload <(rpm -qpl "$rpm" 2>/dev/null)
+check "rpm -qpl lists /usr/sbin/vmpayloadd" grep -qx /usr/sbin/vmpayloadd <(rpm -qpl "$rpm" 2>/dev/null)
 
 # ---------------------------------------------------------------- metadata
 eq "deb: Package" "$(dpkg-deb -f "$deb" Package)" vmpayload
@@ -156,6 +166,8 @@ check "rpm: rpm -qpi" quiet rq -i
 x=$tmp/deb-root
 mkdir -p "$x" && dpkg-deb -x "$deb" "$x"
 eq "packaged binary's version" "$("$x/usr/bin/vmpayload" version)" "vmpayload $version"
+check "vmpayload is pure Go (ldd: not a dynamic executable)" grep -q "not a dynamic executable" <(ldd "$x/usr/bin/vmpayload" 2>&1)
+check "vmpayloadd is dynamic (cgo: it loads libvirt)" quiet ldd "$x/usr/sbin/vmpayloadd"
 check "packaged agent.yaml is configs/agent.yaml" cmp -s "$x/etc/vmpayload/agent.yaml" configs/agent.yaml
 hk=$x/etc/libvirt/hooks/qemu.d/vmpayload
 check "packaged qemu hook is packaging/libvirt/qemu-hook.sh" cmp -s "$hk" packaging/libvirt/qemu-hook.sh
@@ -166,35 +178,48 @@ check "qemu hook execs vmpayload hook for prepare begin" grep -q 'exec /usr/bin/
 for s in postinst postrm; do
 	check "deb: $s reloads libvirt (never restarts it)" sh -c 'grep -q "systemctl reload" "$1" && grep -q "kill -HUP" "$1" && ! grep -Eq "(try-reload-or-restart|restart) (\"\$d|libvirtd|virtqemud)" "$1"' _ "$tmp/$s"
 done
-for m in man1/vmpayload.1.gz man8/vmpayload-agent.8.gz; do
+for m in "$x"/usr/share/man/man1/*.gz "$x"/usr/share/man/man8/*.gz; do
+	m=${m#"$x"/usr/share/man/}
 	check "$m is gzip" gzip -t "$x/usr/share/man/$m"
 	check "$m renders without warnings" test -z "$(MANWIDTH=80 man --warnings -l "$x/usr/share/man/$m" 2>&1 >/dev/null)"
 done
-page=$(MANWIDTH=200 man -l "$x/usr/share/man/man1/vmpayload.1.gz" 2>/dev/null)
-# every command of "vmpayload help" and every flag of "vmpayload build -h" is in vmpayload(1)
-for c in $("$x/usr/bin/vmpayload" help | awk '/^Commands:/ { on = 1; next } on && !NF { exit } on { print $1 }'); do
-	check "vmpayload(1) documents $c" grep -q "^   $c\$\|^       $c " <<<"$page"
+# every command of "vmpayload help" has its page, listed in vmpayload(1)'s
+# SEE ALSO; every flag of "vmpayload build -h" is in vmpayload-build(1)
+for c in $("$x/usr/bin/vmpayload" help | awk '/^Available Commands:/ { on = 1; next } on && !NF { exit } on { print $1 }'); do
+	[[ $c == completion || $c == help ]] && continue
+	check "vmpayload-$c(1) is there" test -s "$x/usr/share/man/man1/vmpayload-$c.1.gz"
+	check "vmpayload(1) refers to vmpayload-$c(1)" grep -q "vmpayload-$c(1)" <(zcat "$x/usr/share/man/man1/vmpayload.1.gz")
 done
-for f in $("$x/usr/bin/vmpayload" build -h 2>&1 | awk '/^  -/ { print $1 }'); do
-	f=${f#-}; ((${#f} > 1)) && f=-$f
-	check "vmpayload(1) documents build -$f" grep -q -- "-$f" <<<"$page"
+bpage=$(MANWIDTH=200 man -l "$x/usr/share/man/man1/vmpayload-build.1.gz" 2>/dev/null)
+for f in $("$x/usr/bin/vmpayload" build -h | grep -o -- '--[a-z-]*' | sort -u); do
+	[[ $f == --help ]] && continue
+	check "vmpayload-build(1) documents $f" grep -q -- "$f" <<<"$bpage"
 done
-page8=$(MANWIDTH=200 man -l "$x/usr/share/man/man8/vmpayload-agent.8.gz" 2>/dev/null)
-check "vmpayload-agent(8) has NAME and FILES" grep -q "^FILES" <<<"$page8"
-if "$x/usr/bin/vmpayload" agent -h >/dev/null 2>&1; then
-	for f in config libvirt-uri spool-dir socket; do
-		check "vmpayload-agent(8) documents --$f" grep -q -- "--$f" <<<"$page8"
-	done
-fi
+page8=$(MANWIDTH=200 man -l "$x/usr/share/man/man8/vmpayloadd.8.gz" 2>/dev/null)
+check "vmpayloadd(8) names its files" grep -q "/etc/vmpayload/agent.yaml" <<<"$page8"
+for f in config libvirt-uri spool-dir socket print-config; do
+	check "vmpayloadd(8) documents --$f" grep -q -- "--$f" <<<"$page8"
+done
 bc=$x/usr/share/bash-completion/completions/vmpayload
 check "bash completion is valid bash" bash -n "$bc"
-complete_words() { # complete_words WORD...: what bash completes for the last word
-	bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _vmpayload; printf "%s\n" "${COMPREPLY[@]}"' _ "$bc" "$@"
+check "bash completion of vmpayloadd is valid bash" bash -n "$x/usr/share/bash-completion/completions/vmpayloadd"
+# complete_words WORD...: what bash completes for the last word. cobra's script
+# asks the binary ("vmpayload __complete ...") and takes the words apart with
+# bash-completion's _get_comp_words_by_ref (a stand-in when it is not installed).
+complete_words() {
+	PATH="$x/usr/bin:$PATH" bash -c '
+		[[ -r /usr/share/bash-completion/bash_completion ]] && source /usr/share/bash-completion/bash_completion
+		declare -F _get_comp_words_by_ref >/dev/null || _get_comp_words_by_ref() {
+			cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]} words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
+		}
+		source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+		__start_vmpayload 2>/dev/null; printf "%s\n" "${COMPREPLY[@]}"' _ "$bc" "$@"
 }
 eq "bash completes 'vmpayload bu'" "$(complete_words vmpayload bu)" build
 eq "bash completes 'vmpayload build --sec'" "$(complete_words vmpayload build --sec)" --secrets-dir
 if command -v zsh >/dev/null; then
 	check "zsh completion parses" zsh -n "$x/usr/share/zsh/vendor-completions/_vmpayload"
+	check "zsh completion of vmpayloadd parses" zsh -n "$x/usr/share/zsh/vendor-completions/_vmpayloadd"
 fi
 
 # ---------------------------------------------------------------- unit
@@ -230,6 +255,7 @@ eq "/usr/bin/vmpayload version" "$(/usr/bin/vmpayload version)" "vmpayload $vers
 # mode owner group path, as on the installed system
 installed=(
 	"755 root root /usr/bin/vmpayload"
+	"755 root root /usr/sbin/vmpayloadd"
 	"755 root root /etc/libvirt/hooks/qemu.d/vmpayload"
 	"644 root root /etc/vmpayload/agent.yaml"
 	"700 root root /etc/vmpayload/secrets"
@@ -248,7 +274,8 @@ for e in "${installed[@]}"; do
 	eq "installed $p" "$(stat -c '%a %U %G %n' "$p" 2>&1)" "$e"
 done
 check "group vmpayload exists" quiet getent group vmpayload
-check "man -w vmpayload-agent finds the page" test "$(man -w 8 vmpayload-agent 2>/dev/null)" = /usr/share/man/man8/vmpayload-agent.8.gz
+check "man -w vmpayloadd finds the page" test "$(man -w 8 vmpayloadd 2>/dev/null)" = /usr/share/man/man8/vmpayloadd.8.gz
+check "man -w vmpayload-agent finds the page" test "$(man -w vmpayload-agent 2>/dev/null)" = /usr/share/man/man1/vmpayload-agent.1.gz
 # verify needs the installed binary and man pages; it must print nothing
 if out=$(systemd-analyze verify /usr/lib/systemd/system/vmpayload.service 2>&1) && [[ -z $out ]]; then
 	ok "systemd-analyze verify vmpayload.service"
@@ -258,7 +285,7 @@ fi
 check "systemd-tmpfiles --create vmpayload.conf is clean" \
 	test -z "$(systemd-tmpfiles --create /usr/lib/tmpfiles.d/vmpayload.conf 2>&1)"
 
-# ------------------------------------------------ agent hook (needs `vmpayload agent`)
+# ------------------------------------------------ agent (`vmpayload agent` runs /usr/sbin/vmpayloadd)
 # Starts the installed agent on libvirt's embedded test driver, submits
 # configs/examples/01-minimal.json through the API socket and waits for the
 # job to be done. test:///default has no domain "web-01" (and its "test"
@@ -318,6 +345,7 @@ if dpkg -r vmpayload >"$tmp/dpkg.log" 2>&1 </dev/null; then ok "dpkg -r vmpayloa
 	bad "dpkg -r:"; sed 's/^/    /' "$tmp/dpkg.log"
 fi
 check "dpkg -r removes /usr/bin/vmpayload" test ! -e /usr/bin/vmpayload
+check "dpkg -r removes /usr/sbin/vmpayloadd" test ! -e /usr/sbin/vmpayloadd
 check "dpkg -r removes the unit" test ! -e /usr/lib/systemd/system/vmpayload.service
 check "dpkg -r removes the qemu hook" test ! -e /etc/libvirt/hooks/qemu.d/vmpayload
 check "dpkg -r keeps /etc/vmpayload/agent.yaml" grep -qx "# local change" /etc/vmpayload/agent.yaml

@@ -133,7 +133,7 @@ func TestSystemdPackage(t *testing.T) {
 				t.Errorf("the service cannot write in %s: %v %s", d, err, out)
 			}
 		}
-		for _, p := range []string{"/etc/libvirt/hooks/qemu.d/vmpayload", "/etc/vmpayload/agent.yaml", "/usr/bin/vmpayload"} {
+		for _, p := range []string{"/etc/libvirt/hooks/qemu.d/vmpayload", "/etc/vmpayload/agent.yaml", "/usr/bin/vmpayload", "/usr/sbin/vmpayloadd"} {
 			if out, err := c.inService(mainPID, "test", "-r", p); err != nil {
 				t.Errorf("the service cannot read %s: %v %s", p, err, out)
 			}
@@ -256,7 +256,7 @@ func TestSystemdPackage(t *testing.T) {
 	if st := c.out("systemctl", "is-active", "vmpayload"); st == "active" {
 		t.Errorf("the service is still active after dpkg -r")
 	}
-	for _, p := range []string{"/usr/bin/vmpayload", "/usr/lib/systemd/system/vmpayload.service", "/etc/libvirt/hooks/qemu.d/vmpayload", "/run/vmpayload"} {
+	for _, p := range []string{"/usr/bin/vmpayload", "/usr/sbin/vmpayloadd", "/usr/lib/systemd/system/vmpayload.service", "/etc/libvirt/hooks/qemu.d/vmpayload", "/run/vmpayload"} {
 		if c.run("test", "-e", p) == nil {
 			t.Errorf("%s is left after dpkg -r", p)
 		}
@@ -274,7 +274,7 @@ func TestSystemdPackage(t *testing.T) {
 	c.must("rm", "-rf", "/var/spool/vmpayload/done", "/var/spool/vmpayload/failed")
 	c.must("dpkg", "-i", "/root/"+filepath.Base(deb2))
 	c.must("dpkg", "-P", "vmpayload")
-	for _, p := range []string{"/etc/vmpayload", "/var/spool/vmpayload", "/usr/bin/vmpayload", "/run/vmpayload"} {
+	for _, p := range []string{"/etc/vmpayload", "/var/spool/vmpayload", "/usr/bin/vmpayload", "/usr/sbin/vmpayloadd", "/run/vmpayload"} {
 		if c.run("test", "-e", p) == nil {
 			t.Errorf("%s is left after purging an unused installation:\n%s", p, c.exec2("find", p))
 		}
@@ -602,7 +602,7 @@ func checkRPM(t *testing.T, work, tarball, rpmFile string) {
 	if out, err := exec.Command("rpm", "--root", root, "-V", "--nodeps", "vmpayload").CombinedOutput(); err != nil {
 		t.Errorf("rpm -V after install: %v\n%s", err, out)
 	}
-	for path, mode := range map[string]os.FileMode{"usr/bin/vmpayload": 0o755, "etc/vmpayload/agent.yaml": 0o644,
+	for path, mode := range map[string]os.FileMode{"usr/bin/vmpayload": 0o755, "usr/sbin/vmpayloadd": 0o755, "etc/vmpayload/agent.yaml": 0o644,
 		"etc/vmpayload/secrets": 0o700 | os.ModeDir, "var/spool/vmpayload": 0o700 | os.ModeDir,
 		"etc/libvirt/hooks/qemu.d/vmpayload": 0o755, "usr/lib/systemd/system/vmpayload.service": 0o644} {
 		st, err := os.Stat(filepath.Join(root, path))
@@ -633,7 +633,7 @@ func checkRPM(t *testing.T, work, tarball, rpmFile string) {
 	if out, err := exec.Command("rpm", "--root", root, "-e", "vmpayload").CombinedOutput(); err != nil {
 		t.Errorf("rpm --root -e: %v\n%s", err, out)
 	}
-	for _, p := range []string{"usr/bin/vmpayload", "usr/lib/systemd/system/vmpayload.service", "etc/libvirt/hooks/qemu.d/vmpayload", "run/vmpayload"} {
+	for _, p := range []string{"usr/bin/vmpayload", "usr/sbin/vmpayloadd", "usr/lib/systemd/system/vmpayload.service", "etc/libvirt/hooks/qemu.d/vmpayload", "run/vmpayload"} {
 		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
 			t.Errorf("/%s is left after rpm -e", p)
 		}

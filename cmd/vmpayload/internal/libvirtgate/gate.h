@@ -1,2 +1,0 @@
-void vmpx_libvirt_deny(void);
-int vmpx_libvirt_denied(void);
