@@ -32,7 +32,7 @@ func TestBigContentsSpliced(t *testing.T) {
 				{Path: "/b", Content: "after\n"},
 			}}
 			big := detachBigContents(cc, strings.Repeat("ab", 32))
-			doc, err := cloudConfigDoc(cc, strings.Repeat("ab", 32))
+			doc, err := cloudConfigDoc(cc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestBigContentsSpliced(t *testing.T) {
 func TestBigContentsPlaceholderNotUnique(t *testing.T) {
 	cc := &CloudConfig{WriteFiles: []WriteFile{{Path: "/a", Content: strings.Repeat("x", PlainContentLimit)}}}
 	big := detachBigContents(cc, "k")
-	doc, err := cloudConfigDoc(cc, strings.Repeat("ab", 32))
+	doc, err := cloudConfigDoc(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestSpliceManyContents(t *testing.T) {
 		if got := len(big.contents); got != count {
 			t.Fatalf("%d files: %d detached", count, got)
 		}
-		doc, err := cloudConfigDoc(cc, strings.Repeat("ab", 32))
+		doc, err := cloudConfigDoc(cc)
 		if err != nil {
 			t.Fatal(err)
 		}

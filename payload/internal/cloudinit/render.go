@@ -2,10 +2,9 @@
 // (meta-data, user-data, network-config, vendor-data) or OpenStack
 // config-drive v2 (openstack/latest/...). Every document is built from typed
 // structs and serialised with a YAML or JSON encoder; nothing is rendered
-// from text templates. Two fast paths give the encoder's bytes without it
-// (issue 14): big write_files contents are spliced in as base64 (bigfiles.go),
-// and write_files entries whose every scalar go-yaml provably writes a known
-// way are written by writefiles.go.
+// from text templates (go.yaml.in/yaml/v3 and encoding/json). Big
+// write_files contents are spliced in as base64 after the encoder has run
+// (bigfiles.go).
 package cloudinit
 
 import (
@@ -176,7 +175,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 		return nil, err
 	}
 	big := detachBigContents(cc, key)
-	userData, err := assembleUserData(cc, big, key, in.UserData, j.UserDataMode, contentHash)
+	userData, err := assembleUserData(cc, big, in.UserData, j.UserDataMode, contentHash)
 	if err != nil {
 		return nil, err
 	}
@@ -316,15 +315,12 @@ func startIdentities(j *job.Job, in Input, keys []HostKey) *identities {
 				u.PasswordHash = "derived:" + h
 			}
 		}
-		sums, err := jobHashes(c, ci)
-		if err != nil {
-			id.err = err
-			return
+		if id.content, id.err = jobHash(c); id.err == nil {
+			id.instance, id.err = jobHash(ci)
 		}
-		id.content, id.instance = sums[0], sums[1]
 	}
 	id := &identities{}
-	if inlineIdentities || !crypt && bigContentBytes(c.Files) < parallelHashBytes {
+	if inlineIdentities || !crypt && contentBytes(c.Files) < parallelHashBytes {
 		derive(id)
 		return id
 	}
@@ -334,6 +330,33 @@ func startIdentities(j *job.Job, in Input, keys []HostKey) *identities {
 		derive(id)
 	}()
 	return id
+}
+
+// parallelHashBytes is the total size of file contents from which Render
+// derives the hashes on a goroutine of its own: below it a goroutine's
+// start and hand-over cost more than the work they share out.
+const parallelHashBytes = 256 << 10
+
+// contentBytes is the total size of the contents in files.
+func contentBytes(files []job.File) int {
+	n := 0
+	for _, f := range files {
+		n += len(f.Content)
+	}
+	return n
+}
+
+// jobHash returns the hex SHA-256 of json.Marshal(j): the content and
+// instance hashes. Their bytes are a format (recipes record them, and the
+// instance-id derives from one), so they stay json.Marshal's, HTML-safe
+// escaping included.
+func jobHash(j job.Job) (string, error) {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return "", fmt.Errorf("deriving the content hash: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // uuidFromHash shapes the first 16 bytes of a hex hash as an RFC 9562
@@ -404,24 +427,8 @@ func hashPassword(plain string, salt func() (string, error)) (string, error) {
 	return d.Encode(), nil
 }
 
-// fastYAMLOn lets marshalYAML and cloudConfigDoc take the fast paths
-// (fastyaml.go, writefiles.go); the differential tests turn it off to get
-// go-yaml's bytes.
-var fastYAMLOn = true
-
-// marshalYAML encodes v with two-space indentation: fastYAML's bytes when
-// it writes v, else go-yaml's (the same bytes, see fastyaml.go).
+// marshalYAML encodes v with go-yaml, two-space indentation.
 func marshalYAML(v any) ([]byte, error) {
-	if fastYAMLOn {
-		if b, ok := fastYAML(v); ok {
-			return b, nil
-		}
-	}
-	return goYAML(v)
-}
-
-// goYAML encodes v with go-yaml, two-space indentation.
-func goYAML(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -434,33 +441,12 @@ func goYAML(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// toMap converts a typed document to plain maps by a YAML round trip.
-func toMap(v any) (map[string]any, error) {
-	b, err := marshalYAML(v)
+// cloudConfigDoc is the generated cloud-config document: the header line
+// and cc as go-yaml encodes it (nothing after the header when cc is empty).
+func cloudConfigDoc(cc *CloudConfig) ([]byte, error) {
+	b, err := marshalYAML(cc)
 	if err != nil {
-		return nil, err
-	}
-	m := map[string]any{}
-	if err := yaml.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decoding generated YAML: %w", err)
-	}
-	return m, nil
-}
-
-// cloudConfigDoc is the generated cloud-config document: cc as go-yaml
-// encodes it, written by fastYAML when it can, else by encodeCloudConfig
-// (whose write_files fast path may still spare go-yaml the entries). key
-// is the content hash.
-func cloudConfigDoc(cc *CloudConfig, key string) ([]byte, error) {
-	b, ok := []byte(nil), false
-	if fastYAMLOn {
-		b, ok = fastYAML(cc)
-	}
-	if !ok {
-		var err error
-		if b, _, err = encodeCloudConfig(cc, key); err != nil {
-			return nil, fmt.Errorf("rendering cloud-config: %w", err)
-		}
+		return nil, fmt.Errorf("rendering cloud-config: %w", err)
 	}
 	if bytes.Equal(bytes.TrimSpace(b), []byte("{}")) {
 		b = nil
@@ -469,11 +455,11 @@ func cloudConfigDoc(cc *CloudConfig, key string) ([]byte, error) {
 }
 
 // assembleUserData combines the generated cloud-config with the user's
-// user-data according to mode. key is the placeholder key of big (see
-// placeholderKey); contentHash is called only when the two are merged.
-func assembleUserData(cc *CloudConfig, big *bigContents, key, user string, mode job.UserDataMode, contentHash func() (string, error)) ([]byte, error) {
+// user-data according to mode. big holds the contents detachBigContents
+// took out of cc; contentHash is called only when the two are merged.
+func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.UserDataMode, contentHash func() (string, error)) ([]byte, error) {
 	if user == "" {
-		return generatedDoc(cc, big, key)
+		return generatedDoc(cc, big)
 	}
 	if mode == job.ModeReplace {
 		return []byte(user), nil
@@ -485,7 +471,7 @@ func assembleUserData(cc *CloudConfig, big *bigContents, key, user string, mode 
 	if cc.IsEmpty() {
 		return []byte(text), nil
 	}
-	gen, err := generatedDoc(cc, big, key)
+	gen, err := generatedDoc(cc, big)
 	if err != nil {
 		return nil, err
 	}
@@ -498,10 +484,9 @@ func assembleUserData(cc *CloudConfig, big *bigContents, key, user string, mode 
 
 // generatedDoc is the generated cloud-config document with the contents
 // detached by detachBigContents put back. It is spliced before it becomes a
-// MIME part, whose transfer encoding may hide the placeholders. key is the
-// placeholder key.
-func generatedDoc(cc *CloudConfig, big *bigContents, key string) ([]byte, error) {
-	doc, err := cloudConfigDoc(cc, key)
+// MIME part, whose transfer encoding may hide the placeholders.
+func generatedDoc(cc *CloudConfig, big *bigContents) ([]byte, error) {
+	doc, err := cloudConfigDoc(cc)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +494,7 @@ func generatedDoc(cc *CloudConfig, big *bigContents, key string) ([]byte, error)
 }
 
 // placeholderKey returns the key that makes the render's placeholders
-// (detachBigContents, encodeCloudConfig) unique: 64 hex digits of fresh
+// (detachBigContents) unique: 64 hex digits of fresh
 // randomness, so that no input can spell a placeholder. It used to be the
 // content hash, which has the same length (the placeholders keep their
 // shape, and so the YAML around them), but is now derived while the
