@@ -76,10 +76,9 @@ func TestBigContentsPlaceholderNotUnique(t *testing.T) {
 	}
 }
 
-// TestSpliceManyContents splices many big contents, some given as base64 by
-// the job, adding up to more than parallelEncodeBytes (so they are encoded
-// on two goroutines) and to less (one), and compares the result with each
-// placeholder replaced by the standard encoder's text in quotes.
+// TestSpliceManyContents splices a few and many big contents, some given as
+// base64 by the job, and compares the result with each placeholder replaced
+// by its base64 text in quotes.
 func TestSpliceManyContents(t *testing.T) {
 	for _, count := range []int{3, 120} {
 		cc := &CloudConfig{Hostname: "h"}

@@ -23,7 +23,3 @@ func ReadSecret(t *testing.T, name string) string {
 	}
 	return string(b)
 }
-
-// SetInlineIdentities makes Render derive the content and instance hashes
-// on its own goroutine (true) or as it sees fit (false).
-func SetInlineIdentities(inline bool) { inlineIdentities = inline }
