@@ -103,9 +103,8 @@ func largeFileExamples(t *testing.T) []example {
 		mk("zz-large-files", files(text), nil),
 		mk("zz-large-files-merge", files(text), map[string]any{"user_data": "#cloud-config\nwrite_files:\n  - path: /srv/from-user\n    content: from user_data\n"}),
 		mk("zz-large-files-script-configdrive", files(asciiText), map[string]any{"format": "configdrive", "user_data": "#!/bin/sh\necho hi\n"}),
-		// every entry in the class the write_files fast path writes itself
-		// (cloudinit's writefiles.go); its golden was written by go-yaml
-		// alone, with the fast path switched off
+		// every entry one-line or base64 (a former fast path's class); its
+		// golden was written by go-yaml alone
 		mk("zz-large-files-plain", []any{
 			map[string]any{"path": "/srv/data/big.txt", "content": text(20000), "permissions": "0644"},
 			map[string]any{"path": "/srv/data/big.bin", "content": base64.StdEncoding.EncodeToString(bin), "encoding": "base64", "permissions": "0600", "owner": "nobody:nogroup"},

@@ -19,8 +19,6 @@ targets=(
 	"./payload/job FuzzParse"
 	"./payload/job FuzzSplitMIME"
 	"./payload/internal/cloudinit FuzzRender"
-	"./payload/internal/cloudinit FuzzWriteFilesYAML"
-	"./payload/internal/cloudinit FuzzFastYAML"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"
 	"./payload/image FuzzLayoutISO"

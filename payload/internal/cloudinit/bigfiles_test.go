@@ -32,7 +32,7 @@ func TestBigContentsSpliced(t *testing.T) {
 				{Path: "/b", Content: "after\n"},
 			}}
 			big := detachBigContents(cc, strings.Repeat("ab", 32))
-			doc, err := cloudConfigDoc(cc, strings.Repeat("ab", 32))
+			doc, err := cloudConfigDoc(cc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestBigContentsSpliced(t *testing.T) {
 func TestBigContentsPlaceholderNotUnique(t *testing.T) {
 	cc := &CloudConfig{WriteFiles: []WriteFile{{Path: "/a", Content: strings.Repeat("x", PlainContentLimit)}}}
 	big := detachBigContents(cc, "k")
-	doc, err := cloudConfigDoc(cc, strings.Repeat("ab", 32))
+	doc, err := cloudConfigDoc(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +76,9 @@ func TestBigContentsPlaceholderNotUnique(t *testing.T) {
 	}
 }
 
-// TestSpliceManyContents splices many big contents, some given as base64 by
-// the job, adding up to more than parallelEncodeBytes (so they are encoded
-// on two goroutines) and to less (one), and compares the result with each
-// placeholder replaced by the standard encoder's text in quotes.
+// TestSpliceManyContents splices a few and many big contents, some given as
+// base64 by the job, and compares the result with each placeholder replaced
+// by its base64 text in quotes.
 func TestSpliceManyContents(t *testing.T) {
 	for _, count := range []int{3, 120} {
 		cc := &CloudConfig{Hostname: "h"}
@@ -98,7 +97,7 @@ func TestSpliceManyContents(t *testing.T) {
 		if got := len(big.contents); got != count {
 			t.Fatalf("%d files: %d detached", count, got)
 		}
-		doc, err := cloudConfigDoc(cc, strings.Repeat("ab", 32))
+		doc, err := cloudConfigDoc(cc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,11 +23,3 @@ func ReadSecret(t *testing.T, name string) string {
 	}
 	return string(b)
 }
-
-// SetInlineIdentities makes Render derive the content and instance hashes
-// on its own goroutine (true) or as it sees fit (false).
-func SetInlineIdentities(inline bool) { inlineIdentities = inline }
-
-// SetFastYAML turns marshalYAML's fast path on or off and returns the
-// previous setting.
-func SetFastYAML(on bool) bool { old := fastYAMLOn; fastYAMLOn = on; return old }

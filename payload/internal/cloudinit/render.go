@@ -2,10 +2,9 @@
 // (meta-data, user-data, network-config, vendor-data) or OpenStack
 // config-drive v2 (openstack/latest/...). Every document is built from typed
 // structs and serialised with a YAML or JSON encoder; nothing is rendered
-// from text templates. Two fast paths give the encoder's bytes without it
-// (issue 14): big write_files contents are spliced in as base64 (bigfiles.go),
-// and write_files entries whose every scalar go-yaml provably writes a known
-// way are written by writefiles.go.
+// from text templates (go.yaml.in/yaml/v3 and encoding/json). Big
+// write_files contents are spliced in as base64 after the encoder has run
+// (bigfiles.go).
 package cloudinit
 
 import (
@@ -137,19 +136,12 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if in.Identity != nil && (!validContentHash(in.Identity.ContentHash) || in.Identity.InstanceID == "") {
 		return nil, fmt.Errorf("rendering: the pinned identity needs a 64-digit hex content hash and an instance-id")
 	}
-	// The job's hashes and the cloud-config do not depend on each other
-	// until the user-data is assembled. With big file contents or a
-	// plaintext password each side is milliseconds of CPU, so the hashes are
-	// then derived on another goroutine meanwhile (issue 14); ids is waited
-	// for on every path out of Render.
-	ids := startIdentities(&j, in, keys)
-	defer ids.wait()
-	contentHash := func() (string, error) {
-		c, _, err := ids.wait()
-		if in.Identity != nil {
-			c = in.Identity.ContentHash
-		}
-		return c, err
+	contentSum, iidHash, err := jobIdentities(&j, in, keys)
+	if err != nil {
+		return nil, err
+	}
+	if in.Identity != nil {
+		contentSum = in.Identity.ContentHash
 	}
 	j.MetaData = job.MetaDataFor(j.Format, j.MetaData)
 
@@ -176,11 +168,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 		return nil, err
 	}
 	big := detachBigContents(cc, key)
-	userData, err := assembleUserData(cc, big, key, in.UserData, j.UserDataMode, contentHash)
-	if err != nil {
-		return nil, err
-	}
-	contentSum, iidHash, err := ids.wait()
+	userData, err := assembleUserData(cc, big, in.UserData, j.UserDataMode, contentSum)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +180,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 		iid = v
 	}
 	if in.Identity != nil {
-		contentSum, iid = in.Identity.ContentHash, in.Identity.InstanceID
+		iid = in.Identity.InstanceID
 	}
 	if j.GuestReport != nil && *j.GuestReport {
 		if userData, err = addReporter(&j, in.UserData, userData, contentSum); err != nil {
@@ -247,35 +235,11 @@ func metaInstanceKey(f job.Format) string {
 	return "instance-id"
 }
 
-// identities holds the content hash (everything that reaches the image)
-// and the instance hash (the same without format, media and pinned ids)
-// while they are derived; wait returns them. Plaintext passwords enter
-// them only as a salted SHA-512 crypt with a fixed salt, no weaker than the
-// hash the image itself carries.
-type identities struct {
-	done              chan struct{} // closed when derived; nil when derived inline
-	content, instance string
-	err               error
-}
-
-// wait returns the two hashes once they are derived. It may be called
-// more than once.
-func (id *identities) wait() (content, instance string, err error) {
-	if id.done != nil {
-		<-id.done
-	}
-	return id.content, id.instance, id.err
-}
-
-// inlineIdentities makes startIdentities always derive before it returns
-// (tests compare both ways).
-var inlineIdentities = false
-
-// startIdentities takes what the hashes cover from j (before it returns, so
-// the caller may change j afterwards) and derives them: on another goroutine
-// when that is worth it (a plaintext password's crypt, or big file
-// contents), else before it returns.
-func startIdentities(j *job.Job, in Input, keys []HostKey) *identities {
+// jobIdentities returns the content hash (everything of j that reaches the
+// image) and the instance hash (the same without format, media and pinned
+// ids). Plaintext passwords enter them only as a salted SHA-512 crypt with a
+// fixed salt, no weaker than the hash the image itself carries.
+func jobIdentities(j *job.Job, in Input, keys []HostKey) (content, instance string, err error) {
 	c := *j
 	// a host key enters as its public half (which names the private one)
 	c.SSHHostKeys = make([]job.SSHHostKey, len(j.SSHHostKeys))
@@ -291,49 +255,41 @@ func startIdentities(j *job.Job, in Input, keys []HostKey) *identities {
 	}
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
 	c.Users = slices.Clone(j.Users)
-	crypt := false
 	for i := range c.Users {
 		if i < len(in.Passwords) && in.Passwords[i] != "" {
-			crypt = true
+			h, err := hashPassword(in.Passwords[i], func() (string, error) { return "vmpayload.iid", nil })
+			if err != nil {
+				return "", "", fmt.Errorf("deriving the content hash: %w", err)
+			}
+			u := &c.Users[i]
+			u.Password, u.PasswordSecret = "", ""
+			u.PasswordHash = "derived:" + h
 		}
 	}
-	// the instance hash leaves out what does not make a new instance (the
-	// two share c.Users, so the crypts below reach both)
+	// the instance hash leaves out what does not make a new instance
 	ci := c
 	ci.Format, ci.Media, ci.InstanceID = "", "", ""
 	ci.GuestReport = nil // turning the report on or off is no new instance
-	passwords := slices.Clone(in.Passwords)
-	derive := func(id *identities) {
-		for i := range c.Users {
-			if i < len(passwords) && passwords[i] != "" {
-				h, err := hashPassword(passwords[i], func() (string, error) { return "vmpayload.iid", nil })
-				if err != nil {
-					id.err = fmt.Errorf("deriving the content hash: %w", err)
-					return
-				}
-				u := &c.Users[i]
-				u.Password, u.PasswordSecret = "", ""
-				u.PasswordHash = "derived:" + h
-			}
-		}
-		sums, err := jobHashes(c, ci)
-		if err != nil {
-			id.err = err
-			return
-		}
-		id.content, id.instance = sums[0], sums[1]
+	if content, err = jobHash(c); err != nil {
+		return "", "", err
 	}
-	id := &identities{}
-	if inlineIdentities || !crypt && bigContentBytes(c.Files) < parallelHashBytes {
-		derive(id)
-		return id
+	if instance, err = jobHash(ci); err != nil {
+		return "", "", err
 	}
-	id.done = make(chan struct{})
-	go func() {
-		defer close(id.done)
-		derive(id)
-	}()
-	return id
+	return content, instance, nil
+}
+
+// jobHash returns the hex SHA-256 of json.Marshal(j): the content and
+// instance hashes. Their bytes are a format (recipes record them, and the
+// instance-id derives from one), so they stay json.Marshal's, HTML-safe
+// escaping included.
+func jobHash(j job.Job) (string, error) {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return "", fmt.Errorf("deriving the content hash: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // uuidFromHash shapes the first 16 bytes of a hex hash as an RFC 9562
@@ -358,7 +314,7 @@ const saltAlphabet = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst
 
 // saltLabel versions the salt derivation: changing it changes every derived
 // password hash, and with it the image bytes of every job with a plaintext
-// password (not their content hash or instance-id, see identities).
+// password (not their content hash or instance-id, see jobIdentities).
 const saltLabel = "vmpayload/password-salt/v1"
 
 // DeterministicSalt returns the SHA-512 crypt salt used for the plaintext
@@ -404,24 +360,8 @@ func hashPassword(plain string, salt func() (string, error)) (string, error) {
 	return d.Encode(), nil
 }
 
-// fastYAMLOn lets marshalYAML and cloudConfigDoc take the fast paths
-// (fastyaml.go, writefiles.go); the differential tests turn it off to get
-// go-yaml's bytes.
-var fastYAMLOn = true
-
-// marshalYAML encodes v with two-space indentation: fastYAML's bytes when
-// it writes v, else go-yaml's (the same bytes, see fastyaml.go).
+// marshalYAML encodes v with go-yaml, two-space indentation.
 func marshalYAML(v any) ([]byte, error) {
-	if fastYAMLOn {
-		if b, ok := fastYAML(v); ok {
-			return b, nil
-		}
-	}
-	return goYAML(v)
-}
-
-// goYAML encodes v with go-yaml, two-space indentation.
-func goYAML(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -434,33 +374,12 @@ func goYAML(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// toMap converts a typed document to plain maps by a YAML round trip.
-func toMap(v any) (map[string]any, error) {
-	b, err := marshalYAML(v)
+// cloudConfigDoc is the generated cloud-config document: the header line
+// and cc as go-yaml encodes it (nothing after the header when cc is empty).
+func cloudConfigDoc(cc *CloudConfig) ([]byte, error) {
+	b, err := marshalYAML(cc)
 	if err != nil {
-		return nil, err
-	}
-	m := map[string]any{}
-	if err := yaml.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decoding generated YAML: %w", err)
-	}
-	return m, nil
-}
-
-// cloudConfigDoc is the generated cloud-config document: cc as go-yaml
-// encodes it, written by fastYAML when it can, else by encodeCloudConfig
-// (whose write_files fast path may still spare go-yaml the entries). key
-// is the content hash.
-func cloudConfigDoc(cc *CloudConfig, key string) ([]byte, error) {
-	b, ok := []byte(nil), false
-	if fastYAMLOn {
-		b, ok = fastYAML(cc)
-	}
-	if !ok {
-		var err error
-		if b, _, err = encodeCloudConfig(cc, key); err != nil {
-			return nil, fmt.Errorf("rendering cloud-config: %w", err)
-		}
+		return nil, fmt.Errorf("rendering cloud-config: %w", err)
 	}
 	if bytes.Equal(bytes.TrimSpace(b), []byte("{}")) {
 		b = nil
@@ -469,11 +388,12 @@ func cloudConfigDoc(cc *CloudConfig, key string) ([]byte, error) {
 }
 
 // assembleUserData combines the generated cloud-config with the user's
-// user-data according to mode. key is the placeholder key of big (see
-// placeholderKey); contentHash is called only when the two are merged.
-func assembleUserData(cc *CloudConfig, big *bigContents, key, user string, mode job.UserDataMode, contentHash func() (string, error)) ([]byte, error) {
+// user-data according to mode. big holds the contents detachBigContents
+// took out of cc; contentHash names the MIME boundary when the two are
+// merged.
+func assembleUserData(cc *CloudConfig, big *bigContents, user string, mode job.UserDataMode, contentHash string) ([]byte, error) {
 	if user == "" {
-		return generatedDoc(cc, big, key)
+		return generatedDoc(cc, big)
 	}
 	if mode == job.ModeReplace {
 		return []byte(user), nil
@@ -485,35 +405,27 @@ func assembleUserData(cc *CloudConfig, big *bigContents, key, user string, mode 
 	if cc.IsEmpty() {
 		return []byte(text), nil
 	}
-	gen, err := generatedDoc(cc, big, key)
+	gen, err := generatedDoc(cc, big)
 	if err != nil {
 		return nil, err
 	}
-	h, err := contentHash()
-	if err != nil {
-		return nil, err
-	}
-	return mergeUserData(text, "vmpayload-"+h[:24], generatedPart(gen, "vmpayload.cfg"))
+	return mergeUserData(text, "vmpayload-"+contentHash[:24], generatedPart(gen, "vmpayload.cfg"))
 }
 
 // generatedDoc is the generated cloud-config document with the contents
 // detached by detachBigContents put back. It is spliced before it becomes a
-// MIME part, whose transfer encoding may hide the placeholders. key is the
-// placeholder key.
-func generatedDoc(cc *CloudConfig, big *bigContents, key string) ([]byte, error) {
-	doc, err := cloudConfigDoc(cc, key)
+// MIME part, whose transfer encoding may hide the placeholders.
+func generatedDoc(cc *CloudConfig, big *bigContents) ([]byte, error) {
+	doc, err := cloudConfigDoc(cc)
 	if err != nil {
 		return nil, err
 	}
 	return big.splice(doc)
 }
 
-// placeholderKey returns the key that makes the render's placeholders
-// (detachBigContents, encodeCloudConfig) unique: 64 hex digits of fresh
-// randomness, so that no input can spell a placeholder. It used to be the
-// content hash, which has the same length (the placeholders keep their
-// shape, and so the YAML around them), but is now derived while the
-// cloud-config is rendered, not before. No placeholder reaches the output.
+// placeholderKey returns the key that makes detachBigContents'
+// placeholders unique: 64 hex digits of fresh randomness, so that no input
+// can spell a placeholder. No placeholder reaches the output.
 func placeholderKey() (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
