@@ -13,7 +13,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 )
 

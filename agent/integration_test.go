@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/agenttest"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/agenttest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload"
 	pjob "github.com/vmpayload/vmpayload/payload/job"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestAgentLibvirtdStopped stops libvirtd (SIGSTOP, by its pid) so that it

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"libvirt.org/go/libvirt"
 )

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // Remote procedure numbers (libvirt's src/remote/remote_protocol.x) of the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/recipe"

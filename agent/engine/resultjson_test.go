@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/golden"
+	"github.com/vmpayload/vmpayload/test/golden"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload"

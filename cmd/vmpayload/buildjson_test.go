@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/internal/golden"
+	"github.com/vmpayload/vmpayload/test/golden"
 )
 
 // TestBuildJSONGolden pins `vmpayload build --json` byte for byte (the

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/cmd/internal/cli"
-	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 )
 
 // TestOldCommandLines: the command lines of earlier releases, which the

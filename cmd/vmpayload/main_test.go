@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 )
 
 // TestMain removes the binary agenttest built for the real-process tests.

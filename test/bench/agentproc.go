@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 )
 
 // startAgent starts the agent binary on uri with its directories under dir

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/payload"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/internal/agenttest"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/agenttest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
 

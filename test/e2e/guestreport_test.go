@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/test/guest"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // e2e gates tests that build images and boot real guests.

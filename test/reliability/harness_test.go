@@ -14,7 +14,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 )
 
 func TestMain(m *testing.M) {

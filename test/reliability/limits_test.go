@@ -22,7 +22,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
-	"github.com/vmpayload/vmpayload/internal/agenttest"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"golang.org/x/sys/unix"
 )

@@ -29,7 +29,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
-	"github.com/vmpayload/vmpayload/internal/testenv"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // ReadyTimeout bounds the wait for a started agent's /healthz; it is a
