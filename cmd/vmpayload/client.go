@@ -18,11 +18,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-func init() {
-	register("submit", newSubmitCmd)
-	register("status", newStatusCmd)
-}
-
 func newSubmitCmd() *cobra.Command {
 	var o *submitOptions
 	cmd := &cobra.Command{

@@ -23,10 +23,6 @@ import (
 // libvirt: libvirt documents that a hook calling back into libvirt
 // deadlocks. See docs/durability.md, "The hook".
 
-func init() {
-	register("hook", newHookCmd)
-}
-
 func newHookCmd() *cobra.Command {
 	var cfgPath string
 	cmd := &cobra.Command{

@@ -28,10 +28,6 @@ import (
 // way "submit" does. The flag names are a public contract like the job
 // format: flags may be added, never renamed. docs/run.md describes them.
 
-func init() {
-	register("run", newRunCmd)
-}
-
 func newRunCmd() *cobra.Command {
 	var f runFlags
 	var o *submitOptions
