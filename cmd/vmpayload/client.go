@@ -19,17 +19,17 @@ import (
 )
 
 func newSubmitCmd() *cobra.Command {
-	var o *submitOptions
+	var o submitOptions
 	cmd := &cobra.Command{
 		Use:   "submit JOB.json|-",
 		Short: "hand a job to the agent (socket API; falls back to the spool directory)",
 		Args:  posArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runSubmit(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return cli.Code(runSubmit(&o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 		ValidArgsFunction: completeFiles("json"),
 	}
-	o = addSubmitFlags(cmd)
+	o.add(cmd)
 	return cmd
 }
 
@@ -89,16 +89,14 @@ type submitOptions struct {
 	timeout time.Duration
 }
 
-// addSubmitFlags defines the shared submission flags on cmd.
-func addSubmitFlags(cmd *cobra.Command) *submitOptions {
-	o := &submitOptions{}
-	o.add(cmd)
+// add defines the submission flags on cmd.
+func (o *submitOptions) add(cmd *cobra.Command) {
+	o.agentFlags.add(cmd)
 	fs := cmd.Flags()
 	fs.Var(&o.waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
 	fs.Lookup("wait").NoOptDefVal = "job" // --wait alone
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	_ = cmd.RegisterFlagCompletionFunc("wait", cobra.FixedCompletions([]string{"job", "guest"}, cobra.ShellCompDirectiveNoFileComp))
-	return o
 }
 
 func runSubmit(o *submitOptions, name string, stdout, stderr io.Writer) int {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -30,17 +29,16 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var f runFlags
-	var o *submitOptions
 	cmd := &cobra.Command{
 		Use:   "run DOMAIN [flags]",
 		Short: "build a job from flags and hand it to the agent (virsh-style Run Once)",
 		Long:  "build a job from flags and hand it to the agent (virsh-style Run Once)\n\n" + runHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runRun(cmd, &f, o, args))
+			return cli.Code(runRun(cmd, &f, args))
 		},
 		ValidArgsFunction: completeDomains,
 	}
-	o = defineRunFlags(cmd, &f)
+	defineRunFlags(cmd, &f)
 	return cmd
 }
 
@@ -52,6 +50,7 @@ var runStdin io.Reader = os.Stdin
 
 // runFlags holds the parsed flags of "vmpayload run".
 type runFlags struct {
+	submitOptions
 	id, instanceID, format, media, domainXML, prebuilt string
 	attach, detach, printJob                           bool
 
@@ -99,9 +98,8 @@ func splitList(values ...string) []string {
 	return list
 }
 
-// defineRunFlags defines the flags of run on cmd, into f and the returned
-// submission options.
-func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
+// defineRunFlags defines the flags of run on cmd, into f.
+func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs := cmd.Flags()
 	// job, payload and domain
 	fs.StringVar(&f.id, "id", "", "the job's `ID` (default: the agent makes one)")
@@ -176,12 +174,12 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
 		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}} {
 		_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(words, cobra.ShellCompDirectiveNoFileComp))
 	}
-	return addSubmitFlags(cmd)
+	f.submitOptions.add(cmd)
 }
 
 // runRun builds the job of "vmpayload run" from the flags f (cmd's) and the
 // positional arguments pos, and prints or submits it.
-func runRun(cmd *cobra.Command, f *runFlags, o *submitOptions, pos []string) int {
+func runRun(cmd *cobra.Command, f *runFlags, pos []string) int {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if len(pos) != 1 {
 		if len(pos) == 0 {
@@ -217,7 +215,7 @@ func runRun(cmd *cobra.Command, f *runFlags, o *submitOptions, pos []string) int
 		stdout.Write(data)
 		return exitOK
 	}
-	return submitJob("run", o, parsed, data, b.report, stdout, stderr)
+	return submitJob("run", &f.submitOptions, parsed, data, b.report, stdout, stderr)
 }
 
 // jobBuilder turns flags into a job and remembers which flag set which
@@ -737,9 +735,7 @@ func parseNIC(spec string) (job.NIC, error) {
 			}
 			n.MTU = m
 		default:
-			keys := []string{"name", "ip", "gw", "ip6", "gw6", "mtu"}
-			sort.Strings(keys)
-			return n, fmt.Errorf("unknown key %q (use %s)", k, strings.Join(keys, ", "))
+			return n, fmt.Errorf("unknown key %q (use gw, gw6, ip, ip6, mtu, name)", k)
 		}
 	}
 	if gw4 != "" {
