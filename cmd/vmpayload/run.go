@@ -48,7 +48,9 @@ const runHelp = `Flags that read a file take "-" for standard input (one of them
 // runStdin is what "-" reads (a variable for tests).
 var runStdin io.Reader = os.Stdin
 
-// runFlags holds the parsed flags of "vmpayload run".
+// runFlags holds the parsed flags of "vmpayload run". The bools
+// regenHostKeys, sshPasswordAuth, lockPassword and rootLock go into the job
+// only when given (jobBuilder.optBool); left out, the image decides.
 type runFlags struct {
 	submitOptions
 	id, instanceID, format, media, domainXML, prebuilt string
@@ -56,7 +58,7 @@ type runFlags struct {
 
 	hostname, timezone, locale       string
 	sshKeys, defaultSSHKeys          []string
-	regenHostKeys, sshPasswordAuth   bool // left out of the job unless given
+	regenHostKeys, sshPasswordAuth   bool
 	sshHostKeys                      []string
 	user, passwordFile, passwordHash string
 	passwordSecret, sudo, groups     string
