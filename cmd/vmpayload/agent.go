@@ -21,10 +21,6 @@ import (
 // vmpayloadd, with the same arguments, in this process (exec: same PID, so
 // systemd's MAINPID, sd_notify and signals reach the daemon).
 
-func init() {
-	register("agent", newAgentCmd)
-}
-
 func newAgentCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "agent [vmpayloadd flags]",

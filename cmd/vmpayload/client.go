@@ -18,81 +18,85 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-func init() {
-	register("submit", newSubmitCmd)
-	register("status", newStatusCmd)
-}
-
 func newSubmitCmd() *cobra.Command {
-	var o *submitOptions
+	var o submitOptions
 	cmd := &cobra.Command{
 		Use:   "submit JOB.json|-",
 		Short: "hand a job to the agent (socket API; falls back to the spool directory)",
 		Args:  posArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runSubmit(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return cli.Code(runSubmit(&o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 		ValidArgsFunction: completeFiles("json"),
 	}
-	o = addSubmitFlags(cmd)
+	o.add(cmd)
 	return cmd
 }
 
 func newStatusCmd() *cobra.Command {
-	var socket, spoolDir string
+	var at agentFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [ID]",
 		Short: "show a job's result, or the agent's recent jobs",
 		Args:  posArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runStatus(socket, spoolDir, asJSON, args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return cli.Code(runStatus(at.resolved(), asJSON, args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return completeJobIDs(socket), cobra.ShellCompDirectiveNoFileComp
+			return completeJobIDs(at.resolved().socket), cobra.ShellCompDirectiveNoFileComp
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
-	cmd.Flags().StringVar(&spoolDir, "spool-dir", "", "spool `DIR` read when the socket is unreachable")
+	at.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	_ = cmd.MarkFlagDirname("spool-dir")
 	return cmd
 }
 
-func clientDefaults(fsSocket, fsSpool *string) {
+// agentFlags say where the agent is: its socket, and the spool directory
+// used when no agent answers there.
+type agentFlags struct {
+	socket, spoolDir string
+}
+
+// add defines --socket and --spool-dir on cmd.
+func (a *agentFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&a.socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
+	cmd.Flags().StringVar(&a.spoolDir, "spool-dir", "", "spool `DIR` used when the socket is unreachable (default from /etc/vmpayload/agent.yaml)")
+	_ = cmd.MarkFlagDirname("spool-dir")
+}
+
+// resolved fills in what the flags left empty from the agent's
+// configuration.
+func (a agentFlags) resolved() agentFlags {
 	d := agentConfig()
-	if *fsSocket == "" {
-		*fsSocket = d.Socket
+	if a.socket == "" {
+		a.socket = d.Socket
 	}
-	if *fsSpool == "" {
-		*fsSpool = d.SpoolDir
+	if a.spoolDir == "" {
+		a.spoolDir = d.SpoolDir
 	}
+	return a
 }
 
 // submitOptions are the flags that say how a job reaches the agent and
 // whether to wait for it; submit and run share them.
 type submitOptions struct {
-	socket   string
-	spoolDir string
-	waitFor  waitMode // "" (no wait), "result" or "guest"
-	timeout  time.Duration
+	agentFlags
+	waitFor waitMode // "" (no wait), "job" or "guest"
+	timeout time.Duration
 }
 
-// addSubmitFlags defines the shared submission flags on cmd.
-func addSubmitFlags(cmd *cobra.Command) *submitOptions {
-	o := &submitOptions{}
+// add defines the submission flags on cmd.
+func (o *submitOptions) add(cmd *cobra.Command) {
+	o.agentFlags.add(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&o.socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
-	fs.StringVar(&o.spoolDir, "spool-dir", "", "spool `DIR` used when the socket is unreachable")
 	fs.Var(&o.waitFor, "wait", "wait for the result and print it; exit 1 if the job failed. --wait=guest waits for the guest's provisioning report too; exit 1 unless it is done or degraded")
 	fs.Lookup("wait").NoOptDefVal = "job" // --wait alone
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait waits")
-	_ = cmd.MarkFlagDirname("spool-dir")
 	_ = cmd.RegisterFlagCompletionFunc("wait", cobra.FixedCompletions([]string{"job", "guest"}, cobra.ShellCompDirectiveNoFileComp))
-	return o
 }
 
 func runSubmit(o *submitOptions, name string, stdout, stderr io.Writer) int {
@@ -116,14 +120,14 @@ func runSubmit(o *submitOptions, name string, stdout, stderr io.Writer) int {
 // It returns the command's exit code; name prefixes its messages.
 func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report func(io.Writer, []job.FieldError),
 	stdout, stderr io.Writer) int {
-	clientDefaults(&o.socket, &o.spoolDir)
+	at := o.resolved()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	cl := client.New(o.socket)
+	cl := client.New(at.socket)
 	ans, status, err := cl.Submit(ctx, data)
 	if err != nil && status == 0 {
 		// No agent on the socket: use the spool, which the agent reads at start.
-		return submitSpool(ctx, name, o.spoolDir, j, data, o.waitFor, stdout, stderr, err)
+		return submitSpool(ctx, name, at.spoolDir, j, data, o.waitFor, stdout, stderr, err)
 	}
 	switch {
 	case err != nil:
@@ -140,28 +144,7 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 	if o.waitFor == "" {
 		return exitOK
 	}
-	if o.waitFor == "guest" {
-		return waitGuestAPI(ctx, cl, ans.ID, stdout, stderr)
-	}
-	last := result.State("")
-	for {
-		res, _, err := cl.Job(ctx, ans.ID, client.JobQuery{Wait: 2 * time.Second})
-		if err != nil {
-			if ctx.Err() != nil {
-				fmt.Fprintf(stderr, "vmpayload %s: timed out waiting for %s (last state %s)\n", name, ans.ID, last)
-				return exitUsage
-			}
-			fmt.Fprintf(stderr, "vmpayload %s: asking for %s: %v\n", name, ans.ID, err)
-			return exitUsage
-		}
-		if res.State != last {
-			fmt.Fprintf(stderr, "%s %s\n", ans.ID, res.State)
-			last = res.State
-		}
-		if res.State.Final() {
-			return printResult(stdout, res)
-		}
-	}
+	return waitAPI(ctx, cl, name, ans.ID, o.waitFor == "guest", stdout, stderr)
 }
 
 func submitSpool(ctx context.Context, name, dir string, j *job.Job, data []byte, waitFor waitMode, stdout, stderr io.Writer, why error) int {
@@ -202,18 +185,16 @@ func printResult(w io.Writer, res result.Result) int {
 	return exitOK
 }
 
-func runStatus(socketFlag, spoolFlag string, asJSON bool, pos []string, stdout, stderr io.Writer) int {
-	socket, spoolDir := &socketFlag, &spoolFlag
-	clientDefaults(socket, spoolDir)
+func runStatus(at agentFlags, asJSON bool, pos []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := client.New(*socket)
+	cl := client.New(at.socket)
 	if len(pos) == 1 {
 		res, status, err := cl.Job(ctx, pos[0], client.JobQuery{})
 		if err != nil && status == 0 {
-			r, ok := (&spool.Spool{Root: *spoolDir}).Lookup(pos[0])
+			r, ok := (&spool.Spool{Root: at.spoolDir}).Lookup(pos[0])
 			if !ok {
-				fmt.Fprintf(stderr, "vmpayload status: agent unreachable (%v) and no result for %q in %s\n", err, pos[0], *spoolDir)
+				fmt.Fprintf(stderr, "vmpayload status: agent unreachable (%v) and no result for %q in %s\n", err, pos[0], at.spoolDir)
 				return exitInvalid
 			}
 			res, status, err = r, http.StatusOK, nil

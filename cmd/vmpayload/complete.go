@@ -48,10 +48,8 @@ func completeDomains(_ *cobra.Command, args []string, toComplete string) ([]stri
 }
 
 // completeJobIDs returns the IDs of the agent's recent jobs (none when no
-// agent answers on socket, "" meaning the configured one).
+// agent answers on socket).
 func completeJobIDs(socket string) []string {
-	spool := ""
-	clientDefaults(&socket, &spool)
 	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
 	defer cancel()
 	jobs, err := client.New(socket).Jobs(ctx)

@@ -29,7 +29,7 @@ import (
 // reads it), so the same commit gives the same pages.
 
 func init() {
-	register("gendocs", newDocsCmd)
+	subcommands["gendocs"] = newDocsCmd
 }
 
 func newDocsCmd() *cobra.Command {

@@ -77,6 +77,7 @@ func isTerminal(w io.Writer) bool {
 type progress struct {
 	w        io.Writer
 	id       string
+	guest    bool // waiting for the guest: a done job shows the guest's status
 	tty      bool
 	last     string
 	live     bool // a line in place is shown
@@ -86,7 +87,7 @@ type progress struct {
 
 func (p *progress) show(res result.Result) {
 	state := string(res.State)
-	if res.State == result.StateDone && res.Guest != nil {
+	if p.guest && res.State == result.StateDone && res.Guest != nil {
 		state = "done, guest " + res.Guest.Status
 		if res.Guest.InstanceIDMismatch {
 			state += " (instance-id mismatch: the guest did not take this payload)"
@@ -112,27 +113,31 @@ func (p *progress) clear() {
 	}
 }
 
-// waitGuestAPI polls the agent until guestDone, showing progress.
-func waitGuestAPI(ctx context.Context, cl *client.Client, id string, stdout, stderr io.Writer) int {
-	p := &progress{w: stderr, id: id, tty: isTerminal(stderr)}
+// waitAPI polls the agent until job id is final (with guest: until
+// guestDone), showing progress on stderr, and prints the result. name
+// prefixes its messages.
+func waitAPI(ctx context.Context, cl *client.Client, name, id string, guest bool, stdout, stderr io.Writer) int {
+	p := &progress{w: stderr, id: id, guest: guest, tty: guest && isTerminal(stderr)}
 	for {
-		res, _, err := cl.Job(ctx, id, client.JobQuery{Wait: 2 * time.Second, Guest: true})
+		res, _, err := cl.Job(ctx, id, client.JobQuery{Wait: 2 * time.Second, Guest: guest})
 		if err != nil {
 			p.clear()
 			if ctx.Err() != nil {
-				fmt.Fprintf(stderr, "vmpayload submit: timed out waiting for %s (last state %s)\n", id, p.last)
+				fmt.Fprintf(stderr, "vmpayload %s: timed out waiting for %s (last state %s)\n", name, id, p.last)
 				return exitUsage
 			}
-			fmt.Fprintf(stderr, "vmpayload submit: asking for %s: %v\n", id, err)
+			fmt.Fprintf(stderr, "vmpayload %s: asking for %s: %v\n", name, id, err)
 			return exitUsage
 		}
 		p.show(res)
-		if guestDone(res) {
+		switch {
+		case !guest && res.State.Final():
+			return printResult(stdout, res)
+		case guest && guestDone(res):
 			p.clear()
 			printJSON(stdout, res)
 			return guestExit(res)
-		}
-		if res.State.Final() {
+		case res.State.Final():
 			// the agent answers at once for a final job: pace the polls
 			select {
 			case <-ctx.Done():

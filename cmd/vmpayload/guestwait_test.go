@@ -86,10 +86,12 @@ func TestSubmitWaitGuest(t *testing.T) {
 			}
 		})
 	}
-	// --wait alone still means the job only; a bad value is a usage error
-	sock, forGuest := fakeAPI(t, []result.Result{pending})
+	// --wait alone still means the job only: each state once, a done job
+	// without its guest's status; a bad value is a usage error
+	sock, forGuest := fakeAPI(t, []result.Result{{ID: "j1", State: result.StateRunning}, {ID: "j1", State: result.StateRunning}, pending})
 	var out, errb bytes.Buffer
-	if code := run([]string{"submit", "--socket", sock, "--wait", jobFile}, &out, &errb); code != exitOK || forGuest.Load() != 0 {
+	if code := run([]string{"submit", "--socket", sock, "--wait", jobFile}, &out, &errb); code != exitOK || forGuest.Load() != 0 ||
+		errb.String() != "j1 running\nj1 done\n" {
 		t.Errorf("--wait: exit %d, for=guest asked %d times; stderr %q", code, forGuest.Load(), errb.String())
 	}
 	errb.Reset()

@@ -23,10 +23,6 @@ import (
 // libvirt: libvirt documents that a hook calling back into libvirt
 // deadlocks. See docs/durability.md, "The hook".
 
-func init() {
-	register("hook", newHookCmd)
-}
-
 func newHookCmd() *cobra.Command {
 	var cfgPath string
 	cmd := &cobra.Command{
@@ -71,23 +67,16 @@ var hookSyslog = func(line string) {
 	}
 }
 
-// hookOps are the OP SUBOP pairs the hook acts on; every other call exits 0
-// at once. prepare begin comes before libvirt checks the disks of a start;
-// migrate begin runs on the destination, restore begin before a restore.
-var hookOps = map[[2]string]bool{
-	{"prepare", "begin"}: true,
-	{"migrate", "begin"}: true,
-	{"restore", "begin"}: true,
-}
-
-// isHookOp reports whether "vmpayload hook" acts on op/subop.
-func isHookOp(op, subop string) bool { return hookOps[[2]string{op, subop}] }
-
 // runHook runs the hook for the arguments libvirt passes (pos) with the
 // configuration file cfgPath ("": the default).
 func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 	domain, op, subop := pos[0], pos[1], pos[2]
-	if !isHookOp(op, subop) {
+	// prepare begin comes before libvirt checks the disks of a start;
+	// migrate begin runs on the destination, restore begin before a
+	// restore. Every other call exits 0 at once.
+	switch op + " " + subop {
+	case "prepare begin", "migrate begin", "restore begin":
+	default:
 		return exitOK // stdin is not read: the packaged script drains it
 	}
 	oneShotGC() // a hook process rebuilds at most one image and exits

@@ -27,11 +27,12 @@ const (
 	exitUsage   = cli.ExitUsage   // bad flags or arguments, or an I/O problem
 )
 
-// subcommands makes the subcommands by name; each file adds its own in init.
-var subcommands = map[string]func() *cobra.Command{}
-
-// register adds the subcommand name, made by mk.
-func register(name string, mk func() *cobra.Command) { subcommands[name] = mk }
+// subcommands makes the subcommands by name.
+var subcommands = map[string]func() *cobra.Command{
+	"validate": newValidateCmd, "build": newBuildCmd, "inspect": newInspectCmd, "recipe": newRecipeCmd,
+	"hook": newHookCmd, "submit": newSubmitCmd, "status": newStatusCmd, "run": newRunCmd,
+	"agent": newAgentCmd, "version": newVersionCmd,
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

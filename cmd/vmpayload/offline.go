@@ -18,15 +18,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-func init() {
-
-	register("build", newBuildCmd)
-	register("validate", newValidateCmd)
-	register("inspect", newInspectCmd)
-	register("version", newVersionCmd)
-
-}
-
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{Use: "version", Short: "print the version", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -154,9 +145,9 @@ func runValidate(o validateOptions, name string, stdout, stderr io.Writer) int {
 }
 
 func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
-	perm, err := strconv.ParseUint(o.mode, 8, 32)
-	if err != nil || perm > 0o777 {
-		fmt.Fprintf(stderr, "vmpayload build: --mode %q is not an octal permission such as 0640\n", o.mode)
+	perm, err := parseMode("mode", o.mode)
+	if err != nil {
+		fmt.Fprintf(stderr, "vmpayload build: %v\n", err)
 		return exitUsage
 	}
 	data, code := readJob(name, stderr)
@@ -169,7 +160,7 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
-	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: os.FileMode(perm), GID: -1})
+	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: perm, GID: -1})
 	if err != nil {
 		printErr(stderr, err)
 		var ve *job.ValidationError
@@ -185,6 +176,15 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s: %s %s label=%s size=%d instance-id=%s sha256=%s\n",
 		res.Path, res.Format, res.Media, res.Label, res.Size, res.InstanceID, res.SHA256)
 	return exitOK
+}
+
+// parseMode reads the octal permission bits s that the flag name gives.
+func parseMode(name, s string) (os.FileMode, error) {
+	perm, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || perm > 0o777 {
+		return 0, fmt.Errorf("--%s %q is not an octal permission such as 0640", name, s)
+	}
+	return os.FileMode(perm), nil
 }
 
 // oneShotMemoryLimit is the heap size from which a one-shot command collects

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -22,10 +21,6 @@ import (
 // image into the payload directory under the name the agent gives it and
 // prints what makes the domain durable (docs/durability.md, "Without the
 // agent").
-
-func init() {
-	register("recipe", newRecipeCmd)
-}
 
 // recipeOptions are the flags of recipe.
 type recipeOptions struct {
@@ -64,24 +59,22 @@ func newRecipeCmd() *cobra.Command {
 const placeholderDomain = `<domain type='kvm'><name>placeholder</name><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>`
 
 func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
-	payloadDir, secretsDir, busFlag, mode := &o.payloadDir, &o.secretsDir, &o.bus, &o.mode
-	domainXML, name, driveFile := &o.domainXML, &o.name, &o.driveFile
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "vmpayload recipe: "+format+"\n", a...)
 		return code
 	}
-	perm, err := strconv.ParseUint(*mode, 8, 32)
-	if err != nil || perm > 0o777 {
-		return fail(exitUsage, "--image-mode %q is not an octal permission such as 0640", *mode)
+	perm, err := parseMode("image-mode", o.mode)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
 	}
-	bus, err := domxml.ParseBus(*busFlag)
+	bus, err := domxml.ParseBus(o.bus)
 	if err != nil {
 		return fail(exitUsage, "--bus: %v", err)
 	}
-	if !filepath.IsAbs(*payloadDir) {
-		return fail(exitUsage, "--payload-dir %q is not an absolute path", *payloadDir)
+	if !filepath.IsAbs(o.payloadDir) {
+		return fail(exitUsage, "--payload-dir %q is not an absolute path", o.payloadDir)
 	}
-	if jobFile == "-" && *domainXML == "-" {
+	if jobFile == "-" && o.domainXML == "-" {
 		return fail(exitUsage, "the job and --domain-xml cannot both be stdin")
 	}
 
@@ -89,7 +82,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	j, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: *secretsDir, Build: true})
+	j, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
 	if !rep.OK() {
 		printErr(stderr, rep.Err())
 		return exitInvalid
@@ -99,19 +92,19 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	}
 
 	dom := placeholderDomain
-	prefix := *name
-	if *domainXML != "" {
-		b, err := readInput(*domainXML, recipe.MaxDomainXML)
+	prefix := o.name
+	if o.domainXML != "" {
+		b, err := readInput(o.domainXML, recipe.MaxDomainXML)
 		if err != nil {
 			return fail(exitUsage, "reading the domain XML: %v", err)
 		}
 		dom = string(b)
 		uuid, err := domxml.DomainUUID(dom)
 		if err != nil {
-			return fail(exitInvalid, "reading the domain XML %s: %v", *domainXML, err)
+			return fail(exitInvalid, "reading the domain XML %s: %v", o.domainXML, err)
 		}
 		if uuid == "" {
-			return fail(exitInvalid, "the domain XML %s has no <uuid>: add one (e.g. <uuid>$(uuidgen)</uuid>) so that the image name and the domain agree", *domainXML)
+			return fail(exitInvalid, "the domain XML %s has no <uuid>: add one (e.g. <uuid>$(uuidgen)</uuid>) so that the image name and the domain agree", o.domainXML)
 		}
 		prefix = uuid
 	}
@@ -127,11 +120,11 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		printErr(stderr, err)
 		return exitInvalid
 	}
-	if err := os.MkdirAll(*payloadDir, 0o711); err != nil {
+	if err := os.MkdirAll(o.payloadDir, 0o711); err != nil {
 		return fail(exitUsage, "creating the payload directory: %v", err)
 	}
-	path := filepath.Join(*payloadDir, rendered.ImageName(prefix))
-	res, err := rendered.Write(context.Background(), path, payload.Options{Mode: os.FileMode(perm), GID: -1})
+	path := filepath.Join(o.payloadDir, rendered.ImageName(prefix))
+	res, err := rendered.Write(context.Background(), path, payload.Options{Mode: perm, GID: -1})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -152,7 +145,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 			bus = domxml.BusAuto
 		}
 	}
-	if *domainXML != "" {
+	if o.domainXML != "" {
 		x, _, _, err := domxml.SetPayloadDrive(dom, path, bus, opts...)
 		if err != nil {
 			return fail(exitInvalid, "adding the payload drive: %v", err)
@@ -172,8 +165,8 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitInvalid, "%v", err)
 	}
 	fmt.Fprintln(stdout, el)
-	if *driveFile != "" {
-		if err := os.WriteFile(*driveFile, []byte(drive+"\n"), 0o644); err != nil {
+	if o.driveFile != "" {
+		if err := os.WriteFile(o.driveFile, []byte(drive+"\n"), 0o644); err != nil {
 			return fail(exitUsage, "writing the drive XML: %v", err)
 		}
 		return exitOK

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -28,23 +27,18 @@ import (
 // way "submit" does. The flag names are a public contract like the job
 // format: flags may be added, never renamed. docs/run.md describes them.
 
-func init() {
-	register("run", newRunCmd)
-}
-
 func newRunCmd() *cobra.Command {
 	var f runFlags
-	var o *submitOptions
 	cmd := &cobra.Command{
 		Use:   "run DOMAIN [flags]",
 		Short: "build a job from flags and hand it to the agent (virsh-style Run Once)",
 		Long:  "build a job from flags and hand it to the agent (virsh-style Run Once)\n\n" + runHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runRun(cmd, &f, o, args))
+			return cli.Code(runRun(cmd, &f, args))
 		},
 		ValidArgsFunction: completeDomains,
 	}
-	o = defineRunFlags(cmd, &f)
+	defineRunFlags(cmd, &f)
 	return cmd
 }
 
@@ -54,78 +48,35 @@ const runHelp = `Flags that read a file take "-" for standard input (one of them
 // runStdin is what "-" reads (a variable for tests).
 var runStdin io.Reader = os.Stdin
 
-// optBool is a boolean flag that remembers whether it was given, for job
-// fields whose default is the image's.
-type optBool struct {
-	set, v bool
-}
-
-func (b *optBool) String() string {
-	if b == nil || !b.set {
-		return ""
-	}
-	return strconv.FormatBool(b.v)
-}
-
-func (b *optBool) Set(s string) error {
-	v, err := strconv.ParseBool(s)
-	if err != nil {
-		return errors.New("want true or false")
-	}
-	b.set, b.v = true, v
-	return nil
-}
-
-// Type names the value in the help.
-func (b *optBool) Type() string { return "bool" }
-
-func (b *optBool) ptr() *bool {
-	if !b.set {
-		return nil
-	}
-	v := b.v
-	return &v
-}
-
-// strList is a repeatable string flag.
-type strList []string
-
-func (l *strList) String() string { return strings.Join(*l, ",") }
-
-// Type names the value in the help.
-func (l *strList) Type() string { return "string" }
-
-func (l *strList) Set(s string) error {
-	*l = append(*l, s)
-	return nil
-}
-
-// runFlags holds the parsed flags of "vmpayload run".
+// runFlags holds the parsed flags of "vmpayload run". The bools
+// regenHostKeys, sshPasswordAuth, lockPassword and rootLock go into the job
+// only when given (jobBuilder.optBool); left out, the image decides.
 type runFlags struct {
+	submitOptions
 	id, instanceID, format, media, domainXML, prebuilt string
 	attach, detach, printJob                           bool
 
 	hostname, timezone, locale       string
-	sshKeys, defaultSSHKeys          strList
-	regenHostKeys, sshPasswordAuth   optBool
-	sshHostKeys                      strList
+	sshKeys, defaultSSHKeys          []string
+	regenHostKeys, sshPasswordAuth   bool
+	sshHostKeys                      []string
 	user, passwordFile, passwordHash string
 	passwordSecret, sudo, groups     string
 	shell                            string
-	lockPassword                     optBool
+	lockPassword                     bool
 	rootPasswordFile, rootHash       string
 	rootSecret                       string
-	rootSSHKeys                      strList
-	rootLock                         optBool
+	rootSSHKeys                      []string
+	rootLock                         bool
 
 	nics, dns, dnsSearch []string
-	files                strList
-	runcmd, runcmdArgv   strList
+	files                []string
+	runcmd, runcmdArgv   []string
 
 	userData, userDataSecret, userDataMode string
 	vendorData, networkConfig, networkData string
 	metaDataFile                           string
-	meta                                   strList
+	meta                                   []string
 
 	powerState, powerMessage, powerCondition string
 	powerDelay, powerTimeout                 int
@@ -135,21 +86,22 @@ type runFlags struct {
 	randomSeedBytes                          int
 }
 
-// listFlag appends every comma-separated element of each value to *dst.
-func listFlag(dst *[]string) func(string) error {
-	return func(s string) error {
-		for _, e := range strings.Split(s, ",") {
+// splitList returns the comma-separated elements of values, trimmed, without
+// empty ones.
+func splitList(values ...string) []string {
+	var list []string
+	for _, v := range values {
+		for _, e := range strings.Split(v, ",") {
 			if e = strings.TrimSpace(e); e != "" {
-				*dst = append(*dst, e)
+				list = append(list, e)
 			}
 		}
-		return nil
 	}
+	return list
 }
 
-// defineRunFlags defines the flags of run on cmd, into f and the returned
-// submission options.
-func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
+// defineRunFlags defines the flags of run on cmd, into f.
+func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs := cmd.Flags()
 	// job, payload and domain
 	fs.StringVar(&f.id, "id", "", "the job's `ID` (default: the agent makes one)")
@@ -164,11 +116,11 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
 	fs.StringVar(&f.hostname, "hostname", "", "host `NAME` or FQDN")
 	fs.StringVar(&f.timezone, "timezone", "", "IANA time `ZONE`, e.g. Europe/Berlin")
 	fs.StringVar(&f.locale, "locale", "", "system `LOCALE`, e.g. en_US.UTF-8")
-	fs.Var(&f.sshKeys, "ssh-key", "authorized keys `FILE` (one key a line) for --user, or for the image's default user without --user (repeatable)")
-	fs.Var(&f.defaultSSHKeys, "default-ssh-key", "authorized keys `FILE` for the image's default user when --user is given (repeatable)")
-	fs.Var(&f.regenHostKeys, "regenerate-ssh-host-keys", "true: regenerate the SSH host keys on first boot; false: keep the image's")
-	fs.Var(&f.sshPasswordAuth, "ssh-password-auth", "enable (true) or disable (false) SSH password log-in")
-	fs.Var(&f.sshHostKeys, "ssh-host-key", "SSH host key `TYPE:SECRET[:PUBFILE]`: ed25519|ecdsa|rsa, the private key's secret name, optional public key file (repeatable)")
+	fs.StringArrayVar(&f.sshKeys, "ssh-key", nil, "authorized keys `FILE` (one key a line) for --user, or for the image's default user without --user (repeatable)")
+	fs.StringArrayVar(&f.defaultSSHKeys, "default-ssh-key", nil, "authorized keys `FILE` for the image's default user when --user is given (repeatable)")
+	fs.BoolVar(&f.regenHostKeys, "regenerate-ssh-host-keys", false, "true: regenerate the SSH host keys on first boot; false: keep the image's")
+	fs.BoolVar(&f.sshPasswordAuth, "ssh-password-auth", false, "enable (true) or disable (false) SSH password log-in")
+	fs.StringArrayVar(&f.sshHostKeys, "ssh-host-key", nil, "SSH host key `TYPE:SECRET[:PUBFILE]`: ed25519|ecdsa|rsa, the private key's secret name, optional public key file (repeatable)")
 	// the user
 	fs.StringVar(&f.user, "user", "", "create the user `NAME` (the flags below apply to it)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "--user's plaintext password from `FILE` (first line; - for stdin); the agent hashes it")
@@ -177,30 +129,29 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
 	fs.StringVar(&f.sudo, "sudo", "", "--user's sudoers `RULE`, e.g. 'ALL=(ALL) NOPASSWD:ALL'")
 	fs.StringVar(&f.groups, "groups", "", "--user's supplementary `GROUPS`, comma-separated")
 	fs.StringVar(&f.shell, "shell", "", "--user's log-in shell `PATH`")
-	fs.Var(&f.lockPassword, "lock-password", "false allows --user to log in with the password (cloud-init locks it by default)")
+	fs.BoolVar(&f.lockPassword, "lock-password", false, "false allows --user to log in with the password (cloud-init locks it by default)")
 	// root
 	fs.StringVar(&f.rootPasswordFile, "root-password-file", "", "root's plaintext password from `FILE` (first line; - for stdin); the agent hashes it")
 	fs.StringVar(&f.rootHash, "root-password-hash-file", "", "root's crypt(3) password hash from `FILE` (- for stdin)")
 	fs.StringVar(&f.rootSecret, "root-password-secret", "", "root's password from the agent's secrets directory: secret `NAME`")
-	fs.Var(&f.rootSSHKeys, "root-ssh-key", "authorized keys `FILE` for root (repeatable)")
-	fs.Var(&f.rootLock, "root-lock-password", "true locks root's password (default: left usable)")
+	fs.StringArrayVar(&f.rootSSHKeys, "root-ssh-key", nil, "authorized keys `FILE` for root (repeatable)")
+	fs.BoolVar(&f.rootLock, "root-lock-password", false, "true locks root's password (default: left usable)")
 	// network
-	fs.Func("nic", "guest NIC `SPEC`: the MAC, then comma-separated name=IF, ip=CIDR|dhcp|none, gw=IP, ip6=CIDR|dhcp|slaac|none, gw6=IP, mtu=N; e.g. 52:54:00:12:34:56,ip=192.0.2.10/24,gw=192.0.2.1 (repeatable)",
-		func(s string) error { f.nics = append(f.nics, s); return nil })
-	fs.Func("dns", "name server `IP` for the NICs (repeatable, or comma-separated)", listFlag(&f.dns))
-	fs.Func("dns-search", "DNS search `DOMAIN` (repeatable, or comma-separated)", listFlag(&f.dnsSearch))
+	fs.StringArrayVar(&f.nics, "nic", nil, "guest NIC `SPEC`: the MAC, then comma-separated name=IF, ip=CIDR|dhcp|none, gw=IP, ip6=CIDR|dhcp|slaac|none, gw6=IP, mtu=N; e.g. 52:54:00:12:34:56,ip=192.0.2.10/24,gw=192.0.2.1 (repeatable)")
+	fs.StringArrayVar(&f.dns, "dns", nil, "name server `IP` for the NICs (repeatable, or comma-separated)")
+	fs.StringArrayVar(&f.dnsSearch, "dns-search", nil, "DNS search `DOMAIN` (repeatable, or comma-separated)")
 	fs.StringVar(&f.networkConfig, "network-config", "", "raw cloud-init network-config v1/v2 YAML `FILE` (instead of --nic/--dns)")
 	fs.StringVar(&f.networkData, "network-data", "", "OpenStack network_data.json `FILE` (configdrive; instead of --nic/--dns)")
 	// content
-	fs.Var(&f.files, "file", "write `SRC:DEST[:MODE[:OWNER]]` in the guest: the local file SRC as DEST (repeatable)")
-	fs.Var(&f.runcmd, "runcmd", "run shell `COMMAND` at first boot (repeatable)")
-	fs.Var(&f.runcmdArgv, "runcmd-argv", "run a `JSON-ARRAY` argv without a shell at first boot, e.g. '[\"touch\",\"/x\"]' (repeatable)")
+	fs.StringArrayVar(&f.files, "file", nil, "write `SRC:DEST[:MODE[:OWNER]]` in the guest: the local file SRC as DEST (repeatable)")
+	fs.StringArrayVar(&f.runcmd, "runcmd", nil, "run shell `COMMAND` at first boot (repeatable)")
+	fs.StringArrayVar(&f.runcmdArgv, "runcmd-argv", nil, "run a `JSON-ARRAY` argv without a shell at first boot, e.g. '[\"touch\",\"/x\"]' (repeatable)")
 	fs.StringVar(&f.userData, "user-data", "", "extra user-data `FILE` (#cloud-config, script, MIME, ...)")
 	fs.StringVar(&f.userDataSecret, "user-data-secret", "", "user-data from the agent's secrets directory: secret `NAME`")
 	fs.StringVar(&f.userDataMode, "user-data-mode", "", "combine user-data with the generated config: `merge|replace` (default merge)")
 	fs.StringVar(&f.vendorData, "vendor-data", "", "vendor-data `FILE`")
 	fs.StringVar(&f.metaDataFile, "meta-data", "", "extra meta-data from a JSON object `FILE`")
-	fs.Var(&f.meta, "meta", "extra meta-data `KEY=VALUE` (a string; repeatable; overrides --meta-data)")
+	fs.StringArrayVar(&f.meta, "meta", nil, "extra meta-data `KEY=VALUE` (a string; repeatable; overrides --meta-data)")
 	// first-boot extras
 	fs.StringVar(&f.powerState, "power-state", "", "after provisioning: `poweroff|reboot`")
 	fs.IntVar(&f.powerDelay, "power-delay", 0, "--power-state after `MINUTES`")
@@ -214,9 +165,6 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
 	fs.IntVar(&f.randomSeedBytes, "random-seed-bytes", 0, "entropy for the guest: the agent generates `N` bytes")
 	// submission
 	fs.BoolVar(&f.printJob, "print-job", false, "print the job document and exit without submitting it")
-	for _, name := range []string{"regenerate-ssh-host-keys", "ssh-password-auth", "lock-password", "root-lock-password"} {
-		fs.Lookup(name).NoOptDefVal = "true"
-	}
 	for _, name := range []string{"ssh-key", "default-ssh-key", "root-ssh-key", "domain-xml", "password-file", "password-hash-file",
 		"root-password-file", "root-password-hash-file", "network-config", "network-data", "user-data", "vendor-data", "meta-data",
 		"random-seed-file", "prebuilt-image"} {
@@ -228,12 +176,12 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) *submitOptions {
 		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}} {
 		_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(words, cobra.ShellCompDirectiveNoFileComp))
 	}
-	return addSubmitFlags(cmd)
+	f.submitOptions.add(cmd)
 }
 
 // runRun builds the job of "vmpayload run" from the flags f (cmd's) and the
 // positional arguments pos, and prints or submits it.
-func runRun(cmd *cobra.Command, f *runFlags, o *submitOptions, pos []string) int {
+func runRun(cmd *cobra.Command, f *runFlags, pos []string) int {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if len(pos) != 1 {
 		if len(pos) == 0 {
@@ -244,10 +192,8 @@ func runRun(cmd *cobra.Command, f *runFlags, o *submitOptions, pos []string) int
 		_ = usageError(cmd)
 		return exitUsage
 	}
-	given := map[string]bool{}
-	cmd.Flags().Visit(func(fl *pflag.Flag) { given[fl.Name] = true })
-	b := &jobBuilder{origin: map[string]string{}, stdin: runStdin}
-	j, err := b.build(pos[0], f, given)
+	b := &jobBuilder{flags: cmd.Flags(), origin: map[string]string{}, stdin: runStdin}
+	j, err := b.build(pos[0], f)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload run: %v\n", err)
 		return exitUsage
@@ -271,12 +217,13 @@ func runRun(cmd *cobra.Command, f *runFlags, o *submitOptions, pos []string) int
 		stdout.Write(data)
 		return exitOK
 	}
-	return submitJob("run", o, parsed, data, b.report, stdout, stderr)
+	return submitJob("run", &f.submitOptions, parsed, data, b.report, stdout, stderr)
 }
 
 // jobBuilder turns flags into a job and remembers which flag set which
 // field, so that validation errors name the flag.
 type jobBuilder struct {
+	flags     *pflag.FlagSet    // run's flags: which were given
 	origin    map[string]string // job field path -> "--flag VALUE"
 	stdin     io.Reader
 	stdinUsed string // the flag that read standard input
@@ -290,6 +237,40 @@ func (b *jobBuilder) set(path, name, shown string) {
 		return
 	}
 	b.origin[path] = "--" + name + " " + shown
+}
+
+// setGiven records, for each given flag of fields (job field under prefix ->
+// flag name), that it set its field; with quote the value of a string flag
+// is shown, quoted.
+func (b *jobBuilder) setGiven(prefix string, fields map[string]string, quote bool) {
+	for field, name := range fields {
+		if fl := b.flags.Lookup(name); fl.Changed {
+			v := ""
+			if quote && fl.Value.Type() == "string" && fl.Value.String() != "" {
+				v = strconv.Quote(fl.Value.String())
+			}
+			b.set(prefix+field, name, v)
+		}
+	}
+}
+
+// firstGiven returns the first of names that was given, or "".
+func (b *jobBuilder) firstGiven(names ...string) string {
+	for _, n := range names {
+		if b.flags.Changed(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// optBool is the bool flag name's value v when it was given, else nil (the
+// image's default).
+func (b *jobBuilder) optBool(name string, v bool) *bool {
+	if !b.flags.Changed(name) {
+		return nil
+	}
+	return &v
 }
 
 // flagFor returns the flag that set field (or a field containing it).
@@ -352,6 +333,21 @@ func (b *jobBuilder) read(name, file string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
+// readString reads the file of flag name (nothing when file is "") into
+// *dst, the job field at path.
+func (b *jobBuilder) readString(name, file, path string, dst *string) error {
+	if file == "" {
+		return nil
+	}
+	data, err := b.read(name, file, job.MaxJobBytes)
+	if err != nil {
+		return err
+	}
+	*dst = string(data)
+	b.set(path, name, file)
+	return nil
+}
+
 // expandHome expands a leading "~/" (the shell does not after "--flag=").
 func expandHome(p string) string {
 	if strings.HasPrefix(p, "~/") {
@@ -362,25 +358,31 @@ func expandHome(p string) string {
 	return p
 }
 
-// secretLine reads a password or hash: the first line of the file, which
-// must not be empty. The value is never quoted in errors.
-func (b *jobBuilder) secretLine(name, file string) (string, error) {
+// secretLine reads a password or hash into *dst, the job field at path: the
+// first line of the file (nothing when file is ""), which must not be empty.
+// The value is never quoted in errors.
+func (b *jobBuilder) secretLine(name, file, path string, dst *string) error {
+	if file == "" {
+		return nil
+	}
 	data, err := b.read(name, file, 64<<10)
 	if err != nil {
-		return "", err
+		return err
 	}
 	s := string(data)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		if strings.TrimSpace(s[i+1:]) != "" {
-			return "", fmt.Errorf("--%s %s: the file has more than one line (the value is its only line)", name, file)
+			return fmt.Errorf("--%s %s: the file has more than one line (the value is its only line)", name, file)
 		}
 		s = s[:i]
 	}
 	s = strings.TrimSuffix(s, "\r")
 	if s == "" {
-		return "", fmt.Errorf("--%s %s: the file is empty", name, file)
+		return fmt.Errorf("--%s %s: the file is empty", name, file)
 	}
-	return s, nil
+	*dst = s
+	b.set(path, name, file)
+	return nil
 }
 
 // keys reads authorized_keys lines (blank lines and # comments skipped).
@@ -412,25 +414,18 @@ func text(data []byte) (string, bool) {
 	return string(data), utf8.Valid(data) && !bytes.ContainsRune(data, 0)
 }
 
-func (b *jobBuilder) build(domain string, f *runFlags, given map[string]bool) (*job.Job, error) {
+func (b *jobBuilder) build(domain string, f *runFlags) (*job.Job, error) {
 	j := &job.Job{Version: job.Version, Domain: domain, ID: f.id, InstanceID: f.instanceID,
 		Format: job.Format(f.format), Media: job.Media(f.media), PrebuiltImage: f.prebuilt,
 		Hostname: f.hostname, Timezone: f.timezone, Locale: f.locale,
-		RegenerateSSHHostKeys: f.regenHostKeys.ptr(), SSHPasswordAuth: f.sshPasswordAuth.ptr(),
-		UserDataSecret: f.userDataSecret, UserDataMode: job.UserDataMode(f.userDataMode)}
+		RegenerateSSHHostKeys: b.optBool("regenerate-ssh-host-keys", f.regenHostKeys),
+		SSHPasswordAuth:       b.optBool("ssh-password-auth", f.sshPasswordAuth),
+		UserDataSecret:        f.userDataSecret, UserDataMode: job.UserDataMode(f.userDataMode)}
 	b.origin["domain"] = fmt.Sprintf("DOMAIN %q", domain)
-	for field, name := range map[string]string{"id": "id", "instance_id": "instance-id", "format": "format", "media": "media",
+	b.setGiven("", map[string]string{"id": "id", "instance_id": "instance-id", "format": "format", "media": "media",
 		"prebuilt_image": "prebuilt-image", "hostname": "hostname", "timezone": "timezone", "locale": "locale",
 		"regenerate_ssh_host_keys": "regenerate-ssh-host-keys", "ssh_password_auth": "ssh-password-auth",
-		"user_data_secret": "user-data-secret", "user_data_mode": "user-data-mode"} {
-		if given[name] {
-			v := ""
-			if fl := flagValue(name, f); fl != "" {
-				v = strconv.Quote(fl)
-			}
-			b.set(field, name, v)
-		}
-	}
+		"user_data_secret": "user-data-secret", "user_data_mode": "user-data-mode"}, true)
 	switch {
 	case f.attach && f.detach:
 		return nil, errors.New("--attach and --detach cannot be used together")
@@ -440,81 +435,52 @@ func (b *jobBuilder) build(domain string, f *runFlags, given map[string]bool) (*
 	case f.detach:
 		j.Action = job.ActionDetach
 		b.set("action", "detach", "")
-		for _, n := range contentFlags {
-			if given[n] {
-				return nil, fmt.Errorf("--detach removes the payload; --%s has nothing to do with it", n)
-			}
+		if n := b.firstGiven(contentFlags...); n != "" {
+			return nil, fmt.Errorf("--detach removes the payload; --%s has nothing to do with it", n)
 		}
 	}
-	if f.domainXML != "" {
-		data, err := b.read("domain-xml", f.domainXML, job.MaxJobBytes)
-		if err != nil {
-			return nil, err
-		}
-		j.DomainXML = string(data)
-		b.set("domain_xml", "domain-xml", f.domainXML)
+	if err := b.readString("domain-xml", f.domainXML, "domain_xml", &j.DomainXML); err != nil {
+		return nil, err
 	}
 
 	// users: --user, then root
-	userKeysTop := f.user == ""
 	if f.user != "" {
-		u := job.User{Name: f.user, Sudo: f.sudo, Shell: f.shell, PasswordSecret: f.passwordSecret, LockPassword: f.lockPassword.ptr()}
+		u := job.User{Name: f.user, Sudo: f.sudo, Shell: f.shell, PasswordSecret: f.passwordSecret,
+			LockPassword: b.optBool("lock-password", f.lockPassword)}
 		p := fmt.Sprintf("users[%d]", len(j.Users))
 		b.set(p, "user", strconv.Quote(f.user))
 		if f.groups != "" {
-			listFlag(&u.Groups)(f.groups)
+			u.Groups = splitList(f.groups)
 			b.set(p+".groups", "groups", strconv.Quote(f.groups))
 		}
-		for field, name := range map[string]string{"sudo": "sudo", "shell": "shell", "password_secret": "password-secret", "lock_password": "lock-password"} {
-			if given[name] {
-				b.set(p+"."+field, name, "")
-			}
+		b.setGiven(p+".", map[string]string{"sudo": "sudo", "shell": "shell", "password_secret": "password-secret", "lock_password": "lock-password"}, false)
+		if err := b.secretLine("password-file", f.passwordFile, p+".password", &u.Password); err != nil {
+			return nil, err
 		}
-		var err error
-		if f.passwordFile != "" {
-			if u.Password, err = b.secretLine("password-file", f.passwordFile); err != nil {
-				return nil, err
-			}
-			b.set(p+".password", "password-file", f.passwordFile)
-		}
-		if f.passwordHash != "" {
-			if u.PasswordHash, err = b.secretLine("password-hash-file", f.passwordHash); err != nil {
-				return nil, err
-			}
-			b.set(p+".password_hash", "password-hash-file", f.passwordHash)
+		if err := b.secretLine("password-hash-file", f.passwordHash, p+".password_hash", &u.PasswordHash); err != nil {
+			return nil, err
 		}
 		if err := b.keys("ssh-key", f.sshKeys, p+".ssh_authorized_keys", &u.SSHAuthorizedKeys); err != nil {
 			return nil, err
 		}
 		j.Users = append(j.Users, u)
-	} else {
-		for _, n := range []string{"password-file", "password-hash-file", "password-secret", "sudo", "groups", "shell", "lock-password", "default-ssh-key"} {
-			if given[n] {
-				return nil, fmt.Errorf("--%s needs --user NAME (root has --root-* flags)", n)
-			}
-		}
+	} else if n := b.firstGiven("password-file", "password-hash-file", "password-secret", "sudo", "groups", "shell", "lock-password", "default-ssh-key"); n != "" {
+		return nil, fmt.Errorf("--%s needs --user NAME (root has --root-* flags)", n)
 	}
-	if f.rootPasswordFile != "" || f.rootHash != "" || f.rootSecret != "" || len(f.rootSSHKeys) > 0 || f.rootLock.set {
-		u := job.User{Name: "root", PasswordSecret: f.rootSecret, LockPassword: f.rootLock.ptr()}
+	if f.rootPasswordFile != "" || f.rootHash != "" || f.rootSecret != "" || len(f.rootSSHKeys) > 0 || b.flags.Changed("root-lock-password") {
+		u := job.User{Name: "root", PasswordSecret: f.rootSecret, LockPassword: b.optBool("root-lock-password", f.rootLock)}
 		p := fmt.Sprintf("users[%d]", len(j.Users))
-		b.set(p, firstGiven(given, "root-password-file", "root-password-hash-file", "root-password-secret", "root-ssh-key", "root-lock-password"), "")
-		var err error
-		if f.rootPasswordFile != "" {
-			if u.Password, err = b.secretLine("root-password-file", f.rootPasswordFile); err != nil {
-				return nil, err
-			}
-			b.set(p+".password", "root-password-file", f.rootPasswordFile)
+		b.set(p, b.firstGiven("root-password-file", "root-password-hash-file", "root-password-secret", "root-ssh-key", "root-lock-password"), "")
+		if err := b.secretLine("root-password-file", f.rootPasswordFile, p+".password", &u.Password); err != nil {
+			return nil, err
 		}
-		if f.rootHash != "" {
-			if u.PasswordHash, err = b.secretLine("root-password-hash-file", f.rootHash); err != nil {
-				return nil, err
-			}
-			b.set(p+".password_hash", "root-password-hash-file", f.rootHash)
+		if err := b.secretLine("root-password-hash-file", f.rootHash, p+".password_hash", &u.PasswordHash); err != nil {
+			return nil, err
 		}
-		if given["root-password-secret"] {
+		if b.flags.Changed("root-password-secret") {
 			b.set(p+".password_secret", "root-password-secret", strconv.Quote(f.rootSecret))
 		}
-		if given["root-lock-password"] {
+		if b.flags.Changed("root-lock-password") {
 			b.set(p+".lock_password", "root-lock-password", "")
 		}
 		if err := b.keys("root-ssh-key", f.rootSSHKeys, p+".ssh_authorized_keys", &u.SSHAuthorizedKeys); err != nil {
@@ -522,7 +488,7 @@ func (b *jobBuilder) build(domain string, f *runFlags, given map[string]bool) (*
 		}
 		j.Users = append(j.Users, u)
 	}
-	if userKeysTop {
+	if f.user == "" {
 		if err := b.keys("ssh-key", f.sshKeys, "ssh_authorized_keys", &j.SSHAuthorizedKeys); err != nil {
 			return nil, err
 		}
@@ -548,31 +514,21 @@ func (b *jobBuilder) build(domain string, f *runFlags, given map[string]bool) (*
 		b.set(fmt.Sprintf("nics[%d]", len(j.NICs)), "nic", strconv.Quote(spec))
 		j.NICs = append(j.NICs, n)
 	}
-	if len(f.dns) > 0 || len(f.dnsSearch) > 0 {
-		j.DNS = &job.DNS{Nameservers: f.dns, Search: f.dnsSearch}
+	if dns, search := splitList(f.dns...), splitList(f.dnsSearch...); len(dns) > 0 || len(search) > 0 {
+		j.DNS = &job.DNS{Nameservers: dns, Search: search}
 		b.set("dns", "dns", "")
-		for i, s := range f.dns {
+		for i, s := range dns {
 			b.set(fmt.Sprintf("dns.nameservers[%d]", i), "dns", strconv.Quote(s))
 		}
-		for i, s := range f.dnsSearch {
+		for i, s := range search {
 			b.set(fmt.Sprintf("dns.search[%d]", i), "dns-search", strconv.Quote(s))
 		}
 	}
-	if f.networkConfig != "" {
-		data, err := b.read("network-config", f.networkConfig, job.MaxJobBytes)
-		if err != nil {
-			return nil, err
-		}
-		j.NetworkConfig = string(data)
-		b.set("network_config", "network-config", f.networkConfig)
+	if err := b.readString("network-config", f.networkConfig, "network_config", &j.NetworkConfig); err != nil {
+		return nil, err
 	}
-	if f.networkData != "" {
-		m, err := b.jsonObject("network-data", f.networkData)
-		if err != nil {
-			return nil, err
-		}
-		j.NetworkData = m
-		b.set("network_data", "network-data", f.networkData)
+	if err := b.jsonObject("network-data", f.networkData, "network_data", &j.NetworkData); err != nil {
+		return nil, err
 	}
 
 	// content
@@ -609,21 +565,11 @@ func (b *jobBuilder) build(domain string, f *runFlags, given map[string]bool) (*
 			b.set("user_data_base64", "user-data", f.userData)
 		}
 	}
-	if f.vendorData != "" {
-		data, err := b.read("vendor-data", f.vendorData, job.MaxJobBytes)
-		if err != nil {
-			return nil, err
-		}
-		j.VendorData = string(data)
-		b.set("vendor_data", "vendor-data", f.vendorData)
+	if err := b.readString("vendor-data", f.vendorData, "vendor_data", &j.VendorData); err != nil {
+		return nil, err
 	}
-	if f.metaDataFile != "" {
-		m, err := b.jsonObject("meta-data", f.metaDataFile)
-		if err != nil {
-			return nil, err
-		}
-		j.MetaData = m
-		b.set("meta_data", "meta-data", f.metaDataFile)
+	if err := b.jsonObject("meta-data", f.metaDataFile, "meta_data", &j.MetaData); err != nil {
+		return nil, err
 	}
 	for _, kv := range f.meta {
 		k, v, ok := strings.Cut(kv, "=")
@@ -644,30 +590,26 @@ func (b *jobBuilder) build(domain string, f *runFlags, given map[string]bool) (*
 			j.PowerState.Condition = &job.Command{Shell: f.powerCondition}
 		}
 		b.set("power_state", "power-state", strconv.Quote(f.powerState))
-		for field, name := range map[string]string{"delay_minutes": "power-delay", "message": "power-message", "timeout_seconds": "power-timeout", "condition": "power-condition"} {
-			if given[name] {
-				b.set("power_state."+field, name, "")
-			}
-		}
-	} else if n := firstGiven(given, "power-delay", "power-message", "power-timeout", "power-condition"); n != "" {
+		b.setGiven("power_state.", map[string]string{"delay_minutes": "power-delay", "message": "power-message", "timeout_seconds": "power-timeout", "condition": "power-condition"}, false)
+	} else if n := b.firstGiven("power-delay", "power-message", "power-timeout", "power-condition"); n != "" {
 		return nil, fmt.Errorf("--%s needs --power-state poweroff|reboot", n)
 	}
 	if f.phoneHome != "" {
 		j.PhoneHome = &job.PhoneHome{URL: f.phoneHome, Tries: f.phoneHomeTries}
 		if f.phoneHomePost != "" {
-			listFlag(&j.PhoneHome.Post)(f.phoneHomePost)
+			j.PhoneHome.Post = splitList(f.phoneHomePost)
 			b.set("phone_home.post", "phone-home-post", strconv.Quote(f.phoneHomePost))
 		}
 		b.set("phone_home", "phone-home", strconv.Quote(f.phoneHome))
-		if given["phone-home-tries"] {
+		if b.flags.Changed("phone-home-tries") {
 			b.set("phone_home.tries", "phone-home-tries", strconv.Itoa(f.phoneHomeTries))
 		}
-	} else if n := firstGiven(given, "phone-home-post", "phone-home-tries"); n != "" {
+	} else if n := b.firstGiven("phone-home-post", "phone-home-tries"); n != "" {
 		return nil, fmt.Errorf("--%s needs --phone-home URL", n)
 	}
-	if f.randomSeedFile != "" || given["random-seed-bytes"] {
+	if seedBytes := b.flags.Changed("random-seed-bytes"); f.randomSeedFile != "" || seedBytes {
 		j.RandomSeed = &job.RandomSeed{GenerateBytes: f.randomSeedBytes}
-		if given["random-seed-bytes"] {
+		if seedBytes {
 			b.set("random_seed", "random-seed-bytes", strconv.Itoa(f.randomSeedBytes))
 		}
 		if f.randomSeedFile != "" {
@@ -689,47 +631,15 @@ var contentFlags = []string{"hostname", "timezone", "locale", "ssh-key", "defaul
 	"runcmd-argv", "user-data", "user-data-secret", "user-data-mode", "vendor-data", "meta-data", "meta", "power-state",
 	"phone-home", "random-seed-file", "random-seed-bytes", "format", "media", "prebuilt-image", "instance-id"}
 
-func firstGiven(given map[string]bool, names ...string) string {
-	for _, n := range names {
-		if given[n] {
-			return n
-		}
+// jsonObject reads a JSON object from the file of flag name (nothing when
+// file is ""), keeping numbers exact, into *dst, the job field at path.
+func (b *jobBuilder) jsonObject(name, file, path string, dst *map[string]any) error {
+	if file == "" {
+		return nil
 	}
-	return ""
-}
-
-// flagValue is the value of a plain string flag, for error messages.
-func flagValue(name string, f *runFlags) string {
-	switch name {
-	case "id":
-		return f.id
-	case "instance-id":
-		return f.instanceID
-	case "format":
-		return f.format
-	case "media":
-		return f.media
-	case "prebuilt-image":
-		return f.prebuilt
-	case "hostname":
-		return f.hostname
-	case "timezone":
-		return f.timezone
-	case "locale":
-		return f.locale
-	case "user-data-secret":
-		return f.userDataSecret
-	case "user-data-mode":
-		return f.userDataMode
-	}
-	return ""
-}
-
-// jsonObject reads a JSON object from a file, keeping numbers exact.
-func (b *jobBuilder) jsonObject(name, file string) (map[string]any, error) {
 	data, err := b.read(name, file, job.MaxJobBytes)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -738,12 +648,14 @@ func (b *jobBuilder) jsonObject(name, file string) (map[string]any, error) {
 		if err == nil {
 			err = errors.New("not an object")
 		}
-		return nil, fmt.Errorf("--%s %s: want a JSON object: %w", name, file, err)
+		return fmt.Errorf("--%s %s: want a JSON object: %w", name, file, err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("--%s %s: more than one JSON value", name, file)
+		return fmt.Errorf("--%s %s: more than one JSON value", name, file)
 	}
-	return m, nil
+	*dst = m
+	b.set(path, name, file)
+	return nil
 }
 
 // hostKey parses TYPE:SECRET[:PUBFILE].
@@ -825,9 +737,7 @@ func parseNIC(spec string) (job.NIC, error) {
 			}
 			n.MTU = m
 		default:
-			keys := []string{"name", "ip", "gw", "ip6", "gw6", "mtu"}
-			sort.Strings(keys)
-			return n, fmt.Errorf("unknown key %q (use %s)", k, strings.Join(keys, ", "))
+			return n, fmt.Errorf("unknown key %q (use gw, gw6, ip, ip6, mtu, name)", k)
 		}
 	}
 	if gw4 != "" {

@@ -174,7 +174,7 @@ func TestRunErrors(t *testing.T) {
 		{"host key spec", "", []string{"web1", "--ssh-host-key", "ed25519"}, exitUsage, []string{`--ssh-host-key "ed25519"`}},
 		{"power extras alone", "", []string{"web1", "--power-delay", "3"}, exitUsage, []string{"--power-delay needs --power-state"}},
 		{"phone-home extras alone", "", []string{"web1", "--phone-home-tries", "3"}, exitUsage, []string{"--phone-home-tries needs --phone-home"}},
-		{"bad bool", "", []string{"web1", "--ssh-password-auth=maybe"}, exitUsage, []string{"ssh-password-auth", "true or false"}},
+		{"bad bool", "", []string{"web1", "--ssh-password-auth=maybe"}, exitUsage, []string{"--ssh-password-auth", `"maybe"`}},
 		// found by the job's validation, reported with the flag
 		{"bad hostname", "", []string{"web1", "--hostname", "-x-"}, exitInvalid, []string{`--hostname "-x-": hostname: "-x-"`}},
 		{"bad domain", "", []string{"we/b1"}, exitInvalid, []string{`DOMAIN "we/b1": domain:`}},

@@ -85,20 +85,17 @@ func Execute(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 // command that parses none (DisableFlagParsing: "vmpayload agent").
 func Normalize(root *cobra.Command, args []string) []string {
 	out := make([]string, 0, len(args))
-	cmd := root
-	seekingSub := true
+	cmd, seekingSub := root, true
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" || cmd.DisableFlagParsing {
 			return append(out, args[i:]...)
 		}
-		if len(a) < 2 || a[0] != '-' {
+		if len(a) < 2 || a[0] != '-' { // a subcommand's name or a positional argument
 			out = append(out, a)
-			if seekingSub {
-				if sub := subcommand(cmd, a); sub != nil {
-					cmd = sub
-					continue
-				}
+			if sub := subcommand(cmd, a); seekingSub && sub != nil {
+				cmd = sub
+				continue
 			}
 			seekingSub = false
 			if cmd.Annotations[annotationNotInterspersed] == "true" {
@@ -106,42 +103,37 @@ func Normalize(root *cobra.Command, args []string) []string {
 			}
 			continue
 		}
-		double := strings.HasPrefix(a, "--")
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var f *pflag.Flag
-		switch {
-		case len(name) > 1:
-			if !double {
-				a = "-" + a
-			}
-			f = lookup(cmd, name)
-		case len(name) == 1:
-			f = lookup(cmd, name)
-			if f == nil {
-				f = cmd.Flags().ShorthandLookup(name)
-				if f == nil && cmd.HasParent() {
-					f = cmd.InheritedFlags().ShorthandLookup(name)
-				}
-				if double && f != nil {
-					a = a[1:]
-				}
-			}
+		f := lookup(cmd, name)
+		switch double := a[1] == '-'; {
+		case len(name) > 1 && !double: // -attach
+			a = "-" + a
+		case len(name) == 1 && double && f != nil && f.Name != name: // --o
+			a = a[1:]
 		}
 		out = append(out, a)
-		if f != nil && f.NoOptDefVal == "" && !hasValue && i+1 < len(args) {
-			out = append(out, args[i+1])
+		if f != nil && f.NoOptDefVal == "" && !hasValue && i+1 < len(args) { // the flag's value
 			i++
+			out = append(out, args[i])
 		}
 	}
 	return out
 }
 
-// lookup finds a long flag of cmd, its own or inherited.
+// lookup finds the flag of cmd, its own or inherited, called name or with
+// the one-letter shorthand name.
 func lookup(cmd *cobra.Command, name string) *pflag.Flag {
-	if f := cmd.Flags().Lookup(name); f != nil {
-		return f
+	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.InheritedFlags()} {
+		if f := fs.Lookup(name); f != nil {
+			return f
+		}
+		if len(name) == 1 {
+			if f := fs.ShorthandLookup(name); f != nil {
+				return f
+			}
+		}
 	}
-	return cmd.InheritedFlags().Lookup(name)
+	return nil
 }
 
 // subcommand returns the child of cmd called (or aliased) name.
