@@ -82,16 +82,10 @@ func decode(data []byte, r *Report) *Job {
 		r.Add("", CodeEncoding, "job document is not valid UTF-8 (line %d, column %d)", line, col)
 		return nil
 	}
-	tree, duplicates, ok := scanTree(data)
-	if ok {
-		r.Errors = append(r.Errors, duplicates...)
-	} else {
-		// a malformed document: encoding/json's tokens give the message
-		var err *FieldError
-		if tree, err = parseTree(data, r); err != nil {
-			r.Errors = append(r.Errors, *err)
-			return nil
-		}
+	tree, err := parseTree(data, r)
+	if err != nil {
+		r.Errors = append(r.Errors, *err)
+		return nil
 	}
 	obj, ok := tree.(*object)
 	if !ok {
