@@ -24,7 +24,7 @@ targets=(
 	"./payload/image FuzzLayoutISO"
 	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzEditSession"
-	"./payload/job FuzzScanTree"
+	"./payload/image FuzzReadISO"
 )
 
 # Every fuzz target in the tree runs: a renamed or new target not listed
