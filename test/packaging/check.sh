@@ -89,6 +89,9 @@ expected=(
 	"-rw-r--r-- /usr/share/bash-completion/completions/vmpayload"
 	"deb:-rw-r--r-- /usr/share/zsh/vendor-completions/_vmpayload"
 	"rpm:-rw-r--r-- /usr/share/zsh/site-functions/_vmpayload"
+	"-rw-r--r-- /usr/share/vmpayload/monitoring/vmpayload.rules.yml"
+	"-rw-r--r-- /usr/share/vmpayload/monitoring/vmpayload.rules.test.yml"
+	"-rw-r--r-- /usr/share/vmpayload/monitoring/vmpayload-dashboard.json"
 )
 
 # compare_list PKG LISTFILE: LISTFILE has "<mode> <owner>/<group> <path>" lines
