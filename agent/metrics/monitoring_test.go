@@ -314,8 +314,14 @@ func TestDashboard(t *testing.T) {
 			if v.Type != "query" || v.Datasource == nil || v.Datasource.UID != "${datasource}" {
 				t.Errorf("variable instance: type %q on %v; want a query on ${datasource}", v.Type, v.Datasource)
 			}
-			if used := checkExpr(t.Errorf, ex, "variable instance", v.Definition); len(used) == 0 {
-				t.Errorf("variable instance: %q names no metric of the agent", v.Definition)
+			var q string
+			if err := json.Unmarshal(v.Query, &q); err != nil {
+				t.Errorf("variable instance: query %s: want a string (%v)", v.Query, err)
+			}
+			for _, e := range []string{q, v.Definition} {
+				if used := checkExpr(t.Errorf, ex, "variable instance", e); len(used) == 0 {
+					t.Errorf("variable instance: %q names no metric of the agent", e)
+				}
 			}
 		}
 		vars[v.Name] = true
