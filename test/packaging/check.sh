@@ -88,6 +88,9 @@ expected=(
 	"drwx------ /var/spool/vmpayload/failed"
 	"-rw-r--r-- /usr/share/man/man1/vmpayload.1.gz"
 	"-rw-r--r-- /usr/share/man/man8/vmpayloadd.8.gz"
+	"-rw-r--r-- /usr/share/vmpayload/monitoring/vmpayload.rules.yml"
+	"-rw-r--r-- /usr/share/vmpayload/monitoring/vmpayload.rules.test.yml"
+	"-rw-r--r-- /usr/share/vmpayload/monitoring/vmpayload-dashboard.json"
 )
 # a page and completions for each command and both binaries
 for c in agent build hook inspect recipe run status submit validate version; do
