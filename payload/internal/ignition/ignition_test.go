@@ -12,11 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coreos/go-semver/semver"
 	ignconfig "github.com/coreos/ignition/v2/config"
 	v30 "github.com/coreos/ignition/v2/config/v3_0"
 	latest "github.com/coreos/ignition/v2/config/v3_7_experimental"
 	"github.com/coreos/ignition/v2/config/v3_7_experimental/types"
-	"github.com/coreos/go-semver/semver"
 	"github.com/vincent-petithory/dataurl"
 
 	"github.com/vmpayload/vmpayload/payload/job"
