@@ -93,6 +93,6 @@ func (r *Rendered) writeIgnitionFile(ctx context.Context, out string, opt Option
 	return Result{
 		Image: Image{Path: abs, Format: string(job.FormatIgnition), Size: int64(len(data)),
 			SHA256: hex.EncodeToString(sum[:]), InstanceID: r.Docs.InstanceID},
-		ContentHash: r.Docs.ContentHash, Files: []string{IgnitionConfigName},
+		ContentHash: r.Docs.ContentHash, Files: []string{IgnitionConfigName}, IgnitionSpec: r.Docs.IgnitionSpec,
 	}, nil
 }

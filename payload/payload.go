@@ -142,6 +142,9 @@ type Result struct {
 	Image
 	ContentHash string   `json:"content_hash"`
 	Files       []string `json:"files,omitempty"`
+	// IgnitionSpec is the spec of the Ignition config of a job of format
+	// "ignition".
+	IgnitionSpec string `json:"ignition_spec,omitempty"`
 }
 
 // Write writes the rendered image to out atomically (see image.Write);
@@ -173,7 +176,7 @@ func Describe(info image.Info, instanceID string) Image {
 func (r *Rendered) result(info image.Info) Result {
 	res := Result{Image: Describe(info, r.Docs.InstanceID), ContentHash: r.Docs.ContentHash}
 	if r.Job.Format == job.FormatIgnition {
-		res.Format = string(job.FormatIgnition)
+		res.Format, res.IgnitionSpec = string(job.FormatIgnition), r.Docs.IgnitionSpec
 	}
 	for _, f := range info.Files {
 		res.Files = append(res.Files, f.Path)
