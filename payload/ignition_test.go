@@ -190,3 +190,38 @@ func TestLabelOf(t *testing.T) {
 		}
 	}
 }
+
+// TestIgnitionExamples: the example Ignition jobs in
+// configs/examples/ignition pass the one check, build, and give configs
+// Ignition's config.Parse reads without a warning.
+func TestIgnitionExamples(t *testing.T) {
+	paths, err := filepath.Glob("../configs/examples/ignition/*.json")
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("examples: %v %v", paths, err)
+	}
+	for _, p := range paths {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, checked, rep := Check(data, CheckOptions{Secrets: true, SecretsDir: "../configs/examples/secrets", Build: true})
+			if !rep.OK() {
+				t.Fatal(rep.Err())
+			}
+			r, err := Render(checked, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Docs.Files) != 1 {
+				t.Fatalf("%d documents", len(r.Docs.Files))
+			}
+			if _, rpt, err := ignconfig.Parse(r.Docs.Files[0].Data); err != nil || len(rpt.Entries) != 0 {
+				t.Fatalf("config.Parse: %v %s", err, rpt.String())
+			}
+			if _, err := r.Write(context.Background(), filepath.Join(t.TempDir(), r.ImageName("d")), Options{GID: -1, NoSync: true}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

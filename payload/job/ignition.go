@@ -211,6 +211,11 @@ func CheckIgnitionConfig(field string, raw []byte) []FieldError {
 		at := ""
 		if f == field && len(e.Context.Path) > 0 {
 			at = " (at " + jsonPath(e.Context.Path) + ")"
+		} else if f == field && field != "ignition" && e.Marker.StartP != nil && e.Marker.StartP.Index > 0 {
+			// the text as given: where Ignition's JSON decoder stopped in
+			// it (the offset counts the offending byte)
+			line, col := lineCol(raw, e.Marker.StartP.Index-1)
+			at = fmt.Sprintf(" (line %d, column %d)", line, col)
 		}
 		switch e.Kind {
 		case report.Error:

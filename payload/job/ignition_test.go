@@ -88,7 +88,8 @@ func TestIgnitionValidation(t *testing.T) {
 		{name: "experimental spec", doc: ign(`"ignition":{"ignition":{"version":"3.7.0-experimental"}}`), want: []string{"ignition.ignition.version|unsupported"}, msg: "experimental"},
 		{name: "spec 2", doc: ign(`"ignition":{"ignition":{"version":"2.2.0"}}`), want: []string{"ignition.ignition.version|unsupported"}},
 		{name: "no version", doc: ign(`"ignition":{"storage":{}}`), want: []string{"ignition|unsupported"}},
-		{name: "not JSON", doc: ign(`"ignition_base64":"` + b64(`{"ignition":`) + `"`), want: []string{"ignition_base64|invalid"}},
+		{name: "not JSON", doc: ign(`"ignition_base64":"` + b64("{\"ignition\":\n {\"version\": \"3.0.0\"}]") + `"`), want: []string{"ignition_base64|invalid"},
+			msg: "Ignition refuses the config (line 2, column 22): invalid character ']'"},
 
 		{name: "file over the hostname", doc: ign(`"hostname":"n1","files":[{"path":"/etc/hostname","content":"x"}]`), want: []string{"files[0].path|conflict"}, msg: "written from hostname"},
 		{name: "file over a host key", doc: ign(`"ssh_host_keys":[{"type":"ed25519","private_key_secret":"k"}],"files":[{"path":"/etc/ssh/ssh_host_ed25519_key.pub","content":"x"}]`), want: []string{"files[0].path|conflict"}, msg: "ssh_host_keys[0]"},
