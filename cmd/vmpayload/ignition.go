@@ -6,6 +6,8 @@ package main
 // separately.
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,11 +51,20 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 		j.Format = job.FormatIgnition
 	}
 	if f.file != "" {
-		m, err := b.jsonObject("ignition", f.file)
+		data, err := b.read("ignition", f.file, job.MaxJobBytes)
 		if err != nil {
 			return err
 		}
-		j.Ignition = m
+		// numbers stay exact (json.Number); the job's validation then
+		// reports what Ignition refuses in it, by Ignition's JSON path
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&j.Ignition); err != nil || j.Ignition == nil || dec.More() {
+			if err == nil {
+				err = errors.New("not one JSON object")
+			}
+			return fmt.Errorf("--ignition %s: want an Ignition config (a JSON object): %w", f.file, err)
+		}
 		b.set("ignition", "ignition", f.file)
 		if _, ok := b.origin["format"]; !ok {
 			b.set("format", "ignition", f.file)
