@@ -4,14 +4,18 @@ go 1.26.0
 
 require (
 	github.com/beevik/etree v1.8.1
+	github.com/coreos/go-semver v0.3.1
 	github.com/coreos/go-systemd/v22 v22.6.0
+	github.com/coreos/ignition/v2 v2.26.0
+	github.com/coreos/vcontext v0.0.0-20230201181013-d72178a18687
 	github.com/diskfs/go-diskfs v1.9.4
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-crypt/crypt v0.14.15
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
 	github.com/spf13/cobra v1.10.2
-	github.com/spf13/pflag v1.0.9
+	github.com/spf13/pflag v1.0.10
+	github.com/vincent-petithory/dataurl v1.0.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.49.0
@@ -20,6 +24,8 @@ require (
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.41.1 // indirect
+	github.com/coreos/go-json v0.0.0-20230131223807-18775e0fb4fb // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.6 // indirect
 	github.com/djherbis/times v1.6.0 // indirect
 	github.com/elliotwutingfeng/asciiset v0.0.0-20260129054604-cfde2086bc57 // indirect

@@ -106,7 +106,7 @@ func Render(c *Checked, opt Options) (*Rendered, error) {
 
 // Spec returns the image spec for the rendered documents.
 func (r *Rendered) Spec() image.Spec {
-	s := image.Spec{Media: r.Job.Media, Label: Label(r.Job.Format)}
+	s := image.Spec{Media: r.Job.Media, Label: LabelOf(r.Job)}
 	for _, f := range r.Docs.Files {
 		s.Entries = append(s.Entries, image.Entry{Path: f.Path, Data: f.Data})
 	}
@@ -117,6 +117,9 @@ func (r *Rendered) Spec() image.Spec {
 // a new content gives a new name, so an image a domain may be reading is
 // never modified in place.
 func (r *Rendered) ImageName(prefix string) string {
+	if IsIgnitionFile(r.Job) {
+		return prefix + "-" + r.Docs.ContentHash[:16] + ".ign"
+	}
 	return prefix + "-" + r.Docs.ContentHash[:16] + Extension(r.Job.Media)
 }
 
@@ -139,10 +142,17 @@ type Result struct {
 	Image
 	ContentHash string   `json:"content_hash"`
 	Files       []string `json:"files,omitempty"`
+	// IgnitionSpec is the spec of the Ignition config of a job of format
+	// "ignition".
+	IgnitionSpec string `json:"ignition_spec,omitempty"`
 }
 
-// Write writes the rendered image to out atomically (see image.Write).
+// Write writes the rendered image to out atomically (see image.Write);
+// for an Ignition config delivered by fw_cfg, the config file itself.
 func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, error) {
+	if IsIgnitionFile(r.Job) {
+		return r.writeIgnitionFile(ctx, out, opt)
+	}
 	gid := opt.GID
 	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid, NoSync: opt.NoSync, ExpectSHA256: opt.ExpectSHA256})
 	if err != nil {
@@ -165,6 +175,9 @@ func Describe(info image.Info, instanceID string) Image {
 
 func (r *Rendered) result(info image.Info) Result {
 	res := Result{Image: Describe(info, r.Docs.InstanceID), ContentHash: r.Docs.ContentHash}
+	if r.Job.Format == job.FormatIgnition {
+		res.Format, res.IgnitionSpec = string(job.FormatIgnition), r.Docs.IgnitionSpec
+	}
 	for _, f := range info.Files {
 		res.Files = append(res.Files, f.Path)
 	}
@@ -179,8 +192,11 @@ func (r *Rendered) Reuse(path string) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("inspecting existing image %s: %w", path, err)
 	}
-	if info.Label != Label(r.Job.Format) {
-		return Result{}, fmt.Errorf("existing image %s has label %q, want %q", path, info.Label, Label(r.Job.Format))
+	if IsIgnitionFile(r.Job) {
+		return Result{}, fmt.Errorf("an Ignition config delivered by fw_cfg is a file, not an image to reuse")
+	}
+	if info.Label != LabelOf(r.Job) {
+		return Result{}, fmt.Errorf("existing image %s has label %q, want %q", path, info.Label, LabelOf(r.Job))
 	}
 	want := map[string]bool{}
 	for _, f := range r.Docs.Files {

@@ -16,7 +16,10 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
+	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+
+	ignconfig "github.com/coreos/ignition/v2/config"
 )
 
 // sample returns the value of one series (name{labels}) in m's exposition;
@@ -115,6 +118,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 		active bool
 		action string // of the job ("" attach)
 		same   bool   // the job has the earlier job's content
+		extra  string // more members of the job (",\"format\":...")
 		setup  func(t *testing.T, v env)
 		// want
 		code    string // "" done
@@ -138,6 +142,24 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			code: result.CodeLibvirt, methods: []string{define, start}, msg: "starting"},
 		{name: "stopped: same content again", drive: true, same: true, methods: nil},
 		{name: "stopped: vfat disk replaces CD-ROM", drive: true, media: "vfat", methods: []string{define}},
+		// Ignition (issue 34): fw_cfg is refused by field before anything
+		// changes; the image deliveries go the image path
+		{name: "stopped: ignition by fw_cfg refused, nothing changed", action: "start", extra: `,"format":"ignition"`, code: result.CodeInvalidJob, methods: nil,
+			msg: "ignition_delivery: fw_cfg delivery is not supported by this agent yet",
+			check: func(t *testing.T, v env, r result.Result) {
+				if len(r.Errors) != 1 || r.Errors[0].Field != "ignition_delivery" || r.Errors[0].Code != "unsupported" {
+					t.Errorf("errors %+v, want the one on ignition_delivery", r.Errors)
+				}
+				if ents, _ := os.ReadDir(v.e.PayloadDir); len(ents) != 0 {
+					t.Errorf("%d files written for a refused job", len(ents))
+				}
+			}},
+		{name: "stopped: ignition config-2 image attached", action: "start", extra: `,"format":"ignition","ignition_delivery":"configdrive"`, methods: []string{define, start},
+			check: func(t *testing.T, v env, r result.Result) {
+				checkIgnitionImage(t, r, "config-2", "openstack/latest/user_data")
+			}},
+		{name: "running: ignition cidata medium change", drive: true, active: true, extra: `,"format":"ignition","ignition_delivery":"nocloud"`, methods: []string{update, define},
+			check: func(t *testing.T, v env, r result.Result) { checkIgnitionImage(t, r, "cidata", "user-data") }},
 		// attach to a running domain
 		{name: "running: same content records nothing new", drive: true, same: true, active: true, methods: nil},
 		{name: "running: change medium, then record the recipe", drive: true, active: true, methods: []string{update, define}},
@@ -380,6 +402,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			met := metrics.New()
 			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: bus, Starts: &Starts{}, Cleanups: &Cleanups{}, Metrics: met,
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			extra := ""
 			doc := func(host, media, action string) string {
 				s := fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q`, name, host)
 				if media != "" {
@@ -388,7 +411,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 				if action != "" {
 					s += fmt.Sprintf(`,"action":%q`, action)
 				}
-				return s + "}"
+				return s + extra + "}"
 			}
 			if c.drive {
 				if r := runDoc(t, e, doc("earlier", c.driveM, "attach"), "earlier"); r.State != result.StateDone {
@@ -411,6 +434,7 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			if action == "" {
 				action = "attach"
 			}
+			extra = c.extra
 			r := runDoc(t, e, doc(host, media, action), "job")
 			code := ""
 			if r.Error != nil {
@@ -438,6 +462,26 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 				c.check(t, v, r)
 			}
 		})
+	}
+}
+
+// checkIgnitionImage fails unless r attached an image labelled label whose
+// only file, at path, is an Ignition config that Ignition parses cleanly.
+func checkIgnitionImage(t *testing.T, r result.Result, label, path string) {
+	t.Helper()
+	if r.Payload == nil || r.Payload.Format != "ignition" || r.Payload.Label != label {
+		t.Fatalf("payload %+v", r.Payload)
+	}
+	info, err := image.Inspect(r.Payload.Path)
+	if err != nil || len(info.Files) != 1 || info.Files[0].Path != path {
+		t.Fatalf("image %+v: %v", info, err)
+	}
+	raw, err := image.ReadFile(r.Payload.Path, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rpt, err := ignconfig.Parse(raw); err != nil || len(rpt.Entries) != 0 {
+		t.Errorf("config.Parse: %v %s", err, rpt.String())
 	}
 }
 

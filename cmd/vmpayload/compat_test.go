@@ -200,7 +200,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"bu"}, []string{"build"}},
 		{[]string{"build", "--sec"}, []string{"--secrets-dir"}},
 		{[]string{"run", "web1", "--form"}, []string{"--format"}},
-		{[]string{"run", "web1", "--format", ""}, []string{"nocloud", "configdrive"}},
+		{[]string{"run", "web1", "--format", ""}, []string{"nocloud", "configdrive", "ignition"}},
 		{[]string{"submit", "--wait="}, []string{"job", "guest"}},
 		{[]string{"agent", "--libvirt-u"}, []string{"--libvirt-uri"}},
 	} {

@@ -173,6 +173,10 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 		printJSON(stdout, res)
 		return exitOK
 	}
+	if line, ok := ignitionBuildLine(res); ok { // ignition.go
+		fmt.Fprintln(stdout, line)
+		return exitOK
+	}
 	fmt.Fprintf(stdout, "%s: %s %s label=%s size=%d instance-id=%s sha256=%s\n",
 		res.Path, res.Format, res.Media, res.Label, res.Size, res.InstanceID, res.SHA256)
 	return exitOK
@@ -220,10 +224,21 @@ func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) 
 		_, _ = stdout.Write(b)
 		return exitOK
 	}
+	if handled, code := inspectIgnitionFile(path, asJSON, stdout, stderr); handled {
+		return code
+	}
 	info, err := image.Inspect(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload inspect: %v\n", err)
 		return exitInvalid
+	}
+	ignFile, ign, ignErr := imageIgnition(info) // ignition.go
+	if asJSON && ign != nil {
+		printJSON(stdout, struct {
+			image.Info
+			Ignition *payload.IgnitionSummary `json:"ignition"`
+		}{info, ign})
+		return exitOK
 	}
 	if asJSON {
 		printJSON(stdout, info)
@@ -232,6 +247,12 @@ func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "image:   %s\nlabel:   %s\nfstype:  %s\nsize:    %d\nsha256:  %s\nfiles:   %s\n", info.Path, info.Label, info.FSType, info.Size, info.SHA256, plural(len(info.Files), "file"))
 	for _, f := range info.Files {
 		fmt.Fprintf(stdout, "  %8d  %s\n", f.Size, f.Path)
+	}
+	if ign != nil {
+		fmt.Fprintf(stdout, "%s is an Ignition config:\n%s", ignFile, ign.Text("  "))
+	} else if ignErr != nil {
+		fmt.Fprintf(stderr, "vmpayload inspect: %s: %v\n", ignFile, ignErr)
+		return exitInvalid
 	}
 	return exitOK
 }

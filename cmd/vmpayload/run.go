@@ -84,6 +84,8 @@ type runFlags struct {
 	phoneHomeTries                           int
 	randomSeedFile                           string
 	randomSeedBytes                          int
+
+	ign ignitionFlags // ignition.go
 }
 
 // splitList returns the comma-separated elements of values, trimmed, without
@@ -107,7 +109,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs.StringVar(&f.id, "id", "", "the job's `ID` (default: the agent makes one)")
 	fs.BoolVar(&f.attach, "attach", false, "attach (or change) the payload only; do not start the domain (action \"attach\")")
 	fs.BoolVar(&f.detach, "detach", false, "remove the payload from the domain (action \"detach\"); content flags are refused")
-	fs.StringVar(&f.format, "format", "", "payload layout `nocloud|configdrive` (default: the agent's default_format)")
+	fs.StringVar(&f.format, "format", "", "payload layout `nocloud|configdrive|ignition` (default: the agent's default_format)")
 	fs.StringVar(&f.media, "media", "", "payload image `iso|vfat` (default iso)")
 	fs.StringVar(&f.domainXML, "domain-xml", "", "libvirt domain XML `FILE`, defined first if DOMAIN does not exist")
 	fs.StringVar(&f.prebuilt, "prebuilt-image", "", "attach this config disk `PATH` as it is (no content flags)")
@@ -163,6 +165,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs.IntVar(&f.phoneHomeTries, "phone-home-tries", 0, "--phone-home `TRIES`")
 	fs.StringVar(&f.randomSeedFile, "random-seed-file", "", "entropy for the guest from `FILE` (16-4096 bytes)")
 	fs.IntVar(&f.randomSeedBytes, "random-seed-bytes", 0, "entropy for the guest: the agent generates `N` bytes")
+	defineIgnitionFlags(cmd, &f.ign)
 	// submission
 	fs.BoolVar(&f.printJob, "print-job", false, "print the job document and exit without submitting it")
 	for _, name := range []string{"ssh-key", "default-ssh-key", "root-ssh-key", "domain-xml", "password-file", "password-hash-file",
@@ -170,7 +173,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 		"random-seed-file", "prebuilt-image"} {
 		_ = cmd.MarkFlagFilename(name)
 	}
-	for name, words := range map[string][]string{"format": {"nocloud", "configdrive"}, "media": {"iso", "vfat"},
+	for name, words := range map[string][]string{"format": {"nocloud", "configdrive", "ignition"}, "media": {"iso", "vfat"},
 		"user-data-mode": {"merge", "replace"}, "power-state": {"poweroff", "reboot"},
 		"regenerate-ssh-host-keys": {"true", "false"}, "ssh-password-auth": {"true", "false"},
 		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}} {
@@ -620,6 +623,9 @@ func (b *jobBuilder) build(domain string, f *runFlags) (*job.Job, error) {
 			j.RandomSeed.Data = base64.StdEncoding.EncodeToString(data)
 			b.set("random_seed", "random-seed-file", f.randomSeedFile)
 		}
+	}
+	if err := b.applyIgnition(j, f.ign, f.detach); err != nil {
+		return nil, err
 	}
 	return j, nil
 }

@@ -66,7 +66,8 @@ func (j Job) Apply(d Defaults) Job {
 		switch {
 		case j.Action == ActionDetach:
 			j.GuestReport = nil
-		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "":
+		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && j.Format != FormatIgnition:
+			// the reporter is a cloud-init part: an Ignition job has none
 			on := true
 			j.GuestReport = &on
 		}

@@ -30,6 +30,27 @@ type Format string
 const (
 	FormatNoCloud     Format = "nocloud"
 	FormatConfigDrive Format = "configdrive"
+	// FormatIgnition makes the job produce an Ignition config (Fedora
+	// CoreOS, Flatcar, RHCOS) instead of cloud-init documents; see
+	// docs/ignition.md.
+	FormatIgnition Format = "ignition"
+)
+
+// IgnitionDelivery is how an Ignition config reaches the guest.
+type IgnitionDelivery string
+
+// Ignition deliveries.
+const (
+	// DeliveryFwCfg is QEMU's firmware configuration device (the name
+	// opt/com.coreos/config), which Ignition's qemu platform reads.
+	DeliveryFwCfg IgnitionDelivery = "fwcfg"
+	// DeliveryConfigDrive is a config-2 image with the config as
+	// openstack/latest/user_data (Ignition's openstack, kubevirt and
+	// nutanix platforms).
+	DeliveryConfigDrive IgnitionDelivery = "configdrive"
+	// DeliveryNoCloud is a cidata image with the config as user-data
+	// (Ignition's kubevirt, proxmoxve and ibmcloud platforms).
+	DeliveryNoCloud IgnitionDelivery = "nocloud"
 )
 
 // Media is the filesystem of the payload image: image.Media, the one
@@ -101,6 +122,17 @@ type Job struct {
 	// setting. It reaches the image (the user-data gains the reporter part)
 	// but not the derived instance-id.
 	GuestReport *bool `json:"guest_report,omitempty"`
+
+	// Ignition is the user's own Ignition config (any stable spec
+	// 3.0.0-3.6.0), merged with the config generated from the job's
+	// fields; format "ignition" only. Not with ignition_base64.
+	Ignition map[string]any `json:"ignition,omitempty"`
+	// IgnitionBase64 is the user's Ignition config as base64 of its JSON
+	// text. Not with ignition.
+	IgnitionBase64 string `json:"ignition_base64,omitempty"`
+	// IgnitionDelivery is how the Ignition config reaches the guest;
+	// format "ignition" only, default "fwcfg".
+	IgnitionDelivery IgnitionDelivery `json:"ignition_delivery,omitempty"`
 }
 
 // SSHHostKey is a host key pair the guest's SSH server gets instead of
@@ -241,6 +273,9 @@ func (j Job) withDefaults() Job {
 	}
 	if j.UserDataMode == "" {
 		j.UserDataMode = ModeMerge
+	}
+	if j.Format == FormatIgnition && j.IgnitionDelivery == "" {
+		j.IgnitionDelivery = DeliveryFwCfg
 	}
 	return j
 }

@@ -71,7 +71,7 @@ func (j *Job) Validate() Report {
 		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
 	}
 	switch j.Format {
-	case "", FormatNoCloud, FormatConfigDrive:
+	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition:
 	default:
 		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\" or \"configdrive\"", quote(string(j.Format)))
 	}
@@ -132,6 +132,7 @@ func (j *Job) Validate() Report {
 		validateNetworkConfig(j, &r)
 	}
 	validateVendorData(j, &r)
+	validateIgnition(j, &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -187,6 +188,7 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
 		{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0}, {"power_state", j.PowerState != nil},
 		{"phone_home", j.PhoneHome != nil}, {"random_seed", j.RandomSeed != nil}, {"network_data", j.NetworkData != nil},
+		{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""},
 	} {
 		if f.set {
 			content = append(content, f.name)

@@ -103,7 +103,7 @@ func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
 	rc := &Recipe{
 		Job: j, Path: res.Path, SHA256: res.SHA256, Size: res.Size,
 		InstanceID: r.Docs.InstanceID, ContentHash: r.Docs.ContentHash,
-		Format: j.Format, Media: j.Media, Label: payload.Label(j.Format),
+		Format: j.Format, Media: j.Media, Label: payload.LabelOf(j),
 	}
 	if res.InstanceID != "" && res.InstanceID != rc.InstanceID {
 		return nil, fmt.Errorf("making a recipe: the result's instance-id %q is not the rendered one %q", res.InstanceID, rc.InstanceID)
@@ -176,12 +176,14 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@sha256", "%q is not a lowercase hex SHA-256", r.SHA256)
 	case r.Size <= 0:
 		return fieldErr("image@size", "%d is not a positive size", r.Size)
-	case r.Format != job.FormatNoCloud && r.Format != job.FormatConfigDrive:
+	case r.Format != job.FormatNoCloud && r.Format != job.FormatConfigDrive && r.Format != job.FormatIgnition:
 		return fieldErr("image@format", "%q is not nocloud or configdrive", r.Format)
+	case r.Format == job.FormatIgnition && r.Job.Format == r.Format && payload.IsIgnitionFile(r.Job):
+		return fieldErr("job.ignition_delivery", "an Ignition config delivered by fw_cfg has no recipe yet")
 	case r.Media != job.MediaISO && r.Media != job.MediaVFAT:
 		return fieldErr("image@media", "%q is not iso or vfat", r.Media)
-	case r.Label != payload.Label(r.Format):
-		return fieldErr("image@label", "%q is not the label of format %s (%q)", r.Label, r.Format, payload.Label(r.Format))
+	case r.Label != recipeLabel(r):
+		return fieldErr("image@label", "%q is not the label of format %s (%q)", r.Label, r.Format, recipeLabel(r))
 	case r.InstanceID == "" || hasControl(r.InstanceID):
 		return fieldErr("image@instance-id", "%q is not an instance-id", r.InstanceID)
 	case !isHex64(r.ContentHash):
@@ -219,6 +221,15 @@ func (r *Recipe) Check() error {
 		return fieldErr(f, "%s", e.Message)
 	}
 	return nil
+}
+
+// recipeLabel is the label r's image must have: its format's, or for
+// format "ignition" its job's delivery's.
+func recipeLabel(r *Recipe) string {
+	if r.Format == job.FormatIgnition && r.Job.Format == r.Format {
+		return payload.LabelOf(r.Job)
+	}
+	return payload.Label(r.Format)
 }
 
 // jobJSON is the recipe's job as JSON text.

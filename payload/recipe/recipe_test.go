@@ -57,6 +57,14 @@ func testJobs(t testing.TB) []testJob {
 		testJob{"user-data-base64", &job.Job{Version: 1, Domain: "vm5", UserDataBase64: "IyEvYmluL3NoCmVjaG8gaGkK", UserDataMode: job.ModeReplace}},
 		// the last file of the image is 2048 bytes: the Joliet root go-diskfs
 		// zeroed (issue 14); recorded now, it rebuilds in the fixed layout
+		// Ignition configs delivered as images (issue 34); fw_cfg has no
+		// recipe yet (TestNewRefusesIgnitionFwCfg)
+		testJob{"ignition-configdrive", &job.Job{Version: 1, Domain: "vm10", Format: job.FormatIgnition, IgnitionDelivery: job.DeliveryConfigDrive,
+			Hostname: "vm10", Timezone: "UTC", Users: []job.User{{Name: "core", Password: "hunter2-plaintext", SSHAuthorizedKeys: []string{rootKey}}},
+			SSHHostKeys: []job.SSHHostKey{{Type: "ed25519", PrivateKeySecret: "host-ed25519"}},
+			Ignition:    map[string]any{"ignition": map[string]any{"version": "3.4.0"}, "systemd": map[string]any{"units": []any{map[string]any{"name": "a.service", "mask": true}}}}}},
+		testJob{"ignition-nocloud-vfat", &job.Job{Version: 1, Domain: "vm11", Format: job.FormatIgnition, IgnitionDelivery: job.DeliveryNoCloud, Media: job.MediaVFAT,
+			Users: []job.User{{Name: "svc", PasswordSecret: "svc-password"}}, IgnitionBase64: "eyJpZ25pdGlvbiI6eyJ2ZXJzaW9uIjoiMy42LjAifX0="}},
 		testJob{"vendor-data-2048", &job.Job{Version: 1, Domain: "vm9", Hostname: "vm9",
 			VendorData: "#!/bin/sh\n" + strings.Repeat("x", 2048-11) + "\n"}},
 	)
@@ -218,6 +226,21 @@ func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
 				t.Errorf("second Rebuild: %q %v", out, err)
 			}
 		})
+	}
+}
+
+func TestNewRefusesIgnitionFwCfg(t *testing.T) {
+	j := &job.Job{Version: 1, Domain: "vm12", Format: job.FormatIgnition, Hostname: "vm12"}
+	r, err := payloadtest.Render(j, secretsDir, payload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Write(context.Background(), filepath.Join(t.TempDir(), r.ImageName("dom")), payload.Options{GID: -1, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(r, res); err == nil || !strings.Contains(err.Error(), "fw_cfg") {
+		t.Fatalf("New: %v, want a refusal naming fw_cfg", err)
 	}
 }
 

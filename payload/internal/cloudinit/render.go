@@ -101,6 +101,9 @@ type Documents struct {
 	// HostKeyPublics holds, per entry of the job's ssh_host_keys, the
 	// public key line that went into the image.
 	HostKeyPublics []string
+	// IgnitionSpec is the spec version of the Ignition config of a job
+	// of format "ignition" ("" for cloud-init documents).
+	IgnitionSpec string
 }
 
 // Size is the total number of content bytes.
@@ -162,6 +165,9 @@ func Render(in Input, opt Options) (*Documents, error) {
 			hashes[i] = h
 		}
 	}
+	if j.Format == job.FormatIgnition {
+		return renderIgnitionDocs(&j, in, hashes, keys, contentSum, iidHash)
+	}
 	cc := buildCloudConfig(&j, hashes, keys, seed)
 	key, err := placeholderKey()
 	if err != nil {
@@ -204,6 +210,29 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if n := docs.Size(); n > job.MaxContentBytes {
 		return nil, (&job.Report{Errors: []job.FieldError{{Code: job.CodeTooLarge,
 			Message: fmt.Sprintf("the rendered documents add up to %d bytes; the image limit is %d", n, job.MaxContentBytes)}}}).Err()
+	}
+	return docs, nil
+}
+
+// renderIgnitionDocs is Render for a job of format "ignition", from the
+// password hashes and identities Render derived: an Ignition config has no
+// instance-id, but results and recipes name the image by one, derived as
+// for cloud-init.
+func renderIgnitionDocs(j *job.Job, in Input, hashes []string, keys []HostKey, contentSum, iidHash string) (*Documents, error) {
+	iid := uuidFromHash(iidHash)
+	if in.Identity != nil {
+		iid = in.Identity.InstanceID
+	}
+	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentSum, PasswordHashes: hashes}
+	for _, k := range keys {
+		docs.HostKeyPublics = append(docs.HostKeyPublics, k.Public)
+	}
+	if err := renderIgnition(docs, j, hashes, keys); err != nil {
+		return nil, err
+	}
+	if n := docs.Size(); n > job.MaxContentBytes {
+		return nil, (&job.Report{Errors: []job.FieldError{{Code: job.CodeTooLarge,
+			Message: fmt.Sprintf("the Ignition config is %d bytes; the limit is %d", n, job.MaxContentBytes)}}}).Err()
 	}
 	return docs, nil
 }

@@ -1,0 +1,98 @@
+package payload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/vmpayload/vmpayload/internal/atomicfile"
+	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// IgnitionConfigName is the name `vmpayload build` gives the Ignition
+// config of a job delivered by fw_cfg, and the name it has in a result's
+// file list.
+const IgnitionConfigName = cloudinit.IgnitionConfigName
+
+// LabelOf returns the filesystem label of the image of job j (defaults
+// applied): Label of its format, or for format "ignition" the label of
+// its delivery's image; "" when the Ignition config is delivered by
+// fw_cfg, as a plain file.
+func LabelOf(j job.Job) string {
+	if j.Format != job.FormatIgnition {
+		return Label(j.Format)
+	}
+	switch j.IgnitionDelivery {
+	case job.DeliveryConfigDrive:
+		return LabelConfigDrive
+	case job.DeliveryNoCloud:
+		return LabelNoCloud
+	}
+	return ""
+}
+
+// IsIgnitionFile reports whether the job's payload is a plain Ignition
+// config file (format "ignition", delivery fwcfg) rather than an image.
+func IsIgnitionFile(j job.Job) bool { return j.Format == job.FormatIgnition && LabelOf(j) == "" }
+
+// IgnitionSpec is the spec version of the rendered Ignition config; ""
+// for cloud-init documents.
+func (r *Rendered) IgnitionSpec() string { return r.Docs.IgnitionSpec }
+
+// writeIgnitionFile writes the Ignition config of r (delivery fwcfg) to
+// out atomically, with opt's mode and group, and describes it as a
+// result: format "ignition", no media or label, its one file the config.
+func (r *Rendered) writeIgnitionFile(ctx context.Context, out string, opt Options) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if len(r.Docs.Files) != 1 {
+		return Result{}, fmt.Errorf("writing the Ignition config %s: %d documents rendered, want 1", out, len(r.Docs.Files))
+	}
+	data := r.Docs.Files[0].Data
+	if fi, err := os.Lstat(out); err == nil && !fi.Mode().IsRegular() {
+		return Result{}, fmt.Errorf("writing the Ignition config: output %q exists and is not a regular file (%s); refusing to replace it", out, image.FileKind(fi.Mode()))
+	}
+	sum := sha256.Sum256(data)
+	if opt.ExpectSHA256 != "" && opt.ExpectSHA256 != hex.EncodeToString(sum[:]) {
+		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, image.ErrChecksum)
+	}
+	mode := opt.Mode.Perm()
+	if opt.Mode == 0 {
+		mode = image.DefaultMode
+	}
+	f, err := atomicfile.Create(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
+	}
+	f.NoSync = opt.NoSync
+	defer f.Abort()
+	if err := f.Chmod(mode); err != nil {
+		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
+	}
+	if opt.GID >= 0 {
+		if err := f.Chown(-1, opt.GID); err != nil {
+			return Result{}, fmt.Errorf("writing the Ignition config %s: set group %d: %w", out, opt.GID, err)
+		}
+	}
+	if _, err := f.Write(data); err != nil {
+		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
+	}
+	if err := f.Commit(out); err != nil {
+		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		abs = out
+	}
+	return Result{
+		Image: Image{Path: abs, Format: string(job.FormatIgnition), Size: int64(len(data)),
+			SHA256: hex.EncodeToString(sum[:]), InstanceID: r.Docs.InstanceID},
+		ContentHash: r.Docs.ContentHash, Files: []string{IgnitionConfigName}, IgnitionSpec: r.Docs.IgnitionSpec,
+	}, nil
+}

@@ -1,0 +1,274 @@
+package job
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/coreos/go-semver/semver"
+	ignconfig "github.com/coreos/ignition/v2/config"
+	ignerrors "github.com/coreos/ignition/v2/config/shared/errors"
+	ignutil "github.com/coreos/ignition/v2/config/util"
+	"github.com/coreos/vcontext/report"
+)
+
+// The stable Ignition specs a user's config may use: Ignition v2.26.0
+// parses 3.0.0 to 3.6.0 as stable; 3.7.0-experimental is refused, since
+// other Ignition releases refuse an experimental spec.
+var (
+	MinIgnitionSpec = semver.Version{Major: 3, Minor: 0}
+	MaxIgnitionSpec = semver.Version{Major: 3, Minor: 6}
+)
+
+// ignitionRefusal is a job field with no Ignition meaning: set together
+// with format "ignition" it is refused, by its own path, saying why
+// (never dropped).
+type ignitionRefusal struct {
+	field string
+	set   func(*Job) bool
+	why   string
+}
+
+// ignitionRefusals lists the job fields that format "ignition" cannot
+// carry, each with the reason. The carried fields are hostname, timezone,
+// users, ssh_authorized_keys, files and ssh_host_keys (docs/ignition.md).
+var ignitionRefusals = []ignitionRefusal{
+	{"instance_id", func(j *Job) bool { return j.InstanceID != "" }, "Ignition has no instance id: it runs once, on the first boot"},
+	{"regenerate_ssh_host_keys", func(j *Job) bool { return j.RegenerateSSHHostKeys != nil }, "Ignition does not manage SSH host keys (the guest's sshd-keygen makes missing ones); give ssh_host_keys to pin them"},
+	{"ssh_password_auth", func(j *Job) bool { return j.SSHPasswordAuth != nil }, "Ignition has no sshd setting, and where sshd reads drop-ins differs between distributions; write the sshd_config drop-in your image reads with files"},
+	{"dns", func(j *Job) bool { return j.DNS != nil }, "Ignition has no network settings (NetworkManager keyfiles on Fedora CoreOS and RHCOS, systemd-networkd units on Flatcar); write them with files or in your ignition config"},
+	{"nics", func(j *Job) bool { return len(j.NICs) > 0 }, "Ignition has no network settings (NetworkManager keyfiles on Fedora CoreOS and RHCOS, systemd-networkd units on Flatcar); write them with files or in your ignition config"},
+	{"network_config", func(j *Job) bool { return j.NetworkConfig != "" }, "it is a cloud-init network-config, which Ignition does not read"},
+	{"network_data", func(j *Job) bool { return j.NetworkData != nil }, "it is OpenStack's network_data.json for cloud-init, which Ignition does not read"},
+	{"runcmd", func(j *Job) bool { return len(j.Runcmd) > 0 }, "Ignition runs no commands (it runs in the initramfs, before the system boots); write a systemd unit with files or in your ignition config"},
+	{"locale", func(j *Job) bool { return j.Locale != "" }, "Ignition has no locale setting; write /etc/locale.conf with files"},
+	{"power_state", func(j *Job) bool { return j.PowerState != nil }, "Ignition cannot power off or reboot the guest after provisioning"},
+	{"phone_home", func(j *Job) bool { return j.PhoneHome != nil }, "Ignition reports nothing to a URL when provisioning ends"},
+	{"random_seed", func(j *Job) bool { return j.RandomSeed != nil }, "Ignition has no random seed to hand to the guest"},
+	{"user_data", func(j *Job) bool { return j.UserData != "" }, "it is cloud-init user-data, which Ignition does not read; give your Ignition config as ignition"},
+	{"user_data_base64", func(j *Job) bool { return j.UserDataBase64 != "" }, "it is cloud-init user-data, which Ignition does not read; give your Ignition config as ignition_base64"},
+	{"user_data_secret", func(j *Job) bool { return j.UserDataSecret != "" }, "it is cloud-init user-data, which Ignition does not read"},
+	{"user_data_mode", func(j *Job) bool { return j.UserDataMode == ModeReplace }, "there is no cloud-init user-data to replace; a user's ignition config is always merged"},
+	{"vendor_data", func(j *Job) bool { return j.VendorData != "" }, "it is cloud-init vendor-data, which Ignition does not read"},
+	{"vendor_data_base64", func(j *Job) bool { return j.VendorDataBase64 != "" }, "it is cloud-init vendor-data, which Ignition does not read"},
+	{"meta_data", func(j *Job) bool { return j.MetaData != nil }, "Ignition reads no meta-data"},
+	{"guest_report", func(j *Job) bool { return j.GuestReport != nil && *j.GuestReport }, "the guest report is a cloud-init part, which an Ignition guest does not run"},
+	{"prebuilt_image", func(j *Job) bool { return j.PrebuiltImage != "" }, "a prebuilt Ignition config is not supported yet"},
+}
+
+// validateIgnition checks the Ignition fields and, for a job of format
+// "ignition", refuses every field with no Ignition meaning.
+func validateIgnition(j *Job, r *Report) {
+	if j.Format != FormatIgnition {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"ignition_delivery", j.IgnitionDelivery != ""},
+		} {
+			if f.set {
+				r.Add(f.name, CodeConflict, "%s is only used with format \"ignition\"", f.name)
+			}
+		}
+		return
+	}
+	switch j.IgnitionDelivery {
+	case "", DeliveryFwCfg, DeliveryConfigDrive, DeliveryNoCloud:
+	default:
+		r.Add("ignition_delivery", CodeInvalid, "%s is not an Ignition delivery; use \"fwcfg\", \"configdrive\" or \"nocloud\"", quote(string(j.IgnitionDelivery)))
+	}
+	if (j.IgnitionDelivery == "" || j.IgnitionDelivery == DeliveryFwCfg) && j.Media == MediaVFAT {
+		r.Add("media", CodeConflict, "ignition_delivery \"fwcfg\" passes a file, not an image; media only applies to \"configdrive\" and \"nocloud\"")
+	}
+	for _, f := range ignitionRefusals {
+		if f.set(j) {
+			r.Add(f.field, CodeConflict, "format \"ignition\" cannot carry %s: %s", f.field, f.why)
+		}
+	}
+	for i, u := range j.Users {
+		r.Errors = append(r.Errors, u.ignitionProblems(index("users", i))...)
+	}
+	gen := ignitionGeneratedPaths(j)
+	for i, f := range j.Files {
+		if by, ok := gen[f.Path]; ok {
+			r.Add(join(index("files", i), "path"), CodeConflict, "%s is written from %s in the Ignition config; Ignition refuses a config that writes a path twice", quote(f.Path), by)
+		}
+	}
+	if j.Ignition != nil && j.IgnitionBase64 != "" {
+		r.Add("ignition", CodeConflict, "use only one of ignition and ignition_base64")
+		return
+	}
+	raw, field, err := IgnitionUserConfig(j)
+	if err != nil {
+		r.Add(field, CodeInvalid, "%v", err)
+		return
+	}
+	if raw != nil {
+		r.Errors = append(r.Errors, CheckIgnitionConfig(field, raw)...)
+	}
+}
+
+// The paths the generated Ignition config writes for fields other than
+// files; a job file at one of them is refused (Ignition refuses a config
+// that writes a path twice).
+const (
+	IgnitionHostnamePath  = "/etc/hostname"
+	IgnitionLocaltimePath = "/etc/localtime"
+	IgnitionZoneinfoDir   = "/usr/share/zoneinfo/"
+)
+
+// IgnitionHostKeyPaths returns the private and public key paths of an SSH
+// host key of type typ, where OpenSSH's sshd looks for them.
+func IgnitionHostKeyPaths(typ string) (private, public string) {
+	p := "/etc/ssh/ssh_host_" + typ + "_key"
+	return p, p + ".pub"
+}
+
+// IgnitionSudoersPath is the sudoers drop-in that carries a user's sudo
+// rule in an Ignition config.
+func IgnitionSudoersPath(user string) string { return "/etc/sudoers.d/90-vmpayload-" + user }
+
+// ignitionGeneratedPaths returns the paths the generated config writes for
+// j's fields other than files, each with the field that asks for it.
+func ignitionGeneratedPaths(j *Job) map[string]string {
+	m := map[string]string{}
+	if j.Hostname != "" {
+		m[IgnitionHostnamePath] = "hostname"
+	}
+	if j.Timezone != "" {
+		m[IgnitionLocaltimePath] = "timezone"
+	}
+	for i, u := range j.Users {
+		if u.Sudo != "" {
+			m[IgnitionSudoersPath(u.Name)] = index("users", i) + ".sudo"
+		}
+	}
+	for i, k := range j.SSHHostKeys {
+		priv, pub := IgnitionHostKeyPaths(k.Type)
+		m[priv] = index("ssh_host_keys", i)
+		m[pub] = index("ssh_host_keys", i)
+	}
+	return m
+}
+
+// ignitionProblems returns what of u format "ignition" cannot carry, each
+// by its path.
+func (u User) ignitionProblems(p string) []FieldError {
+	var out []FieldError
+	if u.LockPassword != nil && *u.LockPassword {
+		out = append(out, FieldError{Field: join(p, "lock_password"), Code: CodeConflict,
+			Message: "format \"ignition\" cannot lock a password: Ignition only sets one; leave the password out instead"})
+	}
+	return out
+}
+
+// IgnitionUserConfig returns the JSON text of the user's own Ignition
+// config (ignition or ignition_base64) and the field it came from; nil
+// when the job has none.
+func IgnitionUserConfig(j *Job) (raw []byte, field string, err error) {
+	switch {
+	case j.Ignition != nil:
+		b, err := json.Marshal(j.Ignition)
+		if err != nil {
+			return nil, "ignition", fmt.Errorf("the config cannot be encoded as JSON: %w", err)
+		}
+		return b, "ignition", nil
+	case j.IgnitionBase64 != "":
+		b, err := base64.StdEncoding.DecodeString(j.IgnitionBase64)
+		if err != nil {
+			return nil, "ignition_base64", fmt.Errorf("%s is not valid base64: %w", quote(j.IgnitionBase64), err)
+		}
+		return b, "ignition_base64", nil
+	}
+	return nil, "", nil
+}
+
+// CheckIgnitionConfig checks raw, a user's Ignition config given in field,
+// the way the guest's Ignition reads it (config.Parse of Ignition
+// v2.26.0): every error Ignition reports is a problem, and so is every
+// warning (a key Ignition does not know, which it would ignore), each with
+// Ignition's message and the JSON path it names. Only stable specs
+// 3.0.0-3.6.0 are accepted.
+func CheckIgnitionConfig(field string, raw []byte) []FieldError {
+	var out []FieldError
+	v, rpt, err := ignutil.GetConfigVersion(raw)
+	if err == nil {
+		switch {
+		case v.PreRelease != "":
+			return []FieldError{{Field: ignitionPath(field, []any{"ignition", "version"}), Code: CodeUnsupported,
+				Message: fmt.Sprintf("Ignition spec %s is experimental (other Ignition releases refuse it); use a stable spec from %s to %s", v, MinIgnitionSpec, MaxIgnitionSpec)}}
+		case v.LessThan(MinIgnitionSpec) || MaxIgnitionSpec.LessThan(v):
+			return []FieldError{{Field: ignitionPath(field, []any{"ignition", "version"}), Code: CodeUnsupported,
+				Message: fmt.Sprintf("Ignition spec %s is not supported; use a stable spec from %s to %s", v, MinIgnitionSpec, MaxIgnitionSpec)}}
+		}
+		_, rpt, err = ignconfig.Parse(raw)
+	}
+	for _, e := range rpt.Entries {
+		f := ignitionPath(field, e.Context.Path)
+		at := ""
+		if f == field && len(e.Context.Path) > 0 {
+			at = " (at " + jsonPath(e.Context.Path) + ")"
+		} else if f == field && field != "ignition" && e.Marker.StartP != nil && e.Marker.StartP.Index > 0 {
+			// the text as given: where Ignition's JSON decoder stopped in
+			// it (the offset counts the offending byte)
+			line, col := lineCol(raw, e.Marker.StartP.Index-1)
+			at = fmt.Sprintf(" (line %d, column %d)", line, col)
+		}
+		switch e.Kind {
+		case report.Error:
+			out = append(out, FieldError{Field: f, Code: CodeInvalid, Message: "Ignition refuses the config" + at + ": " + e.Message})
+		case report.Warn:
+			out = append(out, FieldError{Field: f, Code: CodeInvalid, Message: "Ignition would ignore this" + at + ": " + e.Message})
+		}
+	}
+	if err != nil && len(out) == 0 {
+		code := CodeInvalid
+		if errors.Is(err, ignerrors.ErrUnknownVersion) || errors.Is(err, ignerrors.ErrInvalidVersion) {
+			code = CodeUnsupported
+		}
+		out = append(out, FieldError{Field: field, Code: code, Message: "Ignition refuses the config: " + err.Error()})
+	}
+	return out
+}
+
+// ignitionPath is the job path of the element at p (an Ignition report
+// path: object keys and array indexes) inside the config given in field.
+// A config given as base64 text has no job path inside it: the path goes
+// into the message instead (see CheckIgnitionConfig), so field is returned.
+func ignitionPath(field string, p []any) string {
+	if field != "ignition" {
+		return field
+	}
+	out := field
+	for _, e := range p {
+		switch t := e.(type) {
+		case int:
+			out = index(out, t)
+		case string:
+			out = join(out, t)
+		default:
+			out = join(out, fmt.Sprint(t))
+		}
+	}
+	return out
+}
+
+// jsonPath renders an Ignition report path as "$.storage.files.0.path",
+// for messages about a config given as text.
+func jsonPath(p []any) string {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, e := range p {
+		b.WriteString(".")
+		switch t := e.(type) {
+		case int:
+			b.WriteString(strconv.Itoa(t))
+		default:
+			b.WriteString(fmt.Sprint(t))
+		}
+	}
+	return b.String()
+}
