@@ -49,7 +49,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // newRoot returns the command tree of vmpayload; when only names a
 // subcommand, the tree has just that one (a process runs one command: the
-// others' flags need not be made).
+// others' flags need not be made). Building the whole tree cost ~350 µs per
+// start against ~6 µs (issue 33's measurement), about a sixth of a
+// `vmpayload version` process, so the shortcut stays.
 func newRoot(only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "vmpayload",
