@@ -13,8 +13,8 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent"
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestGuestLoadAfterReady: the guest report follower reads done/ at start-up

@@ -27,9 +27,9 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/testenv"
-	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 const systemURI = "qemu:///system"

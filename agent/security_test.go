@@ -20,11 +20,11 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload"
 	pjob "github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // stuckHost never answers lookups of domain "stuck" (like a libvirtd whose

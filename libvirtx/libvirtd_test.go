@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"libvirt.org/go/libvirt"
 )
 

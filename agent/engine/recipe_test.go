@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 const plaintext = "Plaintext-Hunter2-never-in-xml"

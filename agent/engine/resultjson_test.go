@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/test/golden"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")

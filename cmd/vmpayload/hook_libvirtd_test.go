@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/testenv"
-	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 // The real-libvirtd test of the qemu hook. It installs the packaged hook

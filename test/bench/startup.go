@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 )
 
 // startupResult is what the start-up benchmark measured: the time from

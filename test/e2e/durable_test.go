@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/test/agenttest"
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestAgentDurableE2E: a simulated host reboot does not lose the payload.

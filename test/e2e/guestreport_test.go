@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/test/guest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // guestResult waits until the agent has written a guest report into job

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // lines counts the lines of a file in the report (0 when absent).

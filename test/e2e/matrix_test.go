@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // sshKey returns a fresh public key line.

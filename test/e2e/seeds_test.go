@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"github.com/vmpayload/vmpayload/test/guest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // hostKeyPair makes a host key of type typ in the agent's secrets

@@ -22,8 +22,8 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
-	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 	"golang.org/x/sys/unix"
 )
 
