@@ -656,10 +656,9 @@ func releaseImage(img []byte) {
 	imagePool.Put(&img)
 }
 
-// layoutISO builds the image of spec in memory in layout v. stamp delivers
-// the content time (Stamp(spec)); it is read only after the file data has
-// been copied, so a caller can compute it concurrently.
-func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) ([]byte, error) {
+// layoutISO builds the image of spec in memory in layout v with the content
+// time t (Stamp(spec)).
+func layoutISO(spec Spec, dirs []string, t time.Time, v isoVariant) ([]byte, error) {
 	l, err := planISO(spec, dirs)
 	if err != nil {
 		return nil, fmt.Errorf("lay out iso9660 image: %w", err)
@@ -672,7 +671,6 @@ func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) (
 	for _, f := range l.files {
 		copy(w.img[int(f.loc)*isoBlock:], f.data)
 	}
-	t := stamp()
 	copy(w.d7[:], isoDate7(t))
 	copy(w.d17[:], isoDate17(t))
 	for _, d := range l.dirs {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The ISO writer's legacy layout (isoLegacyJoliet) must give exactly the
@@ -27,7 +26,8 @@ func layout(tb testing.TB, spec Spec, v isoVariant) []byte {
 	if err != nil {
 		tb.Fatalf("validateSpec: %v", err)
 	}
-	img, err := layoutISO(spec, dirs, func() time.Time { t, _ := Stamp(spec); return t }, v)
+	t, _ := Stamp(spec)
+	img, err := layoutISO(spec, dirs, t, v)
 	if err != nil {
 		tb.Fatalf("layoutISO: %v", err)
 	}
