@@ -23,9 +23,8 @@ import (
 //     go-diskfs's reader, as before.
 //   - readBack reads the written file once, in chunks, and compares every
 //     chunk with the in-memory image. Info.SHA256 is the hash of the
-//     in-memory image, computed on a second goroutine while the file is
-//     written and read back: once readBack has passed, it is the hash of the
-//     file too.
+//     in-memory image: once readBack has passed, it is the hash of the file
+//     too.
 //
 // Together they give the guarantee the former full go-diskfs re-parse of the
 // read-back file gave, at the cost of one read and one comparison. The tests
