@@ -53,8 +53,6 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	}
 
 	var img []byte
-	// the built image's buffer is reused once nothing reads it any more
-	defer func() { releaseImage(img) }()
 	switch spec.Media {
 	case MediaISO:
 		img, err = buildISO(ctx, spec, dirs, isoCurrent)
