@@ -31,20 +31,7 @@ var HostKeyAlgorithms = map[string][]string{
 	HostKeyRSA:     {ssh.KeyAlgoRSA},
 }
 
-// HostKeyType returns the ssh_host_keys type of an SSH public key
-// algorithm name, "" for one that has none.
-func HostKeyType(algo string) string {
-	for t, algos := range HostKeyAlgorithms {
-		for _, a := range algos {
-			if a == algo {
-				return t
-			}
-		}
-	}
-	return ""
-}
-
-// rootOnlyUnsupported lists the users[] fields that do not apply to the
+// validateRootUser reports the users[] fields that do not apply to the
 // existing root account: cloud-init skips useradd for an account that
 // exists, so they would be dropped silently.
 func validateRootUser(p string, u User, top []string, r *Report) {
