@@ -69,9 +69,6 @@ type Spool struct {
 	group int
 }
 
-// Open creates the spool's directories if needed (mode 0700) and returns it.
-func Open(root string) (*Spool, error) { return OpenGroup(root, -1) }
-
 // OpenGroup is Open for a spool that the members of group gid may write
 // jobs into (config spool_group; -1: root only). See GroupIncomingMode.
 func OpenGroup(root string, gid int) (*Spool, error) {

@@ -228,3 +228,6 @@ func TestOpenRemovesStaleResultTemps(t *testing.T) {
 		}
 	}
 }
+
+// Open creates the spool's directories if needed (mode 0700) and returns it.
+func Open(root string) (*Spool, error) { return OpenGroup(root, -1) }
