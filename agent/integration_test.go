@@ -124,7 +124,7 @@ func (a *agentProc) metric(name string) float64 {
 	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v, err := a.Client().Metric(ctx, name)
+	v, err := agenttest.Metric(ctx, a.Client(), name)
 	if err != nil {
 		a.t.Fatal(err)
 	}

@@ -274,7 +274,7 @@ func TestRecoveryBeyondQueueLimit(t *testing.T) {
 	if err := os.MkdirAll(payload, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := spool.Open(filepath.Join(dir, "spool"))
+	sp, err := spool.OpenGroup(filepath.Join(dir, "spool"), -1)
 	if err != nil {
 		t.Fatal(err)
 	}

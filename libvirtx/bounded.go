@@ -28,9 +28,6 @@ func (e *TimeoutError) Error() string {
 // Is makes errors.Is(err, ErrTimeout) true.
 func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
 
-// IsTimeout reports whether err is a call that did not answer in time.
-func IsTimeout(err error) bool { return errors.Is(err, ErrTimeout) }
-
 // Suspecter is implemented by hosts that can drop a connection that stopped
 // answering and open a new one (LibvirtHost).
 type Suspecter interface {

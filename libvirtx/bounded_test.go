@@ -95,7 +95,7 @@ func TestBoundedTimesOutEveryCall(t *testing.T) {
 					t.Errorf("call returned after %s; want about 50ms", d)
 				}
 				var te *TimeoutError
-				if !errors.As(err, &te) || !IsTimeout(err) {
+				if !errors.As(err, &te) || !errors.Is(err, ErrTimeout) {
 					t.Fatalf("err = %v; want a TimeoutError", err)
 				}
 				if te.Call != c.call || te.After != 50*time.Millisecond || te.Op == "" {
@@ -153,7 +153,7 @@ func TestBoundedCallerCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	err := h.Start(ctx, "u")
-	if !errors.Is(err, context.DeadlineExceeded) || IsTimeout(err) {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v; want the caller's context error, not a libvirt timeout", err)
 	}
 	if fake.suspects.Load() != 0 {

@@ -99,13 +99,6 @@ func (h *LibvirtHost) dropHandles(gen uint64) {
 	freeHandles(free)
 }
 
-// cachedHandles counts the handles in the cache (for tests).
-func (h *LibvirtHost) cachedHandles() int {
-	h.hmu.Lock()
-	defer h.hmu.Unlock()
-	return len(h.handles)
-}
-
 func freeHandles(ds []*libvirt.Domain) {
 	for _, d := range ds {
 		_ = d.Free() // a local unreference; it fails only on a bad handle

@@ -531,3 +531,10 @@ func TestHostHandleCache(t *testing.T) {
 		t.Errorf("cached handles after Close = %d, want 0", n)
 	}
 }
+
+// cachedHandles counts the handles in the cache (for tests).
+func (h *LibvirtHost) cachedHandles() int {
+	h.hmu.Lock()
+	defer h.hmu.Unlock()
+	return len(h.handles)
+}

@@ -46,9 +46,6 @@ type Checked struct {
 	in cloudinit.Input
 }
 
-// Job returns the checked job, with its defaults applied.
-func (c *Checked) Job() job.Job { return c.in.Job }
-
 // Check decodes and checks a job document and returns the job (nil when
 // the document is not a JSON object), the checked job when it passed and
 // has a payload to render, and one report of every problem found, each

@@ -110,7 +110,7 @@ func TestChecked(t *testing.T) {
 			if !r.OK() {
 				t.Errorf("checked job with problems %v", r.Errors)
 			}
-			if got, want := ch.Job(), j.Apply(c.opt.Defaults); !reflect.DeepEqual(got, want) {
+			if got, want := ch.in.Job, j.Apply(c.opt.Defaults); !reflect.DeepEqual(got, want) {
 				t.Errorf("checked job %+v, want the job with defaults %+v", got, want)
 			}
 			if _, err := Render(ch, Options{}); err != nil {

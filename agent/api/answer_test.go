@@ -45,3 +45,9 @@ func TestAnswerWireShape(t *testing.T) {
 		})
 	}
 }
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	s.init()
+	return s.srv.Handler
+}

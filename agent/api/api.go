@@ -118,12 +118,6 @@ func (s *Server) init() {
 	})
 }
 
-// Handler returns the API's routes.
-func (s *Server) Handler() http.Handler {
-	s.init()
-	return s.srv.Handler
-}
-
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", s.submit)

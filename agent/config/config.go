@@ -219,15 +219,6 @@ var keys = []key{
 	{"guest_timeout", "longest wait for a guest's first report after its domain started", func(c *Config) any { return &c.GuestTimeout }},
 }
 
-// Keys returns the configuration key names in file order.
-func Keys() []string {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.name
-	}
-	return names
-}
-
 // FlagName returns the command-line flag name of a configuration key.
 func FlagName(key string) string { return strings.ReplaceAll(key, "_", "-") }
 

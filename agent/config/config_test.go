@@ -503,3 +503,12 @@ func TestPrebuiltDirList(t *testing.T) {
 		}
 	}
 }
+
+// Keys returns the configuration key names in file order.
+func Keys() []string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.name
+	}
+	return names
+}

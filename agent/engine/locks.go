@@ -66,20 +66,3 @@ func (l *DomainLocks) Lock(ctx context.Context, uuid string) (unlock func(), wai
 		})
 	}, waited, nil
 }
-
-// len reports how many domains are locked or waited for (tests).
-func (l *DomainLocks) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.held)
-}
-
-// users reports the holders and waiters of uuid (tests).
-func (l *DomainLocks) users(uuid string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if d := l.held[domxml.CanonicalUUID(uuid)]; d != nil {
-		return d.users
-	}
-	return 0
-}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 )
 
 func TestDomainLocks(t *testing.T) {
@@ -53,4 +55,21 @@ func TestDomainLocks(t *testing.T) {
 	if n := l.len(); n != 0 {
 		t.Errorf("%d domains still tracked after every lock was released", n)
 	}
+}
+
+// len reports how many domains are locked or waited for (tests).
+func (l *DomainLocks) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
+// users reports the holders and waiters of uuid (tests).
+func (l *DomainLocks) users(uuid string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := l.held[domxml.CanonicalUUID(uuid)]; d != nil {
+		return d.users
+	}
+	return 0
 }

@@ -69,9 +69,6 @@ type Spool struct {
 	group int
 }
 
-// Open creates the spool's directories if needed (mode 0700) and returns it.
-func Open(root string) (*Spool, error) { return OpenGroup(root, -1) }
-
 // OpenGroup is Open for a spool that the members of group gid may write
 // jobs into (config spool_group; -1: root only). See GroupIncomingMode.
 func OpenGroup(root string, gid int) (*Spool, error) {
@@ -302,24 +299,14 @@ type Claimed struct {
 	ReadErr error
 }
 
-// Claim moves incoming/name into processing/ and reads it. It returns
-// os.ErrNotExist (wrapped) when another claimer got there first.
-func (s *Spool) Claim(name string) (*Claimed, error) {
-	if err := s.move(name); err != nil {
-		return nil, err
-	}
-	if err := syncDir(s.Dir(Processing)); err != nil {
-		return nil, err
-	}
-	return s.open(name)
-}
-
-// ClaimAll claims each of names like Claim, but syncs processing/ once for
-// the whole batch instead of once per job (a burst of dropped jobs otherwise
-// costs one directory fsync, a journal commit, per job in the intake loop).
-// Every returned claim is durable before ClaimAll returns, as with Claim.
-// It returns the claims in the order of names and, for the names it could
-// not claim, their errors (wrapping os.ErrNotExist or ErrExists as Claim's).
+// ClaimAll moves each of names from incoming/ into processing/ and reads
+// it, and syncs processing/ once for the whole batch instead of once per job
+// (a burst of dropped jobs otherwise costs one directory fsync, a journal
+// commit, per job in the intake loop). Every returned claim is durable
+// before ClaimAll returns. It returns the claims in the order of names and,
+// for the names it could not claim, their errors (wrapping os.ErrNotExist
+// when another claimer got there first, ErrExists when a job of the same
+// name is in processing/).
 func (s *Spool) ClaimAll(names []string) ([]*Claimed, map[string]error) {
 	errs := map[string]error{}
 	moved := make([]string, 0, len(names))

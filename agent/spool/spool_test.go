@@ -228,3 +228,18 @@ func TestOpenRemovesStaleResultTemps(t *testing.T) {
 		}
 	}
 }
+
+// Open creates the spool's directories if needed (mode 0700) and returns it.
+func Open(root string) (*Spool, error) { return OpenGroup(root, -1) }
+
+// Claim moves incoming/name into processing/ and reads it. It returns
+// os.ErrNotExist (wrapped) when another claimer got there first.
+func (s *Spool) Claim(name string) (*Claimed, error) {
+	if err := s.move(name); err != nil {
+		return nil, err
+	}
+	if err := syncDir(s.Dir(Processing)); err != nil {
+		return nil, err
+	}
+	return s.open(name)
+}

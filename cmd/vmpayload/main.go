@@ -5,7 +5,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -97,27 +96,20 @@ func usageError(cmd *cobra.Command) error {
 
 // readInput reads a file, or standard input for "-".
 func readInput(name string, limit int64) ([]byte, error) {
-	var r io.Reader
-	var buf bytes.Buffer
-	if name == "-" {
-		r = os.Stdin
-	} else {
+	r := io.Reader(os.Stdin)
+	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
 		r = f
-		// a regular file is read in one call into a buffer of its size
-		// (a megabyte job took a dozen reads and as many copies)
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() <= limit {
-			buf.Grow(int(st.Size()) + bytes.MinRead)
-		}
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 // printJSON writes v as indented JSON.

@@ -199,7 +199,9 @@ const oneShotMemoryLimit = 64 << 20
 // oneShotGC turns the garbage collector off for a process that builds one
 // image and exits, up to oneShotMemoryLimit of heap (then it collects as
 // usual). For the large job the collections and their worker threads were
-// ~15 % of the process's wall time; the memory is returned at exit.
+// ~15 % of the process's wall time; the memory is returned at exit. Kept
+// (issue 33): the 1 MB job, 100 alternated runs, median 39.0 ms with and
+// 41.8 ms without (~7 %); the typical job shows no difference.
 func oneShotGC() {
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(oneShotMemoryLimit)

@@ -211,18 +211,6 @@ func serialize(doc *etree.Document) (string, error) {
 	return doc.WriteToString()
 }
 
-// DomainName returns the domain's <name>.
-func DomainName(domainXML string) (string, error) {
-	v, err := readDomain(domainXML)
-	if err != nil {
-		return "", err
-	}
-	if v.Name == nil || strings.TrimSpace(*v.Name) == "" {
-		return "", fmt.Errorf("reading domain name: %w: no <name>", ErrInvalidXML)
-	}
-	return strings.TrimSpace(*v.Name), nil
-}
-
 // DomainUUID returns the domain's <uuid>, or "" when the XML has none (libvirt
 // then generates one at definition time).
 func DomainUUID(domainXML string) (string, error) {

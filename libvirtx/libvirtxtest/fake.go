@@ -9,6 +9,7 @@ package libvirtxtest
 
 import (
 	"context"
+	"encoding/xml"
 	"fmt"
 	"strings"
 	"sync"
@@ -201,7 +202,7 @@ func (f *Fake) Domain(_ context.Context, nameOrUUID string) (libvirtx.DomainInfo
 // DefineXML defines a domain, or redefines the one of the same name or
 // UUID. A new domain without <uuid> gets one.
 func (f *Fake) DefineXML(_ context.Context, xml string) (libvirtx.DomainInfo, error) {
-	name, err := domxml.DomainName(xml)
+	name, err := domainName(xml)
 	if err != nil {
 		return libvirtx.DomainInfo{}, libvirt.Error{Code: libvirt.ERR_XML_ERROR, Domain: libvirt.FROM_DOMAIN, Message: err.Error()}
 	}
@@ -328,4 +329,18 @@ func (f *Fake) Close() error {
 		close(f.events)
 	}
 	return nil
+}
+
+// domainName returns the <name> of a domain definition.
+func domainName(def string) (string, error) {
+	var d struct {
+		Name string `xml:"name"`
+	}
+	if err := xml.Unmarshal([]byte(def), &d); err != nil {
+		return "", fmt.Errorf("reading domain name: %w", err)
+	}
+	if name := strings.TrimSpace(d.Name); name != "" {
+		return name, nil
+	}
+	return "", fmt.Errorf("reading domain name: no <name>")
 }

@@ -3,7 +3,6 @@ package image
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 const (
@@ -15,18 +14,11 @@ const (
 )
 
 // buildISO renders spec into an ISO9660 image in layout v in memory with
-// the package's writer (isowriter.go) and returns its bytes. The content
-// stamp is hashed on a second goroutine while the image is laid out.
+// the package's writer (isowriter.go) and returns its bytes.
 func buildISO(ctx context.Context, spec Spec, dirs []string, v isoVariant) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("build iso: %w", err)
 	}
-	stampc := make(chan time.Time, 1)
-	go func() {
-		t, _ := Stamp(spec)
-		stampc <- t
-	}()
-	// stampc is buffered: the goroutine ends even when layoutISO fails
-	// before it reads the stamp.
-	return layoutISO(spec, dirs, func() time.Time { return <-stampc }, v)
+	t, _ := Stamp(spec)
+	return layoutISO(spec, dirs, t, v)
 }

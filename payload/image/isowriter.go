@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -622,44 +621,9 @@ func (l *isoLayout) jolietQuirk() bool {
 	return l.joliet && len(l.files) > 0 && l.files[len(l.files)-1].size%isoBlock == 0
 }
 
-// maxPooledImage bounds the images whose buffers are reused: the typical
-// payload image is 50–60 KiB; a large one is allocated and left to the GC.
-const maxPooledImage = 256 << 10
-
-// imagePool holds buffers of built images that Write is done with (a
-// *[]byte each). A burst of start jobs builds one image per job; taking
-// their buffers from here keeps ~60 KiB per job off the Go heap's
-// allocation count, which sets how often the GC runs.
-var imagePool sync.Pool
-
-// imageBuffer returns a zeroed buffer of size bytes, reused from imagePool
-// when one is big enough.
-func imageBuffer(size int64) []byte {
-	if size <= maxPooledImage {
-		if p, ok := imagePool.Get().(*[]byte); ok && int64(cap(*p)) >= size {
-			b := (*p)[:size]
-			clear(b)
-			return b
-		}
-		// a smaller buffer is dropped: the next ones are this size too
-	}
-	return make([]byte, size)
-}
-
-// releaseImage gives img's buffer back for reuse. The caller must be the
-// last user of img: nothing may read or keep it afterwards.
-func releaseImage(img []byte) {
-	if img == nil || cap(img) > maxPooledImage {
-		return
-	}
-	img = img[:0]
-	imagePool.Put(&img)
-}
-
-// layoutISO builds the image of spec in memory in layout v. stamp delivers
-// the content time (Stamp(spec)); it is read only after the file data has
-// been copied, so a caller can compute it concurrently.
-func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) ([]byte, error) {
+// layoutISO builds the image of spec in memory in layout v with the content
+// time t (Stamp(spec)).
+func layoutISO(spec Spec, dirs []string, t time.Time, v isoVariant) ([]byte, error) {
 	l, err := planISO(spec, dirs)
 	if err != nil {
 		return nil, fmt.Errorf("lay out iso9660 image: %w", err)
@@ -668,11 +632,10 @@ func layoutISO(spec Spec, dirs []string, stamp func() time.Time, v isoVariant) (
 	if size > maxImageBytes {
 		return nil, fmt.Errorf("lay out iso9660 image: %d bytes exceed the %d-byte limit", size, maxImageBytes)
 	}
-	w := &isoWriter{l: l, img: imageBuffer(size)}
+	w := &isoWriter{l: l, img: make([]byte, size)}
 	for _, f := range l.files {
 		copy(w.img[int(f.loc)*isoBlock:], f.data)
 	}
-	t := stamp()
 	copy(w.d7[:], isoDate7(t))
 	copy(w.d17[:], isoDate17(t))
 	for _, d := range l.dirs {

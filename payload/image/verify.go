@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // Verification (issue 14). Write promises that what is on disk is exactly
@@ -23,9 +22,8 @@ import (
 //     go-diskfs's reader, as before.
 //   - readBack reads the written file once, in chunks, and compares every
 //     chunk with the in-memory image. Info.SHA256 is the hash of the
-//     in-memory image, computed on a second goroutine while the file is
-//     written and read back: once readBack has passed, it is the hash of the
-//     file too.
+//     in-memory image: once readBack has passed, it is the hash of the file
+//     too.
 //
 // Together they give the guarantee the former full go-diskfs re-parse of the
 // read-back file gave, at the cost of one read and one comparison. The tests
@@ -35,11 +33,6 @@ import (
 // readBackChunk is the read size of readBack.
 const readBackChunk = 64 << 10
 
-// readBackBufs holds readBack's chunk buffers (readBackChunk bytes each):
-// an agent burst read back 1000 images into a new buffer each, 15 % of all
-// it allocated (issue 14).
-var readBackBufs = sync.Pool{New: func() any { b := make([]byte, readBackChunk); return &b }}
-
 // readBack reads the file p and compares it with img. Errors wrap
 // ErrVerify.
 func readBack(p string, img []byte) error {
@@ -48,9 +41,7 @@ func readBack(p string, img []byte) error {
 		return fmt.Errorf("%w: read back: %w", ErrVerify, err)
 	}
 	defer f.Close()
-	pb := readBackBufs.Get().(*[]byte)
-	defer readBackBufs.Put(pb)
-	buf := (*pb)[:min(readBackChunk, len(img)+1)]
+	buf := make([]byte, min(readBackChunk, len(img)+1))
 	var off int
 	for {
 		n, err := f.Read(buf)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strings"
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/fat12"
@@ -110,12 +109,6 @@ func buildVFAT(ctx context.Context, spec Spec, dirs []string) ([]byte, error) {
 		return nil, err
 	}
 	return img, nil
-}
-
-// vfatLabelMatches reports whether the label read from a FAT image matches the
-// requested one (FAT stores labels blank-padded).
-func vfatLabelMatches(got, want string) bool {
-	return strings.TrimRight(got, " ") == want
 }
 
 // fat12FreeCluster2 clears FAT entry 2 in every FAT copy of the freshly created

@@ -53,15 +53,6 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	}
 
 	var img []byte
-	// sumDone is closed when the goroutine hashing the image is done; the
-	// built image's buffer is reused once nothing reads it any more.
-	var sumDone chan struct{}
-	defer func(built *[]byte) {
-		if sumDone != nil {
-			<-sumDone
-		}
-		releaseImage(*built)
-	}(&img)
 	switch spec.Media {
 	case MediaISO:
 		img, err = buildISO(ctx, spec, dirs, isoCurrent)
@@ -78,17 +69,9 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}
-	// The image's SHA-256 is computed on a second goroutine while the file
-	// is written and read back; readBack proves the file holds these bytes.
-	sumDone = make(chan struct{})
-	var sum string
-	go func() {
-		sum = sha256Hex(img)
-		close(sumDone)
-	}()
-	imageSum := func() string { <-sumDone; return sum }
+	sum := sha256Hex(img)
 	if opt.ExpectSHA256 != "" {
-		if got := imageSum(); got != opt.ExpectSHA256 {
+		if sum != opt.ExpectSHA256 {
 			legacy, legacySum, err := legacyJolietRetry(ctx, spec, dirs, img)
 			if err != nil {
 				return Info{}, fmt.Errorf("build the legacy %s image for %s: %w", spec.Media, out, err)
@@ -98,13 +81,12 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 				if legacy != nil {
 					also = fmt.Sprintf(" (%s in the pre-fix Joliet layout)", legacySum)
 				}
-				return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s%s, expected %s", ErrChecksum, spec.Media, out, got, also, opt.ExpectSHA256)
+				return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s%s, expected %s", ErrChecksum, spec.Media, out, sum, also, opt.ExpectSHA256)
 			}
 			if info, err = checkImage(legacy, spec); err != nil {
 				return Info{}, fmt.Errorf("check the legacy %s image for %s: %w", spec.Media, out, err)
 			}
-			img = legacy
-			imageSum = func() string { return legacySum }
+			img, sum = legacy, legacySum
 		}
 	}
 
@@ -134,7 +116,7 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	if err := readBack(tmp.Name(), img); err != nil {
 		return Info{}, err
 	}
-	info.SHA256 = imageSum()
+	info.SHA256 = sum
 	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("write image %s: %w", out, err)
 	}

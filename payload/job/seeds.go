@@ -3,10 +3,11 @@ package job
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -31,20 +32,7 @@ var HostKeyAlgorithms = map[string][]string{
 	HostKeyRSA:     {ssh.KeyAlgoRSA},
 }
 
-// HostKeyType returns the ssh_host_keys type of an SSH public key
-// algorithm name, "" for one that has none.
-func HostKeyType(algo string) string {
-	for t, algos := range HostKeyAlgorithms {
-		for _, a := range algos {
-			if a == algo {
-				return t
-			}
-		}
-	}
-	return ""
-}
-
-// rootOnlyUnsupported lists the users[] fields that do not apply to the
+// validateRootUser reports the users[] fields that do not apply to the
 // existing root account: cloud-init skips useradd for an account that
 // exists, so they would be dropped silently.
 func validateRootUser(p string, u User, top []string, r *Report) {
@@ -237,7 +225,7 @@ func validateNetworkData(j *Job, r *Report) {
 	if len(j.NICs) > 0 || j.DNS != nil || j.NetworkConfig != "" {
 		r.Add(p, CodeConflict, "network_data replaces nics, dns and network_config; give one of them")
 	}
-	for _, k := range sortedKeys(j.NetworkData) {
+	for _, k := range slices.Sorted(maps.Keys(j.NetworkData)) {
 		if k != "links" && k != "networks" && k != "services" {
 			r.Add(join(p, k), CodeUnknownField, "unknown key %s; network_data has links, networks and services", quote(k))
 		}
@@ -392,15 +380,6 @@ func str(p, key string, m map[string]any, required bool, r *Report) string {
 		r.Add(join(p, key), CodeRequired, "%s must not be empty", key)
 	}
 	return s
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // validateSeeds checks the fields of this file.

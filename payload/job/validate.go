@@ -4,11 +4,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"path"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,12 +117,7 @@ func (j *Job) Validate() Report {
 	}
 	validateUserData(j, &r)
 	if j.MetaData != nil {
-		keys := make([]string, 0, len(j.MetaData))
-		for k := range j.MetaData {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(j.MetaData)) {
 			if k == "" || hasControl(k) {
 				r.Add(join("meta_data", k), CodeInvalid, "meta-data key %s is empty or has control characters", quote(k))
 			}

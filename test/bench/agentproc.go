@@ -59,5 +59,5 @@ func cpuTime(pid int) (time.Duration, error) {
 func metric(a *agenttest.Agent, name string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return a.Client().Metric(ctx, name)
+	return agenttest.Metric(ctx, a.Client(), name)
 }

@@ -145,7 +145,7 @@ func (a *agentProc) submit(c *client.Client, data []byte) (int, map[string]any) 
 // apiResult waits (?wait=) for the final state of id through the API.
 func (a *agentProc) apiResult(c *client.Client, id string) result.Result {
 	a.t.Helper()
-	r, err := c.WaitFinal(context.Background(), id, 30*time.Second, 10)
+	r, err := agenttest.WaitFinal(context.Background(), c, id, 30*time.Second, 10)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func (a *agentProc) apiResult(c *client.Client, id string) result.Result {
 func (a *agentProc) metric(c *client.Client, name string, labels ...string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return c.Metric(ctx, name, labels...)
+	return agenttest.Metric(ctx, c, name, labels...)
 }
 
 // testDomain is the XML of a stopped (runstate 5: shut off) test-driver

@@ -7,17 +7,14 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -177,25 +174,6 @@ func (c *Client) Job(ctx context.Context, id string, q JobQuery) (result.Result,
 	return res, status, nil
 }
 
-// ErrNotFinal is returned by WaitFinal when the job is still not final
-// after the given number of waits.
-var ErrNotFinal = errors.New("job not final")
-
-// WaitFinal waits (?wait=each, up to tries times) for job id to reach a
-// final state and returns its result.
-func (c *Client) WaitFinal(ctx context.Context, id string, each time.Duration, tries int) (result.Result, error) {
-	for range tries {
-		res, _, err := c.Job(ctx, id, JobQuery{Wait: each})
-		if err != nil {
-			return res, fmt.Errorf("asking for job %s: %w", id, err)
-		}
-		if res.State.Final() {
-			return res, nil
-		}
-	}
-	return result.Result{}, fmt.Errorf("job %s after %d waits of %v: %w", id, tries, each, ErrNotFinal)
-}
-
 // Jobs lists the recent jobs of the agent's current run.
 func (c *Client) Jobs(ctx context.Context) ([]result.Result, error) {
 	var list struct {
@@ -213,39 +191,4 @@ func (c *Client) Health(ctx context.Context) (int, map[string]any, error) {
 	var h map[string]any
 	status, err := c.Do(ctx, http.MethodGet, "/healthz", nil, &h)
 	return status, h, err
-}
-
-// ErrNoMetric is returned by Metric when no sample matches.
-var ErrNoMetric = errors.New("not in /metrics")
-
-// Metric returns the value of the first sample of the metric name in
-// /metrics whose line contains every string of labels (such as
-// `outcome="done"`).
-func (c *Client) Metric(ctx context.Context, name string, labels ...string) (float64, error) {
-	status, b, err := c.Raw(ctx, http.MethodGet, "/metrics", nil)
-	if err != nil || status != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: HTTP %d: %w", status, err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), MaxAnswerBytes)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
-		}
-		return v, nil
-	}
-	return 0, fmt.Errorf("metric %s%v: %w", name, labels, ErrNoMetric)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 )
 
 // backend is a fixed api.Backend: job "j1" is done, "bad" documents are
@@ -89,10 +90,10 @@ func TestClientAgainstTheAPI(t *testing.T) {
 			t.Errorf("Job(%s): %d %v, want a StatusError %d %q", tc.id, status, err, tc.status, tc.msg)
 		}
 	}
-	if r, err := c.WaitFinal(ctx, "j1", time.Second, 1); err != nil || r.ID != "j1" {
+	if r, err := agenttest.WaitFinal(ctx, c, "j1", time.Second, 1); err != nil || r.ID != "j1" {
 		t.Errorf("WaitFinal(j1): %+v %v", r, err)
 	}
-	if _, err := c.WaitFinal(ctx, "nope", time.Second, 1); err == nil {
+	if _, err := agenttest.WaitFinal(ctx, c, "nope", time.Second, 1); err == nil {
 		t.Error("WaitFinal(nope): no error for an unknown job")
 	}
 
@@ -111,9 +112,9 @@ func TestClientAgainstTheAPI(t *testing.T) {
 	}{
 		{[]string{`source="socket"`}, 2, nil},
 		{[]string{`source="spool"`}, 1, nil},
-		{[]string{`source="nowhere"`}, 0, client.ErrNoMetric},
+		{[]string{`source="nowhere"`}, 0, agenttest.ErrNoMetric},
 	} {
-		v, err := c.Metric(ctx, "vmpayload_jobs_received_total", tc.labels...)
+		v, err := agenttest.Metric(ctx, c, "vmpayload_jobs_received_total", tc.labels...)
 		if v != tc.want || !errors.Is(err, tc.err) {
 			t.Errorf("Metric(%v) = %v, %v; want %v, %v", tc.labels, v, err, tc.want, tc.err)
 		}
