@@ -167,3 +167,17 @@ func TestIgnitionRefusesFieldsByName(t *testing.T) {
 		t.Errorf("user_data_mode replace not refused by name: %v", r.Errors)
 	}
 }
+
+// An unknown format names every format the job accepts, ignition among
+// them, at the field "format", quoting the value.
+func TestUnknownFormatNamesIgnition(t *testing.T) {
+	_, r := Parse([]byte(`{"version":1,"format":"coreos"}`))
+	if len(r.Errors) != 1 || r.Errors[0].Field != "format" || r.Errors[0].Code != CodeInvalid {
+		t.Fatalf("errors %+v, want one invalid format", r.Errors)
+	}
+	for _, want := range []string{`"coreos"`, `"nocloud"`, `"configdrive"`, `"ignition"`} {
+		if !strings.Contains(r.Errors[0].Message, want) {
+			t.Errorf("message %q does not say %s", r.Errors[0].Message, want)
+		}
+	}
+}

@@ -74,7 +74,7 @@ func (j *Job) Validate() Report {
 	switch j.Format {
 	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition:
 	default:
-		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\" or \"configdrive\"", quote(string(j.Format)))
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\" or \"ignition\"", quote(string(j.Format)))
 	}
 	switch j.Media {
 	case "", MediaISO, MediaVFAT:
