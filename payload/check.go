@@ -34,10 +34,6 @@ type CheckOptions struct {
 // MsgDomainRequired is the problem of an agent job without a domain.
 const MsgDomainRequired = "the agent needs the libvirt domain (name or UUID) the payload is for"
 
-// MsgFwCfgUnsupported is the problem of an agent job of format "ignition"
-// delivered by fw_cfg, which the agent cannot attach yet.
-const MsgFwCfgUnsupported = "fw_cfg delivery is not supported by this agent yet; use ignition_delivery \"configdrive\" or \"nocloud\", or write the config with `vmpayload build` and attach it yourself"
-
 // Checked is a job Check found nothing wrong with, ready to render: its
 // defaults applied, its secrets resolved and its host keys parsed. Only
 // Check and CheckJob make one, and Render takes nothing else, so no job
@@ -113,9 +109,6 @@ func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudini
 		r.Add("domain", job.CodeRequired, MsgDomainRequired)
 	}
 	a := j.Apply(opt.Defaults)
-	if opt.Agent && IsIgnitionFile(a) {
-		r.Add("ignition_delivery", job.CodeUnsupported, MsgFwCfgUnsupported)
-	}
 	if !opt.Build && (a.Action == job.ActionDetach || a.PrebuiltImage != "") {
 		return cloudinit.Input{}, false
 	}

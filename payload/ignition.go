@@ -1,6 +1,7 @@
 package payload
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -86,13 +87,43 @@ func (r *Rendered) writeIgnitionFile(ctx context.Context, out string, opt Option
 	if err := f.Commit(out); err != nil {
 		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
 	}
-	abs, err := filepath.Abs(out)
+	return r.ignitionResult(out, data), nil
+}
+
+// ignitionResult describes the Ignition config data written at path.
+func (r *Rendered) ignitionResult(path string, data []byte) Result {
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		abs = out
+		abs = path
 	}
+	sum := sha256.Sum256(data)
 	return Result{
 		Image: Image{Path: abs, Format: string(job.FormatIgnition), Size: int64(len(data)),
 			SHA256: hex.EncodeToString(sum[:]), InstanceID: r.Docs.InstanceID},
 		ContentHash: r.Docs.ContentHash, Files: []string{IgnitionConfigName}, IgnitionSpec: r.Docs.IgnitionSpec,
-	}, nil
+	}
+}
+
+// reuseIgnitionFile is Reuse for an Ignition config delivered by fw_cfg:
+// the regular file at path must hold exactly the rendered config.
+func (r *Rendered) reuseIgnitionFile(path string) (Result, error) {
+	if len(r.Docs.Files) != 1 {
+		return Result{}, fmt.Errorf("reusing the Ignition config %s: %d documents rendered, want 1", path, len(r.Docs.Files))
+	}
+	want := r.Docs.Files[0].Data
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return Result{}, fmt.Errorf("reusing the Ignition config: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) {
+		return Result{}, fmt.Errorf("existing Ignition config %s is a %s of %d bytes, want a regular file of %d", path, image.FileKind(fi.Mode()), fi.Size(), len(want))
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		return Result{}, fmt.Errorf("reusing the Ignition config: %w", err)
+	}
+	if !bytes.Equal(got, want) {
+		return Result{}, fmt.Errorf("existing Ignition config %s holds other bytes", path)
+	}
+	return r.ignitionResult(path, want), nil
 }

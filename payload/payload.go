@@ -185,15 +185,17 @@ func (r *Rendered) result(info image.Info) Result {
 }
 
 // Reuse checks that an existing image at path carries this content's label
-// and files and returns its description; the agent uses it to keep the image
-// of an unchanged re-submitted job instead of building a new one.
+// and files (for an Ignition config delivered by fw_cfg: that the file
+// holds exactly the rendered config) and returns its description; the
+// agent uses it to keep the image of an unchanged re-submitted job instead
+// of building a new one.
 func (r *Rendered) Reuse(path string) (Result, error) {
+	if IsIgnitionFile(r.Job) {
+		return r.reuseIgnitionFile(path)
+	}
 	info, err := image.Inspect(path)
 	if err != nil {
 		return Result{}, fmt.Errorf("inspecting existing image %s: %w", path, err)
-	}
-	if IsIgnitionFile(r.Job) {
-		return Result{}, fmt.Errorf("an Ignition config delivered by fw_cfg is a file, not an image to reuse")
 	}
 	if info.Label != LabelOf(r.Job) {
 		return Result{}, fmt.Errorf("existing image %s has label %q, want %q", path, info.Label, LabelOf(r.Job))

@@ -178,8 +178,6 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@size", "%d is not a positive size", r.Size)
 	case r.Format != job.FormatNoCloud && r.Format != job.FormatConfigDrive && r.Format != job.FormatIgnition:
 		return fieldErr("image@format", "%q is not nocloud, configdrive or ignition", r.Format)
-	case r.Format == job.FormatIgnition && r.Job.Format == r.Format && payload.IsIgnitionFile(r.Job):
-		return fieldErr("job.ignition_delivery", "an Ignition config delivered by fw_cfg has no recipe yet")
 	case r.Media != job.MediaISO && r.Media != job.MediaVFAT:
 		return fieldErr("image@media", "%q is not iso or vfat", r.Media)
 	case r.Label != recipeLabel(r):

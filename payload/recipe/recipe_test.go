@@ -57,14 +57,18 @@ func testJobs(t testing.TB) []testJob {
 		testJob{"user-data-base64", &job.Job{Version: 1, Domain: "vm5", UserDataBase64: "IyEvYmluL3NoCmVjaG8gaGkK", UserDataMode: job.ModeReplace}},
 		// the last file of the image is 2048 bytes: the Joliet root go-diskfs
 		// zeroed (issue 14); recorded now, it rebuilds in the fixed layout
-		// Ignition configs delivered as images (issue 34); fw_cfg has no
-		// recipe yet (TestNewRefusesIgnitionFwCfg)
+		// Ignition configs (issue 34): delivered as images, and as the
+		// config file itself (fw_cfg; TestIgnitionFwCfgRecipe)
 		testJob{"ignition-configdrive", &job.Job{Version: 1, Domain: "vm10", Format: job.FormatIgnition, IgnitionDelivery: job.DeliveryConfigDrive,
 			Hostname: "vm10", Timezone: "UTC", Users: []job.User{{Name: "core", Password: "hunter2-plaintext", SSHAuthorizedKeys: []string{rootKey}}},
 			SSHHostKeys: []job.SSHHostKey{{Type: "ed25519", PrivateKeySecret: "host-ed25519"}},
 			Ignition:    map[string]any{"ignition": map[string]any{"version": "3.4.0"}, "systemd": map[string]any{"units": []any{map[string]any{"name": "a.service", "mask": true}}}}}},
 		testJob{"ignition-nocloud-vfat", &job.Job{Version: 1, Domain: "vm11", Format: job.FormatIgnition, IgnitionDelivery: job.DeliveryNoCloud, Media: job.MediaVFAT,
 			Users: []job.User{{Name: "svc", PasswordSecret: "svc-password"}}, IgnitionBase64: "eyJpZ25pdGlvbiI6eyJ2ZXJzaW9uIjoiMy42LjAifX0="}},
+		testJob{"ignition-fwcfg", &job.Job{Version: 1, Domain: "vm12", Format: job.FormatIgnition, Hostname: "vm12",
+			Users:       []job.User{{Name: "core", Password: "hunter2-plaintext"}, {Name: "svc", PasswordSecret: "svc-password"}},
+			SSHHostKeys: []job.SSHHostKey{{Type: "ed25519", PrivateKeySecret: "host-ed25519"}},
+			Ignition:    map[string]any{"ignition": map[string]any{"version": "3.6.0"}, "systemd": map[string]any{"units": []any{map[string]any{"name": "b.service", "mask": true}}}}}},
 		testJob{"vendor-data-2048", &job.Job{Version: 1, Domain: "vm9", Hostname: "vm9",
 			VendorData: "#!/bin/sh\n" + strings.Repeat("x", 2048-11) + "\n"}},
 	)
@@ -229,18 +233,62 @@ func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
 	}
 }
 
-func TestNewRefusesIgnitionFwCfg(t *testing.T) {
-	j := &job.Job{Version: 1, Domain: "vm12", Format: job.FormatIgnition, Hostname: "vm12"}
-	r, err := payloadtest.Render(j, secretsDir, payload.Options{})
-	if err != nil {
-		t.Fatal(err)
+// TestIgnitionFwCfgRecipe: the recipe of an Ignition config delivered by
+// fw_cfg names the config file itself (format ignition, no label, the
+// job's default media); Rebuild writes it again byte-identical with the
+// payload directory's mode and refuses, writing nothing, when a secret it
+// was built from changed.
+func TestIgnitionFwCfgRecipe(t *testing.T) {
+	secrets := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(secretsDir, "svc-password"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(secrets, "svc-password"), b, 0o600))
+	j := &job.Job{Version: 1, Domain: "vm12", Format: job.FormatIgnition, Hostname: "vm12",
+		Users: []job.User{{Name: "svc", PasswordSecret: "svc-password"}}}
+	dir := t.TempDir()
+	r, res := build(t, j, dir, secrets)
+	if !strings.HasSuffix(res.Path, ".ign") {
+		t.Fatalf("config written at %s, want a .ign file", res.Path)
 	}
-	res, err := r.Write(context.Background(), filepath.Join(t.TempDir(), r.ImageName("dom")), payload.Options{GID: -1, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
+	orig, err := os.ReadFile(res.Path)
+	must(t, err)
+	rc, err := New(r, res)
+	must(t, err)
+	el, err := rc.Element()
+	must(t, err)
+	for _, want := range []string{`format="ignition"`, `media="iso"`, `label=""`, `path="` + res.Path + `"`, `sha256="` + res.SHA256 + `"`} {
+		if !strings.Contains(el, want) {
+			t.Errorf("recipe element lacks %s: %s", want, el)
+		}
 	}
-	if _, err := New(r, res); err == nil || !strings.Contains(err.Error(), "fw_cfg") {
-		t.Fatalf("New: %v, want a refusal naming fw_cfg", err)
+	back, ok, err := FromDomainXML(domainXML(el))
+	if err != nil || !ok {
+		t.Fatalf("FromDomainXML: %v %v", ok, err)
+	}
+	must(t, os.Remove(res.Path))
+	opt := RebuildOptions{PayloadDir: dir, SecretsDir: secrets, Mode: 0o640, GID: -1}
+	if out, err := Rebuild(context.Background(), back, opt); err != nil || out != OutcomeRebuilt {
+		t.Fatalf("Rebuild: %q %v", out, err)
+	}
+	got, err := os.ReadFile(res.Path)
+	must(t, err)
+	if !bytes.Equal(got, orig) {
+		t.Fatalf("rebuilt config differs from the original:\n%s\n%s", got, orig)
+	}
+	if fi, err := os.Stat(res.Path); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("rebuilt config mode %v (%v), want 0640", fi.Mode(), err)
+	}
+	if out, err := Rebuild(context.Background(), back, opt); err != nil || out != OutcomeIntact {
+		t.Errorf("second Rebuild: %q %v", out, err)
+	}
+	// the password secret changed: nothing is written
+	must(t, os.Remove(res.Path))
+	must(t, os.WriteFile(filepath.Join(secrets, "svc-password"), []byte("another password\n"), 0o600))
+	if _, err := Rebuild(context.Background(), back, opt); !errors.Is(err, ErrContentChanged) || !strings.Contains(err.Error(), "svc-password") {
+		t.Errorf("Rebuild with a changed secret: %v", err)
+	}
+	if _, err := os.Stat(res.Path); !os.IsNotExist(err) {
+		t.Errorf("a config was written although its content changed: %v", err)
 	}
 }
 
