@@ -267,8 +267,10 @@ func isX86(arch string) bool {
 }
 
 // ReferencedFiles returns the file paths of every disk source in the domain,
-// including backing stores, in document order without duplicates. The agent
-// uses it to decide which payload images are still referenced (orphan GC).
+// including backing stores, and then the files of its fw_cfg entries
+// (<sysinfo type='fwcfg'>, where an Ignition config delivered by fw_cfg
+// is named), in document order without duplicates. The agent uses it to
+// decide which payload files are still referenced (orphan GC).
 func ReferencedFiles(domainXML string) ([]string, error) {
 	_, root, err := parse(domainXML)
 	if err != nil {
@@ -283,6 +285,13 @@ func ReferencedFiles(domainXML string) ([]string, error) {
 				seen[f] = true
 				files = append(files, f)
 			}
+		}
+	}
+	_, ents := fwcfgEntries(root)
+	for _, en := range ents {
+		if en.File != "" && !seen[en.File] {
+			seen[en.File] = true
+			files = append(files, en.File)
 		}
 	}
 	return files, nil

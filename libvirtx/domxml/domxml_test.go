@@ -311,6 +311,8 @@ func TestReferencedFiles(t *testing.T) {
 		{"pc.xml", []string{"/var/lib/libvirt/images/pc.qcow2", "/var/lib/libvirt/images/base.raw"}},
 		{"replace.xml", []string{"/img/root.raw", "/var/lib/vmpayload/old.iso"}},
 		{"aarch64.xml", nil},
+		// fw_cfg entries with a file (not those with a text value)
+		{"sysinfo.xml", []string{"/var/lib/old/config.ign", "/srv/blob.bin"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.input, func(t *testing.T) {
