@@ -277,6 +277,13 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	if j.Action == job.ActionDetach {
 		return e.detach(ctx, dom, r)
 	}
+	if rendered != nil && payload.IsIgnitionFile(rendered.Job) {
+		return e.attachFwCfg(ctx, dom, rendered, j.Action == job.ActionStart, r)
+	}
+	// An Ignition config an earlier job delivered by fw_cfg gives way to
+	// the image (one payload per domain): its entries leave the definition
+	// with the attach's edit, its file goes once the job succeeded.
+	oldFwCfg := e.ownedFwCfgFiles(dom.InactiveXML)
 
 	// The payload image, and its recipe (none for a prebuilt image: any old
 	// recipe is removed, the drive no longer holds an image vmpayload built).
@@ -328,6 +335,9 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	r.Device = &result.Device{Bus: string(dev.Bus), Target: dev.Target, Kind: string(dev.Kind)}
 	if old != "" && old != imgPath {
 		e.removeImage(old, metrics.ReasonSuperseded)
+	}
+	for _, p := range oldFwCfg {
+		e.removeImage(p, metrics.ReasonSuperseded)
 	}
 	return nil
 }
@@ -413,6 +423,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
+		e.dropFwCfg(ed)
 		if err = withRecipe(ed, dom.InactiveXML, recipeEl, r.Guest != nil); err != nil {
 			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 		}
@@ -530,6 +541,7 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 	}
 	ed, err := domxml.NewEdit(cur.InactiveXML)
 	if err == nil {
+		e.dropFwCfg(ed)
 		err = withRecipe(ed, cur.InactiveXML, recipeEl, guest)
 	}
 	var x string
@@ -566,6 +578,10 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if dom.Active {
 		r.DomainState = "running"
 	}
+	// An Ignition config delivered by fw_cfg: its entries leave the
+	// definition with the drive's edit, its file after the redefine.
+	fw := ed.RemoveFwCfgEntries(e.ownsFwCfg)
+	fwLive := len(fw) > 0 && dom.Active && e.liveHasOwnedFwCfg(ctx, dom)
 	if !found && dom.Active {
 		// A drive only the live definition has still holding a medium (an
 		// attach that changed the live drive but could not redefine the
@@ -589,7 +605,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		if err != nil {
 			return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
 		}
-		if !removed && !chRemoved {
+		if !removed && !chRemoved && len(fw) == 0 {
 			return nil
 		}
 		xml, err := ed.XML()
@@ -599,6 +615,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
 		}
+		e.fwCfgDetached(fw, fwLive, r)
 		return nil
 	}
 	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
@@ -648,5 +665,19 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if cur.Path != "" {
 		e.removeImage(cur.Path, metrics.ReasonDetach)
 	}
+	e.fwCfgDetached(fw, fwLive, r)
 	return nil
+}
+
+// fwCfgDetached finishes a detach that removed the fw_cfg entries fw from
+// the definition: their files go, and when the running guest's QEMU was
+// started with them (live) the result says the guest keeps its copy until
+// its next cold start.
+func (e *Engine) fwCfgDetached(fw []domxml.FwCfgEntry, live bool, r *result.Result) {
+	for _, en := range fw {
+		e.removeImage(en.File, metrics.ReasonDetach)
+	}
+	if live {
+		r.TakesEffect, r.Notice = result.TakesEffectNextColdStart, NoticeFwCfgDetachRunning
+	}
 }

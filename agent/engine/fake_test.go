@@ -142,16 +142,12 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 			code: result.CodeLibvirt, methods: []string{define, start}, msg: "starting"},
 		{name: "stopped: same content again", drive: true, same: true, methods: nil},
 		{name: "stopped: vfat disk replaces CD-ROM", drive: true, media: "vfat", methods: []string{define}},
-		// Ignition (issue 34): fw_cfg is refused by field before anything
-		// changes; the image deliveries go the image path
-		{name: "stopped: ignition by fw_cfg refused, nothing changed", action: "start", extra: `,"format":"ignition"`, code: result.CodeInvalidJob, methods: nil,
-			msg: "ignition_delivery: fw_cfg delivery is not supported by this agent yet",
+		// Ignition (issue 34): the image deliveries go the image path; fw_cfg
+		// has its own table (TestFwCfgOnFakeHost)
+		{name: "stopped: ignition by fw_cfg, started", action: "start", extra: `,"format":"ignition"`, methods: []string{define, start},
 			check: func(t *testing.T, v env, r result.Result) {
-				if len(r.Errors) != 1 || r.Errors[0].Field != "ignition_delivery" || r.Errors[0].Code != "unsupported" {
-					t.Errorf("errors %+v, want the one on ignition_delivery", r.Errors)
-				}
-				if ents, _ := os.ReadDir(v.e.PayloadDir); len(ents) != 0 {
-					t.Errorf("%d files written for a refused job", len(ents))
+				if r.Device != nil || len(r.FwCfg) != 2 || r.TakesEffect != "" {
+					t.Errorf("device %+v, fw_cfg %v, takes_effect %q", r.Device, r.FwCfg, r.TakesEffect)
 				}
 			}},
 		{name: "stopped: ignition config-2 image attached", action: "start", extra: `,"format":"ignition","ignition_delivery":"configdrive"`, methods: []string{define, start},

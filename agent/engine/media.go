@@ -62,6 +62,7 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if err != nil {
 		return live.Device, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
 	}
+	e.dropFwCfg(ed)
 	if err = withRecipe(ed, cur.InactiveXML, recipeEl, guest); err != nil {
 		return dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
@@ -79,7 +80,7 @@ func (e *Engine) dropUnattached(ctx context.Context, uuid, imgPath string) {
 	if err != nil {
 		return // unknown state: orphan GC at start-up will judge it
 	}
-	if cur, found, err := domxml.FindPayload(d.InactiveXML); err != nil || (found && cur.Path == imgPath) {
+	if files, err := domxml.ReferencedFiles(d.InactiveXML); err != nil || slices.Contains(files, imgPath) {
 		return
 	}
 	e.removeImage(imgPath, metrics.ReasonUnattached)

@@ -49,6 +49,12 @@ const (
 	CodeLibvirtTimeout = "libvirt_timeout"  // a libvirt call did not answer within libvirt_timeout
 )
 
+// TakesEffectNextColdStart is Result.TakesEffect of a job done on a
+// running domain that the guest sees only after the domain is shut down
+// and started again: a reboot inside the guest, or `virsh reboot`, keeps
+// the running QEMU and what it read when it started.
+const TakesEffectNextColdStart = "next_cold_start"
+
 // Error is the main error of a failed job.
 type Error struct {
 	Code    string `json:"code"`
@@ -108,6 +114,16 @@ type Result struct {
 	ReceivedAt time.Time  `json:"received_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	DurationMS int64      `json:"duration_ms"`
+	// FwCfg lists the fw_cfg entries the payload was given to the domain
+	// as (an Ignition config delivered by fw_cfg: there is no drive, and
+	// Device is null).
+	FwCfg []string `json:"fw_cfg,omitempty"`
+	// TakesEffect is TakesEffectNextColdStart when the job could change
+	// only the domain's persistent definition, not what the running guest
+	// sees (fw_cfg, which QEMU reads when it starts); Notice says so in
+	// words. Absent when the guest sees the change now.
+	TakesEffect string `json:"takes_effect,omitempty"`
+	Notice      string `json:"notice,omitempty"`
 	// Guest is the guest's provisioning report, for jobs that gave the
 	// domain the report channel (docs/guest-report.md); the result file is
 	// replaced once more when it becomes final.

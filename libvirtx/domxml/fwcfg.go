@@ -2,6 +2,7 @@ package domxml
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/beevik/etree"
@@ -125,7 +126,7 @@ func (e *Edit) SetFwCfgFile(path string, names ...string) ([]string, error) {
 		if !want[en.Name] {
 			continue
 		}
-		if en.File != "" && en.File != path && !contains(replaced, en.File) {
+		if en.File != "" && en.File != path && !slices.Contains(replaced, en.File) {
 			replaced = append(replaced, en.File)
 		}
 		parent := els[i].Parent()
@@ -176,7 +177,7 @@ func (e *Edit) RemoveFwCfgEntries(match func(FwCfgEntry) bool) []FwCfgEntry {
 }
 
 // IsIgnitionFwCfg reports whether name is one of IgnitionFwCfgNames.
-func IsIgnitionFwCfg(name string) bool { return contains(IgnitionFwCfgNames, name) }
+func IsIgnitionFwCfg(name string) bool { return slices.Contains(IgnitionFwCfgNames, name) }
 
 // insertSysinfo puts a new <sysinfo> where libvirt writes it: after the
 // last <sysinfo> there is, else before <os> (or <bootloader>), else last.
@@ -211,15 +212,6 @@ func insertSysinfo(root, sys *etree.Element) {
 		}
 	}
 	root.InsertChildAt(at, sys)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // onlySpace reports whether el has no child but whitespace text.

@@ -1,0 +1,202 @@
+// Ignition configs delivered by fw_cfg (issue 34): the config file lives
+// in the payload directory like an image, and the domain's persistent
+// definition names it in <sysinfo type='fwcfg'> entries instead of a drive.
+
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/metrics"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/recipe"
+)
+
+// NoticeFwCfgNextColdStart is the result's notice of a fw_cfg job done on a
+// running domain.
+const NoticeFwCfgNextColdStart = "the domain is running and QEMU reads fw_cfg only when it starts: the persistent definition and the config file were updated, and the guest sees the new Ignition config at its next cold start (shut down and started again; a reboot inside the guest or `virsh reboot` keeps the config QEMU read at launch)"
+
+// NoticeFwCfgDetachRunning is the result's notice of a detach that removed
+// the fw_cfg entries of a running domain.
+const NoticeFwCfgDetachRunning = "the domain is running and QEMU reads fw_cfg only when it starts: the fw_cfg entries left the persistent definition and the config file was removed, and the guest keeps the copy QEMU read at launch until its next cold start"
+
+// ownsFwCfg reports whether a fw_cfg entry is one vmpayload delivers an
+// Ignition config with: an Ignition name and a file in the payload
+// directory. Entries a user wrote by hand elsewhere are never removed.
+func (e *Engine) ownsFwCfg(en domxml.FwCfgEntry) bool {
+	return domxml.IsIgnitionFwCfg(en.Name) && e.Owns(en.File)
+}
+
+// dropFwCfg removes the Ignition fw_cfg entries vmpayload wrote from the
+// edited definition: a domain has one payload, and an image replaces a
+// config delivered by fw_cfg. The files go after the job succeeded
+// (ownedFwCfgFiles).
+func (e *Engine) dropFwCfg(ed *domxml.Edit) {
+	ed.RemoveFwCfgEntries(e.ownsFwCfg)
+}
+
+// ownedFwCfgFiles returns the files of the Ignition fw_cfg entries
+// vmpayload wrote into domainXML.
+func (e *Engine) ownedFwCfgFiles(domainXML string) []string {
+	ents, err := domxml.FwCfgEntries(domainXML)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, en := range ents {
+		if e.ownsFwCfg(en) && !slices.Contains(out, en.File) {
+			out = append(out, en.File)
+		}
+	}
+	return out
+}
+
+// attachFwCfg runs a job whose payload is an Ignition config delivered by
+// fw_cfg: the config file is written into the payload directory (or an
+// identical one kept), and the persistent definition gets the Ignition
+// fw_cfg entries naming it and its recipe, in one redefine; a payload
+// drive an earlier job left goes (one payload per domain). A stopped
+// domain is started when start is set. A running domain keeps what its
+// QEMU read at launch: the result says the guest sees the config at its
+// next cold start (result.TakesEffectNextColdStart), unless the running
+// domain already has this very file.
+func (e *Engine) attachFwCfg(ctx context.Context, dom libvirtx.DomainInfo, rd *payload.Rendered, start bool, r *result.Result) error {
+	path := filepath.Join(e.PayloadDir, rd.ImageName(dom.UUID))
+	t0 := time.Now()
+	res, reused, err := e.writeImage(ctx, rd, path)
+	if err != nil {
+		return err
+	}
+	r.Payload = &result.Payload{Image: res.Image, Reused: reused}
+	e.Metrics.BuildDone(time.Since(t0))
+	rc, err := recipe.New(rd, res)
+	el := ""
+	if err == nil {
+		el, err = rc.Element()
+	}
+	if err != nil {
+		return fmt.Errorf("recording how the Ignition config of %s was built: %w", dom.Name, err)
+	}
+
+	t1 := time.Now()
+	old, err := e.defineFwCfg(ctx, dom, path, el)
+	if err != nil {
+		if !reused && !libvirtx.IsDisconnected(err) {
+			e.dropUnattached(ctx, dom.UUID, path)
+		}
+		return err
+	}
+	r.FwCfg = append([]string(nil), domxml.IgnitionFwCfgNames...)
+	if dom.Active {
+		r.DomainState = "running"
+		if !e.liveHasFwCfg(ctx, dom, path) {
+			r.TakesEffect, r.Notice = result.TakesEffectNextColdStart, NoticeFwCfgNextColdStart
+		}
+	} else {
+		r.DomainState = "shut off"
+		if start {
+			if err := e.Host.Start(ctx, dom.UUID); err != nil {
+				return fmt.Errorf("starting %s: %w", dom.Name, err)
+			}
+			e.Starts.Note(dom.UUID, time.Now())
+			r.DomainState = "running"
+		}
+	}
+	e.Metrics.AttachDone(time.Since(t1))
+	for _, p := range old {
+		if p != path {
+			e.removeImage(p, metrics.ReasonSuperseded)
+		}
+	}
+	return nil
+}
+
+// defineFwCfg puts the Ignition fw_cfg entries naming path and the recipe
+// element el into dom's persistent definition, removing its payload drive
+// and guest report channel, and redefines it when that changed anything.
+// It returns the payload files the definition named before and no longer
+// does (the drive's image, replaced entries' files).
+func (e *Engine) defineFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path, el string) ([]string, error) {
+	ed, err := domxml.NewEdit(dom.InactiveXML)
+	var (
+		cur   domxml.PayloadDisk
+		found bool
+	)
+	if err == nil {
+		cur, found, err = ed.FindPayload()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
+	}
+	var old []string
+	if found {
+		// A running domain keeps the drive live, with its medium, until it
+		// stops; the next start has only the fw_cfg entries.
+		if _, err := ed.RemovePayloadDrive(); err != nil {
+			return nil, fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
+		}
+		if cur.Path != "" {
+			old = append(old, cur.Path)
+		}
+	}
+	replaced, err := ed.SetFwCfgFile(path, domxml.IgnitionFwCfgNames...)
+	if err != nil {
+		return nil, fmt.Errorf("adding the fw_cfg entries to %s: %w", dom.Name, err)
+	}
+	old = append(old, replaced...)
+	if err := withRecipe(ed, dom.InactiveXML, el, false); err != nil {
+		return nil, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+	}
+	x, err := ed.XML()
+	if err != nil {
+		return nil, fmt.Errorf("adding the fw_cfg entries to %s: %w", dom.Name, err)
+	}
+	if x != dom.InactiveXML {
+		if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
+			return nil, fmt.Errorf("redefining %s with the fw_cfg entries: %w", dom.Name, err)
+		}
+	}
+	return old, nil
+}
+
+// liveHasFwCfg reports whether the running domain's QEMU was started with
+// the Ignition fw_cfg entries naming path (a re-submitted job): its guest
+// sees that config already. An unreadable live definition counts as no.
+func (e *Engine) liveHasFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path string) bool {
+	live, err := e.Host.LiveXML(ctx, dom.UUID)
+	if err != nil {
+		return false
+	}
+	ents, err := domxml.FwCfgEntries(live)
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, en := range ents {
+		if domxml.IsIgnitionFwCfg(en.Name) {
+			if en.File != path {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(domxml.IgnitionFwCfgNames)
+}
+
+// liveHasOwnedFwCfg reports whether the running domain's QEMU was started
+// with Ignition fw_cfg entries vmpayload wrote (an unreadable live
+// definition counts as yes: the guest may have them).
+func (e *Engine) liveHasOwnedFwCfg(ctx context.Context, dom libvirtx.DomainInfo) bool {
+	live, err := e.Host.LiveXML(ctx, dom.UUID)
+	if err != nil {
+		return true
+	}
+	return len(e.ownedFwCfgFiles(live)) > 0
+}
