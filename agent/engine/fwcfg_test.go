@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
@@ -53,7 +54,7 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 		// QEMU reads the definition as they left it)
 		before []string
 		setup  func(t *testing.T, v env)
-		job   string
+		job    string
 		// want
 		code        string // "" done
 		methods     []string
@@ -343,4 +344,50 @@ func wantFiles(t *testing.T, dir string, paths ...string) {
 	if !slices.Equal(got, paths) {
 		t.Errorf("payload directory holds %v, want %v", got, paths)
 	}
+}
+
+// TestFwCfgRebuildAndOrphans: on libvirt's test driver (libvirt's own
+// domain XML parser reads the fw_cfg entries and writes them back), the
+// start-up rebuild makes a missing Ignition config file again from the
+// recipe, byte-identical, with the image mode, and orphan collection keeps
+// it (named by the entries and the recipe) while a stray file goes.
+func TestFwCfgRebuildAndOrphans(t *testing.T) {
+	h := emptyNodeHost(t)
+	ctx := context.Background()
+	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	defineTestDomain(t, h, "vmpx-fwcfg-rebuild")
+	r := runDone(t, e, `{"version":1,"domain":"vmpx-fwcfg-rebuild","action":"attach","format":"ignition","hostname":"fc","users":[{"name":"core","password":"plain-core"}]}`)
+	d, err := h.Domain(ctx, "vmpx-fwcfg-rebuild")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFwCfg(t, d.InactiveXML, r)
+	if !strings.Contains(d.InactiveXML, "<sysinfo type='fwcfg'>") || strings.Contains(d.InactiveXML, "plain-core") {
+		t.Errorf("libvirt's definition:\n%s", d.InactiveXML)
+	}
+	must(t, os.Remove(r.Payload.Path))
+	stray := filepath.Join(e.PayloadDir, "0000-stray.ign")
+	must(t, os.WriteFile(stray, []byte("{}"), 0o640))
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(stray, old, old))
+	defs, err := e.ListDefined(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.RebuildImages(ctx, defs)
+	if err != nil || st != (RebuildStats{Rebuilt: 1}) {
+		t.Fatalf("rebuild %+v %v", st, err)
+	}
+	if sum := fileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
+		t.Errorf("rebuilt config sha256 %s, want %s", sum, r.Payload.SHA256)
+	}
+	if fi, err := os.Stat(r.Payload.Path); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("rebuilt config mode %v (%v)", fi.Mode(), err)
+	}
+	// the rebuilt file is older than the listing: collection judges it
+	must(t, os.Chtimes(r.Payload.Path, old, old))
+	if n, err := e.CollectOrphans(ctx, defs); err != nil || n != 1 {
+		t.Errorf("orphan collection removed %d (%v), want the stray file", n, err)
+	}
+	wantFiles(t, e.PayloadDir, r.Payload.Path)
 }
