@@ -89,25 +89,7 @@ func TestLibvirtdHook(t *testing.T) {
 	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\nhook_timeout: 20s\n", payloadDir, secretsDir)), 0o644))
 	bin := agenttest.BinaryT(t)
 
-	// The packaged script, pointed at the test binary and configuration and
-	// acting only on this test's domains (other suites share libvirtd).
-	script, err := os.ReadFile("../../packaging/libvirt/qemu-hook.sh")
-	must(t, err)
-	s := strings.Replace(string(script), "exec /usr/bin/vmpayload hook",
-		"exec /usr/bin/env VMPAYLOAD_CONFIG="+cfg+" "+bin+" hook", 1)
-	if s == string(script) {
-		t.Fatal("the packaged hook script no longer execs /usr/bin/vmpayload hook")
-	}
-	s = strings.Replace(s, "\ncase \"$2 $3\" in", "\ncase \"$1\" in vmpayload-hooktest-"+tag+"*) ;; *) cat >/dev/null; exit 0 ;; esac\ncase \"$2 $3\" in", 1)
-	hookDir := "/etc/libvirt/hooks/qemu.d"
-	must(t, os.MkdirAll(hookDir, 0o755))
-	hookFile := filepath.Join(hookDir, "zz-vmpayload-test-"+tag)
-	must(t, os.WriteFile(hookFile, []byte(s), 0o755))
-	t.Cleanup(func() {
-		os.Remove(hookFile)
-		reloadLibvirtd(t)
-	})
-	reloadLibvirtd(t)
+	installTestHook(t, tag, cfg, bin)
 
 	// A tiny OS-less TCG domain with the payload drive and the recipe.
 	uuid := fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012x", tag, time.Now().UnixNano()&0xffffffffffff)
@@ -289,4 +271,30 @@ func libvirtdPID(t *testing.T) int {
 		t.Fatalf("/run/libvirtd.pid names pid %d, which is not libvirtd", pid)
 	}
 	return pid
+}
+
+// installTestHook installs the packaged hook script into
+// /etc/libvirt/hooks/qemu.d, pointed at the test binary bin and the
+// configuration cfg and acting only on the domains named
+// vmpayload-hooktest-TAG*, reloads libvirtd, and removes it (reloading
+// again) when the test ends.
+func installTestHook(t *testing.T, tag, cfg, bin string) {
+	t.Helper()
+	script, err := os.ReadFile("../../packaging/libvirt/qemu-hook.sh")
+	must(t, err)
+	s := strings.Replace(string(script), "exec /usr/bin/vmpayload hook",
+		"exec /usr/bin/env VMPAYLOAD_CONFIG="+cfg+" "+bin+" hook", 1)
+	if s == string(script) {
+		t.Fatal("the packaged hook script no longer execs /usr/bin/vmpayload hook")
+	}
+	s = strings.Replace(s, "\ncase \"$2 $3\" in", "\ncase \"$1\" in vmpayload-hooktest-"+tag+"*) ;; *) cat >/dev/null; exit 0 ;; esac\ncase \"$2 $3\" in", 1)
+	hookDir := "/etc/libvirt/hooks/qemu.d"
+	must(t, os.MkdirAll(hookDir, 0o755))
+	hookFile := filepath.Join(hookDir, "zz-vmpayload-test-"+tag)
+	must(t, os.WriteFile(hookFile, []byte(s), 0o755))
+	t.Cleanup(func() {
+		os.Remove(hookFile)
+		reloadLibvirtd(t)
+	})
+	reloadLibvirtd(t)
 }

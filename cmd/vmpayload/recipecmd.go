@@ -137,6 +137,41 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitInvalid, "%v", err)
 	}
 
+	if payload.IsIgnitionFile(rendered.Job) {
+		// An Ignition config delivered by fw_cfg: the entries naming it, as
+		// the agent writes them, instead of a drive.
+		if o.domainXML != "" {
+			ed, err := domxml.NewEdit(dom)
+			if err == nil {
+				_, err = ed.SetFwCfgFile(path, domxml.IgnitionFwCfgNames...)
+			}
+			if err == nil {
+				err = ed.SetMetadata(recipe.Namespace, el)
+			}
+			x := ""
+			if err == nil {
+				x, err = ed.XML()
+			}
+			if err != nil {
+				return fail(exitInvalid, "adding the fw_cfg entries and the recipe: %v", err)
+			}
+			fmt.Fprintln(stdout, x)
+			return exitOK
+		}
+		sys, err := domxml.FwCfgSysinfoXML(path, domxml.IgnitionFwCfgNames...)
+		if err != nil {
+			return fail(exitInvalid, "%v", err)
+		}
+		fmt.Fprintln(stdout, el)
+		if o.driveFile != "" {
+			if err := os.WriteFile(o.driveFile, []byte(sys+"\n"), 0o644); err != nil {
+				return fail(exitUsage, "writing the sysinfo XML: %v", err)
+			}
+			return exitOK
+		}
+		fmt.Fprintln(stdout, sys)
+		return exitOK
+	}
 	// vfat payloads are read-only disks, as the agent attaches them.
 	var opts []domxml.Option
 	if rendered.Job.Media == job.MediaVFAT {

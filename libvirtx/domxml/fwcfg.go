@@ -223,3 +223,19 @@ func onlySpace(el *etree.Element) bool {
 	}
 	return true
 }
+
+// FwCfgSysinfoXML renders a <sysinfo type='fwcfg'> element whose entries
+// names all name the file at path, for a definition edited by hand
+// (sysinfo is not a device: virsh attach-device cannot add it).
+func FwCfgSysinfoXML(path string, names ...string) (string, error) {
+	ed, err := NewEdit("<domain><os/></domain>")
+	if err != nil {
+		return "", err
+	}
+	if _, err := ed.SetFwCfgFile(path, names...); err != nil {
+		return "", err
+	}
+	doc := etree.NewDocument()
+	doc.SetRoot(fwcfgSysinfos(ed.root)[0].Copy())
+	return serialize(doc)
+}
