@@ -37,7 +37,10 @@ type hookFixture struct {
 	image, sha256                       string
 }
 
-func newHookFixture(t *testing.T) *hookFixture {
+func newHookFixture(t *testing.T) *hookFixture { return newHookFixtureJob(t, testJob) }
+
+// newHookFixtureJob is newHookFixture for the job document jobText.
+func newHookFixtureJob(t *testing.T, jobText string) *hookFixture {
 	t.Helper()
 	f := &hookFixture{dir: t.TempDir()}
 	f.payloadDir = filepath.Join(f.dir, "payload")
@@ -45,7 +48,7 @@ func newHookFixture(t *testing.T) *hookFixture {
 	must(t, os.MkdirAll(f.secretsDir, 0o700))
 	must(t, os.WriteFile(filepath.Join(f.secretsDir, "pw"), []byte("s3cret\n"), 0o600))
 	jobPath := filepath.Join(f.dir, "job.json")
-	must(t, os.WriteFile(jobPath, []byte(testJob), 0o600))
+	must(t, os.WriteFile(jobPath, []byte(jobText), 0o600))
 	domPath := filepath.Join(f.dir, "dom.xml")
 	must(t, os.WriteFile(domPath, []byte(testDomainXML), 0o600))
 	f.config = f.writeConfig(t, "")
@@ -313,5 +316,54 @@ func TestRecipeWithoutDomainXML(t *testing.T) {
 		if code, _, _ := runCLI(t, append([]string{"recipe"}, tc.args...)...); code != tc.code {
 			t.Errorf("%s: exit %d, want %d", tc.name, code, tc.code)
 		}
+	}
+}
+
+// TestHookFwCfg: the hook rebuilds an Ignition config delivered by fw_cfg
+// (issue 34) like an image: at prepare begin and at migrate begin (on the
+// destination, before its QEMU reads fw_cfg) a missing or damaged config
+// file is written again with the recorded sha256 and nothing is printed
+// (libvirt keeps the domain XML); a vanished secret refuses the start.
+func TestHookFwCfg(t *testing.T) {
+	f := newHookFixtureJob(t, `{"version":1,"domain":"hooktest","format":"ignition","hostname":"hooktest","users":[{"name":"core","password_secret":"pw"}]}`)
+	if !strings.HasSuffix(f.image, ".ign") || !strings.Contains(f.domainXML, "<sysinfo type='fwcfg'>") || strings.Contains(f.domainXML, "<disk") {
+		t.Fatalf("recipe --domain-xml for a fw_cfg job: config %s\n%s", f.image, f.domainXML)
+	}
+	for _, c := range []struct {
+		name, op string
+		setup    func(t *testing.T)
+		code     int
+		want     string // rebuilt, missing
+	}{
+		{"prepare begin, config missing", "prepare", func(t *testing.T) { must(t, os.Remove(f.image)) }, 0, "rebuilt"},
+		{"migrate begin, config missing", "migrate", func(t *testing.T) { must(t, os.Remove(f.image)) }, 0, "rebuilt"},
+		{"prepare begin, config damaged", "prepare", func(t *testing.T) { must(t, os.WriteFile(f.image, []byte("{}"), 0o640)) }, 0, "rebuilt"},
+		{"prepare begin, secret gone", "prepare", func(t *testing.T) {
+			must(t, os.Remove(f.image))
+			p := filepath.Join(f.secretsDir, "pw")
+			must(t, os.Rename(p, p+".away"))
+			t.Cleanup(func() { _ = os.Rename(p+".away", p) })
+		}, 1, "missing"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.setup(t)
+			code, stdout, stderr, _ := runHookCLI(t, strings.NewReader(f.domainXML), "--config", f.config, "--", "hooktest", c.op, "begin", "-")
+			if code != c.code || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and no output", code, stdout, stderr, c.code)
+			}
+			switch c.want {
+			case "rebuilt":
+				if got := fileSHA256(t, f.image); got != f.sha256 {
+					t.Errorf("config sha256 %q after the hook, recorded %s", got, f.sha256)
+				}
+			case "missing":
+				if _, err := os.Lstat(f.image); err == nil {
+					t.Error("a config was written although the secret is gone")
+				}
+				if !strings.Contains(stderr, `secret "pw" does not exist`) {
+					t.Errorf("stderr %q", stderr)
+				}
+			}
+		})
 	}
 }
