@@ -370,6 +370,11 @@ func (a *Agent) lifecycle(ctx context.Context) {
 			if ev.Type == libvirtx.EventStarted {
 				a.starts.Note(ev.UUID, time.Now())
 			}
+			if ev.Type == libvirtx.EventStopped || ev.Type == libvirtx.EventUndefined {
+				// files the domain's QEMU was started with that no definition
+				// names any more (a fw_cfg config replaced while it ran)
+				a.eng.Load().DomainStopped(ev.UUID)
+			}
 			if ev.Type == libvirtx.EventUndefined {
 				a.starts.Forget(ev.UUID)
 				a.eng.Load().RemoveDomainImages(ev.UUID)

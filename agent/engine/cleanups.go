@@ -14,6 +14,68 @@ import (
 type Cleanups struct {
 	mu sync.Mutex
 	m  map[string]pendingRemoval // path → why it is to be removed
+	// atStop holds files a running domain's QEMU was started with and no
+	// definition names any more, by domain UUID (path → reason): they go
+	// when the domain stops (DomainStopped). libvirt gives a started
+	// domain's files their owner back when it stops, and one file gone
+	// makes it skip the rest of that domain's files.
+	atStop map[string]map[string]string
+}
+
+// deferUntilStop records path for removal when domain uuid stops.
+func (c *Cleanups) deferUntilStop(uuid, path, reason string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.atStop == nil {
+		c.atStop = map[string]map[string]string{}
+	}
+	if c.atStop[uuid] == nil {
+		c.atStop[uuid] = map[string]string{}
+	}
+	c.atStop[uuid][path] = reason
+}
+
+// DeferredUntilStop returns the files waiting for domain uuid to stop.
+func (c *Cleanups) DeferredUntilStop(uuid string) []string {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for p := range c.atStop[uuid] {
+		out = append(out, p)
+	}
+	return out
+}
+
+// DomainStopped removes the files deferred until domain uuid stopped (a
+// failed removal is retried at each rescan, like any other). The agent
+// calls it for libvirt's stopped and undefined events.
+func (e *Engine) DomainStopped(uuid string) {
+	c := e.Cleanups
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, reason := range c.atStop[uuid] {
+		err := os.Remove(p)
+		switch {
+		case err == nil:
+			e.Metrics.ImageRemoved(reason)
+			e.log().Info("removed payload file the stopped domain was started with", "path", p, "reason", reason, "uuid", uuid)
+		case !errors.Is(err, os.ErrNotExist):
+			if c.m == nil {
+				c.m = map[string]pendingRemoval{}
+			}
+			c.m[p] = pendingRemoval{reason: reason, err: err}
+		}
+	}
+	delete(c.atStop, uuid)
 }
 
 type pendingRemoval struct {
@@ -44,6 +106,9 @@ func (c *Cleanups) cancel(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, path)
+	for _, set := range c.atStop {
+		delete(set, path)
+	}
 }
 
 // RetryCleanups tries every pending image removal again. It returns how

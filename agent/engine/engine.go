@@ -336,8 +336,14 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	if old != "" && old != imgPath {
 		e.removeImage(old, metrics.ReasonSuperseded)
 	}
-	for _, p := range oldFwCfg {
-		e.removeImage(p, metrics.ReasonSuperseded)
+	if len(oldFwCfg) > 0 {
+		var live liveSet
+		if dom.Active {
+			live = e.readLive(ctx, dom)
+		}
+		for _, p := range oldFwCfg {
+			e.supersede(dom, live, p, metrics.ReasonSuperseded)
+		}
 	}
 	return nil
 }
@@ -581,7 +587,10 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	// An Ignition config delivered by fw_cfg: its entries leave the
 	// definition with the drive's edit, its file after the redefine.
 	fw := ed.RemoveFwCfgEntries(e.ownsFwCfg)
-	fwLive := len(fw) > 0 && dom.Active && e.liveHasOwnedFwCfg(ctx, dom)
+	var live liveSet
+	if len(fw) > 0 && dom.Active {
+		live = e.readLive(ctx, dom)
+	}
 	if !found && dom.Active {
 		// A drive only the live definition has still holding a medium (an
 		// attach that changed the live drive but could not redefine the
@@ -615,7 +624,7 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
 		}
-		e.fwCfgDetached(fw, fwLive, r)
+		e.fwCfgDetached(dom, fw, live, r)
 		return nil
 	}
 	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
@@ -665,19 +674,19 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if cur.Path != "" {
 		e.removeImage(cur.Path, metrics.ReasonDetach)
 	}
-	e.fwCfgDetached(fw, fwLive, r)
+	e.fwCfgDetached(dom, fw, live, r)
 	return nil
 }
 
 // fwCfgDetached finishes a detach that removed the fw_cfg entries fw from
-// the definition: their files go, and when the running guest's QEMU was
-// started with them (live) the result says the guest keeps its copy until
-// its next cold start.
-func (e *Engine) fwCfgDetached(fw []domxml.FwCfgEntry, live bool, r *result.Result) {
+// dom's definition: their files go (or, when the running domain's QEMU was
+// started with them, when it stops: see supersede), and when the guest has
+// them the result says it keeps its copy until its next cold start.
+func (e *Engine) fwCfgDetached(dom libvirtx.DomainInfo, fw []domxml.FwCfgEntry, live liveSet, r *result.Result) {
 	for _, en := range fw {
-		e.removeImage(en.File, metrics.ReasonDetach)
+		e.supersede(dom, live, en.File, metrics.ReasonDetach)
 	}
-	if live {
+	if len(fw) > 0 && dom.Active && e.hasOwnedIgnition(live) {
 		r.TakesEffect, r.Notice = result.TakesEffectNextColdStart, NoticeFwCfgDetachRunning
 	}
 }

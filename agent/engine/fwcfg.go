@@ -94,9 +94,11 @@ func (e *Engine) attachFwCfg(ctx context.Context, dom libvirtx.DomainInfo, rd *p
 		return err
 	}
 	r.FwCfg = append([]string(nil), domxml.IgnitionFwCfgNames...)
+	var live liveSet // what the running QEMU was started with
 	if dom.Active {
 		r.DomainState = "running"
-		if !e.liveHasFwCfg(ctx, dom, path) {
+		live = e.readLive(ctx, dom)
+		if !live.hasIgnition(path) {
 			r.TakesEffect, r.Notice = result.TakesEffectNextColdStart, NoticeFwCfgNextColdStart
 		}
 	} else {
@@ -112,10 +114,87 @@ func (e *Engine) attachFwCfg(ctx context.Context, dom libvirtx.DomainInfo, rd *p
 	e.Metrics.AttachDone(time.Since(t1))
 	for _, p := range old {
 		if p != path {
-			e.removeImage(p, metrics.ReasonSuperseded)
+			e.supersede(dom, live, p, metrics.ReasonSuperseded)
 		}
 	}
 	return nil
+}
+
+// supersede removes a payload file the persistent definition of dom no
+// longer names, or, when the running domain's QEMU was started with it (the
+// live definition names it, or cannot be read), defers that until the
+// domain stops: QEMU holds no fw_cfg file open, but libvirt gives the
+// files of a stopping domain their owner back and, when one of them is
+// gone, skips the others it would have given back after it.
+// It reports whether the file was removed (or tried: see removeImage).
+func (e *Engine) supersede(dom libvirtx.DomainInfo, live liveSet, path, reason string) bool {
+	if !e.Owns(path) {
+		return false
+	}
+	if dom.Active && live.has(path) {
+		e.Cleanups.deferUntilStop(dom.UUID, path, reason)
+		e.log().Info("payload file kept until the domain stops: its QEMU was started with it", "path", path, "domain", dom.Name, "reason", reason)
+		return false
+	}
+	e.removeImage(path, reason)
+	return true
+}
+
+// liveSet is what a running domain's live definition names: its files
+// (drives and fw_cfg entries) and its fw_cfg entries. An unread one (known
+// false) is taken to name every file and no Ignition entry.
+type liveSet struct {
+	known bool
+	files []string
+	fwcfg []domxml.FwCfgEntry
+}
+
+// readLive reads the live definition of the running domain dom.
+func (e *Engine) readLive(ctx context.Context, dom libvirtx.DomainInfo) liveSet {
+	x, err := e.Host.LiveXML(ctx, dom.UUID)
+	if err != nil {
+		e.log().Warn("reading the live definition failed; payload files it may name are kept until the domain stops", "domain", dom.Name, "err", err)
+		return liveSet{}
+	}
+	files, err := domxml.ReferencedFiles(x)
+	if err != nil {
+		return liveSet{}
+	}
+	ents, _ := domxml.FwCfgEntries(x)
+	return liveSet{known: true, files: files, fwcfg: ents}
+}
+
+// has reports whether the live definition names path.
+func (l liveSet) has(path string) bool { return !l.known || slices.Contains(l.files, path) }
+
+// hasIgnition reports whether the running QEMU was started with the
+// Ignition fw_cfg entries naming path (a re-submitted job): its guest sees
+// that config already.
+func (l liveSet) hasIgnition(path string) bool {
+	n := 0
+	for _, en := range l.fwcfg {
+		if domxml.IsIgnitionFwCfg(en.Name) {
+			if en.File != path {
+				return false
+			}
+			n++
+		}
+	}
+	return l.known && n == len(domxml.IgnitionFwCfgNames)
+}
+
+// hasOwnedIgnition reports whether the running QEMU was started with
+// Ignition fw_cfg entries vmpayload wrote (an unread definition: maybe).
+func (e *Engine) hasOwnedIgnition(l liveSet) bool {
+	if !l.known {
+		return true
+	}
+	for _, en := range l.fwcfg {
+		if e.ownsFwCfg(en) {
+			return true
+		}
+	}
+	return false
 }
 
 // defineFwCfg puts the Ignition fw_cfg entries naming path and the recipe
@@ -164,39 +243,4 @@ func (e *Engine) defineFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path,
 		}
 	}
 	return old, nil
-}
-
-// liveHasFwCfg reports whether the running domain's QEMU was started with
-// the Ignition fw_cfg entries naming path (a re-submitted job): its guest
-// sees that config already. An unreadable live definition counts as no.
-func (e *Engine) liveHasFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path string) bool {
-	live, err := e.Host.LiveXML(ctx, dom.UUID)
-	if err != nil {
-		return false
-	}
-	ents, err := domxml.FwCfgEntries(live)
-	if err != nil {
-		return false
-	}
-	n := 0
-	for _, en := range ents {
-		if domxml.IsIgnitionFwCfg(en.Name) {
-			if en.File != path {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(domxml.IgnitionFwCfgNames)
-}
-
-// liveHasOwnedFwCfg reports whether the running domain's QEMU was started
-// with Ignition fw_cfg entries vmpayload wrote (an unreadable live
-// definition counts as yes: the guest may have them).
-func (e *Engine) liveHasOwnedFwCfg(ctx context.Context, dom libvirtx.DomainInfo) bool {
-	live, err := e.Host.LiveXML(ctx, dom.UUID)
-	if err != nil {
-		return true
-	}
-	return len(e.ownedFwCfgFiles(live)) > 0
 }

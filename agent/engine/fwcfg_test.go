@@ -25,6 +25,16 @@ import (
 	ignconfig "github.com/coreos/ignition/v2/config"
 )
 
+// fwEnv is one TestFwCfgOnFakeHost case: the host, the engine and the
+// domain.
+type fwEnv struct {
+	f    *libvirtxtest.Fake
+	e    *Engine
+	uuid string
+	// run runs a job document (members after version and domain)
+	run func(members string) result.Result
+}
+
 // TestFwCfgOnFakeHost runs Ignition jobs delivered by fw_cfg (issue 34)
 // on the scripted host: attach to a stopped and a running domain, an image
 // giving way to the config and back, detach, and refusals that change
@@ -36,13 +46,6 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 		define = "DefineXML"
 		start  = "Start"
 	)
-	type env struct {
-		f    *libvirtxtest.Fake
-		e    *Engine
-		uuid string
-		// run runs a job document (members after version and domain)
-		run func(members string) result.Result
-	}
 	const ign = `"format":"ignition","hostname":"fc1.example.com","users":[{"name":"core","password_hash":"$6$salt$hash","ssh_authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p core@x"]}]`
 	const ign2 = `"format":"ignition","hostname":"fc2.example.com"`
 	const cloud = `"hostname":"ci1"`
@@ -53,41 +56,41 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 		// the stopped domain; an active domain is started after them (its
 		// QEMU reads the definition as they left it)
 		before []string
-		setup  func(t *testing.T, v env)
+		setup  func(t *testing.T, v fwEnv)
 		job    string
 		// want
 		code        string // "" done
 		methods     []string
 		takesEffect string
 		msg         string // in the notice (done) or the error (failed)
-		check       func(t *testing.T, v env, r result.Result)
+		check       func(t *testing.T, v fwEnv, r result.Result)
 	}{
 		{name: "stopped: entries, recipe, file", job: ign, methods: []string{define},
-			check: func(t *testing.T, v env, r result.Result) { wantFwCfg(t, v.f.XML(v.uuid), r) }},
+			check: func(t *testing.T, v fwEnv, r result.Result) { wantFwCfg(t, v.f.XML(v.uuid), r) }},
 		{name: "stopped: start", job: ign + `,"action":"start"`, methods: []string{define, start},
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				if r.DomainState != "running" {
 					t.Errorf("domain state %q", r.DomainState)
 				}
 			}},
 		{name: "stopped: same job again changes nothing", before: []string{ign}, job: ign, methods: nil,
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				if r.Payload == nil || !r.Payload.Reused {
 					t.Errorf("payload %+v, want the file reused", r.Payload)
 				}
 				wantFwCfg(t, v.f.XML(v.uuid), r)
 			}},
 		{name: "stopped: new config replaces the old file", before: []string{ign2}, job: ign, methods: []string{define},
-			check: func(t *testing.T, v env, r result.Result) { wantFwCfg(t, v.f.XML(v.uuid), r) }},
+			check: func(t *testing.T, v fwEnv, r result.Result) { wantFwCfg(t, v.f.XML(v.uuid), r) }},
 		{name: "stopped: config replaces an image drive", before: []string{cloud}, job: ign, methods: []string{define},
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				if _, found, _ := domxml.FindPayload(v.f.XML(v.uuid)); found {
 					t.Error("the payload drive is still defined")
 				}
 				wantFwCfg(t, v.f.XML(v.uuid), r)
 			}},
 		{name: "stopped: image replaces the config", before: []string{ign}, job: cloud, methods: []string{define},
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				x := v.f.XML(v.uuid)
 				if ents, _ := domxml.FwCfgEntries(x); len(ents) != 0 {
 					t.Errorf("fw_cfg entries left: %v", ents)
@@ -98,13 +101,13 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 				wantFiles(t, v.e.PayloadDir, r.Payload.Path)
 			}},
 		{name: "stopped: a user's own fw_cfg entries stay", job: ign, methods: []string{define},
-			setup: func(t *testing.T, v env) {
+			setup: func(t *testing.T, v fwEnv) {
 				x := strings.Replace(v.f.XML(v.uuid), "<os>", `<sysinfo type='fwcfg'><entry name='opt/com.example/token'>t</entry><entry name='opt/com.coreos/config' file='/srv/own.ign'/></sysinfo><os>`, 1)
 				if _, err := v.f.DefineXML(context.Background(), x); err != nil {
 					t.Fatal(err)
 				}
 			},
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				ents, _ := domxml.FwCfgEntries(v.f.XML(v.uuid))
 				if len(ents) != 3 || ents[0].Name != "opt/com.example/token" {
 					t.Errorf("entries %+v, want the user's token and the two Ignition entries", ents)
@@ -115,7 +118,7 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 		// cold start; the live definition is never touched
 		{name: "running: next cold start", active: true, job: ign, methods: []string{define},
 			takesEffect: result.TakesEffectNextColdStart, msg: "next cold start",
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				wantFwCfg(t, v.f.XML(v.uuid), r)
 				if r.DomainState != "running" {
 					t.Errorf("domain state %q", r.DomainState)
@@ -127,33 +130,44 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 			}},
 		{name: "running: started with an older config, next cold start", active: true, before: []string{ign2}, job: ign, methods: []string{define},
 			takesEffect: result.TakesEffectNextColdStart, msg: "next cold start",
-			check: func(t *testing.T, v env, r result.Result) { wantFwCfg(t, v.f.XML(v.uuid), r) }},
+			check: func(t *testing.T, v fwEnv, r result.Result) {
+				// the file QEMU was started with goes when the domain stops
+				live, _ := v.f.LiveXML(context.Background(), v.uuid)
+				old, _ := domxml.FwCfgEntries(live)
+				if len(old) != 2 || old[0].File == r.Payload.Path {
+					t.Fatalf("live entries %v", old)
+				}
+				wantStopRemoves(t, v, old[0].File)
+				wantFwCfg(t, v.f.XML(v.uuid), r)
+			}},
 		{name: "running: started with this config, nothing to wait for", active: true, before: []string{ign}, job: ign, methods: nil},
 		{name: "running: action start on a running domain", active: true, job: ign + `,"action":"start"`, methods: []string{define},
 			takesEffect: result.TakesEffectNextColdStart},
 		{name: "running: config replaces a live image drive in the definition only", active: true, before: []string{cloud}, job: ign, methods: []string{define},
 			takesEffect: result.TakesEffectNextColdStart,
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				if _, found, _ := domxml.FindPayload(v.f.XML(v.uuid)); found {
 					t.Error("the payload drive is still defined")
 				}
 				live, _ := v.f.LiveXML(context.Background(), v.uuid)
-				if _, found, _ := domxml.FindPayload(live); !found {
-					t.Error("the live drive was touched")
+				p, found, _ := domxml.FindPayload(live)
+				if !found {
+					t.Fatal("the live drive was touched")
 				}
+				wantStopRemoves(t, v, p.Path)
 			}},
 		// refusals change nothing
 		{name: "refused: define fails, no file left", job: ign, code: result.CodeLibvirt, methods: []string{define}, msg: "fw_cfg entries",
-			setup: func(t *testing.T, v env) { v.f.FailNext(define, libvirtxtest.Failed("XML error: bad")) },
-			check: func(t *testing.T, v env, r result.Result) {
+			setup: func(t *testing.T, v fwEnv) { v.f.FailNext(define, libvirtxtest.Failed("XML error: bad")) },
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				if ents, _ := domxml.FwCfgEntries(v.f.XML(v.uuid)); len(ents) != 0 {
 					t.Errorf("entries %v", ents)
 				}
 				wantFiles(t, v.e.PayloadDir)
 			}},
 		{name: "refused: define fails, the earlier config stays", before: []string{ign2}, job: ign, code: result.CodeLibvirt, methods: []string{define},
-			setup: func(t *testing.T, v env) { v.f.FailNext(define, libvirtxtest.Failed("XML error: bad")) },
-			check: func(t *testing.T, v env, r result.Result) {
+			setup: func(t *testing.T, v fwEnv) { v.f.FailNext(define, libvirtxtest.Failed("XML error: bad")) },
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				rc, ok, err := recipe.FromDomainXML(v.f.XML(v.uuid))
 				if err != nil || !ok {
 					t.Fatalf("recipe %v %v", ok, err)
@@ -161,17 +175,17 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 				wantFiles(t, v.e.PayloadDir, rc.Path)
 			}},
 		{name: "refused: a field Ignition has no meaning for", job: ign + `,"runcmd":["true"]`, code: result.CodeInvalidJob, methods: nil,
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				if r.Error.Field != "runcmd" {
 					t.Errorf("field %q", r.Error.Field)
 				}
 				wantFiles(t, v.e.PayloadDir)
 			}},
 		{name: "refused: media vfat", job: ign + `,"media":"vfat"`, code: result.CodeInvalidJob, methods: nil,
-			check: func(t *testing.T, v env, r result.Result) { wantFiles(t, v.e.PayloadDir) }},
+			check: func(t *testing.T, v fwEnv, r result.Result) { wantFiles(t, v.e.PayloadDir) }},
 		// detach
 		{name: "detach: stopped", before: []string{ign}, job: `"action":"detach"`, methods: []string{define},
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				x := v.f.XML(v.uuid)
 				if ents, _ := domxml.FwCfgEntries(x); len(ents) != 0 || strings.Contains(x, "sysinfo") {
 					t.Errorf("entries left: %v\n%s", ents, x)
@@ -183,25 +197,32 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 			}},
 		{name: "detach: running, started with the config", active: true, before: []string{ign}, job: `"action":"detach"`, methods: []string{define},
 			takesEffect: result.TakesEffectNextColdStart, msg: "until its next cold start",
-			check: func(t *testing.T, v env, r result.Result) { wantFiles(t, v.e.PayloadDir) }},
+			check: func(t *testing.T, v fwEnv, r result.Result) {
+				live, _ := v.f.LiveXML(context.Background(), v.uuid)
+				old, _ := domxml.FwCfgEntries(live)
+				if len(old) != 2 {
+					t.Fatalf("live entries %v", old)
+				}
+				wantStopRemoves(t, v, old[0].File)
+			}},
 		{name: "detach: running, config defined after it started", active: true, before: []string{ign}, job: `"action":"detach"`, methods: []string{define},
-			setup: func(t *testing.T, v env) { v.f.SetLiveXML(v.uuid, fakeDomainXML("fwcfg-live", false)) },
-			check: func(t *testing.T, v env, r result.Result) { wantFiles(t, v.e.PayloadDir) }},
+			setup: func(t *testing.T, v fwEnv) { v.f.SetLiveXML(v.uuid, fakeDomainXML("fwcfg-live", false)) },
+			check: func(t *testing.T, v fwEnv, r result.Result) { wantFiles(t, v.e.PayloadDir) }},
 		{name: "detach: a user's own Ignition entry elsewhere stays", job: `"action":"detach"`, methods: nil,
-			setup: func(t *testing.T, v env) {
+			setup: func(t *testing.T, v fwEnv) {
 				x := strings.Replace(v.f.XML(v.uuid), "<os>", `<sysinfo type='fwcfg'><entry name='opt/com.coreos/config' file='/srv/own.ign'/></sysinfo><os>`, 1)
 				if _, err := v.f.DefineXML(context.Background(), x); err != nil {
 					t.Fatal(err)
 				}
 			},
-			check: func(t *testing.T, v env, r result.Result) {
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				if ents, _ := domxml.FwCfgEntries(v.f.XML(v.uuid)); len(ents) != 1 {
 					t.Errorf("entries %v", ents)
 				}
 			}},
 		{name: "detach: redefine refused, file kept", before: []string{ign}, job: `"action":"detach"`, code: result.CodeLibvirt, methods: []string{define},
-			setup: func(t *testing.T, v env) { v.f.FailNext(define, libvirtxtest.Failed("XML error")) },
-			check: func(t *testing.T, v env, r result.Result) {
+			setup: func(t *testing.T, v fwEnv) { v.f.FailNext(define, libvirtxtest.Failed("XML error")) },
+			check: func(t *testing.T, v fwEnv, r result.Result) {
 				rc, ok, _ := recipe.FromDomainXML(v.f.XML(v.uuid))
 				if !ok {
 					t.Fatal("recipe gone")
@@ -221,7 +242,7 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
 				Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			n := 0
-			v := env{f: f, e: e, uuid: d.UUID, run: func(members string) result.Result {
+			v := fwEnv{f: f, e: e, uuid: d.UUID, run: func(members string) result.Result {
 				n++
 				if !strings.Contains(members, `"action"`) {
 					members += `,"action":"attach"`
@@ -390,4 +411,65 @@ func TestFwCfgRebuildAndOrphans(t *testing.T) {
 		t.Errorf("orphan collection removed %d (%v), want the stray file", n, err)
 	}
 	wantFiles(t, e.PayloadDir, r.Payload.Path)
+}
+
+// wantStopRemoves fails unless the payload directory holds path, a file
+// the running domain's QEMU was started with, until the domain stops, and
+// not after (DomainStopped).
+func wantStopRemoves(t *testing.T, v fwEnv, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s removed while the domain runs: %v", path, err)
+	}
+	if got := v.e.Cleanups.DeferredUntilStop(v.uuid); !slices.Equal(got, []string{path}) {
+		t.Errorf("deferred until stop %v, want %s", got, path)
+	}
+	v.f.SetActive(v.uuid, false)
+	v.e.DomainStopped(v.uuid)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("%s still there after the domain stopped (%v)", path, err)
+	}
+}
+
+// TestOrphansOfRunningDomain: after an agent restart, orphan collection
+// keeps a file a running domain's QEMU was started with although no
+// definition names it any more (a fw_cfg config replaced while the domain
+// ran), and removes it when the domain stops.
+func TestOrphansOfRunningDomain(t *testing.T) {
+	f := libvirtxtest.New()
+	defer f.Close()
+	ctx := context.Background()
+	d, err := f.DefineXML(ctx, fakeDomainXML("fwcfg-orphan", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	newEngine := func() *Engine {
+		return &Engine{Host: f, PayloadDir: dir, ImageMode: 0o640, ImageGID: -1, Cleanups: &Cleanups{}, Starts: &Starts{},
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	}
+	e := newEngine()
+	r1 := runDone(t, e, `{"version":1,"domain":"fwcfg-orphan","action":"attach","format":"ignition","hostname":"one"}`)
+	f.SetActive(d.UUID, true)
+	r2 := runDone(t, e, `{"version":1,"domain":"fwcfg-orphan","action":"attach","format":"ignition","hostname":"two"}`)
+	if r2.TakesEffect != result.TakesEffectNextColdStart {
+		t.Fatalf("second job takes_effect %q", r2.TakesEffect)
+	}
+	// the agent restarts: a new engine, nothing remembered
+	e = newEngine()
+	old := time.Now().Add(-time.Hour)
+	for _, p := range []string{r1.Payload.Path, r2.Payload.Path} {
+		must(t, os.Chtimes(p, old, old))
+	}
+	defs, err := e.ListDefined(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.CollectOrphans(ctx, defs); err != nil || n != 0 {
+		t.Fatalf("orphan collection removed %d (%v)", n, err)
+	}
+	wantFiles(t, dir, r1.Payload.Path, r2.Payload.Path)
+	f.SetActive(d.UUID, false)
+	e.DomainStopped(d.UUID)
+	wantFiles(t, dir, r2.Payload.Path)
 }

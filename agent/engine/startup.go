@@ -150,7 +150,9 @@ func (e *Engine) ListDefined(ctx context.Context) (Definitions, error) {
 // to a domain the listing does not know (defined since, its image built by
 // the libvirt hook). File times come from the kernel's coarse clock, a tick
 // behind at most, and every file of an earlier run predates the listing.
-// Run it before jobs start, after RebuildImages.
+// A file of a running domain that its QEMU was started with (its live
+// definition names it) is removed only when the domain stops (see
+// DomainStopped). Run it before jobs start, after RebuildImages.
 func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, error) {
 	used := map[string]bool{}
 	for _, d := range defs.Domains {
@@ -174,6 +176,7 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 	if err != nil {
 		return 0, fmt.Errorf("listing payload directory: %w", err)
 	}
+	var running map[string]libvirtx.DomainInfo // by UUID, made when needed
 	n := 0
 	for _, ent := range ents {
 		p := filepath.Join(e.PayloadDir, ent.Name())
@@ -183,10 +186,35 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 		if fi, err := ent.Info(); err != nil || fi.ModTime().After(defs.ListedAt) {
 			continue // gone, or newer than the listing
 		}
+		if running == nil {
+			running = map[string]libvirtx.DomainInfo{}
+			for _, d := range defs.Domains {
+				if d.Active {
+					running[d.UUID] = d.DomainInfo
+				}
+			}
+		}
+		// A file of a running domain (named <uuid>-…) that its QEMU was
+		// started with waits until the domain stops (see supersede).
+		if d, ok := running[uuidPrefix(ent.Name())]; ok {
+			if e.supersede(d, e.readLive(ctx, d), p, metrics.ReasonOrphan) {
+				n++
+			}
+			continue
+		}
 		e.removeImage(p, metrics.ReasonOrphan)
 		n++
 	}
 	return n, nil
+}
+
+// uuidPrefix returns the domain UUID a payload file name starts with
+// (<uuid>-<content hash>.ext), or "".
+func uuidPrefix(name string) string {
+	if len(name) < 37 || name[36] != '-' || !domxml.IsUUID(name[:36]) {
+		return ""
+	}
+	return domxml.CanonicalUUID(name[:36])
 }
 
 // RebuildStats counts the outcomes of RebuildImages.

@@ -24,9 +24,11 @@ import (
 // driver (dynamic_ownership, Debian's default) hands the file to QEMU's
 // user while the domain runs and gives it back when it stops; with the
 // file deleted (a host reboot), `virsh start` runs the hook, which rebuilds
-// it byte-identical before QEMU reads it; and with DAC relabelling off for
+// it byte-identical before QEMU reads it; a file removed while the domain
+// runs does not fail its stop; and with DAC relabelling off for
 // the domain, QEMU reads the file through the payload directory's rules
-// alone (mode 0640, image_group QEMU's group).
+// alone (mode 0640, image_group QEMU's group). virt-aa-helper (AppArmor's
+// profile generator, run dry) gives QEMU read access to the file.
 func TestLibvirtdFwCfg(t *testing.T) {
 	testenv.NeedLibvirtd(t)
 	tag := testenv.RandHex(t, 4)
@@ -42,7 +44,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	}
 	writeCfg("")
 	bin := agenttest.BinaryT(t)
-	installTestHook(t, tag, cfg, bin)
+	agenttest.InstallHook(t, tag, "vmpayload-hooktest-"+tag+"*", cfg, bin)
 
 	uuid := fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012x", tag, time.Now().UnixNano()&0xffffffffffff)
 	domXML := func(seclabel string) string {
@@ -102,6 +104,18 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	}
 	before := owner()
 
+	// AppArmor (not enabled here): libvirt's virt-aa-helper, in its dry
+	// run, puts the fw_cfg file into the domain's profile, read-only.
+	if _, err := os.Stat("/usr/lib/libvirt/virt-aa-helper"); err == nil {
+		inactive, _ := virsh(t, "dumpxml", "--inactive", name)
+		cmd := exec.Command("/usr/lib/libvirt/virt-aa-helper", "--dryrun", "--create", "--uuid", "libvirt-"+uuid)
+		cmd.Stdin = strings.NewReader(inactive)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), `"`+r.Path+`" r,`) {
+			t.Errorf("virt-aa-helper --dryrun: %v; want a read rule for %s:\n%s", err, r.Path, out)
+		}
+	}
+
 	// 1. A plain start: QEMU gets both entries from the file.
 	if o, err := virsh(t, "start", name); err != nil {
 		t.Fatalf("virsh start: %v %s", err, o)
@@ -135,7 +149,13 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
 		t.Errorf("domstate %q, want running", o)
 	}
-	virsh(t, "destroy", name)
+	// The file removed while the domain runs (as the agent removes a
+	// superseded config): QEMU read it at launch, and the stop, which
+	// gives the file's owner back, does not fail for it.
+	must(t, os.Remove(r.Path))
+	if o, err := virsh(t, "destroy", name); err != nil {
+		t.Errorf("virsh destroy with the config removed while running: %v %s", err, o)
+	}
 
 	// 3. No DAC relabelling for this domain (a static label: QEMU runs as
 	// libvirt-qemu, and nothing is chowned): QEMU reads the file by its
