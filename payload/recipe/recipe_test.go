@@ -559,6 +559,18 @@ func must(t *testing.T, err error) {
 }
 
 func BenchmarkRebuild(b *testing.B) {
+	benchRebuild(b, filepath.Join(examplesDir, "02-full-nocloud.json"))
+}
+
+// BenchmarkRebuildFwCfg is BenchmarkRebuild for an Ignition config
+// delivered by fw_cfg (the config file, no image): example ignition/01.
+func BenchmarkRebuildFwCfg(b *testing.B) {
+	benchRebuild(b, filepath.Join(examplesDir, "ignition", "01-fcos-fwcfg.json"))
+}
+
+// benchRebuild rebuilds the payload of the job in jobFile, deleted before
+// each round, from its recipe in a domain XML (parsed each round).
+func benchRebuild(b *testing.B, jobFile string) {
 	dir := "/dev/shm"
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		dir = ""
@@ -568,7 +580,7 @@ func BenchmarkRebuild(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(parent)
-	data, err := os.ReadFile(filepath.Join(examplesDir, "02-full-nocloud.json"))
+	data, err := os.ReadFile(jobFile)
 	if err != nil {
 		b.Fatal(err)
 	}
