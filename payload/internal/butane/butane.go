@@ -167,7 +167,7 @@ func hasError(ps []Problem) bool {
 func header(src []byte) (Version, []Problem) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return Version{}, []Problem{{Message: "Butane cannot read the config: " + oneLine(err.Error())}}
+		return Version{}, []Problem{{Message: "not valid YAML: " + oneLine(err.Error())}}
 	}
 	var variant, version *yaml.Node
 	if len(doc.Content) > 0 {
