@@ -37,6 +37,8 @@ func TestButaneValidation(t *testing.T) {
 		{name: "fcos 1.7.0 (Ignition 3.6.0)", doc: bu("variant: fcos\nversion: 1.7.0\n", "")},
 		{name: "flatcar 1.1.0", doc: bu("variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n    - path: /etc/x\n      contents:\n        inline: x\n", "")},
 		{name: "fcos 1.0.0", doc: bu("variant: fcos\nversion: 1.0.0\n", "")},
+		{name: "variant by alias", doc: bu("x-variant: &v fcos\nvariant: *v\nversion: 1.6.0\n", ""), want: []string{"butane|invalid"}, msg: []string{"unused key x-variant"}},
+		{name: "variant a list", doc: bu("variant: [fcos]\nversion: 1.6.0\n", ""), want: []string{"butane|unsupported"}, msg: []string{"(at $.variant, line 1, column 10): the variant is a sequence, not a string"}},
 
 		{name: "YAML syntax error", doc: bu(head+"storage: [\n", ""), want: []string{"butane|invalid"},
 			msg: []string{"Butane refuses the config: not valid YAML: yaml: line 3: did not find expected node content"}},

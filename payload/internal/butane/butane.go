@@ -176,11 +176,15 @@ func header(src []byte) (Version, []Problem) {
 			return Version{}, []Problem{{Line: top.Line, Column: top.Column, Message: "a Butane config is a YAML mapping (variant: …, version: …), not a " + kindName(top)}}
 		}
 		for i := 0; i+1 < len(top.Content); i += 2 {
+			v := top.Content[i+1]
+			for v.Kind == yaml.AliasNode && v.Alias != nil {
+				v = v.Alias
+			}
 			switch top.Content[i].Value {
 			case "variant":
-				variant = top.Content[i+1]
+				variant = v
 			case "version":
-				version = top.Content[i+1]
+				version = v
 			}
 		}
 	}
@@ -228,8 +232,6 @@ func kindName(n *yaml.Node) string {
 		return "sequence"
 	case yaml.MappingNode:
 		return "mapping"
-	case yaml.AliasNode:
-		return "alias"
 	}
 	return "scalar"
 }
