@@ -62,7 +62,7 @@ func TestButaneValidation(t *testing.T) {
 		{name: "relative path", doc: bu(head+"storage:\n  files:\n    - path: etc/x\n", ""), want: []string{"butane|invalid"},
 			msg: []string{"(at $.storage.files.0.path, line 5, column 13): " + ignerrors.ErrPathRelative.Error()}},
 		{name: "unused key is a warning, refused", doc: bu(head+"storage:\n  fils: []\n", ""), want: []string{"butane|invalid"},
-			msg: []string{"Butane warns about the config (refused, as butane --strict does) (at $.storage.fils, line 4, column 3): unused key fils"}},
+			msg: []string{"Butane warns about the config (at $.storage.fils, line 4, column 3): unused key fils (a warning is refused, as by butane --strict)"}},
 		{name: "decimal mode warns", doc: bu(head+"storage:\n  files:\n    - path: /etc/x\n      mode: 644\n", ""), want: []string{"butane|invalid", "butane|invalid"},
 			msg: []string{"$.storage.files.0.mode", "octal"}},
 		{name: "errors before warnings", doc: bu(head+"foo: 1\nstorage:\n  files:\n    - path: etc/x\n", ""), want: []string{"butane|invalid", "butane|invalid"},

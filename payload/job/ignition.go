@@ -310,14 +310,14 @@ func TranslateButane(src string) ([]byte, []FieldError) {
 	out, _, problems := butane.Translate([]byte(src))
 	var errs []FieldError
 	for _, p := range problems {
-		code, what := CodeInvalid, "Butane refuses the config "
+		code, what, why := CodeInvalid, "Butane refuses the config", ""
 		switch {
 		case p.Unsupported:
 			code = CodeUnsupported
 		case p.Warning:
-			what = "Butane warns about the config (refused, as butane --strict does) "
+			what, why = "Butane warns about the config", " (a warning is refused, as by butane --strict)"
 		}
-		errs = append(errs, FieldError{Field: "butane", Code: code, Message: strings.TrimSuffix(what, " ") + sep(p.String()) + p.String()})
+		errs = append(errs, FieldError{Field: "butane", Code: code, Message: what + sep(p.String()) + p.String() + why})
 	}
 	return out, errs
 }
