@@ -121,6 +121,9 @@ func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudini
 	if !valid || !sr.OK() {
 		return in, false
 	}
+	if !butaneToIgnition(&in.Job, r) {
+		return in, false
+	}
 	var kr job.Report
 	in.HostKeys = parseHostKeys(&a, keyTexts, &kr)
 	if !kr.OK() {
@@ -134,6 +137,27 @@ func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudini
 		}
 	}
 	return in, true
+}
+
+// butaneToIgnition replaces j's butane with the Ignition config Butane
+// translates it to, as ignition_base64: the job that is rendered, and that
+// a recipe records, holds the Ignition config itself, so that a rebuild
+// (the libvirt hook, the agent's start-up) gives the same bytes without
+// translating again, whatever Butane release the rebuilding binary links
+// (a newer one may translate differently, and its gzip of inline contents
+// may differ). It reports false, with the problems, when Butane refuses
+// the config, which validation has already reported.
+func butaneToIgnition(j *job.Job, r *job.Report) bool {
+	if j.Butane == "" {
+		return true
+	}
+	raw, problems := job.TranslateButane(j.Butane)
+	if len(problems) > 0 {
+		r.Merge(job.Report{Errors: problems})
+		return false
+	}
+	j.Butane, j.IgnitionBase64 = "", base64.StdEncoding.EncodeToString(raw)
+	return true
 }
 
 // parseHostKeys parses the private keys texts read for j's ssh_host_keys,

@@ -18,6 +18,7 @@ fuzztime=${FUZZTIME:-30s}
 targets=(
 	"./payload/job FuzzParse"
 	"./payload/job FuzzSplitMIME"
+	"./payload/internal/butane FuzzTranslate"
 	"./payload/internal/cloudinit FuzzRender"
 	"./payload FuzzRenderJob"
 	"./payload/image FuzzInspect"

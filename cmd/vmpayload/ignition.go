@@ -1,7 +1,7 @@
 package main
 
-// The Ignition parts of the command line (issue 34): run's --ignition and
-// --ignition-delivery, and inspect for an Ignition config file or an image
+// The Ignition parts of the command line (issue 34): run's --ignition,
+// --butane and --ignition-delivery, and inspect for an Ignition config file or an image
 // holding one. Kept apart from the cloud-init flags so that the two evolve
 // separately.
 
@@ -22,30 +22,39 @@ import (
 
 // ignitionFlags are run's Ignition flags.
 type ignitionFlags struct {
-	file, delivery string
+	file, butane, delivery string
 }
 
 // defineIgnitionFlags defines run's Ignition flags on cmd.
 func defineIgnitionFlags(cmd *cobra.Command, f *ignitionFlags) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.file, "ignition", "", "the user's Ignition config `FILE` (JSON, spec 3.0.0-3.6.0), merged with the config made from the flags; implies --format ignition")
+	fs.StringVar(&f.butane, "butane", "", "the user's Butane config `FILE` (YAML: variant fcos, flatcar, fiot or r4e), translated to Ignition and merged like --ignition; implies --format ignition")
 	fs.StringVar(&f.delivery, "ignition-delivery", "", "how the Ignition config reaches the guest: `fwcfg|configdrive|nocloud` (default fwcfg); implies --format ignition")
 	_ = cmd.MarkFlagFilename("ignition", "ign", "json")
+	_ = cmd.MarkFlagFilename("butane", "bu", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("ignition-delivery", cobra.FixedCompletions([]string{"fwcfg", "configdrive", "nocloud"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // applyIgnition puts the Ignition flags into j: the config as the job's
-// ignition object and the delivery, each making the job's format
-// "ignition" unless --format names another (which validation refuses).
+// ignition object (or the Butane config as its butane text) and the
+// delivery, each making the job's format "ignition" unless --format names
+// another (which validation refuses).
 func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) error {
-	if f.file == "" && f.delivery == "" {
+	if f.file == "" && f.butane == "" && f.delivery == "" {
 		return nil
 	}
 	if detach {
-		if f.file != "" {
+		switch {
+		case f.file != "":
 			return errors.New("--detach removes the payload; --ignition has nothing to do with it")
+		case f.butane != "":
+			return errors.New("--detach removes the payload; --butane has nothing to do with it")
 		}
 		return errors.New("--detach removes the payload; --ignition-delivery has nothing to do with it")
+	}
+	if f.file != "" && f.butane != "" {
+		return errors.New("use only one of --ignition and --butane: both are the user's own config")
 	}
 	if j.Format == "" {
 		j.Format = job.FormatIgnition
@@ -68,6 +77,19 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 		b.set("ignition", "ignition", f.file)
 		if _, ok := b.origin["format"]; !ok {
 			b.set("format", "ignition", f.file)
+		}
+	}
+	if f.butane != "" {
+		data, err := b.read("butane", f.butane, job.MaxJobBytes)
+		if err != nil {
+			return err
+		}
+		// the job's validation translates it and reports what Butane
+		// refuses, with its YAML path and line
+		j.Butane = string(data)
+		b.set("butane", "butane", f.butane)
+		if _, ok := b.origin["format"]; !ok {
+			b.set("format", "butane", f.butane)
 		}
 	}
 	if f.delivery != "" {

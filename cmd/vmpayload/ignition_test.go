@@ -8,6 +8,10 @@ import (
 	"testing"
 
 	ignconfig "github.com/coreos/ignition/v2/config"
+	"github.com/vincent-petithory/dataurl"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/golden"
 )
 
 const ignJob = `{"version":1,"format":"ignition",%s"hostname":"fcos1","timezone":"UTC",
@@ -112,5 +116,90 @@ func TestRunIgnitionFlags(t *testing.T) {
 	code, _, stderr = runJob(t, "", "--ignition", "good.ign", "--detach", "dom1")
 	if code == 0 || !strings.Contains(stderr, "--detach") {
 		t.Errorf("--detach: exit %d %q", code, stderr)
+	}
+}
+
+// TestRunButaneFlag: --butane puts the Butane config into the job as its
+// butane text (format ignition implied); Butane's refusal of it names the
+// flag, the field and Butane's YAML path and line; --butane and
+// --ignition together are refused.
+func TestRunButaneFlag(t *testing.T) {
+	runFixtures(t)
+	good := "variant: fcos\nversion: 1.6.0\nstorage:\n  files:\n    - path: /etc/x\n      contents:\n        inline: x\n"
+	os.WriteFile("good.bu", []byte(good), 0o600)
+	os.WriteFile("bad.bu", []byte("variant: fcos\nversion: 1.6.0\nstorage:\n  files:\n    - path: /etc/x\n      contents:\n        local: x.txt\n"), 0o600)
+	os.WriteFile("good.ign", []byte(`{"ignition":{"version":"3.6.0"}}`), 0o600)
+	code, out, stderr := runJob(t, "", "--butane", "good.bu", "--ignition-delivery", "configdrive", "dom1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var j struct {
+		Format, Butane string
+	}
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Format != "ignition" || j.Butane != good {
+		t.Errorf("job %s", out)
+	}
+	code, _, stderr = runJob(t, "", "--butane", "bad.bu", "--ignition-delivery", "nocloud", "dom1")
+	if code == 0 || !strings.Contains(stderr, "--butane bad.bu: butane: Butane refuses the config (at $.storage.files.0.contents.local, line 7, column 16)") {
+		t.Errorf("bad config: exit %d %q", code, stderr)
+	}
+	code, _, stderr = runJob(t, "", "--butane", "good.bu", "--ignition", "good.ign", "dom1")
+	if code == 0 || !strings.Contains(stderr, "use only one of --ignition and --butane") {
+		t.Errorf("both: exit %d %q", code, stderr)
+	}
+	code, _, stderr = runJob(t, "", "--butane", "good.bu", "--detach", "dom1")
+	if code == 0 || !strings.Contains(stderr, "--butane has nothing to do with it") {
+		t.Errorf("--detach: exit %d %q", code, stderr)
+	}
+}
+
+// TestBuildButane: `vmpayload build` of a job with a butane field writes
+// config.ign, which Ignition's config.Parse reads without a warning and
+// whose merged config is the translated Butane config; the golden
+// testdata/butane-config.ign is the file written; inspect shows the
+// summary of what the Butane config says.
+func TestBuildButane(t *testing.T) {
+	dir := t.TempDir()
+	jobFile := filepath.Join(dir, "job.json")
+	src := "variant: fcos\nversion: 1.6.0\nsystemd:\n  units:\n    - name: butane-hello.service\n      enabled: true\n      contents: |\n        [Service]\n        ExecStart=/bin/true\n        [Install]\n        WantedBy=multi-user.target\n"
+	b, _ := json.Marshal(src)
+	doc := `{"version":1,"format":"ignition","hostname":"fcos1","users":[{"name":"core","password_hash":"` + testHash + `"}],"butane":` + string(b) + `}`
+	if err := os.WriteFile(jobFile, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "config.ign")
+	code, stdout, stderr := runCLI(t, "build", "-o", out, jobFile)
+	if code != 0 || !strings.Contains(stdout, "ignition config (fw_cfg) spec=3.5.0") {
+		t.Fatalf("build: exit %d %s %s", code, stdout, stderr)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, rpt, err := ignconfig.Parse(raw)
+	if err != nil || len(rpt.Entries) != 0 {
+		t.Fatalf("config.Parse: %v %s", err, rpt.String())
+	}
+	translated, problems := job.TranslateButane(src)
+	if len(problems) > 0 || len(cfg.Ignition.Config.Merge) != 1 {
+		t.Fatalf("Butane: %v; merges %d", problems, len(cfg.Ignition.Config.Merge))
+	}
+	if du, err := dataurl.DecodeString(*cfg.Ignition.Config.Merge[0].Source); err != nil || string(du.Data) != string(translated) {
+		t.Errorf("the merged config is not Butane's translation: %v", err)
+	}
+	golden.Compare(t, filepath.Join("testdata", "butane-config.ign"), raw, *update)
+	code, stdout, stderr = runCLI(t, "inspect", out)
+	if code != 0 || !strings.Contains(stdout, "butane-hello.service") || !strings.Contains(stdout, "ignition spec: 3.5.0") {
+		t.Errorf("inspect: exit %d %s %s", code, stdout, stderr)
+	}
+	// a bad Butane config is refused by validate, by field
+	bad := strings.Replace(doc, `version: 1.6.0`, `version: 1.8.0-experimental`, 1)
+	os.WriteFile(jobFile, []byte(bad), 0o600)
+	code, stdout, stderr = runCLI(t, "validate", jobFile)
+	if code == 0 || !strings.Contains(stdout+stderr, "butane: Butane refuses the config (at $.version, line 2, column 10): version 1.8.0-experimental of variant fcos is experimental") {
+		t.Errorf("validate: exit %d %s %s", code, stdout, stderr)
 	}
 }

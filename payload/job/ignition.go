@@ -13,6 +13,8 @@ import (
 	ignerrors "github.com/coreos/ignition/v2/config/shared/errors"
 	ignutil "github.com/coreos/ignition/v2/config/util"
 	"github.com/coreos/vcontext/report"
+
+	"github.com/vmpayload/vmpayload/payload/internal/butane"
 )
 
 // The stable Ignition specs a user's config may use: Ignition v2.26.0
@@ -67,7 +69,7 @@ func validateIgnition(j *Job, r *Report) {
 			name string
 			set  bool
 		}{
-			{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"ignition_delivery", j.IgnitionDelivery != ""},
+			{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"butane", j.Butane != ""}, {"ignition_delivery", j.IgnitionDelivery != ""},
 		} {
 			if f.set {
 				r.Add(f.name, CodeConflict, "%s is only used with format \"ignition\"", f.name)
@@ -99,6 +101,24 @@ func validateIgnition(j *Job, r *Report) {
 	}
 	if j.Ignition != nil && j.IgnitionBase64 != "" {
 		r.Add("ignition", CodeConflict, "use only one of ignition and ignition_base64")
+		return
+	}
+	if j.Butane != "" {
+		for _, other := range []struct {
+			name string
+			set  bool
+		}{{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}} {
+			if other.set {
+				r.Add("butane", CodeConflict, "use only one of butane and %s: both are the user's own config", other.name)
+				return
+			}
+		}
+		raw, problems := TranslateButane(j.Butane)
+		if len(problems) > 0 {
+			r.Errors = append(r.Errors, problems...)
+			return
+		}
+		r.Errors = append(r.Errors, CheckIgnitionConfig("butane", raw)...)
 		return
 	}
 	raw, field, err := IgnitionUserConfig(j)
@@ -166,10 +186,16 @@ func (u User) ignitionProblems(p string) []FieldError {
 }
 
 // IgnitionUserConfig returns the JSON text of the user's own Ignition
-// config (ignition or ignition_base64) and the field it came from; nil
-// when the job has none.
+// config (ignition, ignition_base64, or butane translated by Butane) and
+// the field it came from; nil when the job has none.
 func IgnitionUserConfig(j *Job) (raw []byte, field string, err error) {
 	switch {
+	case j.Butane != "":
+		b, problems := TranslateButane(j.Butane)
+		if len(problems) > 0 {
+			return nil, "butane", (&Report{Errors: problems}).Err()
+		}
+		return b, "butane", nil
 	case j.Ignition != nil:
 		b, err := json.Marshal(j.Ignition)
 		if err != nil {
@@ -271,4 +297,36 @@ func jsonPath(p []any) string {
 		}
 	}
 	return b.String()
+}
+
+// TranslateButane translates src, a job's butane field, into its Ignition
+// config (JSON) with Butane's library (package payload/internal/butane),
+// or returns what Butane refuses and warns about, each as a problem of
+// field butane with Butane's message, the YAML path it names and its line
+// and column. A warning is refused too, as `butane --strict` does: it
+// names something Butane would translate in a way the author likely did
+// not mean (a key it ignores, a mode written in decimal).
+func TranslateButane(src string) ([]byte, []FieldError) {
+	out, _, problems := butane.Translate([]byte(src))
+	var errs []FieldError
+	for _, p := range problems {
+		code, what, why := CodeInvalid, "Butane refuses the config", ""
+		switch {
+		case p.Unsupported:
+			code = CodeUnsupported
+		case p.Warning:
+			what, why = "Butane warns about the config", " (a warning is refused, as by butane --strict)"
+		}
+		errs = append(errs, FieldError{Field: "butane", Code: code, Message: what + sep(p.String()) + p.String() + why})
+	}
+	return out, errs
+}
+
+// sep is the separator between "Butane refuses the config" and a
+// problem: a space before "(at …): …", ": " before a bare message.
+func sep(s string) string {
+	if strings.HasPrefix(s, "(") {
+		return " "
+	}
+	return ": "
 }

@@ -130,6 +130,11 @@ type Job struct {
 	// IgnitionBase64 is the user's Ignition config as base64 of its JSON
 	// text. Not with ignition.
 	IgnitionBase64 string `json:"ignition_base64,omitempty"`
+	// Butane is the user's own config as a Butane config (YAML; variants
+	// fcos, flatcar, fiot and r4e, their stable versions), translated
+	// with Butane's library into the Ignition config that is merged like
+	// ignition. Not with ignition or ignition_base64.
+	Butane string `json:"butane,omitempty"`
 	// IgnitionDelivery is how the Ignition config reaches the guest;
 	// format "ignition" only, default "fwcfg".
 	IgnitionDelivery IgnitionDelivery `json:"ignition_delivery,omitempty"`

@@ -184,7 +184,7 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
 		{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0}, {"power_state", j.PowerState != nil},
 		{"phone_home", j.PhoneHome != nil}, {"random_seed", j.RandomSeed != nil}, {"network_data", j.NetworkData != nil},
-		{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""},
+		{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"butane", j.Butane != ""},
 	} {
 		if f.set {
 			content = append(content, f.name)

@@ -37,6 +37,16 @@ const (
 // payload.Check and cloudinit.Render hand it over.
 func fullInput(t *testing.T, user string) Input {
 	t.Helper()
+	if user == "" {
+		return fullInputWith(t, "")
+	}
+	return fullInputWith(t, `"ignition_base64":"`+b64(user)+`"`)
+}
+
+// fullInputWith is fullInput with the user's config given by the job
+// member userMember ("" for none).
+func fullInputWith(t *testing.T, userMember string) Input {
+	t.Helper()
 	doc := `{"version":1,"format":"ignition","hostname":"node1.example.com","timezone":"Europe/Berlin",
 		"users":[{"name":"alice","password_hash":"` + hashA + `","ssh_authorized_keys":["` + keyAlice + `"],"groups":["wheel","adm"],"shell":"/bin/zsh","sudo":"ALL=(ALL) NOPASSWD:ALL"},
 		         {"name":"root","password_hash":"` + hashA + `"}],
@@ -44,8 +54,8 @@ func fullInput(t *testing.T, user string) Input {
 		"files":[{"path":"/etc/motd","content":"Welcome\n","permissions":"0640","owner":"alice:adm"},
 		         {"path":"/usr/local/bin/blob","content":"AAEC/w==","encoding":"base64","permissions":"0755"}],
 		"ssh_host_keys":[{"type":"ed25519","private_key_secret":"host.key"}]`
-	if user != "" {
-		doc += `,"ignition_base64":"` + b64(user) + `"`
+	if userMember != "" {
+		doc += "," + userMember
 	}
 	j, r := job.Parse([]byte(doc + "}"))
 	if !r.OK() {
@@ -326,7 +336,21 @@ func TestUserConfigs(t *testing.T) {
 func assertCarriesChild(t *testing.T, merged, child types.Config) {
 	t.Helper()
 	for _, f := range child.Storage.Files {
-		if g, ok := fileAt(merged, f.Path); !ok || !reflect.DeepEqual(g, f) {
+		g, ok := fileAt(merged, f.Path)
+		// what the user's entry leaves out keeps the generated value
+		if f.Overwrite == nil {
+			g.Overwrite = nil
+		}
+		if f.Mode == nil {
+			g.Mode = nil
+		}
+		if f.User == (types.NodeUser{}) {
+			g.User = f.User
+		}
+		if f.Group == (types.NodeGroup{}) {
+			g.Group = f.Group
+		}
+		if !ok || !reflect.DeepEqual(g, f) {
 			t.Errorf("file %s: merged %+v, user's %+v", f.Path, g, f)
 		}
 	}
