@@ -9,7 +9,8 @@
 // A recipe never holds a plaintext secret: a plaintext users[].password is
 // replaced by the SHA-512 crypt hash that went into the image, and
 // *_secret fields stay references into the secrets directory (user-data,
-// passwords, SSH host private keys). A random_seed generated at build time
+// passwords, a Windows guest's administrator password, SSH host private
+// keys). A random_seed generated at build time
 // is recorded as the base64 data that went into the image, so a rebuild
 // gives the same bytes; the guest has consumed it by then. Domain
 // metadata is readable by read-only libvirt clients.
@@ -254,6 +255,9 @@ func (r *Recipe) secretRefs() []string {
 	}
 	if r.Job.UserDataSecret != "" {
 		s = append(s, fmt.Sprintf("%q (user_data_secret)", r.Job.UserDataSecret))
+	}
+	if r.Job.AdminPasswordSecret != "" {
+		s = append(s, fmt.Sprintf("%q (admin_password_secret)", r.Job.AdminPasswordSecret))
 	}
 	return s
 }

@@ -158,6 +158,10 @@ func buildNetworkData(j *job.Job) *NetworkData {
 	for i, n := range j.NICs {
 		name := nicName(n, i)
 		l := Link{ID: "vmpayload-" + name, Type: "phy", EthernetMACAddress: strings.ToLower(n.MAC), Name: name, VifID: name}
+		if j.IsWindows() {
+			// cloudbase-init renames the adapter to the link's id
+			l.ID = name
+		}
 		if n.MTU != 0 {
 			l.MTU = ptr(n.MTU)
 		}
@@ -184,6 +188,12 @@ func buildNetworkData(j *job.Job) *NetworkData {
 				nw.IPAddress = pfx.Addr().String()
 				nw.Netmask = netmask(pfx)
 				nw.Gateway = c.Gateway
+				if j.IsWindows() && c.Gateway != "" {
+					// cloudbase-init takes the default gateway only from a
+					// route of prefix 0, never from a network's gateway
+					nw.Gateway = ""
+					nw.Routes = []Route{defaultRoute(fam, c.Gateway)}
+				}
 				nw.Services = dns
 				if !searchSet { // once per link: cloud-init would list it twice
 					nw.DNSSearch, searchSet = search, true
@@ -205,4 +215,13 @@ func netmask(p netip.Prefix) string {
 	}
 	m := net.CIDRMask(p.Bits(), bits)
 	return net.IP(m).String()
+}
+
+// defaultRoute is the network_data.json route of prefix 0 (Nova's form of
+// a subnet's gateway) of family fam ("ipv4" or "ipv6") through gw.
+func defaultRoute(fam, gw string) Route {
+	if fam == "ipv6" {
+		return Route{Network: "::", Netmask: "::", Gateway: gw}
+	}
+	return Route{Network: "0.0.0.0", Netmask: "0.0.0.0", Gateway: gw}
 }
