@@ -327,7 +327,7 @@ func cloudbaseInit(t *testing.T) string {
 	if _, err := os.Stat(filepath.Join(dir, "cloudbaseinit", "metadata", "services", "configdrive.py")); err != nil {
 		t.Fatalf("%s=%s is not a cloudbase-init checkout: %v", CloudbaseInitEnv, dir, err)
 	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import oslo_config, oslo_log, netaddr, yaml, jinja2").CombinedOutput(); err != nil {
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import oslo_config, oslo_log, netaddr, yaml, jinja2, requests, six").CombinedOutput(); err != nil {
 		t.Fatalf("cloudbase-init's Python dependencies are missing (test/deps.sh installs them): %v: %s", err, out)
 	}
 	return dir
