@@ -589,3 +589,68 @@ func checkCloudbaseInitUserData(t *testing.T, j *job.Job, rep cbiReport) {
 		}
 	}
 }
+
+// TestWindowsUserDataKindsAgreeWithCloudbaseInit: for each user-data text,
+// the kind vmpayload's check gives it (job.ClassifyWindowsUserData, which
+// decides what is refused and what merge mode refuses) is the branch
+// cloudbase-init's UserDataPlugin takes with it, observed in its own code.
+func TestWindowsUserDataKindsAgreeWithCloudbaseInit(t *testing.T) {
+	checkout := cloudbaseInit(t)
+	texts := []string{
+		"#ps1_sysnative\nWrite-Host hi\n", "#ps1_sysnative\r\nWrite-Host hi\r\n", "#ps1\nx", "#ps1 x", "#ps1",
+		"#ps1_sysnativex\n", "#PS1\nx", " #ps1\nx", "\n#ps1\nx", "#ps1_x86\nx", "#ps1_x86", "#ps1_x86\t1",
+		"rem cmd\r\ndir\r\n", "rem   cmd\tdir", "rem cmd", "REM CMD\r\ndir", "remcmd\ndir",
+		"#!/usr/bin/env python\nprint(1)\n", "#!/usr/bin/env python3\nprint(1)\n", "#! /usr/bin/env  python \n", "#!/bin/bash\necho\n", "#!",
+		"<powershell>Write-Host hi</powershell>", "echo\n<script>dir</script>", "</script>", "<SCRIPT>dir</SCRIPT>", "#ps1\n<script>x</script>",
+		"#cloud-config\nset_timezone: UTC\n", "#cloud-config", " #cloud-config\n{}", "#Cloud-Config\n{}\n",
+		"## template: jinja\n#ps1\n{{ v1.instance_id }}\n", "##template:JINJA\n#ps1\nx", "## template: jinja extra\n#ps1\n", "## template: mustache\n#ps1\n",
+		"Content-Type: multipart/mixed; boundary=\"b\"\nMIME-Version: 1.0\n\n--b\nContent-Type: text/x-shellscript\n\n#ps1\nx\n--b--\n",
+		"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b--\n", "content-type: multipart/mixed; boundary=b\n\n--b--\n",
+		"#ps1\n\nContent-Type: multipart/mixed\n",
+		"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n", "  \n-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+		"Write-Host hi\n", "echo hi\n",
+	}
+	var in []string
+	for _, s := range texts {
+		in = append(in, base64.StdEncoding.EncodeToString([]byte(s)))
+	}
+	body, _ := json.Marshal(in)
+	script, err := filepath.Abs("../test/cloudbaseinit/read_payload.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch := t.TempDir()
+	tree := filepath.Join(scratch, "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "openstack", "latest"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "openstack", "latest", "meta_data.json"), []byte(`{"uuid": "iid-1", "hostname": "win1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", script, checkout, tree, "classify")
+	cmd.Dir, cmd.Stdin = scratch, bytes.NewReader(body)
+	cmd.Env = append(os.Environ(), "TMPDIR="+scratch, "PYTHONDONTWRITEBYTECODE=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cloudbase-init's user-data plugin: %v\n%s", err, stderr.Bytes())
+	}
+	var branches [][]string
+	if err := json.Unmarshal(out, &branches); err != nil || len(branches) != len(texts) {
+		t.Fatalf("decoding %s: %v", out, err)
+	}
+	for i, s := range texts {
+		k := job.ClassifyWindowsUserData(s)
+		want := map[job.WindowsUserDataKind]string{
+			job.WinKindMultipart: "multipart", job.WinKindTemplate: "template", job.WinKindCloudConfig: "cloud-config",
+			job.WinKindCertificate: "x509", job.WinKindUnknown: "unsupported",
+		}[k]
+		if e, ok := executorOf[k]; ok {
+			want = e
+		}
+		if len(branches[i]) == 0 || branches[i][0] != want {
+			t.Errorf("%q: vmpayload says %q (%s), cloudbase-init takes %q", s, k, want, branches[i])
+		}
+	}
+}

@@ -85,6 +85,9 @@ def main():
     winos = WindowsOS()
     osutils_factory.get_os_utils = lambda: winos
 
+    if service_name == "classify":
+        classify(tree)
+        return
     if service_name == "configdrive":
         from cloudbaseinit.metadata.services import configdrive
         svc = configdrive.ConfigDriveService()
@@ -147,6 +150,60 @@ def main():
             userdata.UserDataPlugin().execute(svc, {}))
         out["user_data_calls"] = list(calls)
     json.dump(out, sys.stdout, indent=1, sort_keys=True, default=repr)
+
+
+def classify(tree):
+    """Says which way cloudbase-init's UserDataPlugin takes each user-data.
+
+    Reads a JSON list of base64 user-data texts from stdin and prints, for
+    each, the branch the plugin's own _process_user_data takes: "multipart",
+    "template" (then the rendered text's branch), "cloud-config", the class
+    of the script executor userdatautils.get_command finds, "unsupported"
+    (no executor: it logs "Unsupported user_data format") or "x509" (its
+    PEM certificate branch, the only one that runs nothing). The branches
+    are observed by wrapping the functions each one calls; nothing runs.
+    """
+    from cloudbaseinit.metadata.services import configdrive
+    from cloudbaseinit.plugins.common import userdata
+    from cloudbaseinit.plugins.common import userdatautils
+    from cloudbaseinit.plugins.common.userdataplugins import cloudconfig
+
+    svc = configdrive.ConfigDriveService()
+    svc._metadata_path = tree
+    path = []
+
+    def run_script(data):
+        cmd = userdatautils.get_command(data)
+        path.append(type(cmd).__name__ if cmd else "unsupported")
+        return 0
+    userdatautils.execute_user_data_script = run_script
+
+    def cloud_config(self, data):
+        path.append("cloud-config")
+    cloudconfig.CloudConfigPlugin.process_non_multipart = cloud_config
+
+    def part(self, part, plugins, handlers):
+        if "multipart" not in path:
+            path.append("multipart")
+        return 1, False
+    userdata.UserDataPlugin._process_part = part
+
+    find_engine = userdata.template_factory.get_template_engine
+
+    def engine(data):
+        e = find_engine(data)
+        if e:
+            path.append("template")
+        return e
+    userdata.template_factory.get_template_engine = engine
+
+    out = []
+    for b in json.load(sys.stdin):
+        del path[:]
+        userdata.UserDataPlugin()._process_user_data(
+            base64.b64decode(b), svc)
+        out.append(path[:] or ["x509"])
+    json.dump(out, sys.stdout)
 
 
 if __name__ == "__main__":
