@@ -75,7 +75,9 @@ func buildNetworkV1(j *job.Job) *NetworkV1 {
 				e.AcceptRA = ptr(false)
 			}
 		}
-		if len(e.Subnets) == 0 {
+		if j.IsWindows() {
+			e.Subnets, e.AcceptRA = windowsSubnetsV1(e.Subnets), nil
+		} else if len(e.Subnets) == 0 {
 			// link up without addresses
 			e.Subnets = append(e.Subnets, SubnetV1{Type: "manual"})
 		}
@@ -85,6 +87,26 @@ func buildNetworkV1(j *job.Job) *NetworkV1 {
 		nc.Config = append(nc.Config, ConfigV1{Type: "nameserver", Address: j.DNS.Nameservers, Search: j.DNS.Search})
 	}
 	return nc
+}
+
+// windowsSubnetsV1 rewrites a NIC's v1 subnets for cloudbase-init's
+// NoCloud reader, which skips only subnets of type "dhcp" and "dhcp6" and
+// takes every other one as a static address (one without, such as
+// cloud-init's "dhcp4", "ipv6_slaac" or "manual", stops its network
+// plugin): DHCP becomes "dhcp"/"dhcp6", SLAAC (Windows' default) is left
+// out, and so is the "manual" placeholder.
+func windowsSubnetsV1(in []SubnetV1) []SubnetV1 {
+	var out []SubnetV1
+	for _, s := range in {
+		switch s.Type {
+		case "dhcp4":
+			s.Type = "dhcp"
+		case "ipv6_slaac", "manual":
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // NetworkData is OpenStack's network_data.json, in the shape Nova writes and
