@@ -229,26 +229,36 @@ func CheckPEMCertificate(s string) error {
 	return nil
 }
 
-// WindowsMetaKeys are the meta_data.json keys the Windows fields write
-// (under "meta", and "keys" at the top level).
+// windowsMetaKeys are the keys under meta_data.json "meta" that Windows
+// fields write, each with its field.
 var windowsMetaKeys = []struct {
 	key   string
 	field string
 	set   func(*Job) bool
 }{
 	{"admin_username", "admin_username", func(j *Job) bool { return j.AdminUsername != "" }},
-	{"admin_pass", "admin_password_secret", func(j *Job) bool { return j.AdminPasswordSecret != "" }},
 }
 
 // checkWindowsMeta refuses meta_data that gives what a Windows field
 // writes: one of them would silently win.
 func checkWindowsMeta(j *Job, r *Report) {
-	if j.MetaData == nil || j.Format != FormatConfigDrive {
+	if j.MetaData == nil {
 		return
 	}
-	if v, ok := j.MetaData["admin_pass"]; ok && j.AdminPasswordSecret != "" {
-		_ = v // never quoted: it is a password
-		r.Add("meta_data.admin_pass", CodeConflict, "meta_data gives admin_pass and the job admin_password_secret; give the password once, as admin_password_secret")
+	// a password inline in meta_data would be kept in the recipe, in the
+	// domain XML that read-only clients read: only by secret (the value is
+	// never quoted)
+	const viaSecret = "give the administrator password as admin_password_secret: meta_data is kept as it is in the domain's recipe, which read-only libvirt clients can read"
+	if _, ok := j.MetaData["admin_pass"]; ok {
+		r.Add("meta_data.admin_pass", CodeInvalid, "%s", viaSecret)
+	}
+	if m, ok := j.MetaData["meta"].(map[string]any); ok {
+		if _, ok := m["admin_pass"]; ok {
+			r.Add("meta_data.meta.admin_pass", CodeInvalid, "%s", viaSecret)
+		}
+	}
+	if j.Format != FormatConfigDrive {
+		return
 	}
 	if _, ok := j.MetaData["keys"]; ok && (len(j.SSHAuthorizedKeys) > 0 || len(j.AdminCerts) > 1) {
 		r.Add("meta_data.keys", CodeConflict, "meta_data gives keys, which the job writes from ssh_authorized_keys and admin_certs; give them there")
