@@ -185,14 +185,13 @@ func Render(in Input, opt Options) (*Documents, error) {
 		return nil, err
 	}
 	big := detachBigContents(cc, key)
-	userData, err := assembleUserData(cc, big, in.UserData, j.UserDataMode, contentSum)
-	if err != nil {
-		return nil, err
-	}
+	var userData []byte
 	if j.IsWindows() {
 		// verbatim in either mode (cloudbase-init undoes gzip itself); no
-		// user-data, no document
+		// user-data, no config-2 document
 		userData = []byte(in.UserData)
+	} else if userData, err = assembleUserData(cc, big, in.UserData, j.UserDataMode, contentSum); err != nil {
+		return nil, err
 	}
 	iid := j.InstanceID
 	if iid == "" {
