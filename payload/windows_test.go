@@ -20,6 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/golden"
 )
 
 // Windows guests (issue 35): the example jobs of configs/examples/windows
@@ -71,24 +72,9 @@ func TestWindowsGolden(t *testing.T) {
 			var want, have []string
 			for _, f := range r.Docs.Files {
 				want = append(want, f.Path)
-				gp := filepath.Join(dir, filepath.FromSlash(f.Path))
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(gp), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(gp, f.Data, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				g, err := os.ReadFile(gp)
-				if err != nil {
-					t.Fatalf("missing golden file (run go test -update): %v", err)
-				}
-				if !bytes.Equal(g, f.Data) {
-					t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", f.Path, gp, f.Data, g)
-				}
+				golden.Compare(t, filepath.Join(dir, filepath.FromSlash(f.Path)), f.Data, *update)
 			}
+			// no stale golden files for documents no longer rendered
 			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 				if err == nil && !d.IsDir() {
 					rel, _ := filepath.Rel(dir, p)
