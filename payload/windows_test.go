@@ -647,3 +647,28 @@ func TestWindowsUserDataKindsAgreeWithCloudbaseInit(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRenderWindows is payload.Check and payload.Render of the full
+// Windows example (its administrator password from a secret enters the
+// content hash as a SHA-512 crypt) beside the full Linux config-drive
+// example (a plaintext password, hashed twice): compare them in one run.
+func BenchmarkRenderWindows(b *testing.B) {
+	for _, p := range []string{windowsExamplesDir + "/01-configdrive-full.json", examplesDir + "/03-full-configdrive.json"} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		j, rep := job.Parse(data)
+		if !rep.OK() {
+			b.Fatal(rep.Err())
+		}
+		b.Run(strings.TrimSuffix(filepath.Base(p), ".json"), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := payloadtest.Render(j, secretsDir, payload.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
