@@ -143,6 +143,11 @@ func validateWindows(j *Job, r *Report) {
 		r.Add("guest_os", CodeInvalid, "%s is not a guest operating system; use \"linux\" (the default) or \"windows\"", quote(string(j.GuestOS)))
 		return
 	}
+	if !cloudbaseFormat(j.Format) {
+		// another Windows payload (issue 35's format "sysprep", an answer
+		// file Windows Setup reads) checks its own fields, these included
+		return
+	}
 	adminFields := []struct {
 		name string
 		set  bool
@@ -193,6 +198,14 @@ func validateWindows(j *Job, r *Report) {
 		}
 	}
 	checkWindowsMeta(j, r)
+}
+
+// cloudbaseFormat reports whether format f is one cloudbase-init reads
+// (config-2 or NoCloud; "" is the default, nocloud) or ignition, which a
+// Windows job is refused; any other format validates its own Windows
+// fields.
+func cloudbaseFormat(f Format) bool {
+	return f == "" || f == FormatNoCloud || f == FormatConfigDrive || f == FormatIgnition
 }
 
 // windowsUserBad holds the characters Windows refuses in an account name.
@@ -295,6 +308,9 @@ func checkWindowsMeta(j *Job, r *Report) {
 // knows, cloud-config that is a YAML mapping; a script cannot be merged.
 // show quotes the content in messages (or, for a secret, describes it).
 func validateWindowsUserData(j *Job, p, s string, show func(string) string, detail func(error) string, r *Report) {
+	if !cloudbaseFormat(j.Format) {
+		return // cloudbase-init does not read it; the format refuses it
+	}
 	if IsGzip([]byte(s)) {
 		t, err := UserDataText(s)
 		if err != nil {
