@@ -31,7 +31,9 @@ demo: deps build
 # The full test suite: installs what it needs, starts libvirtd, runs every
 # test (real libvirtd, real guests, the libvirtd-restart tests), every fuzz
 # target for FUZZTIME, and the packaging checks (with the .deb under a real
-# systemd in a systemd-nspawn container: VMPAYLOAD_SYSTEMD). -p 1: the packages share
+# systemd in a systemd-nspawn container: VMPAYLOAD_SYSTEMD), and cloudbase-init's
+# reader over the Windows payloads when VMPAYLOAD_CLOUDBASE_INIT names its
+# checkout (docs/windows.md; it says so when it is skipped). -p 1: the packages share
 # one libvirtd, and some tests kill and restart it.
 test: deps build
 	@bash test/libvirtd.sh
@@ -39,6 +41,7 @@ test: deps build
 	@bash test/monitoring.sh
 	@FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
 	@bash test/packaging/check.sh
+	@[ -n "$$VMPAYLOAD_CLOUDBASE_INIT" ] || echo "make test: SKIPPED the cloudbase-init judge of Windows payloads (payload TestWindowsExamplesJudgedByCloudbaseInit): set VMPAYLOAD_CLOUDBASE_INIT to a checkout of https://github.com/cloudbase/cloudbase-init (git clone; see docs/windows.md)"
 
 # Unit tests only (no libvirtd, no guests).
 test-fast:

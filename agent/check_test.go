@@ -75,6 +75,9 @@ func TestOneCheckEverywhere(t *testing.T) {
 		{"guest report in replace mode, inline user-data turns vendor-data off", map[string]any{"guest_report": true, "user_data_mode": "replace", "user_data": "#cloud-config\nvendor_data: {enabled: false}\n"}, []string{"guest_report"}, false, false},
 		{"guest report in replace mode, user_data_secret turns vendor-data off", map[string]any{"guest_report": true, "user_data_mode": "replace", "user_data_secret": "ud-vendor-off"}, []string{"guest_report"}, false, false},
 		{"no domain", map[string]any{"hostname": "h"}, []string{"domain"}, true, false},
+		{"windows: missing administrator password secret", map[string]any{"guest_os": "windows", "format": "configdrive", "admin_password_secret": "nope"}, []string{"admin_password_secret"}, false, false},
+		{"windows: empty administrator password secret, long host name", map[string]any{"guest_os": "windows", "format": "configdrive", "admin_password_secret": "empty", "hostname": "a-sixteen-chars0"}, []string{"admin_password_secret", "hostname"}, false, false},
+		{"windows: a script in merge mode", map[string]any{"guest_os": "windows", "format": "configdrive", "user_data": "#ps1_sysnative\nWrite-Host hi\n"}, []string{"user_data"}, false, false},
 		{name: "the agent's guest report in replace mode, user-data turns vendor-data off", job: map[string]any{"user_data_mode": "replace", "user_data": "#cloud-config\nvendor_data: {enabled: false}\n"},
 			want: []string{"guest_report"}, agentDefault: true},
 	}

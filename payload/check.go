@@ -223,6 +223,21 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 			r.Add(f, job.CodeInvalid, "secret %q is empty", k.PrivateKeySecret)
 		}
 	}
+	if j.AdminPasswordSecret != "" && job.ValidSecretName(j.AdminPasswordSecret) {
+		const f = "admin_password_secret"
+		b, err := sd.Read(j.AdminPasswordSecret)
+		if err != nil {
+			addSecretError(r, f, j.AdminPasswordSecret, err)
+		} else {
+			in.AdminPassword = strings.TrimRight(string(b), "\r\n")
+			switch {
+			case in.AdminPassword == "":
+				r.Add(f, job.CodeInvalid, "secret %q is empty", j.AdminPasswordSecret)
+			case strings.ContainsAny(in.AdminPassword, "\x00\r\n"):
+				r.Add(f, job.CodeInvalid, "secret %q holds more than one line or a NUL byte; the administrator password is its first line", j.AdminPasswordSecret)
+			}
+		}
+	}
 	switch {
 	case j.UserData != "":
 		in.UserData = j.UserData
@@ -235,8 +250,9 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 		b, err := sd.Read(j.UserDataSecret)
 		if err != nil {
 			addSecretError(r, "user_data_secret", j.UserDataSecret, err)
+		} else if in.UserData = string(b); j.IsWindows() {
+			r.Merge(job.ValidateWindowsSecretUserData(j, "user_data_secret", j.UserDataSecret, in.UserData))
 		} else {
-			in.UserData = string(b)
 			r.Merge(job.ValidateSecretUserData("user_data_secret", j.UserDataSecret, in.UserData))
 			// the merge check Validate makes for inline user-data (its
 			// message quotes no content)

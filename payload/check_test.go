@@ -153,3 +153,64 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 }
+
+// TestCheckWindowsSecrets: the administrator password and Windows
+// user-data read from secrets are checked by field, never quoted.
+func TestCheckWindowsSecrets(t *testing.T) {
+	dir := t.TempDir()
+	const pw = "Adm1n!secret-pw"
+	for name, c := range map[string]string{
+		"pw": pw + "\r\n", "empty": "\n", "twolines": pw + "\nsecond\n",
+		"ps1": "#ps1_sysnative\nWrite-Host " + pw + "\n", "junk": "Write-Host " + pw + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := CheckOptions{Secrets: true, SecretsDir: dir, Agent: true}
+	win := func(members string) string {
+		return `{"version":1,"domain":"d","guest_os":"windows","format":"configdrive",` + members + `}`
+	}
+	for _, c := range []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"password", win(`"admin_password_secret":"pw"`), nil},
+		{"missing password", win(`"admin_password_secret":"nope"`), []string{"admin_password_secret|not_found"}},
+		{"empty password", win(`"admin_password_secret":"empty"`), []string{"admin_password_secret|invalid"}},
+		{"two-line password", win(`"admin_password_secret":"twolines"`), []string{"admin_password_secret|invalid"}},
+		{"script secret replace", win(`"user_data_secret":"ps1","user_data_mode":"replace"`), nil},
+		{"script secret merge", win(`"user_data_secret":"ps1"`), []string{"user_data_secret|conflict"}},
+		{"unknown secret user data", win(`"user_data_secret":"junk","user_data_mode":"replace"`), []string{"user_data_secret|invalid"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, checked, r := Check([]byte(c.doc), agent)
+			if got := fieldCodes(r.Errors); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Check: %q, want %q", got, c.want)
+			}
+			for _, e := range r.Errors {
+				if strings.Contains(e.Message, pw) {
+					t.Errorf("%s quotes the secret: %s", e.Field, e.Message)
+				}
+			}
+			if c.want == nil && checked == nil {
+				t.Errorf("a good job was not checked")
+			}
+		})
+	}
+	// the password reaches meta_data.json as it is, without the line end
+	_, checked, r := Check([]byte(win(`"admin_password_secret":"pw"`)), agent)
+	if !r.OK() {
+		t.Fatal(r.Err())
+	}
+	rd, err := Render(checked, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rd.Docs.Files {
+		if f.Path == "openstack/latest/meta_data.json" && !strings.Contains(string(f.Data), `"admin_pass": "`+pw+`"`) {
+			t.Errorf("meta_data.json has no admin_pass %q:\n%s", pw, f.Data)
+		}
+	}
+}

@@ -16,6 +16,8 @@ import (
 // documents, and its image must write and read back.
 func FuzzRenderJob(f *testing.F) {
 	files, _ := filepath.Glob("../configs/examples/*.json")
+	win, _ := filepath.Glob("../configs/examples/windows/*.json") // guest_os "windows"
+	files = append(files, win...)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)

@@ -11,6 +11,8 @@ PKGS=(
   cloud-init xorriso mtools dosfstools genisoimage cloud-image-utils util-linux openssl whois
   # libvirt and qemu for integration and guest tests
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
+  # cloudbase-init's reader (its source comes from a checkout, VMPAYLOAD_CLOUDBASE_INIT: docs/windows.md)
+  python3 python3-oslo.config python3-oslo.log python3-netaddr python3-yaml python3-jinja2 python3-requests python3-six
   # guest images
   mmdebstrap e2fsprogs
   # packaging checks and benchmarks

@@ -138,7 +138,40 @@ type Job struct {
 	// IgnitionDelivery is how the Ignition config reaches the guest;
 	// format "ignition" only, default "fwcfg".
 	IgnitionDelivery IgnitionDelivery `json:"ignition_delivery,omitempty"`
+
+	// GuestOS says which system the guest runs: "" or "linux" (cloud-init,
+	// the default) or "windows" (cloudbase-init; docs/windows.md). A
+	// Windows guest's host name is checked against the NetBIOS rule, its
+	// user-data against cloudbase-init's reader, and no cloud-config is
+	// generated for it.
+	GuestOS GuestOS `json:"guest_os,omitempty"`
+	// AdminUsername is the administrator account cloudbase-init creates or
+	// updates (meta_data.json meta.admin_username); guest_os "windows",
+	// format "configdrive" only.
+	AdminUsername string `json:"admin_username,omitempty"`
+	// AdminPasswordSecret names the secret holding the administrator's
+	// plaintext password, which cloudbase-init sets from meta_data.json
+	// admin_pass. The plaintext reaches the image only; recipes keep the
+	// name. guest_os "windows", format "configdrive" only.
+	AdminPasswordSecret string `json:"admin_password_secret,omitempty"`
+	// AdminCerts are PEM X.509 certificates cloudbase-init maps to the
+	// administrator for WinRM certificate authentication (the first as
+	// meta_data.json meta.admin_cert0..N, the others as keys entries of
+	// type "x509"). guest_os "windows", format "configdrive" only.
+	AdminCerts []string `json:"admin_certs,omitempty"`
 }
+
+// GuestOS is the operating system family of the guest.
+type GuestOS string
+
+// Guest operating systems.
+const (
+	GuestLinux   GuestOS = "linux"
+	GuestWindows GuestOS = "windows"
+)
+
+// IsWindows reports whether the job is for a Windows guest (cloudbase-init).
+func (j *Job) IsWindows() bool { return j.GuestOS == GuestWindows }
 
 // SSHHostKey is a host key pair the guest's SSH server gets instead of
 // generated ones. The private key is only ever a secret reference.

@@ -129,6 +129,7 @@ func (j *Job) Validate() Report {
 	}
 	validateVendorData(j, &r)
 	validateIgnition(j, &r)
+	validateWindows(j, &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -185,6 +186,7 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0}, {"power_state", j.PowerState != nil},
 		{"phone_home", j.PhoneHome != nil}, {"random_seed", j.RandomSeed != nil}, {"network_data", j.NetworkData != nil},
 		{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"butane", j.Butane != ""},
+		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
 	} {
 		if f.set {
 			content = append(content, f.name)
@@ -498,14 +500,20 @@ func validateUserData(j *Job, r *Report) {
 	var set []string
 	if j.UserData != "" {
 		set = append(set, "user_data")
-		checkMergeableNode(j, validateUserDataText("user_data", j.UserData, r), r)
-		CheckReporterUserData(j, j.UserData, r)
+		if j.IsWindows() {
+			validateWindowsUserData(j, "user_data", j.UserData, quote, func(err error) string { return err.Error() }, r)
+		} else {
+			checkMergeableNode(j, validateUserDataText("user_data", j.UserData, r), r)
+			CheckReporterUserData(j, j.UserData, r)
+		}
 	}
 	if j.UserDataBase64 != "" {
 		set = append(set, "user_data_base64")
 		b, err := base64.StdEncoding.DecodeString(j.UserDataBase64)
 		if err != nil {
 			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", quote(j.UserDataBase64), err)
+		} else if j.IsWindows() {
+			validateWindowsUserData(j, "user_data_base64", string(b), quote, func(err error) string { return err.Error() }, r)
 		} else {
 			checkMergeableNode(j, validateUserDataText("user_data_base64", string(b), r), r)
 			CheckReporterUserData(j, string(b), r)

@@ -41,6 +41,7 @@ func TestSecretsAndPermissions(t *testing.T) {
 		"ud":          "#cloud-config\nruncmd: [echo SECRET-UD-0c4d19]\n",
 		"bad-ud-yaml": "#cloud-config\nSECRET-BADYAML-1d2c: [\n",
 		"bad-ud-kind": "SECRET-BADKIND-8e1f plain text\n",
+		"win-pw":      "SECRET-WINPW-3c8d\n", // a Windows administrator password: in the image only
 	}
 	for n, c := range secret {
 		must(t, os.WriteFile(filepath.Join(a.SecretsDir, n), []byte(c), 0o600))
@@ -51,7 +52,7 @@ func TestSecretsAndPermissions(t *testing.T) {
 	must(t, os.Symlink("../outside", filepath.Join(a.SecretsDir, "link-rel")))
 	markers := []string{"SECRET-PW-5e2b77", "SECRET-UD-0c4d19", "SECRET-BADYAML-1d2c", "SECRET-BADKIND-8e1f", "SECRET-OUTSIDE-9f2e",
 		"PLAIN-PW-a81f3c", "PLAIN-PW-CONFLICT-3b9e", "PLAIN-HASH-77aa", "PLAIN-API-PW-42c1", "PLAIN-NUL-PW-6d0a", "PLAIN-BADUSER-PW-11fe",
-		"PLAIN-LINKED-PW-5a7c"}
+		"PLAIN-LINKED-PW-5a7c", "SECRET-WINPW-3c8d", "PLAIN-WINPW-META-77e1"}
 	// A job outside the spool, reachable only through a symlink in
 	// incoming/: the agent must refuse the link, not read the job.
 	linkedJob := filepath.Join(base, "linked-job.json")
@@ -81,6 +82,8 @@ func TestSecretsAndPermissions(t *testing.T) {
 		{"s-link-rel", map[string]any{"user_data_secret": "link-rel"}, result.StateFailed, "invalid_job"},
 		{"s-dotdot", map[string]any{"user_data_secret": "../outside"}, result.StateFailed, "invalid_job"},
 		{"s-abs", map[string]any{"users": u(map[string]any{"name": "a", "password_secret": outside})}, result.StateFailed, "invalid_job"},
+		{"s-win-pw", map[string]any{"guest_os": "windows", "format": "configdrive", "hostname": "win-sec", "admin_password_secret": "win-pw"}, result.StateDone, ""},
+		{"s-win-meta-pw", map[string]any{"guest_os": "windows", "format": "configdrive", "meta_data": map[string]any{"admin_pass": "PLAIN-WINPW-META-77e1"}}, result.StateFailed, "invalid_job"},
 	}
 	a.start()
 	a.waitReady(60 * time.Second)
@@ -190,6 +193,15 @@ func TestSecretsAndPermissions(t *testing.T) {
 	imgs, _ := filepath.Glob(filepath.Join(a.PayloadDir, "*"))
 	if len(imgs) == 0 {
 		t.Error("no images written")
+	}
+	// the Windows administrator password is where cloudbase-init reads it
+	inImage := false
+	for _, p := range imgs {
+		b, _ := os.ReadFile(p)
+		inImage = inImage || bytes.Contains(b, []byte(`"admin_pass": "SECRET-WINPW-3c8d"`))
+	}
+	if !inImage {
+		t.Error("no image carries the Windows administrator password as meta_data.json admin_pass")
 	}
 	for _, p := range imgs {
 		st, err := os.Stat(p)

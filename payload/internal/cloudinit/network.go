@@ -75,7 +75,9 @@ func buildNetworkV1(j *job.Job) *NetworkV1 {
 				e.AcceptRA = ptr(false)
 			}
 		}
-		if len(e.Subnets) == 0 {
+		if j.IsWindows() {
+			e.Subnets, e.AcceptRA = windowsSubnetsV1(e.Subnets), nil
+		} else if len(e.Subnets) == 0 {
 			// link up without addresses
 			e.Subnets = append(e.Subnets, SubnetV1{Type: "manual"})
 		}
@@ -85,6 +87,26 @@ func buildNetworkV1(j *job.Job) *NetworkV1 {
 		nc.Config = append(nc.Config, ConfigV1{Type: "nameserver", Address: j.DNS.Nameservers, Search: j.DNS.Search})
 	}
 	return nc
+}
+
+// windowsSubnetsV1 rewrites a NIC's v1 subnets for cloudbase-init's
+// NoCloud reader, which skips only subnets of type "dhcp" and "dhcp6" and
+// takes every other one as a static address (one without, such as
+// cloud-init's "dhcp4", "ipv6_slaac" or "manual", stops its network
+// plugin): DHCP becomes "dhcp"/"dhcp6", SLAAC (Windows' default) is left
+// out, and so is the "manual" placeholder.
+func windowsSubnetsV1(in []SubnetV1) []SubnetV1 {
+	var out []SubnetV1
+	for _, s := range in {
+		switch s.Type {
+		case "dhcp4":
+			s.Type = "dhcp"
+		case "ipv6_slaac", "manual":
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // NetworkData is OpenStack's network_data.json, in the shape Nova writes and
@@ -158,6 +180,10 @@ func buildNetworkData(j *job.Job) *NetworkData {
 	for i, n := range j.NICs {
 		name := nicName(n, i)
 		l := Link{ID: "vmpayload-" + name, Type: "phy", EthernetMACAddress: strings.ToLower(n.MAC), Name: name, VifID: name}
+		if j.IsWindows() {
+			// cloudbase-init renames the adapter to the link's id
+			l.ID = name
+		}
 		if n.MTU != 0 {
 			l.MTU = ptr(n.MTU)
 		}
@@ -184,6 +210,12 @@ func buildNetworkData(j *job.Job) *NetworkData {
 				nw.IPAddress = pfx.Addr().String()
 				nw.Netmask = netmask(pfx)
 				nw.Gateway = c.Gateway
+				if j.IsWindows() && c.Gateway != "" {
+					// cloudbase-init takes the default gateway only from a
+					// route of prefix 0, never from a network's gateway
+					nw.Gateway = ""
+					nw.Routes = []Route{defaultRoute(fam, c.Gateway)}
+				}
 				nw.Services = dns
 				if !searchSet { // once per link: cloud-init would list it twice
 					nw.DNSSearch, searchSet = search, true
@@ -205,4 +237,13 @@ func netmask(p netip.Prefix) string {
 	}
 	m := net.CIDRMask(p.Bits(), bits)
 	return net.IP(m).String()
+}
+
+// defaultRoute is the network_data.json route of prefix 0 (Nova's form of
+// a subnet's gateway) of family fam ("ipv4" or "ipv6") through gw.
+func defaultRoute(fam, gw string) Route {
+	if fam == "ipv6" {
+		return Route{Network: "::", Netmask: "::", Gateway: gw}
+	}
+	return Route{Network: "0.0.0.0", Netmask: "0.0.0.0", Gateway: gw}
 }

@@ -42,6 +42,11 @@ type Input struct {
 	// HostKeys holds, per entry of Job.SSHHostKeys, the key pair parsed
 	// from its private_key_secret.
 	HostKeys []HostKey
+	// AdminPassword is the plaintext read from Job.AdminPasswordSecret
+	// (guest_os "windows"): cloudbase-init sets the administrator's
+	// password from meta_data.json admin_pass, so it reaches the image as
+	// it is. It enters the content hash only as a fixed-salt SHA-512 crypt.
+	AdminPassword string
 	// Identity, when set, pins the content hash and instance-id to those an
 	// earlier render of the same job recorded (see package recipe): a
 	// recipe stores a plaintext password only as the hash that went into
@@ -168,14 +173,24 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if j.Format == job.FormatIgnition {
 		return renderIgnitionDocs(&j, in, hashes, keys, contentSum, iidHash)
 	}
-	cc := buildCloudConfig(&j, hashes, keys, seed)
+	cc := &CloudConfig{}
+	if !j.IsWindows() {
+		// cloudbase-init reads no generated cloud-config: a Windows job's
+		// fields go to meta-data and network data only (job.validateWindows
+		// refuses the others)
+		cc = buildCloudConfig(&j, hashes, keys, seed)
+	}
 	key, err := placeholderKey()
 	if err != nil {
 		return nil, err
 	}
 	big := detachBigContents(cc, key)
-	userData, err := assembleUserData(cc, big, in.UserData, j.UserDataMode, contentSum)
-	if err != nil {
+	var userData []byte
+	if j.IsWindows() {
+		// verbatim in either mode (cloudbase-init undoes gzip itself); no
+		// user-data, no config-2 document
+		userData = []byte(in.UserData)
+	} else if userData, err = assembleUserData(cc, big, in.UserData, j.UserDataMode, contentSum); err != nil {
 		return nil, err
 	}
 	iid := j.InstanceID
@@ -200,7 +215,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 	}
 	switch j.Format {
 	case job.FormatConfigDrive:
-		err = renderConfigDrive(docs, &j, userData, seed)
+		err = renderConfigDrive(docs, &j, userData, seed, in.AdminPassword)
 	default:
 		err = renderNoCloud(docs, &j, userData)
 	}
@@ -294,6 +309,13 @@ func jobIdentities(j *job.Job, in Input, keys []HostKey) (content, instance stri
 			u.Password, u.PasswordSecret = "", ""
 			u.PasswordHash = "derived:" + h
 		}
+	}
+	if in.AdminPassword != "" {
+		h, err := hashPassword(in.AdminPassword, func() (string, error) { return "vmpayload.iid", nil })
+		if err != nil {
+			return "", "", fmt.Errorf("deriving the content hash: %w", err)
+		}
+		c.AdminPasswordSecret = "derived:" + h
 	}
 	// the instance hash leaves out what does not make a new instance
 	ci := c
@@ -514,7 +536,7 @@ type OpenStackMeta struct {
 
 const configDriveDir = "openstack/latest/"
 
-func renderConfigDrive(d *Documents, j *job.Job, userData []byte, seed string) error {
+func renderConfigDrive(d *Documents, j *job.Job, userData []byte, seed, adminPass string) error {
 	m := OpenStackMeta{UUID: d.InstanceID, Hostname: j.Hostname, Name: j.Hostname}
 	if m.Name == "" {
 		m.Name = j.Domain
@@ -539,11 +561,17 @@ func renderConfigDrive(d *Documents, j *job.Job, userData []byte, seed string) e
 	for k, v := range j.MetaData {
 		meta[k] = v
 	}
+	if j.IsWindows() {
+		addWindowsMeta(meta, j, adminPass)
+	}
 	md, err := marshalJSON(meta)
 	if err != nil {
 		return fmt.Errorf("rendering meta_data.json: %w", err)
 	}
-	d.Files = append(d.Files, File{configDriveDir + "meta_data.json", md}, File{configDriveDir + "user_data", userData})
+	d.Files = append(d.Files, File{configDriveDir + "meta_data.json", md})
+	if !j.IsWindows() || len(userData) > 0 {
+		d.Files = append(d.Files, File{configDriveDir + "user_data", userData})
+	}
 	if j.NetworkData != nil {
 		b, err := marshalJSON(j.NetworkData)
 		if err != nil {
@@ -580,4 +608,49 @@ func marshalJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// addWindowsMeta adds to a Windows guest's meta_data.json what
+// cloudbase-init's BaseOpenStackService reads beyond cloud-init: the SSH
+// keys again as "keys" entries of type "ssh", and under "meta" (merged
+// with a meta object meta_data gives; job.validateWindows refuses a key
+// given both ways) the administrator's name (admin_username, read only
+// there), password (admin_pass) and first certificate, cut into admin_cert0,
+// admin_cert1, ... of job.MaxAdminCertChunk characters, which
+// cloudbase-init joins again; further certificates become "keys" entries of
+// type "x509".
+func addWindowsMeta(meta map[string]any, j *job.Job, adminPass string) {
+	var keys []any
+	for i, k := range j.SSHAuthorizedKeys {
+		keys = append(keys, map[string]any{"name": fmt.Sprintf("key-%d", i), "type": "ssh", "data": k})
+	}
+	m := map[string]any{}
+	if given, ok := meta["meta"].(map[string]any); ok {
+		for k, v := range given {
+			m[k] = v
+		}
+	}
+	if j.AdminUsername != "" {
+		m["admin_username"] = j.AdminUsername
+	}
+	if adminPass != "" {
+		m["admin_pass"] = adminPass
+	}
+	for i, c := range j.AdminCerts {
+		if i > 0 {
+			keys = append(keys, map[string]any{"name": fmt.Sprintf("cert-%d", i), "type": "x509", "data": c})
+			continue
+		}
+		for n := 0; len(c) > 0; n++ {
+			piece := c[:min(len(c), job.MaxAdminCertChunk)]
+			m[fmt.Sprintf("admin_cert%d", n)] = piece
+			c = c[len(piece):]
+		}
+	}
+	if len(keys) > 0 {
+		meta["keys"] = keys
+	}
+	if len(m) > 0 {
+		meta["meta"] = m
+	}
 }

@@ -1,0 +1,357 @@
+package job
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// This file holds what a job for a Windows guest (guest_os "windows")
+// means: cloudbase-init reads its payload, an OpenStack config drive
+// (format "configdrive") or, in recent releases, a NoCloud seed. Its
+// rules here follow cloudbase-init's own readers (metadata/services/
+// baseopenstackservice.py, plugins/common/userdata.py and
+// userdatautils.py, utils/hostname.py); test/cloudbaseinit judges the
+// images with that code. docs/windows.md describes them.
+
+// NetBIOSNameMax is the longest computer name Windows keeps:
+// cloudbase-init cuts a longer first label to 15 characters (its
+// netbios_host_name_compatibility, on by default), which the job refuses
+// rather than let happen silently.
+const NetBIOSNameMax = 15
+
+// MaxAdminCertChunk is the length of the meta.admin_certN pieces a
+// certificate is cut into: Nova's limit on a metadata value, which
+// cloudbase-init undoes by joining admin_cert0, admin_cert1, ... in order.
+const MaxAdminCertChunk = 255
+
+// WindowsUserDataKind is what cloudbase-init makes of a user-data text
+// (after undoing gzip).
+type WindowsUserDataKind string
+
+// Kinds of user-data cloudbase-init tells apart. The script kinds are the
+// executors of its userdatautils.get_command, tried in its order.
+const (
+	WinKindMultipart   WindowsUserDataKind = "multipart"     // "Content-Type: multipart" in the header block
+	WinKindTemplate    WindowsUserDataKind = "jinja"         // "## template: jinja": rendered, then read again
+	WinKindCloudConfig WindowsUserDataKind = "cloud-config"  // "#cloud-config" (its subset of modules)
+	WinKindCertificate WindowsUserDataKind = "x509"          // a PEM certificate, for WinRM certificate log-on
+	WinKindCmd         WindowsUserDataKind = "cmd"           // "rem cmd": a batch file (execcmd.Shell)
+	WinKindPython      WindowsUserDataKind = "python"        // "#!/usr/bin/env python" (execcmd.Python)
+	WinKindShell       WindowsUserDataKind = "sh"            // "#!" (execcmd.Bash)
+	WinKindPS1         WindowsUserDataKind = "ps1_sysnative" // "#ps1" or "#ps1_sysnative": 64-bit PowerShell
+	WinKindPS1x86      WindowsUserDataKind = "ps1_x86"       // "#ps1_x86": 32-bit PowerShell
+	WinKindEC2         WindowsUserDataKind = "ec2"           // <script>...</script> / <powershell>...</powershell>
+	WinKindUnknown     WindowsUserDataKind = ""
+)
+
+// IsScript reports whether cloudbase-init runs user-data of kind k as a
+// script (or certificate), which nothing can be merged into.
+func (k WindowsUserDataKind) IsScript() bool {
+	switch k {
+	case WinKindCmd, WinKindPython, WinKindShell, WinKindPS1, WinKindPS1x86, WinKindEC2, WinKindCertificate:
+		return true
+	}
+	return false
+}
+
+// winKindNames describes the script kinds in messages.
+var winKindNames = map[WindowsUserDataKind]string{
+	WinKindCmd: "a \"rem cmd\" batch script", WinKindPython: "a Python script", WinKindShell: "a \"#!\" script",
+	WinKindPS1: "a #ps1_sysnative PowerShell script", WinKindPS1x86: "a #ps1_x86 PowerShell script",
+	WinKindEC2: "an EC2-style <powershell>/<script> script", WinKindCertificate: "a PEM certificate",
+}
+
+// The script tests of cloudbase-init's userdatautils, in its order: the
+// first that matches decides. All but the EC2 tags are anchored at the
+// very start of the data and case-sensitive.
+var winScripts = []struct {
+	re   func() *regexp.Regexp
+	kind WindowsUserDataKind
+}{
+	{lazyRegexp(`^rem\s+cmd\s`), WinKindCmd},
+	{lazyRegexp(`^#!\s*/usr/bin/env\s+python\s`), WinKindPython},
+	{lazyRegexp(`^#!`), WinKindShell},
+	{lazyRegexp(`^#(ps1|ps1_sysnative)\s`), WinKindPS1},
+	{lazyRegexp(`^#ps1_x86\s`), WinKindPS1x86},
+	{lazyRegexp(`</?(script|powershell)>`), WinKindEC2},
+}
+
+var winTemplateRE = lazyRegexp(`(?i)^##\s*template:\s*jinja\s*(\n|$)`)
+
+// ClassifyWindowsUserData returns the kind cloudbase-init gives the
+// (decompressed) user-data s: MIME when its header block (up to the first
+// empty line) holds "Content-Type: multipart"; a template, cloud-config
+// or certificate by its start; else the first script test that matches.
+func ClassifyWindowsUserData(s string) WindowsUserDataKind {
+	header, _, _ := strings.Cut(s, "\n\n")
+	switch {
+	case strings.Contains(header, "Content-Type: multipart"):
+		return WinKindMultipart
+	case winTemplateRE().MatchString(s):
+		return WinKindTemplate
+	case strings.HasPrefix(s, "#cloud-config"):
+		return WinKindCloudConfig
+	case strings.HasPrefix(strings.TrimSpace(s), "-----BEGIN CERTIFICATE-----"):
+		return WinKindCertificate
+	}
+	for _, sc := range winScripts {
+		if sc.re().MatchString(s) {
+			return sc.kind
+		}
+	}
+	return WinKindUnknown
+}
+
+// windowsRefusal is a job field a Windows guest's payload cannot carry.
+type windowsRefusal struct {
+	field string
+	set   func(*Job) bool
+	why   string
+}
+
+// windowsRefusals lists the fields vmpayload renders only into cloud-init's
+// generated cloud-config (or reads only on Linux), each with the reason;
+// cloudbase-init would ignore them or read them in another shape.
+var windowsRefusals = []windowsRefusal{
+	{"users", func(j *Job) bool { return len(j.Users) > 0 }, "they become a cloud-init cloud-config with Linux accounts; give admin_username and admin_password_secret, or a #cloud-config user_data in cloudbase-init's form"},
+	{"files", func(j *Job) bool { return len(j.Files) > 0 }, "they become cloud-init write_files with Linux owners and modes; give a #cloud-config user_data with cloudbase-init's write_files, or a #ps1_sysnative script"},
+	{"runcmd", func(j *Job) bool { return len(j.Runcmd) > 0 }, "they become a cloud-init runcmd; give a #ps1_sysnative or \"rem cmd\" user_data script"},
+	{"timezone", func(j *Job) bool { return j.Timezone != "" }, "it becomes a cloud-init cloud-config; give cloudbase-init's set_timezone in a #cloud-config user_data"},
+	{"locale", func(j *Job) bool { return j.Locale != "" }, "it is a Linux locale; cloudbase-init has no locale setting"},
+	{"ssh_host_keys", func(j *Job) bool { return len(j.SSHHostKeys) > 0 }, "cloudbase-init does not install SSH host keys"},
+	{"regenerate_ssh_host_keys", func(j *Job) bool { return j.RegenerateSSHHostKeys != nil }, "cloudbase-init does not manage SSH host keys"},
+	{"ssh_password_auth", func(j *Job) bool { return j.SSHPasswordAuth != nil }, "it is a cloud-init sshd setting; cloudbase-init has none"},
+	{"power_state", func(j *Job) bool { return j.PowerState != nil }, "it is a cloud-init module; end a user_data script with shutdown.exe, or set cloudbase-init's allow_reboot"},
+	{"phone_home", func(j *Job) bool { return j.PhoneHome != nil }, "it is a cloud-init module; cloudbase-init has none"},
+	{"random_seed", func(j *Job) bool { return j.RandomSeed != nil }, "cloudbase-init does not read a random seed"},
+	{"vendor_data", func(j *Job) bool { return j.VendorData != "" }, "cloudbase-init does not read vendor-data"},
+	{"vendor_data_base64", func(j *Job) bool { return j.VendorDataBase64 != "" }, "cloudbase-init does not read vendor-data"},
+	{"guest_report", func(j *Job) bool { return j.GuestReport != nil && *j.GuestReport }, "the guest report is a cloud-init boothook, which cloudbase-init does not run"},
+	{"dns.search", func(j *Job) bool { return j.DNS != nil && len(j.DNS.Search) > 0 }, "cloudbase-init reads no search domains from the payload (it would drop them); set them with a user_data script"},
+}
+
+// validateWindows checks guest_os and the fields that only a Windows guest
+// may give, and, for a Windows guest, refuses every field cloudbase-init
+// cannot honour.
+func validateWindows(j *Job, r *Report) {
+	switch j.GuestOS {
+	case "", GuestLinux, GuestWindows:
+	default:
+		r.Add("guest_os", CodeInvalid, "%s is not a guest operating system; use \"linux\" (the default) or \"windows\"", quote(string(j.GuestOS)))
+		return
+	}
+	if !cloudbaseFormat(j.Format) {
+		// another Windows payload (issue 35's format "sysprep", an answer
+		// file Windows Setup reads) checks its own fields, these included
+		return
+	}
+	adminFields := []struct {
+		name string
+		set  bool
+	}{
+		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
+	}
+	if !j.IsWindows() {
+		for _, f := range adminFields {
+			if f.set {
+				r.Add(f.name, CodeConflict, "%s is read by cloudbase-init: it needs guest_os \"windows\"", f.name)
+			}
+		}
+		return
+	}
+	if j.Format == FormatIgnition {
+		r.Add("guest_os", CodeConflict, "a Windows guest does not run Ignition; use format \"configdrive\" (cloudbase-init's ConfigDriveService)")
+	}
+	if j.Format != FormatConfigDrive && j.Format != FormatIgnition {
+		for _, f := range adminFields {
+			if f.set {
+				r.Add(f.name, CodeConflict, "cloudbase-init reads %s only from a config drive (meta_data.json); use format \"configdrive\" (its NoCloud reader has no administrator settings)", f.name)
+			}
+		}
+	}
+	for _, f := range windowsRefusals {
+		if f.set(j) {
+			r.Add(f.field, CodeConflict, "guest_os \"windows\" cannot carry %s: %s", f.field, f.why)
+		}
+	}
+	if j.Hostname != "" && ValidHostname(j.Hostname) {
+		short, _, _ := strings.Cut(strings.TrimSuffix(j.Hostname, "."), ".")
+		switch {
+		case len(short) > NetBIOSNameMax:
+			r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: its first label %s has %d characters, the NetBIOS limit is %d (cloudbase-init would cut it to %s)", quote(j.Hostname), quote(short), len(short), NetBIOSNameMax, quote(short[:NetBIOSNameMax]))
+		case strings.Trim(short, "0123456789") == "":
+			r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: its first label %s is all digits", quote(j.Hostname), quote(short))
+		}
+	}
+	if j.AdminUsername != "" {
+		validateWindowsUser("admin_username", j.AdminUsername, r)
+	}
+	if j.AdminPasswordSecret != "" {
+		validateSecretName("admin_password_secret", j.AdminPasswordSecret, r)
+	}
+	for i, c := range j.AdminCerts {
+		if err := CheckPEMCertificate(c); err != nil {
+			r.Add(index("admin_certs", i), CodeInvalid, "%s is not a PEM X.509 certificate (\"-----BEGIN CERTIFICATE-----...\"): %v", quote(c), err)
+		}
+	}
+	checkWindowsMeta(j, r)
+}
+
+// cloudbaseFormat reports whether format f is one cloudbase-init reads
+// (config-2 or NoCloud; "" is the default, nocloud) or ignition, which a
+// Windows job is refused; any other format validates its own Windows
+// fields.
+func cloudbaseFormat(f Format) bool {
+	return f == "" || f == FormatNoCloud || f == FormatConfigDrive || f == FormatIgnition
+}
+
+// windowsUserBad holds the characters Windows refuses in an account name.
+const windowsUserBad = "\"/\\[]:;|=,+*?<>@"
+
+func validateWindowsUser(p, name string, r *Report) {
+	switch {
+	case len([]rune(name)) > 20:
+		r.Add(p, CodeInvalid, "%s is not a Windows account name: at most 20 characters", quote(name))
+	case strings.ContainsAny(name, windowsUserBad) || hasControl(name):
+		r.Add(p, CodeInvalid, "%s is not a Windows account name: none of %s or control characters", quote(name), windowsUserBad)
+	case strings.Trim(name, ". ") == "" || strings.TrimSpace(name) != name:
+		r.Add(p, CodeInvalid, "%s is not a Windows account name: not only dots and spaces, no leading or trailing spaces", quote(name))
+	}
+}
+
+// CheckPEMCertificate checks that s is exactly one PEM CERTIFICATE block
+// holding an X.509 certificate, with nothing but white space around it.
+func CheckPEMCertificate(s string) error {
+	b, rest := pem.Decode([]byte(s))
+	switch {
+	case b == nil:
+		return fmt.Errorf("no PEM block")
+	case b.Type != "CERTIFICATE":
+		return fmt.Errorf("the PEM block is a %q, not a CERTIFICATE", b.Type)
+	case strings.TrimSpace(string(rest)) != "":
+		return fmt.Errorf("more than one PEM block, or text after it; give one certificate per element")
+	case strings.TrimSpace(s[:strings.Index(s, "-----BEGIN")]) != "":
+		return fmt.Errorf("text before the PEM block")
+	}
+	if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+		return fmt.Errorf("parsing it: %w", err)
+	}
+	return nil
+}
+
+// windowsMetaKeys are the keys under meta_data.json "meta" that Windows
+// fields write, each with its field.
+var windowsMetaKeys = []struct {
+	key   string
+	field string
+	set   func(*Job) bool
+}{
+	{"admin_username", "admin_username", func(j *Job) bool { return j.AdminUsername != "" }},
+}
+
+// checkWindowsMeta refuses meta_data that gives what a Windows field
+// writes: one of them would silently win.
+func checkWindowsMeta(j *Job, r *Report) {
+	if j.MetaData == nil {
+		return
+	}
+	// a password inline in meta_data would be kept in the recipe, in the
+	// domain XML that read-only clients read: only by secret (the value is
+	// never quoted)
+	const viaSecret = "give the administrator password as admin_password_secret: meta_data is kept as it is in the domain's recipe, which read-only libvirt clients can read"
+	if _, ok := j.MetaData["admin_pass"]; ok {
+		r.Add("meta_data.admin_pass", CodeInvalid, "%s", viaSecret)
+	}
+	if m, ok := j.MetaData["meta"].(map[string]any); ok {
+		if _, ok := m["admin_pass"]; ok {
+			r.Add("meta_data.meta.admin_pass", CodeInvalid, "%s", viaSecret)
+		}
+	}
+	if j.Format != FormatConfigDrive {
+		return
+	}
+	if _, ok := j.MetaData["keys"]; ok && (len(j.SSHAuthorizedKeys) > 0 || len(j.AdminCerts) > 1) {
+		r.Add("meta_data.keys", CodeConflict, "meta_data gives keys, which the job writes from ssh_authorized_keys and admin_certs; give them there")
+	}
+	mv, ok := j.MetaData["meta"]
+	if !ok {
+		return
+	}
+	meta, isMap := mv.(map[string]any)
+	gen := j.AdminUsername != "" || j.AdminPasswordSecret != "" || len(j.AdminCerts) > 0
+	if !isMap {
+		if gen {
+			r.Add("meta_data.meta", CodeConflict, "meta_data.meta must be an object when the job gives admin_username, admin_password_secret or admin_certs (they are written into it), got %s", quote(fmt.Sprint(mv)))
+		}
+		return
+	}
+	for _, k := range windowsMetaKeys {
+		if _, ok := meta[k.key]; ok && k.set(j) {
+			r.Add(join("meta_data.meta", k.key), CodeConflict, "meta_data.meta gives %s, which the job writes from %s; give it once", k.key, k.field)
+		}
+	}
+	if len(j.AdminCerts) > 0 {
+		for k := range meta {
+			if strings.HasPrefix(k, "admin_cert") {
+				r.Add(join("meta_data.meta", k), CodeConflict, "meta_data.meta gives %s, and the job writes meta.admin_cert0... from admin_certs; give the certificates there", k)
+				break
+			}
+		}
+	}
+}
+
+// validateWindowsUserData checks user-data s (given in field p) for a
+// Windows guest the way cloudbase-init reads it: gzip undone, a kind it
+// knows, cloud-config that is a YAML mapping; a script cannot be merged.
+// show quotes the content in messages (or, for a secret, describes it).
+func validateWindowsUserData(j *Job, p, s string, show func(string) string, detail func(error) string, r *Report) {
+	if !cloudbaseFormat(j.Format) {
+		return // cloudbase-init does not read it; the format refuses it
+	}
+	if IsGzip([]byte(s)) {
+		t, err := UserDataText(s)
+		if err != nil {
+			r.Add(p, CodeInvalid, "gzip-compressed content (%d bytes) cannot be used: %v", len(s), err)
+			return
+		}
+		s = t
+	}
+	k := ClassifyWindowsUserData(s)
+	switch k {
+	case WinKindUnknown:
+		r.Add(p, CodeInvalid, "cloudbase-init would ignore %s (\"Unsupported user_data format\"): it does not start with \"#ps1_sysnative\", \"#ps1_x86\", \"#ps1\", \"rem cmd\", \"#!\", \"#cloud-config\" or \"## template: jinja\", holds no <powershell> or <script> section and has no \"Content-Type: multipart\" header", show(s))
+		return
+	case WinKindCloudConfig:
+		if d, _, err := LoadYAMLMapping(s); err != nil {
+			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping (cloudbase-init would ignore it): %s", show(s), detail(err))
+		} else if err := checkAliasing(d); err != nil {
+			r.Add(p, CodeInvalid, "#cloud-config %s expands beyond reason: %s", show(s), detail(err))
+		}
+	case WinKindMultipart:
+		if err := checkMultipart(s); err != nil {
+			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %s", show(s), detail(err))
+		}
+	}
+	if k.IsScript() && j.UserDataMode != ModeReplace {
+		r.Add(p, CodeConflict, "user_data_mode %s merges cloud-config, but this user-data is %s, which cloudbase-init takes as it is; set user_data_mode to \"replace\" to carry it verbatim", quote(string(orMerge(j.UserDataMode))), winKindNames[k])
+	}
+}
+
+func orMerge(m UserDataMode) UserDataMode {
+	if m == "" {
+		return ModeMerge
+	}
+	return m
+}
+
+// ValidateWindowsSecretUserData is validateWindowsUserData for user-data
+// read from secret name: the content is never quoted.
+func ValidateWindowsSecretUserData(j *Job, field, name, s string) Report {
+	var r Report
+	show := func(string) string { return fmt.Sprintf("(content of secret %q, %d bytes)", name, len(s)) }
+	validateWindowsUserData(j, field, s, show, redactParseError, &r)
+	return r
+}
