@@ -370,7 +370,10 @@ func (a *Agent) lifecycle(ctx context.Context) {
 			if ev.Type == libvirtx.EventStarted {
 				a.starts.Note(ev.UUID, time.Now())
 			}
-			if ev.Type == libvirtx.EventUndefined {
+			// A rename undefines the old name and defines the new one
+			// with the same UUID: the domain, its payload and its
+			// pending guest report live on.
+			if ev.Type == libvirtx.EventUndefined && !ev.Renamed {
 				a.starts.Forget(ev.UUID)
 				a.eng.Load().RemoveDomainImages(ev.UUID)
 				a.guest.gone(ev.UUID)

@@ -43,6 +43,11 @@ type Event struct {
 	Name   string
 	UUID   string
 	Detail int
+	// Renamed marks the EventUndefined (old name) and EventDefined (new
+	// name) that libvirt sends for a rename (virDomainRename, virsh
+	// domrename): the domain lives on with the same UUID, definition and
+	// files; only its name changed.
+	Renamed bool
 }
 
 var (
@@ -97,7 +102,9 @@ func (h *LibvirtHost) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *lib
 	if t == EventUndefined && uuid != "" {
 		h.forgetHandle(uuid)
 	}
-	h.emit(Event{Type: t, Name: name, UUID: uuid, Detail: ev.Detail})
+	renamed := (t == EventUndefined && ev.Detail == int(libvirt.DOMAIN_EVENT_UNDEFINED_RENAMED)) ||
+		(t == EventDefined && ev.Detail == int(libvirt.DOMAIN_EVENT_DEFINED_RENAMED))
+	h.emit(Event{Type: t, Name: name, UUID: uuid, Detail: ev.Detail, Renamed: renamed})
 }
 
 // emit queues an event for delivery on Events without blocking.
