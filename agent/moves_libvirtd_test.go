@@ -419,6 +419,55 @@ func TestMovesLibvirtd(t *testing.T) {
 		d.checkRunning(t, "started from the managed save after the secret came back")
 	})
 
+	// A job changes the payload of a managed-saved domain. The start
+	// resumes the saved guest, which already read its medium: it must get
+	// the old image back (libvirt restores the saved XML); the new one is
+	// for the next cold boot, as for any persistent change. The job here
+	// also rotated the password secret, so the old image could not be
+	// rebuilt by the hook any more: the agent must not delete it while the
+	// managed save names it, nor while the resumed domain runs with it.
+	t.Run("managedsave-job", func(t *testing.T) {
+		d := e.domain(t, "msjob", "start")
+		d.checkRunning(t, "started by the job")
+		w := e.watch(t)
+		virsh(t, "managedsave", d.name)
+		w.until(t, "stopped", d.name)
+		old, oldSHA := d.img, d.sha
+		if err := os.WriteFile(e.secret, []byte("r0tated\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(e.secret, []byte("s3cret\n"), 0o600) })
+		j := job(d.name, "hm-msjob2", "attach")
+		j["users"] = []map[string]any{{"name": "ops", "password_secret": "pw"}}
+		r := e.a.run("job2-"+d.name, j)
+		mustDone(t, r)
+		if r.Payload == nil || r.Payload.Path == old {
+			t.Fatalf("second job: %+v", r)
+		}
+		d.checkImage(t, "the job on the managed-saved domain: its saved image")
+		checkDrive(t, d.name, true, "ide", r.Payload.Path)
+
+		virsh(t, "start", d.name)
+		d.checkRunning(t, "resumed from the managed save")
+
+		// The agent restarts while the resumed domain runs with the old
+		// image: orphan collection keeps both.
+		e.a.stop()
+		e.a.start()
+		pr := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
+		if pr.State != result.StateFailed {
+			t.Fatalf("probe %+v", pr)
+		}
+		d.checkImage(t, "agent restarted while the resumed domain runs with the old image")
+
+		// A cold boot takes the new payload.
+		virsh(t, "destroy", d.name)
+		d.img, d.sha = r.Payload.Path, r.Payload.SHA256
+		virsh(t, "start", d.name)
+		d.checkRunning(t, "cold boot after the job")
+		_ = oldSHA
+	})
+
 	// domrename: libvirt undefines the old name and defines the new one
 	// with the same UUID (lifecycle events "Undefined Renamed" and "Defined
 	// Renamed"). Payload images are named by the UUID and the recipe names
