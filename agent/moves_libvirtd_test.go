@@ -493,6 +493,17 @@ func TestMovesLibvirtd(t *testing.T) {
 		virsh(t, "start", d.name)
 		d.checkRunning(t, "renamed, started with the image deleted")
 
+		// Without the secret the start of the renamed domain is refused
+		// with the hook's line (naming the new name).
+		virsh(t, "destroy", d.name)
+		d.removeImage(t)
+		back := e.hideSecret(t)
+		out, err := virshTry("start", d.name)
+		d.refusedBy(t, "start of the renamed domain", out, err)
+		back()
+		virsh(t, "start", d.name)
+		d.checkRunning(t, "renamed, started after the secret came back")
+
 		// The agent restarts: the renamed domain's image is kept.
 		e.a.stop()
 		e.a.start()

@@ -190,16 +190,16 @@ func (h *twoHosts) checkRunning(t *testing.T, i, name, img, file, sum, when stri
 	}
 }
 
-// refused asserts a start failed with host i's hook line for a rebuild
-// that needs the hidden secret.
+// refused asserts a start or migration failed with the hook's line for a
+// rebuild that needs the hidden secret.
 func refused(t *testing.T, name, img, out string, err error) {
 	t.Helper()
 	if err == nil {
-		t.Fatalf("start succeeded with the image missing and the secret gone:\n%s", out)
+		t.Fatalf("succeeded with the image missing and the secret gone:\n%s", out)
 	}
 	want := "vmpayload hook: domain " + name + ": rebuilding the payload image " + img + ": users[0].password_secret: secret \"pw\" does not exist"
 	if !strings.Contains(out, want) {
-		t.Fatalf("start error lacks the hook's line %q:\n%s", want, out)
+		t.Fatalf("error lacks the hook's line %q:\n%s", want, out)
 	}
 	t.Logf("refused: %s", out)
 }
@@ -219,6 +219,20 @@ func TestMovesTwoHosts(t *testing.T) {
 		if got := sumOf(src); got != sum {
 			t.Fatalf("image on host 1: %s, result %s", got, sum)
 		}
+		// Without the secret on host 2 its hook cannot build the image at
+		// migrate begin: the migration is refused with the hook's line and
+		// the domain stays on host 1.
+		back := h.hideSecret(t, "2")
+		out, err := h.virshTry("1", "migrate", "--offline", "--persistent", "--undefinesource", name, h.uri("2"))
+		refused(t, name, img, out, err)
+		if l := h.virsh(t, "1", "list", "--all", "--name"); !strings.Contains(l, name) {
+			t.Fatalf("%s left host 1 although the migration was refused", name)
+		}
+		if l := h.virsh(t, "2", "list", "--all", "--name"); strings.Contains(l, name) {
+			t.Fatalf("%s is defined on host 2 although the migration was refused", name)
+		}
+		back()
+
 		h.virsh(t, "1", "migrate", "--offline", "--persistent", "--undefinesource", name, h.uri("2"))
 		if l := h.virsh(t, "1", "list", "--all", "--name"); strings.Contains(l, name) {
 			t.Fatalf("%s still defined on host 1 after --undefinesource", name)
@@ -252,8 +266,8 @@ func TestMovesTwoHosts(t *testing.T) {
 		if err := os.Remove(dst); err != nil {
 			t.Fatal(err)
 		}
-		back := h.hideSecret(t, "2")
-		out, err := h.virshTry("2", "start", name)
+		back = h.hideSecret(t, "2")
+		out, err = h.virshTry("2", "start", name)
 		refused(t, name, img, out, err)
 		if _, err := os.Lstat(dst); err == nil {
 			t.Fatalf("an image was written on host 2 although the secret is gone")
