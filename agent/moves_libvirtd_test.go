@@ -411,6 +411,9 @@ func TestMovesLibvirtd(t *testing.T) {
 		back := e.hideSecret(t)
 		out, err := virshTry("start", d.name)
 		d.refusedBy(t, "start from the managed save", out, err)
+		if !strings.Contains(out, d.name+" restore begin") {
+			t.Errorf("the refused start's hook call was not restore begin:\n%s", out)
+		}
 		if !strings.Contains(virsh(t, "list", "--all", "--name", "--with-managed-save"), d.name) {
 			t.Fatalf("the refused start lost the managed save of %s", d.name)
 		}

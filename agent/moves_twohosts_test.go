@@ -225,6 +225,9 @@ func TestMovesTwoHosts(t *testing.T) {
 		back := h.hideSecret(t, "2")
 		out, err := h.virshTry("1", "migrate", "--offline", "--persistent", "--undefinesource", name, h.uri("2"))
 		refused(t, name, img, out, err)
+		if !strings.Contains(out, name+" migrate begin") {
+			t.Errorf("the refused migration's hook call was not migrate begin:\n%s", out)
+		}
 		if l := h.virsh(t, "1", "list", "--all", "--name"); !strings.Contains(l, name) {
 			t.Fatalf("%s left host 1 although the migration was refused", name)
 		}
