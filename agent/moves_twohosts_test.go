@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/api/client"
+	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/testenv"
@@ -166,6 +167,27 @@ func (h *twoHosts) domain(t *testing.T, i, what string) (name, img, sum string) 
 	return name, r.Payload.Path, r.Payload.SHA256
 }
 
+// probe runs a job for a domain that does not exist through host i's
+// agent: once it has a result, the agent's start-up (rebuild, orphan
+// collection: before any job) is over.
+func (h *twoHosts) probe(t *testing.T, i string) {
+	t.Helper()
+	id := "probe-" + testenv.RandHex(t, 4)
+	b, err := json.Marshal(map[string]any{"version": 1, "id": id, "domain": movesPrefix + "nonexistent", "action": "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(h.env["HOST"+i+"_AGENT_SOCK"])
+	ctx, cancel := context.WithTimeout(context.Background(), resultWait)
+	defer cancel()
+	if _, code, err := c.Submit(ctx, b); err != nil || code/100 != 2 {
+		t.Fatalf("submitting the probe to host %s: %d %v", i, code, err)
+	}
+	if r, err := agenttest.WaitFinal(ctx, c, id, 10*time.Second, 18); err != nil || r.State != result.StateFailed {
+		t.Fatalf("probe on host %s: %+v %v", i, r, err)
+	}
+}
+
 func sumOf(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -260,6 +282,7 @@ func TestMovesTwoHosts(t *testing.T) {
 		// Host 2's agent restarts: it adopts the domain (orphan
 		// collection keeps the image).
 		h.script(t, "agent", "restart", "2", h.dir)
+		h.probe(t, "2")
 		if got := sumOf(dst); got != sum {
 			t.Fatalf("host 2's image after its agent restarted: %s, want %s", got, sum)
 		}
