@@ -67,7 +67,7 @@ func newMovesEnv(t *testing.T) *movesEnv {
 	}
 	e.hookCf = filepath.Join(e.a.Dir, "hook.yaml")
 	e.setPolicy(t, "refuse")
-	agenttest.InstallHook(t, e.a.Bin, e.hookCf, movesPrefix)
+	agenttest.InstallHook(t, "h-moves", movesPrefix+"*", e.hookCf, e.a.Bin)
 	e.a.start()
 	return e
 }

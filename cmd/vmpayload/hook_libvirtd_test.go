@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,6 +51,28 @@ func isTransient(out string) bool {
 	return false
 }
 
+// reloadLibvirtd sends SIGHUP to the running libvirtd (which re-reads its
+// hooks) and waits until it answers again.
+func reloadLibvirtd(t *testing.T) {
+	t.Helper()
+	pid := libvirtdPID(t)
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatalf("SIGHUP libvirtd %d: %v", pid, err)
+	}
+	time.Sleep(time.Second) // the reload runs in a libvirtd thread
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := exec.Command("virsh", "-c", hookTestURI, "version").CombinedOutput()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("libvirtd does not answer after SIGHUP: %v %s", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 func TestLibvirtdHook(t *testing.T) {
 	testenv.NeedLibvirtd(t)
 	tag := testenv.RandHex(t, 4)
@@ -68,7 +91,23 @@ func TestLibvirtdHook(t *testing.T) {
 
 	// The packaged script, pointed at the test binary and configuration and
 	// acting only on this test's domains (other suites share libvirtd).
-	agenttest.InstallHook(t, bin, cfg, "vmpayload-hooktest-"+tag)
+	script, err := os.ReadFile("../../packaging/libvirt/qemu-hook.sh")
+	must(t, err)
+	s := strings.Replace(string(script), "exec /usr/bin/vmpayload hook",
+		"exec /usr/bin/env VMPAYLOAD_CONFIG="+cfg+" "+bin+" hook", 1)
+	if s == string(script) {
+		t.Fatal("the packaged hook script no longer execs /usr/bin/vmpayload hook")
+	}
+	s = strings.Replace(s, "\ncase \"$2 $3\" in", "\ncase \"$1\" in vmpayload-hooktest-"+tag+"*) ;; *) cat >/dev/null; exit 0 ;; esac\ncase \"$2 $3\" in", 1)
+	hookDir := "/etc/libvirt/hooks/qemu.d"
+	must(t, os.MkdirAll(hookDir, 0o755))
+	hookFile := filepath.Join(hookDir, "zz-vmpayload-test-"+tag)
+	must(t, os.WriteFile(hookFile, []byte(s), 0o755))
+	t.Cleanup(func() {
+		os.Remove(hookFile)
+		reloadLibvirtd(t)
+	})
+	reloadLibvirtd(t)
 
 	// A tiny OS-less TCG domain with the payload drive and the recipe.
 	uuid := fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012x", tag, time.Now().UnixNano()&0xffffffffffff)
@@ -217,10 +256,7 @@ func TestLibvirtdHook(t *testing.T) {
 // boot (libvirt autostarts once per boot: the marker lives in /run).
 func restartLibvirtdAsAfterBoot(t *testing.T) {
 	t.Helper()
-	pid, err := agenttest.LibvirtdPID()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := libvirtdPID(t)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatalf("stopping libvirtd: %v", err)
 	}
@@ -235,4 +271,22 @@ func restartLibvirtdAsAfterBoot(t *testing.T) {
 	if out, err := exec.Command("sh", "../../test/libvirtd.sh").CombinedOutput(); err != nil {
 		t.Fatalf("starting libvirtd: %v\n%s", err, out)
 	}
+}
+
+// libvirtdPID is the pid of the libvirtd serving this /run (its pid file;
+// not pgrep, which also sees daemons in other pid namespaces).
+func libvirtdPID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/run/libvirtd.pid")
+	if err != nil {
+		t.Fatalf("no running libvirtd: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		t.Fatalf("libvirtd pid file: %q", b)
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "libvirtd" {
+		t.Fatalf("/run/libvirtd.pid names pid %d, which is not libvirtd", pid)
+	}
+	return pid
 }
