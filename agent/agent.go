@@ -370,12 +370,16 @@ func (a *Agent) lifecycle(ctx context.Context) {
 			if ev.Type == libvirtx.EventStarted {
 				a.starts.Note(ev.UUID, time.Now())
 			}
-			if ev.Type == libvirtx.EventStopped || ev.Type == libvirtx.EventUndefined {
+			// A rename undefines the old name and defines the new one
+			// with the same UUID: the domain, its payload and its
+			// pending guest report live on.
+			if (ev.Type == libvirtx.EventStopped && !ev.Saved) || (ev.Type == libvirtx.EventUndefined && !ev.Renamed) {
 				// files the domain's QEMU was started with that no definition
-				// names any more (a fw_cfg config replaced while it ran)
+				// names any more (a fw_cfg config replaced while it ran); not
+				// for a save, whose state file resumes with those files
 				a.eng.Load().DomainStopped(ev.UUID)
 			}
-			if ev.Type == libvirtx.EventUndefined {
+			if ev.Type == libvirtx.EventUndefined && !ev.Renamed {
 				a.starts.Forget(ev.UUID)
 				a.eng.Load().RemoveDomainImages(ev.UUID)
 				a.guest.gone(ev.UUID)

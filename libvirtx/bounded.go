@@ -115,6 +115,10 @@ func (b *bounded) LiveXML(ctx context.Context, uuid string) (string, error) {
 	return call(ctx, b, "live_xml", "reading the live definition of domain "+uuid, func(ctx context.Context) (string, error) { return b.h.LiveXML(ctx, uuid) })
 }
 
+func (b *bounded) SavedXML(ctx context.Context, uuid string) (string, error) {
+	return call(ctx, b, "saved_xml", "reading the managed save image of domain "+uuid, func(ctx context.Context) (string, error) { return b.h.SavedXML(ctx, uuid) })
+}
+
 func (b *bounded) Reset(ctx context.Context, uuid string) error {
 	return call0(ctx, b, "reset", "resetting domain "+uuid, func(ctx context.Context) error { return b.h.Reset(ctx, uuid) })
 }

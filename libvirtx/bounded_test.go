@@ -43,6 +43,9 @@ func (s *scriptHost) Start(ctx context.Context, u string) error { return s.wait(
 func (s *scriptHost) LiveXML(ctx context.Context, u string) (string, error) {
 	return "<domain/>", s.wait(ctx)
 }
+func (s *scriptHost) SavedXML(ctx context.Context, u string) (string, error) {
+	return "", s.wait(ctx)
+}
 func (s *scriptHost) Reset(ctx context.Context, u string) error { return s.wait(ctx) }
 func (s *scriptHost) UpdateDevice(ctx context.Context, u, x string, f DomainDeviceModifyFlags) error {
 	return s.wait(ctx)
@@ -70,6 +73,7 @@ var boundedCalls = []struct {
 	{"define_xml", func(ctx context.Context, h Host) error { _, err := h.DefineXML(ctx, "<domain/>"); return err }},
 	{"start", func(ctx context.Context, h Host) error { return h.Start(ctx, "u") }},
 	{"live_xml", func(ctx context.Context, h Host) error { _, err := h.LiveXML(ctx, "u"); return err }},
+	{"saved_xml", func(ctx context.Context, h Host) error { _, err := h.SavedXML(ctx, "u"); return err }},
 	{"reset", func(ctx context.Context, h Host) error { return h.Reset(ctx, "u") }},
 	{"update_device", func(ctx context.Context, h Host) error { return h.UpdateDevice(ctx, "u", "<disk/>", 0) }},
 	{"attach_device", func(ctx context.Context, h Host) error { return h.AttachDevice(ctx, "u", "<disk/>", 0) }},

@@ -190,6 +190,20 @@ func (h *LibvirtHost) LiveXML(ctx context.Context, uuid string) (string, error) 
 	return x, err
 }
 
+// SavedXML implements Host.
+func (h *LibvirtHost) SavedXML(ctx context.Context, uuid string) (string, error) {
+	var x string
+	err := h.onDomain(ctx, "reading the managed save image of domain "+uuid, uuid, func(d *libvirt.Domain) error {
+		has, err := d.HasManagedSaveImage(0)
+		if err != nil || !has {
+			return err
+		}
+		x, err = d.ManagedSaveGetXMLDesc(0)
+		return err
+	})
+	return x, err
+}
+
 // Reset implements Host.
 func (h *LibvirtHost) Reset(ctx context.Context, uuid string) error {
 	return h.onDomain(ctx, "resetting domain "+uuid, uuid, func(d *libvirt.Domain) error { return d.Reset(0) })

@@ -43,6 +43,15 @@ type Event struct {
 	Name   string
 	UUID   string
 	Detail int
+	// Renamed marks the EventUndefined (old name) and EventDefined (new
+	// name) that libvirt sends for a rename (virDomainRename, virsh
+	// domrename): the domain lives on with the same UUID, definition and
+	// files; only its name changed.
+	Renamed bool
+	// Saved marks the EventStopped of a domain whose state was saved
+	// (virsh save, managedsave): it resumes later with the files its QEMU
+	// was started with.
+	Saved bool
 }
 
 var (
@@ -97,7 +106,10 @@ func (h *LibvirtHost) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *lib
 	if t == EventUndefined && uuid != "" {
 		h.forgetHandle(uuid)
 	}
-	h.emit(Event{Type: t, Name: name, UUID: uuid, Detail: ev.Detail})
+	renamed := (t == EventUndefined && ev.Detail == int(libvirt.DOMAIN_EVENT_UNDEFINED_RENAMED)) ||
+		(t == EventDefined && ev.Detail == int(libvirt.DOMAIN_EVENT_DEFINED_RENAMED))
+	saved := t == EventStopped && ev.Detail == int(libvirt.DOMAIN_EVENT_STOPPED_SAVED)
+	h.emit(Event{Type: t, Name: name, UUID: uuid, Detail: ev.Detail, Renamed: renamed, Saved: saved})
 }
 
 // emit queues an event for delivery on Events without blocking.

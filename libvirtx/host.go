@@ -118,6 +118,11 @@ type Host interface {
 	// LiveXML returns the running domain's live definition (flags 0): what
 	// libvirt believes the running QEMU holds, e.g. a drive's tray state.
 	LiveXML(ctx context.Context, uuid string) (string, error)
+	// SavedXML returns the domain XML held in a shut-off domain's managed
+	// save image (virsh managedsave): what its next start resumes with,
+	// media included, whatever its persistent definition says since. ""
+	// when the domain has no managed save image (or is running).
+	SavedXML(ctx context.Context, uuid string) (string, error)
 	// Reset resets a running domain's virtual machine at once (no guest
 	// shutdown); libvirt re-reads its disks' state from QEMU afterwards.
 	Reset(ctx context.Context, uuid string) error

@@ -109,6 +109,44 @@ func TestHostDomainLifecycle(t *testing.T) {
 	}
 }
 
+// A rename is an undefine of the old name and a define of the new one with
+// the same UUID; both events say Renamed (the agent must not take the
+// first for an undefine and delete the domain's payload).
+func TestHostRenameEvents(t *testing.T) {
+	h := openTestHost(t, "test:///default")
+	ctx := context.Background()
+	di, err := h.DefineXML(ctx, testDomainXML("vmpx-ren-old", ""))
+	if err != nil {
+		t.Fatalf("DefineXML: %v", err)
+	}
+	if ev := waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined"); ev.Renamed {
+		t.Errorf("a plain define says Renamed: %+v", ev)
+	}
+	err = h.withConn(ctx, "renaming", func(c *libvirt.Connect) error {
+		d, err := c.LookupDomainByUUIDString(di.UUID)
+		if err != nil {
+			return err
+		}
+		defer d.Free()
+		return d.Rename("vmpx-ren-new", 0)
+	})
+	if err != nil {
+		t.Fatalf("rename: %v", err)
+	}
+	if ev := waitEvent(t, h, isEvent(EventUndefined, di.UUID), "undefined (rename)"); !ev.Renamed || ev.Name != "vmpx-ren-old" {
+		t.Errorf("undefine half of the rename: %+v, want Renamed with the old name", ev)
+	}
+	if ev := waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined (rename)"); !ev.Renamed || ev.Name != "vmpx-ren-new" {
+		t.Errorf("define half of the rename: %+v, want Renamed with the new name", ev)
+	}
+	if err := h.Undefine(ctx, di.UUID); err != nil {
+		t.Fatalf("Undefine: %v", err)
+	}
+	if ev := waitEvent(t, h, isEvent(EventUndefined, di.UUID), "undefined"); ev.Renamed {
+		t.Errorf("a plain undefine says Renamed: %+v", ev)
+	}
+}
+
 func TestHostErrors(t *testing.T) {
 	h := openTestHost(t, nodeURI(t))
 	ctx := context.Background()

@@ -333,7 +333,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	}
 	e.Metrics.AttachDone(time.Since(t1))
 	r.Device = &result.Device{Bus: string(dev.Bus), Target: dev.Target, Kind: string(dev.Kind)}
-	if old != "" && old != imgPath {
+	if old != "" && old != imgPath && !e.savedUses(ctx, dom, old) {
 		e.removeImage(old, metrics.ReasonSuperseded)
 	}
 	if len(oldFwCfg) > 0 {
@@ -346,6 +346,33 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		}
 	}
 	return nil
+}
+
+// savedUses reports whether the shut-off domain's managed save image names
+// img: its next start resumes the saved guest with that medium (libvirt
+// restores the saved XML, not the persistent one), so a superseded image
+// stays until orphan collection finds nothing naming it. When the managed
+// save cannot be read the image is kept too (collection judges it later).
+func (e *Engine) savedUses(ctx context.Context, dom libvirtx.DomainInfo, img string) bool {
+	if dom.Active {
+		return false
+	}
+	saved, err := e.Host.SavedXML(ctx, dom.UUID)
+	if err != nil {
+		e.log().Warn("reading the managed save image failed; keeping the superseded payload image", "domain", dom.Name, "uuid", dom.UUID, "path", img, "err", err)
+		return true
+	}
+	if saved == "" {
+		return false
+	}
+	files, _ := domxml.ReferencedFiles(saved)
+	for _, f := range files {
+		if filepath.Clean(f) == filepath.Clean(img) {
+			e.log().Info("keeping the superseded payload image: the domain's managed save resumes with it", "domain", dom.Name, "uuid", dom.UUID, "path", img)
+			return true
+		}
+	}
+	return false
 }
 
 // writeImage writes the rendered image unless an identical one (same content

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
@@ -110,6 +111,15 @@ type Defined struct {
 	Recipe *recipe.Recipe
 	// RecipeErr is why a recipe that is present could not be read.
 	RecipeErr error
+	// Also holds the other definitions whose drives and recipe name files
+	// the domain still needs: a running domain's live XML (it may run with
+	// media its persistent definition no longer names: resumed from a
+	// managed save after a job changed them, or migrated in), a shut-off
+	// domain's managed save image's XML (its next start resumes with it).
+	Also []string
+	// KeepAll keeps every image named by the domain's UUID: one of those
+	// definitions could not be read.
+	KeepAll bool
 }
 
 // Definitions is the listing of every defined domain that the start-up's
@@ -140,13 +150,29 @@ func (e *Engine) ListDefined(ctx context.Context) (Definitions, error) {
 		} else if ok {
 			defs.Domains[i].Recipe = rc
 		}
+		var other string
+		if d.Active {
+			other, err = e.Host.LiveXML(ctx, d.UUID)
+		} else {
+			other, err = e.Host.SavedXML(ctx, d.UUID)
+		}
+		switch {
+		case err == nil && other != "":
+			defs.Domains[i].Also = []string{other}
+		case err != nil && !libvirtx.IsNotFound(err):
+			// Unreadable (a driver without managed save XML, a state
+			// that changed under the listing): keep its images.
+			defs.Domains[i].KeepAll = true
+			e.log().Debug("keeping every payload image of the domain: a definition could not be read", "domain", d.Name, "uuid", d.UUID, "err", err)
+		}
 	}
 	return defs, nil
 }
 
 // CollectOrphans removes images in the payload directory that no domain of
-// defs references (neither a drive nor a recipe names them), and leftover
-// temp files. A file changed after defs was listed is kept: it may belong
+// defs references (neither a drive nor a recipe names them, in the
+// persistent definition, a running domain's live one or a managed save
+// image's), and leftover temp files. A file changed after defs was listed is kept: it may belong
 // to a domain the listing does not know (defined since, its image built by
 // the libvirt hook). File times come from the kernel's coarse clock, a tick
 // behind at most, and every file of an earlier run predates the listing.
@@ -155,6 +181,7 @@ func (e *Engine) ListDefined(ctx context.Context) (Definitions, error) {
 // DomainStopped). Run it before jobs start, after RebuildImages.
 func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, error) {
 	used := map[string]bool{}
+	var keepPrefixes []string
 	for _, d := range defs.Domains {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -171,6 +198,23 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 		if d.Recipe != nil {
 			used[filepath.Clean(d.Recipe.Path)] = true
 		}
+		// Live and managed-save definitions: their drives and recipes.
+		for _, x := range d.Also {
+			files, err := domxml.ReferencedFiles(x)
+			if err != nil {
+				d.KeepAll = true
+				continue
+			}
+			for _, f := range files {
+				used[filepath.Clean(f)] = true
+			}
+			if rc, ok, err := recipe.FromDomainXML(x); err == nil && ok {
+				used[filepath.Clean(rc.Path)] = true
+			}
+		}
+		if d.KeepAll && d.UUID != "" {
+			keepPrefixes = append(keepPrefixes, d.UUID+"-")
+		}
 	}
 	ents, err := os.ReadDir(e.PayloadDir)
 	if err != nil {
@@ -180,7 +224,7 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 	n := 0
 	for _, ent := range ents {
 		p := filepath.Join(e.PayloadDir, ent.Name())
-		if ent.IsDir() || used[p] {
+		if ent.IsDir() || used[p] || hasAnyPrefix(ent.Name(), keepPrefixes) {
 			continue
 		}
 		if fi, err := ent.Info(); err != nil || fi.ModTime().After(defs.ListedAt) {
@@ -266,4 +310,13 @@ func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildSt
 		}
 	}
 	return st, nil
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }

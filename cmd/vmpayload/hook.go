@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/syslog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/cmd/internal/cli"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -103,7 +105,7 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 	}
 	done := make(chan result, 1)
 	go func() {
-		o, p, err := hookRebuild(ctx, cfg, cfgErr)
+		o, p, err := hookRebuild(ctx, op, cfg, cfgErr)
 		done <- result{o, p, err}
 	}()
 	var res result
@@ -142,8 +144,9 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 
 // hookRebuild reads the domain XML from hookStdin and, when it carries a
 // recipe, makes sure its image is in place. A domain without a recipe is
-// ("", "", nil).
-func hookRebuild(ctx context.Context, cfg config.Config, cfgErr error) (recipe.Outcome, string, error) {
+// ("", "", nil), except for a restore or an incoming migration whose XML
+// names a missing image in the payload directory (missingWithoutRecipe).
+func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error) (recipe.Outcome, string, error) {
 	data, err := io.ReadAll(io.LimitReader(hookStdin, recipe.MaxDomainXML+1))
 	if err != nil {
 		return "", "", fmt.Errorf("reading the domain XML on stdin: %w", err)
@@ -153,6 +156,9 @@ func hookRebuild(ctx context.Context, cfg config.Config, cfgErr error) (recipe.O
 		return "", "", fmt.Errorf("reading the payload recipe: %w", err)
 	}
 	if !ok {
+		if op == "restore" || op == "migrate" {
+			return "", "", missingWithoutRecipe(string(data), op, cfg.PayloadDir)
+		}
 		return "", "", nil
 	}
 	if cfgErr != nil {
@@ -166,6 +172,34 @@ func hookRebuild(ctx context.Context, cfg config.Config, cfgErr error) (recipe.O
 		PayloadDir: cfg.PayloadDir, SecretsDir: cfg.SecretsDir, Mode: cfg.ImageMode(), GID: gid,
 	})
 	return o, r.Path, err
+}
+
+// missingWithoutRecipe is the failure of a restore or an incoming migration
+// whose domain XML has no recipe but a drive naming a file directly inside
+// the payload directory that does not exist: the guest already read that
+// medium (it runs on from the saved or migrated state), and without a recipe
+// the hook cannot build it again, so QEMU would resume the guest with the
+// drive emptied under it (startupPolicy='optional'). It happens when the XML
+// given to the operation (virsh restore --xml, migrate --xml, a migrate hook)
+// dropped the <metadata> recipe. A cold start ("prepare begin") is not
+// refused this way: a booting guest has seen nothing yet, and a domain
+// without a recipe never fails there. nil when every such file exists or
+// the XML cannot be read (libvirt then judges it).
+func missingWithoutRecipe(domainXML, op, payloadDir string) error {
+	files, err := domxml.ReferencedFiles(domainXML)
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Clean(payloadDir)
+	for _, f := range files {
+		if filepath.Dir(filepath.Clean(f)) != dir {
+			continue
+		}
+		if _, err := os.Lstat(f); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("the payload image %s is missing and the domain XML given to the %s carries no recipe to rebuild it (an XML that drops the vmpayload <metadata> element cannot have its payload rebuilt; use one that keeps it)", f, op)
+		}
+	}
+	return nil
 }
 
 // loadHookConfig reads the agent configuration; a missing file gives the

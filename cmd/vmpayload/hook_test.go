@@ -158,6 +158,22 @@ func TestHook(t *testing.T) {
 	}{
 		{name: "no recipe", args: []string{"hooktest", "prepare", "begin", "-"},
 			stdin: func(*testing.T) io.Reader { return strings.NewReader(noRecipe) }, setup: removeImage, code: 0, outcome: "missing"},
+		// A restore or incoming migration whose XML dropped the recipe but
+		// names a missing payload image would resume the guest with its
+		// drive emptied under it: refused (or, under boot, logged).
+		{name: "restore without recipe, image missing, refuse", args: []string{"hooktest", "restore", "begin", "-"},
+			stdin: func(*testing.T) io.Reader { return strings.NewReader(noRecipe) }, setup: removeImage, code: 1,
+			stderr: "is missing and the domain XML given to the restore carries no recipe to rebuild it", outcome: "missing"},
+		{name: "migrate without recipe, image missing, refuse", args: []string{"hooktest", "migrate", "begin", "-"},
+			stdin: func(*testing.T) io.Reader { return strings.NewReader(noRecipe) }, setup: removeImage, code: 1,
+			stderr: "given to the migrate carries no recipe", outcome: "missing"},
+		{name: "restore without recipe, image missing, boot", config: bootCfg, args: []string{"hooktest", "restore", "begin", "-"},
+			stdin: func(*testing.T) io.Reader { return strings.NewReader(noRecipe) }, setup: removeImage, code: 0,
+			stderr: "hook_failure: boot", logged: 1, outcome: "missing"},
+		{name: "restore without recipe, image present", args: []string{"hooktest", "restore", "begin", "-"},
+			stdin: func(*testing.T) io.Reader { return strings.NewReader(noRecipe) }, code: 0, outcome: "intact"},
+		{name: "restore without recipe, image outside the payload dir", config: otherCfg, args: []string{"hooktest", "restore", "begin", "-"},
+			stdin: func(*testing.T) io.Reader { return strings.NewReader(noRecipe) }, setup: removeImage, code: 0, outcome: "missing"},
 		{name: "other op is not read", args: []string{"hooktest", "stopped", "end", "-"},
 			stdin: func(t *testing.T) io.Reader { return failReader{t} }, setup: removeImage, code: 0, outcome: "missing"},
 		{name: "start begin is not read", args: []string{"hooktest", "start", "begin", "-"},

@@ -22,7 +22,7 @@ import (
 
 // Call is one recorded Host call.
 type Call struct {
-	Method string // "Domain", "DefineXML", "Start", "LiveXML", "Reset", "UpdateDevice", "AttachDevice", "DetachDevice", "ListDomains"
+	Method string // "Domain", "DefineXML", "Start", "LiveXML", "SavedXML", "Reset", "UpdateDevice", "AttachDevice", "DetachDevice", "ListDomains"
 	Arg    string // the name or UUID looked up, the UUID acted on, or the defined name
 	XML    string // the domain or device XML given
 	Flags  libvirtx.DomainDeviceModifyFlags
@@ -32,6 +32,7 @@ type domain struct {
 	name, uuid string
 	active     bool
 	xml, live  string
+	saved      string // the managed save image's XML ("" for none)
 }
 
 // Fake is an in-memory libvirtx.Host. The zero value is not ready: use New.
@@ -74,12 +75,12 @@ func (f *Fake) Calls() []Call {
 }
 
 // Methods returns the method names of the calls made so far, leaving out
-// the read-only lookups (Domain, LiveXML, ListDomains).
+// the read-only lookups (Domain, LiveXML, SavedXML, ListDomains).
 func (f *Fake) Methods() []string {
 	var m []string
 	for _, c := range f.Calls() {
 		switch c.Method {
-		case "Domain", "LiveXML", "ListDomains":
+		case "Domain", "LiveXML", "SavedXML", "ListDomains":
 			continue
 		}
 		m = append(m, c.Method)
@@ -256,6 +257,9 @@ func (f *Fake) Start(_ context.Context, uuid string) error {
 			return libvirt.Error{Code: libvirt.ERR_OPERATION_INVALID, Domain: libvirt.FROM_DOMAIN, Message: "Requested operation is not valid: domain is already running"}
 		}
 		d.active, d.live = true, d.xml
+		if d.saved != "" { // a start resumes the managed save
+			d.live, d.saved = d.saved, ""
+		}
 		return nil
 	})
 }
@@ -268,6 +272,27 @@ func (f *Fake) LiveXML(_ context.Context, uuid string) (string, error) {
 			return notRunning(d)
 		}
 		x = d.live
+		return nil
+	})
+	return x, err
+}
+
+// SetSavedXML gives the shut-off domain uuid a managed save image holding
+// xml ("" removes it), as virsh managedsave leaves one.
+func (f *Fake) SetSavedXML(uuid, xml string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d := f.find(uuid); d != nil {
+		d.saved = xml
+	}
+}
+
+// SavedXML returns the XML of the domain's managed save image ("" for
+// none).
+func (f *Fake) SavedXML(_ context.Context, uuid string) (string, error) {
+	var x string
+	err := f.act("SavedXML", uuid, "", 0, func(d *domain) error {
+		x = d.saved
 		return nil
 	})
 	return x, err
