@@ -79,6 +79,10 @@ type Options struct {
 	// ExpectSHA256 makes Write refuse an image with other bytes (see
 	// image.Options.ExpectSHA256).
 	ExpectSHA256 string
+	// ISOLayout is the layout of an ISO image (image.Options.ISOLayout):
+	// zero, the newest, for new images; package recipe sets the one a
+	// recipe records.
+	ISOLayout image.ISOLayout
 }
 
 // Identity is the pair of identities a render derives from a job: the
@@ -145,6 +149,10 @@ type Result struct {
 	// IgnitionSpec is the spec of the Ignition config of a job of format
 	// "ignition".
 	IgnitionSpec string `json:"ignition_spec,omitempty"`
+	// ISOLayout is the layout of an ISO image (image.Info.ISOLayout): the
+	// one Write built, or the one a reused image declares. Recipes record
+	// it; results do not show it.
+	ISOLayout image.ISOLayout `json:"-"`
 }
 
 // Write writes the rendered image to out atomically (see image.Write);
@@ -154,7 +162,7 @@ func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, 
 		return r.writeIgnitionFile(ctx, out, opt)
 	}
 	gid := opt.GID
-	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid, NoSync: opt.NoSync, ExpectSHA256: opt.ExpectSHA256})
+	info, err := image.Write(ctx, r.Spec(), out, image.Options{Mode: opt.Mode, GID: gid, NoSync: opt.NoSync, ExpectSHA256: opt.ExpectSHA256, ISOLayout: opt.ISOLayout})
 	if err != nil {
 		return Result{}, fmt.Errorf("writing the %s image %s: %w", r.Job.Media, out, err)
 	}
@@ -174,7 +182,7 @@ func Describe(info image.Info, instanceID string) Image {
 }
 
 func (r *Rendered) result(info image.Info) Result {
-	res := Result{Image: Describe(info, r.Docs.InstanceID), ContentHash: r.Docs.ContentHash}
+	res := Result{Image: Describe(info, r.Docs.InstanceID), ContentHash: r.Docs.ContentHash, ISOLayout: info.ISOLayout}
 	if r.Job.Format == job.FormatIgnition {
 		res.Format, res.IgnitionSpec = string(job.FormatIgnition), r.Docs.IgnitionSpec
 	}

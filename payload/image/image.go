@@ -105,6 +105,31 @@ const (
 // DefaultMode is the permission of a written image when Options.Mode is 0.
 const DefaultMode os.FileMode = 0o640
 
+// ISOLayout is a version of the ISO 9660 layout Write produces. Image bytes
+// are a format (recipes record an image's sha256 and a rebuild must give
+// the same bytes), so a layout that changes bytes is a new version, and a
+// recipe records the version its image was built with (docs/durability.md).
+type ISOLayout uint8
+
+const (
+	// ISOLayoutLatest, the zero value, asks for the newest layout
+	// (ISOLayoutNewest): what every new image gets.
+	ISOLayoutLatest ISOLayout = 0
+	// ISOLayoutGoDiskfs is the layout of images built before issue 35:
+	// go-diskfs v1.9.4's, with Rock Ridge, and Joliet (the root only) when
+	// every entry is in the root. With Options.ExpectSHA256 its pre-issue-14
+	// variant with a zeroed Joliet root is accepted too. A recipe without an
+	// iso-layout attribute was built with it.
+	ISOLayoutGoDiskfs ISOLayout = 1
+	// ISOLayoutJolietTree (issue 35) adds a Joliet tree of every directory
+	// and file to every image, so Windows (cloudbase-init) sees
+	// openstack\latest\meta_data.json. Its names must fit Joliet (see
+	// Write).
+	ISOLayoutJolietTree ISOLayout = 2
+	// ISOLayoutNewest is the layout ISOLayoutLatest stands for.
+	ISOLayoutNewest = ISOLayoutJolietTree
+)
+
 // Entry is one file to place in an image. Path is slash-separated and relative
 // ("openstack/latest/meta_data.json"); parent directories are implied.
 type Entry struct {
@@ -143,6 +168,10 @@ type Options struct {
 	// this hash and the legacy one does, the legacy bytes are written, so
 	// an image recorded before the fix rebuilds to its recorded bytes.
 	ExpectSHA256 string
+	// ISOLayout is the layout of an ISO image (ignored for vfat): the zero
+	// value means the newest. A rebuild passes the layout its recipe
+	// records.
+	ISOLayout ISOLayout
 }
 
 // FileInfo describes a regular file inside an image.
@@ -159,6 +188,14 @@ type Info struct {
 	Size   int64      // size of the image file in bytes
 	SHA256 string     // hex SHA-256 of the whole image file
 	Files  []FileInfo // regular files, sorted by Path
+	// ISOLayout is, for an ISO image, the layout Write built; from Inspect,
+	// the layout the image declares: ISOLayoutJolietTree for images whose
+	// application identifier names it, ISOLayoutGoDiskfs for every other
+	// ISO image. 0 for vfat.
+	ISOLayout ISOLayout
+	// Joliet reports an ISO image whose Joliet tree lists exactly the files
+	// of its primary tree, with the same extents: what Windows reads.
+	Joliet bool
 }
 
 var (

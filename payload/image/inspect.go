@@ -46,7 +46,10 @@ type reader struct {
 
 // Inspect reads the image at path (ISO9660, with Rock Ridge names when present,
 // else Joliet names when present, read by the package's ISO reader; or
-// FAT12/16/32, read by go-diskfs) and describes it. It never panics on damaged input: any
+// FAT12/16/32, read by go-diskfs) and describes it. For an ISO image it
+// also reads the Joliet tree, if any: Info.Joliet says whether it lists
+// the same files as the primary tree (what Windows sees), Info.ISOLayout
+// which layout the image declares. It never panics on damaged input: any
 // failure to make sense of the file wraps ErrUnknownFormat; failures to open or
 // read the file wrap the *fs.PathError.
 func Inspect(p string) (info Info, err error) {
@@ -74,14 +77,22 @@ func (r *reader) inspect(p string) (info Info, err error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: list files of %s: %w", ErrUnknownFormat, p, err)
 	}
-	return Info{
+	info = Info{
 		Path:   p,
 		Label:  r.label(),
 		FSType: r.fstype,
 		Size:   r.size,
 		SHA256: hex.EncodeToString(h.Sum(nil)),
 		Files:  files,
-	}, nil
+	}
+	if r.iso != nil {
+		info.ISOLayout = r.iso.layout()
+		// A Joliet tree that cannot be read or differs only clears the
+		// flag: the image is described by its primary tree.
+		j, err := r.iso.jolietFiles()
+		info.Joliet = err == nil && sameTree(j, r.iso.files) == nil
+	}
+	return info, nil
 }
 
 // ReadFile returns the contents of the regular file name (slash-separated,

@@ -57,6 +57,8 @@ type isoVolume struct {
 	label  string // primary volume identifier, trailing blanks and NULs removed
 	blocks uint32 // volume space size from the primary volume descriptor
 	files  []isoFile
+	appID  string   // primary application identifier, trailing blanks and NULs removed
+	svd    []byte   // the Joliet supplementary volume descriptor, if any
 
 	joliet  bool            // names come from the Joliet tree
 	rr      bool            // names come from Rock Ridge NM entries
@@ -108,6 +110,8 @@ func readISO(v *isoVolume) (*isoVolume, error) {
 		return nil, fmt.Errorf("logical block size %d, want %d", bs, isoBlock)
 	}
 	v.label = strings.TrimRight(string(pvd[40:72]), " \x00")
+	v.appID = strings.TrimRight(string(pvd[574:702]), " \x00")
+	v.svd = svd
 	v.blocks = binary.LittleEndian.Uint32(pvd[80:])
 
 	root := pvd[vdRootRecord : vdRootRecord+34]
@@ -138,6 +142,42 @@ func readISO(v *isoVolume) (*isoVolume, error) {
 		}
 	}
 	return v, nil
+}
+
+// jolietFiles reads the Joliet tree (the supplementary volume descriptor
+// with a UCS-2 escape sequence) and returns its files, sorted by path, as
+// the primary walk does for its tree: names are the UCS-2 identifiers
+// without a ";1" version and a trailing dot.
+func (v *isoVolume) jolietFiles() ([]isoFile, error) {
+	if v.svd == nil {
+		return nil, fmt.Errorf("no Joliet volume descriptor")
+	}
+	if v.joliet {
+		return v.files, nil // the primary walk read it
+	}
+	if bs := binary.LittleEndian.Uint16(v.svd[128:]); bs != isoBlock {
+		return nil, fmt.Errorf("joliet logical block size %d, want %d", bs, isoBlock)
+	}
+	jv := &isoVolume{src: v.src, mem: v.mem, size: v.size, joliet: true, seen: map[uint32]bool{}}
+	root := v.svd[vdRootRecord : vdRootRecord+34]
+	if err := jv.dir(binary.LittleEndian.Uint32(root[2:]), binary.LittleEndian.Uint32(root[10:]), "", 0); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(jv.files, func(a, b isoFile) int { return strings.Compare(a.path, b.path) })
+	for i := 1; i < len(jv.files); i++ {
+		if jv.files[i].path == jv.files[i-1].path {
+			return nil, fmt.Errorf("file %q listed twice", jv.files[i].path)
+		}
+	}
+	return jv.files, nil
+}
+
+// layout is the ISO layout the volume declares (see Info.ISOLayout).
+func (v *isoVolume) layout() ISOLayout {
+	if v.appID == isoLayoutAppID {
+		return ISOLayoutJolietTree
+	}
+	return ISOLayoutGoDiskfs
 }
 
 // extent returns size bytes from block on: a slice of the volume in

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 )
 
 // The in-memory ISO 9660 writer (issue 14).
@@ -65,20 +66,34 @@ import (
 //     recorded before the fix rebuild to their recorded bytes (see
 //     legacyJolietRetry in write.go and docs/durability.md).
 
-// isoVariant selects one of the ISO layouts the package can produce. They
-// differ only for specs jolietQuirk reports.
+// isoVariant selects one of the ISO layouts the package can produce.
+// isoCurrent and isoLegacyJoliet are ISOLayoutGoDiskfs (they differ only
+// for specs jolietQuirk reports); isoJolietTree is ISOLayoutJolietTree.
 type isoVariant uint8
 
 const (
-	// isoCurrent is the layout of every new image: go-diskfs v1.9.4's with
-	// an intact Joliet root.
+	// isoCurrent is go-diskfs v1.9.4's layout with an intact Joliet root:
+	// the layout of images built between issues 14 and 35.
 	isoCurrent isoVariant = iota
 	// isoLegacyJoliet is go-diskfs v1.9.4's layout exactly, with the first
 	// block of the Joliet root zeroed when the last file is empty or a
 	// multiple of 2048 bytes: the bytes of images built before issue 14's
 	// fix, used only to rebuild those images from their recipes.
 	isoLegacyJoliet
+	// isoJolietTree (issue 35) is the layout of every new image: isoCurrent's
+	// primary tree, always with a supplementary volume descriptor, and a
+	// Joliet tree of every directory and file after the file extents (see
+	// the Joliet section below).
+	isoJolietTree
 )
+
+// variant is the writer's variant of layout l (ISOLayoutLatest resolved).
+func (l ISOLayout) variant() isoVariant {
+	if l == ISOLayoutGoDiskfs {
+		return isoCurrent
+	}
+	return isoJolietTree
+}
 
 const (
 	isoPreparer  = "https://github.com/diskfs/go-diskfs"
@@ -108,8 +123,9 @@ type isoNode struct {
 	blocks   uint32
 	subdirs  uint32
 	ptIndex  uint16 // 1-based index in the path table
-	jLoc     uint32 // Joliet extent (root only)
+	jLoc     uint32 // Joliet extent (directories)
 	jSize    uint32
+	jIndex   uint16 // 1-based index in the Joliet path table
 }
 
 // isoName is the name of n in its ISO 9660 directory record.
@@ -133,14 +149,15 @@ func (n *isoNode) collisionKey() string {
 func isoShortName(name string) (short, ext string) {
 	short, ext, _ = strings.Cut(name, ".")
 	clean := func(s string, n int) string {
-		b := []byte(s)
-		for i, c := range b {
+		b := make([]byte, 0, len(s))
+		for _, c := range s { // one '_' for a non-ASCII character
 			switch {
 			case c >= 'a' && c <= 'z':
-				b[i] = c - 'a' + 'A'
+				b = append(b, byte(c-'a'+'A'))
 			case c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+				b = append(b, byte(c))
 			default:
-				b[i] = '_'
+				b = append(b, '_')
 			}
 		}
 		if len(b) > n {
@@ -157,17 +174,20 @@ type isoLayout struct {
 	dirs     []*isoNode // extent order: root, then depth first by ISO name
 	files    []*isoNode // extent order
 	pt       []*isoNode // path table order
-	joliet   bool
+	joliet   bool       // a supplementary volume descriptor and a Joliet root
+	jTree    bool       // every directory in the Joliet tree (isoJolietTree)
+	jpt      []*isoNode // Joliet path table and extent order
 	ptSize   uint32
 	ptL, ptM uint32
+	jptSize  uint32
 	jptL     uint32
 	jptM     uint32
 	total    uint32 // volume size in blocks
 }
 
-// planISO builds the tree of spec and assigns every extent.
-func planISO(spec Spec, dirs []string) (*isoLayout, error) {
-	l := &isoLayout{root: &isoNode{isDir: true, short: "\x00"}, joliet: true}
+// planISO builds the tree of spec and assigns every extent for variant v.
+func planISO(spec Spec, dirs []string, v isoVariant) (*isoLayout, error) {
+	l := &isoLayout{root: &isoNode{isDir: true, short: "\x00"}, joliet: true, jTree: v == isoJolietTree}
 	byPath := map[string]*isoNode{".": l.root}
 	parentOf := func(p string) *isoNode {
 		i := strings.LastIndexByte(p, '/')
@@ -184,7 +204,7 @@ func planISO(spec Spec, dirs []string) (*isoLayout, error) {
 		n.parent.children = append(n.parent.children, n)
 		n.parent.subdirs++
 		byPath[d] = n
-		l.joliet = false
+		l.joliet = l.jTree
 	}
 	for i := range spec.Entries {
 		e := &spec.Entries[i]
@@ -279,12 +299,7 @@ func planISO(spec Spec, dirs []string) (*isoLayout, error) {
 		loc += f.blocks
 	}
 	if l.joliet {
-		r := l.root
-		r.jLoc = loc
-		r.jSize = uint32(jolietExtentSize(r))
-		loc += blocksOf(r.jSize)
-		l.jptL, l.jptM = loc, loc+1 // the Joliet path table is the root's 10 bytes
-		loc += 2
+		loc = l.planJoliet(loc)
 	}
 	l.total = loc
 	return l, nil
@@ -518,26 +533,34 @@ func (w *isoWriter) dir(d *isoNode) {
 	}
 }
 
+// pathTables writes the L and M path tables at locL and locM: the primary
+// tree's, or with joliet the Joliet tree's.
 func (w *isoWriter) pathTables(locL, locM uint32, joliet bool) {
 	bl := w.img[int(locL)*isoBlock:]
 	bm := w.img[int(locM)*isoBlock:]
+	nodes := w.l.pt
+	if joliet {
+		nodes = w.l.jpt
+	}
 	p := 0
-	for _, d := range w.l.pt {
-		name := d.short
-		if joliet && d.parent != nil {
-			name = string(ucs2(d.name))
-		}
-		parent := d.ptIndex
+	for _, d := range nodes {
+		name := []byte(d.short)
+		loc, parent := d.loc, d.ptIndex
 		if d.parent != nil {
 			parent = d.parent.ptIndex
 		}
-		bl[p], bm[p] = byte(len(name)), byte(len(name))
-		binary.LittleEndian.PutUint32(bl[p+2:], d.loc)
-		binary.BigEndian.PutUint32(bm[p+2:], d.loc)
 		if joliet {
-			binary.LittleEndian.PutUint32(bl[p+2:], d.jLoc)
-			binary.BigEndian.PutUint32(bm[p+2:], d.jLoc)
+			if d.parent != nil {
+				name = ucs2(d.name)
+			}
+			loc, parent = d.jLoc, d.jIndex
+			if d.parent != nil {
+				parent = d.parent.jIndex
+			}
 		}
+		bl[p], bm[p] = byte(len(name)), byte(len(name))
+		binary.LittleEndian.PutUint32(bl[p+2:], loc)
+		binary.BigEndian.PutUint32(bm[p+2:], loc)
 		binary.LittleEndian.PutUint16(bl[p+6:], parent)
 		binary.BigEndian.PutUint16(bm[p+6:], parent)
 		copy(bl[p+8:], name)
@@ -568,47 +591,130 @@ func (w *isoWriter) volumeDescriptor(n int, typ byte, label, preparer []byte, pt
 	return b
 }
 
-// Joliet. Everything Joliet-specific is here, except the two places that
-// take a joliet switch: planISO, which decides whether an image has Joliet
-// (every entry in the root) and places the Joliet root directory and its
-// path tables after the files, and layoutISO, which writes them and the
+// Joliet. Everything Joliet-specific is here, except the places that take
+// a joliet switch: planISO, which decides whether an image has Joliet
+// (isoJolietTree: always; the go-diskfs layouts: when every entry is in
+// the root) and calls planJoliet after placing the files, and layoutISO,
+// which writes the Joliet directories, their path tables and the
 // supplementary volume descriptor (pathTables and volumeDescriptor with
-// Joliet arguments). Only the root directory has a Joliet extent today.
+// Joliet arguments).
+//
+// The Joliet tree (isoJolietTree, issue 35) is what Windows reads: its CD
+// driver ignores Rock Ridge, so without it cloudbase-init finds no
+// openstack\latest\meta_data.json. It is a second directory hierarchy over
+// the same file extents as the primary tree (Joliet, Microsoft 1995, on
+// ECMA-119 as a supplementary volume descriptor):
+//
+//   - The supplementary volume descriptor (block 17) carries the escape
+//     sequence %/E (UCS-2 level 3), the label in UCS-2 padded with UCS-2
+//     spaces (a 32-byte field: 16 characters), and the Joliet root record.
+//   - Every directory of the primary tree has a Joliet directory, in
+//     path-table order (breadth first, siblings by name), after the file
+//     extents; then the Joliet L and M path tables.
+//   - Names are the raw names in UCS-2 big-endian (at most 64 characters of
+//     the Basic Multilingual Plane, no "*/:;?\", no trailing dot: see
+//     validateJoliet), without a ";1" version, as genisoimage writes them.
+//     Records of a directory are sorted by name (UCS-2 code units, which
+//     for the BMP is the raw names' order), after "." and ".."; no record
+//     crosses a block boundary, and each directory's recorded size is its
+//     whole blocks, as ECMA-119 writers record it. Files point at their
+//     primary extents; Joliet records carry no System Use area.
+//
+// The go-diskfs layouts (isoCurrent, isoLegacyJoliet) have Joliet only for
+// specs without directories: the root alone, with its unpadded size and
+// the label not padded, as go-diskfs wrote it.
 
-// jolietRecordLen is the length of the Joliet directory record of name.
-func jolietRecordLen(name string) int { return recordLen(2*len(name), 0) }
+// isoLayoutAppID is the application identifier of isoJolietTree images,
+// which Inspect reports as ISOLayoutJolietTree (Info.ISOLayout).
+const isoLayoutAppID = "VMPAYLOAD ISO LAYOUT 2"
+
+// planJoliet orders the Joliet directories and places their extents and
+// path tables from block loc on; it returns the next free block.
+func (l *isoLayout) planJoliet(loc uint32) uint32 {
+	l.jpt = []*isoNode{l.root}
+	for i := 0; i < len(l.jpt); i++ {
+		for _, c := range l.jpt[i].children { // raw-name order
+			if c.isDir {
+				l.jpt = append(l.jpt, c)
+			}
+		}
+	}
+	for i, d := range l.jpt {
+		d.jIndex = uint16(i + 1)
+		l.jptSize += uint32(ptRecordLen(jolietPTNameLen(d)))
+		d.jLoc = loc
+		d.jSize = uint32(jolietExtentSize(d))
+		loc += blocksOf(d.jSize)
+		if l.jTree {
+			d.jSize = blocksOf(d.jSize) * isoBlock
+		}
+	}
+	ptBlocks := blocksOf(l.jptSize)
+	l.jptL, l.jptM = loc, loc+ptBlocks
+	return loc + 2*ptBlocks
+}
+
+// jolietLen is the length of n's Joliet name in UCS-2 code units.
+func jolietLen(n *isoNode) int {
+	k := 0
+	for _, r := range n.name {
+		k += utf16.RuneLen(r)
+	}
+	return k
+}
+
+// jolietPTNameLen is the length of d's name in the Joliet path table (the
+// root's is one byte).
+func jolietPTNameLen(d *isoNode) int {
+	if d.parent == nil {
+		return 1
+	}
+	return 2 * jolietLen(d)
+}
+
+// jolietRecordLen is the length of the Joliet directory record of n.
+func jolietRecordLen(n *isoNode) int { return recordLen(2*jolietLen(n), 0) }
 
 // jolietExtentSize is the unpadded size of d's Joliet directory extent.
 func jolietExtentSize(d *isoNode) int {
 	size := 2 * 34
 	for _, c := range d.children {
-		_, size = appendRecord(size, jolietRecordLen(c.name))
+		_, size = appendRecord(size, jolietRecordLen(c))
 	}
 	return size
 }
 
-// ucs2 is the big-endian UCS-2 form of the ASCII string s (entry paths
-// and labels are printable ASCII, see validateSpec).
+// ucs2 is the big-endian UCS-2 form of s (validateJoliet keeps names of
+// new images inside the Basic Multilingual Plane; labels are ASCII).
 func ucs2(s string) []byte {
-	b := make([]byte, 2*len(s))
-	for i := 0; i < len(s); i++ {
-		b[2*i+1] = s[i]
+	u := utf16.Encode([]rune(s))
+	b := make([]byte, 2*len(u))
+	for i, c := range u {
+		binary.BigEndian.PutUint16(b[2*i:], c)
 	}
 	return b
 }
 
-// jolietRoot writes the Joliet root directory: one record per entry of
-// the root, with its raw name in UCS-2 and its primary extent.
-func (w *isoWriter) jolietRoot() {
-	r := w.l.root
-	ext := w.img[int(r.jLoc)*isoBlock:]
-	w.record(ext, r.jLoc, r.jSize, true, []byte{0}, 34)
-	w.record(ext[34:], r.jLoc, r.jSize, true, []byte{1}, 34)
+// jolietDir writes the Joliet directory d: "." and "..", then one record
+// per child with its name in UCS-2, pointing at the child's Joliet extent
+// (directories) or primary extent (files).
+func (w *isoWriter) jolietDir(d *isoNode) {
+	ext := w.img[int(d.jLoc)*isoBlock:]
+	parent := d
+	if d.parent != nil {
+		parent = d.parent
+	}
+	w.record(ext, d.jLoc, d.jSize, true, []byte{0}, 34)
+	w.record(ext[34:], parent.jLoc, parent.jSize, true, []byte{1}, 34)
 	p := 68
-	for _, c := range r.children {
-		n := jolietRecordLen(c.name)
+	for _, c := range d.children {
+		n := jolietRecordLen(c)
 		off, end := appendRecord(p, n)
-		w.record(ext[off:], c.loc, c.size, false, ucs2(c.name), n)
+		loc, size := c.loc, c.size
+		if c.isDir {
+			loc, size = c.jLoc, c.jSize
+		}
+		w.record(ext[off:], loc, size, c.isDir, ucs2(c.name), n)
 		p = end
 	}
 }
@@ -618,13 +724,13 @@ func (w *isoWriter) jolietRoot() {
 // last file in extent order (the largest ISO name in the root) is empty or
 // a multiple of 2048 bytes.
 func (l *isoLayout) jolietQuirk() bool {
-	return l.joliet && len(l.files) > 0 && l.files[len(l.files)-1].size%isoBlock == 0
+	return l.joliet && !l.jTree && len(l.files) > 0 && l.files[len(l.files)-1].size%isoBlock == 0
 }
 
 // layoutISO builds the image of spec in memory in layout v with the content
 // time t (Stamp(spec)).
 func layoutISO(spec Spec, dirs []string, t time.Time, v isoVariant) ([]byte, error) {
-	l, err := planISO(spec, dirs)
+	l, err := planISO(spec, dirs, v)
 	if err != nil {
 		return nil, fmt.Errorf("lay out iso9660 image: %w", err)
 	}
@@ -641,8 +747,8 @@ func layoutISO(spec Spec, dirs []string, t time.Time, v isoVariant) ([]byte, err
 	for _, d := range l.dirs {
 		w.dir(d)
 	}
-	if l.joliet {
-		w.jolietRoot()
+	for _, d := range l.jpt {
+		w.jolietDir(d)
 	}
 	w.pathTables(l.ptL, l.ptM, false)
 	if l.joliet {
@@ -653,11 +759,19 @@ func layoutISO(spec Spec, dirs []string, t time.Time, v isoVariant) ([]byte, err
 			clear(w.img[int(l.root.jLoc)*isoBlock : int(l.root.jLoc+1)*isoBlock])
 		}
 	}
-	w.volumeDescriptor(0, 1, []byte(spec.Label), []byte(isoPreparer), l.ptSize, l.ptL, l.ptM, l.root.loc, l.root.size)
+	pvd := w.volumeDescriptor(0, 1, []byte(spec.Label), []byte(isoPreparer), l.ptSize, l.ptL, l.ptM, l.root.loc, l.root.size)
 	next := 1
 	if l.joliet {
-		esc := w.volumeDescriptor(1, 2, ucs2(spec.Label), ucs2(isoPreparer), 10, l.jptL, l.jptM, l.root.jLoc, l.root.jSize)
-		copy(esc[88:], []byte{0x25, 0x2f, 0x45})
+		label := ucs2(spec.Label)
+		if l.jTree {
+			label = ucs2(fmt.Sprintf("%-16.16s", spec.Label))
+		}
+		svd := w.volumeDescriptor(1, 2, label, ucs2(isoPreparer), l.jptSize, l.jptL, l.jptM, l.root.jLoc, l.root.jSize)
+		copy(svd[88:], []byte{0x25, 0x2f, 0x45})
+		if l.jTree {
+			copy(pvd[574:702], isoLayoutAppID)
+			copy(svd[574:702], ucs2(isoLayoutAppID))
+		}
 		next++
 	}
 	copy(w.img[(16+next)*isoBlock:], "\xffCD001\x01")

@@ -78,7 +78,7 @@ func sameAsDiskfs(tb testing.TB, spec Spec) bool {
 // TestJolietRootListsFiles).
 func sameAsLegacyExceptJoliet(tb testing.TB, spec Spec, dirs []string, cur, legacy []byte) {
 	tb.Helper()
-	l, err := planISO(spec, dirs)
+	l, err := planISO(spec, dirs, isoCurrent)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestLayoutISOMatchesDiskfsRandom(t *testing.T) {
 		}
 		if !sameAsDiskfs(t, spec) {
 			interacting++
-		} else if l, _ := planISO(spec, dirs); l.jolietQuirk() {
+		} else if l, _ := planISO(spec, dirs, isoCurrent); l.jolietQuirk() {
 			quirks++
 		}
 		if hasCollision(spec) {

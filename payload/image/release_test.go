@@ -198,7 +198,7 @@ func writeRelease(t *testing.T) {
 		r := &imgs[i]
 		spec := r.spec()
 		out := filepath.Join(dir, fmt.Sprintf("%d.img", i))
-		info, err := Write(context.Background(), spec, out, Options{GID: -1, NoSync: true})
+		info, err := Write(context.Background(), spec, out, Options{GID: -1, NoSync: true, ISOLayout: ISOLayoutGoDiskfs})
 		if err != nil {
 			t.Fatalf("%s: %v", r.Name, err)
 		}
@@ -238,9 +238,10 @@ func loadRelease(t *testing.T) []releasedImage {
 }
 
 // TestReleaseImagesRebuild: every image of the corpus builds to its
-// recorded bytes (sha256 and size), with and without ExpectSHA256, and an
-// image recorded in the legacy Joliet layout rebuilds to those bytes with
-// ExpectSHA256, as a recipe's rebuild asks.
+// recorded bytes (sha256 and size) in the layout it was recorded in
+// (ISOLayoutGoDiskfs, which a recipe without iso-layout names), with and
+// without ExpectSHA256, and an image recorded in the legacy Joliet layout
+// rebuilds to those bytes with ExpectSHA256, as a recipe's rebuild asks.
 func TestReleaseImagesRebuild(t *testing.T) {
 	if *updateRelease {
 		writeRelease(t)
@@ -252,7 +253,7 @@ func TestReleaseImagesRebuild(t *testing.T) {
 			spec := r.spec()
 			dir := t.TempDir()
 			out := filepath.Join(dir, "new.img")
-			info, err := Write(context.Background(), spec, out, Options{GID: -1, NoSync: true})
+			info, err := Write(context.Background(), spec, out, Options{GID: -1, NoSync: true, ISOLayout: ISOLayoutGoDiskfs})
 			if err != nil {
 				t.Fatalf("Write: %v", err)
 			}
@@ -266,7 +267,7 @@ func TestReleaseImagesRebuild(t *testing.T) {
 			}
 			for _, want := range expects {
 				p := filepath.Join(dir, want[:12]+".img")
-				info, err := Write(context.Background(), spec, p, Options{GID: -1, NoSync: true, ExpectSHA256: want})
+				info, err := Write(context.Background(), spec, p, Options{GID: -1, NoSync: true, ExpectSHA256: want, ISOLayout: ISOLayoutGoDiskfs})
 				if err != nil {
 					t.Errorf("Write with ExpectSHA256 %s: %v", want, err)
 					continue

@@ -5,6 +5,9 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // validateSpec checks a Spec and returns the sorted set of implied directories.
@@ -74,9 +77,18 @@ func validateLabel(m Media, label string) error {
 	return nil
 }
 
-// maxNameLen is the longest path component we accept: Rock Ridge and FAT long
-// names both handle 255, Joliet 64; we stay well inside all of them.
-const maxNameLen = 64
+// maxNameLen is the longest path component we accept, in characters
+// (UTF-16 code units): Joliet's limit (Rock Ridge and FAT long names
+// handle 255). maxNameBytes bounds its UTF-8 form, so that a Rock Ridge
+// directory record (NM carries the name) stays within 255 bytes.
+const (
+	maxNameLen   = 64
+	maxNameBytes = 128
+)
+
+// jolietForbidden are the characters Joliet does not allow in a name
+// besides controls, '/' and '\\' (refused for every image).
+const jolietForbidden = "*:;?"
 
 func validatePath(m Media, p string) error {
 	if p == "" {
@@ -97,12 +109,21 @@ func validatePath(m Media, p string) error {
 		if c == ".." || c == "." || c == "" {
 			return fmt.Errorf("path %q has a %q component", p, c)
 		}
-		if len(c) > maxNameLen {
-			return fmt.Errorf("path %q: component %q longer than %d bytes", p, c, maxNameLen)
+		if !utf8.ValidString(c) {
+			return fmt.Errorf("path %q is not valid UTF-8", p)
+		}
+		if n := len(utf16.Encode([]rune(c))); n > maxNameLen {
+			return fmt.Errorf("path %q: component %q is %d characters, at most %d allowed (the Joliet limit)", p, c, n, maxNameLen)
+		}
+		if len(c) > maxNameBytes {
+			return fmt.Errorf("path %q: component %q is %d bytes in UTF-8, at most %d allowed", p, c, len(c), maxNameBytes)
 		}
 		for _, r := range c {
-			if r < 0x20 || r > 0x7e {
-				return fmt.Errorf("path %q contains character %q (only printable ASCII allowed)", p, r)
+			if m == MediaVFAT && (r < 0x20 || r > 0x7e) {
+				return fmt.Errorf("path %q contains character %q (only printable ASCII allowed on vfat)", p, r)
+			}
+			if r > 0x7e && !unicode.IsPrint(r) || r < 0x20 || r == 0x7f {
+				return fmt.Errorf("path %q contains character %q (only printable characters allowed)", p, r)
 			}
 			if m == MediaVFAT && strings.ContainsRune("\"*:<>?|", r) {
 				return fmt.Errorf("path %q contains character %q not allowed on vfat", p, r)
@@ -111,6 +132,30 @@ func validatePath(m Media, p string) error {
 	}
 	if depth > 8 {
 		return fmt.Errorf("path %q is deeper than 8 levels", p)
+	}
+	return nil
+}
+
+// validateJoliet checks that every name of spec can be written to a Joliet
+// tree as it is (ISOLayoutJolietTree): characters of the Basic
+// Multilingual Plane only (Joliet is UCS-2), none of "*:;?" (Joliet
+// forbids them), no trailing '.' (Joliet readers, Windows and Linux, drop
+// it). Errors wrap ErrInvalidSpec and name the entry.
+func validateJoliet(spec Spec) error {
+	for i, e := range spec.Entries {
+		for _, c := range strings.Split(e.Path, "/") {
+			for _, r := range c {
+				switch {
+				case r > 0xffff:
+					return fmt.Errorf("%w: entry %d: path %q contains %q (U+%04X), outside the Basic Multilingual Plane: Joliet names (what Windows reads) are UCS-2", ErrInvalidSpec, i, e.Path, r, r)
+				case strings.ContainsRune(jolietForbidden, r):
+					return fmt.Errorf("%w: entry %d: path %q contains %q, which Joliet names (what Windows reads) cannot hold (none of %s)", ErrInvalidSpec, i, e.Path, r, jolietForbidden)
+				}
+			}
+			if strings.HasSuffix(c, ".") {
+				return fmt.Errorf("%w: entry %d: path %q: component %q ends with '.', which Joliet readers (Windows, Linux) drop", ErrInvalidSpec, i, e.Path, c)
+			}
+		}
 	}
 	return nil
 }

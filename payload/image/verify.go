@@ -67,10 +67,12 @@ func readBack(p string, img []byte) error {
 	return nil
 }
 
-// checkImage checks that img holds spec's label, file list and bytes and
-// returns the Info it describes (without Path and SHA256). Errors wrap
-// ErrVerify.
-func checkImage(img []byte, spec Spec) (Info, error) {
+// checkImage checks that img, built in variant v (ISO only), holds spec's
+// label, file list and bytes and returns the Info it describes (without
+// Path, SHA256 and ISOLayout). For isoJolietTree it also checks the Joliet
+// tree: exactly the primary tree's files, at the same extents (so with
+// the same bytes), under the same names. Errors wrap ErrVerify.
+func checkImage(img []byte, spec Spec, v isoVariant) (Info, error) {
 	want := make([]FileInfo, 0, len(spec.Entries))
 	for _, e := range spec.Entries {
 		want = append(want, FileInfo{Path: e.Path, Size: int64(len(e.Data))})
@@ -86,23 +88,32 @@ func checkImage(img []byte, spec Spec) (Info, error) {
 		if len(img) < isoPVDOffset+isoBlock || len(img)%isoBlock != 0 {
 			return Info{}, fmt.Errorf("%w: %d bytes is not a whole iso9660 volume", ErrVerify, len(img))
 		}
-		v, err := readISOBytes(img)
+		vol, err := readISOBytes(img)
 		if err != nil {
 			return Info{}, fmt.Errorf("%w: read the built image: %w", ErrVerify, err)
 		}
-		if int64(v.blocks)*isoBlock != int64(len(img)) || !v.rr {
-			return Info{}, fmt.Errorf("%w: volume of %d blocks (Rock Ridge %v), the image has %d bytes", ErrVerify, v.blocks, v.rr, len(img))
+		if int64(vol.blocks)*isoBlock != int64(len(img)) || !vol.rr {
+			return Info{}, fmt.Errorf("%w: volume of %d blocks (Rock Ridge %v), the image has %d bytes", ErrVerify, vol.blocks, vol.rr, len(img))
 		}
-		label = v.label
-		for _, f := range v.files {
+		if v == isoJolietTree {
+			jfiles, err := vol.jolietFiles()
+			if err != nil {
+				return Info{}, fmt.Errorf("%w: read the Joliet tree of the built image: %w", ErrVerify, err)
+			}
+			if err := sameTree(jfiles, vol.files); err != nil {
+				return Info{}, fmt.Errorf("%w: the Joliet tree of the built image: %w", ErrVerify, err)
+			}
+		}
+		label = vol.label
+		for _, f := range vol.files {
 			got = append(got, FileInfo{Path: f.path, Size: int64(f.size)})
 		}
 		data = func(p string) ([]byte, error) {
-			f, ok := v.find(p)
+			f, ok := vol.find(p)
 			if !ok {
 				return nil, fmt.Errorf("no file %q", p)
 			}
-			return v.data(f)
+			return vol.data(f)
 		}
 	default:
 		r, err := newReader(&memFile{buf: img, max: int64(len(img))}, "built image")
@@ -135,7 +146,26 @@ func checkImage(img []byte, spec Spec) (Info, error) {
 			return Info{}, fmt.Errorf("%w: %q has %d bytes that differ from the %d requested", ErrVerify, e.Path, len(b), len(e.Data))
 		}
 	}
-	return Info{Label: label, FSType: fstype, Size: int64(len(img)), Files: want}, nil
+	return Info{Label: label, FSType: fstype, Size: int64(len(img)), Files: want, Joliet: spec.Media == MediaISO && v == isoJolietTree}, nil
+}
+
+// sameTree reports how the Joliet tree's files j differ from the primary
+// tree's p (both sorted by path): a file missing from either, or one at
+// another extent.
+func sameTree(j, p []isoFile) error {
+	for i := 0; i < max(len(j), len(p)); i++ {
+		switch {
+		case i >= len(j):
+			return fmt.Errorf("lacks %q", p[i].path)
+		case i >= len(p) || j[i].path < p[i].path:
+			return fmt.Errorf("lists %q, which the primary tree lacks", j[i].path)
+		case j[i].path > p[i].path:
+			return fmt.Errorf("lacks %q", p[i].path)
+		case j[i] != p[i]:
+			return fmt.Errorf("%q has %d bytes at block %d, the primary tree %d bytes at block %d", j[i].path, j[i].size, j[i].loc, p[i].size, p[i].loc)
+		}
+	}
+	return nil
 }
 
 func fileList(fs []FileInfo) string {

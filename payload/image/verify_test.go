@@ -22,7 +22,7 @@ func builtImage(t *testing.T, spec Spec) []byte {
 	}
 	var img []byte
 	if spec.Media == MediaISO {
-		img, err = buildISO(context.Background(), spec, dirs, isoCurrent)
+		img, err = buildISO(context.Background(), spec, dirs, specVariant(spec))
 	} else {
 		img, err = buildVFAT(context.Background(), spec, dirs)
 	}
@@ -30,6 +30,15 @@ func builtImage(t *testing.T, spec Spec) []byte {
 		t.Fatal(err)
 	}
 	return img
+}
+
+// specVariant is the ISO variant Write builds spec in: isoJolietTree, or
+// for a spec whose names Joliet cannot hold (random specs), isoCurrent.
+func specVariant(spec Spec) isoVariant {
+	if validateJoliet(spec) != nil {
+		return isoCurrent
+	}
+	return isoJolietTree
 }
 
 func TestReadBack(t *testing.T) {
@@ -89,7 +98,7 @@ func TestCheckImageFindsMismatches(t *testing.T) {
 	for _, media := range []Media{MediaISO, MediaVFAT} {
 		for _, base := range []Spec{{media, "cidata", cidataEntries()}, {media, "config-2", config2Entries()}} {
 			img := builtImage(t, base)
-			if info, err := checkImage(img, base); err != nil || info.Label != base.Label || len(info.Files) != len(base.Entries) || info.Size != int64(len(img)) {
+			if info, err := checkImage(img, base, specVariant(base)); err != nil || info.Label != base.Label || len(info.Files) != len(base.Entries) || info.Size != int64(len(img)) {
 				t.Fatalf("%s %s: checkImage = %+v, %v", media, base.Label, info, err)
 			}
 			otherLabel := base
@@ -124,7 +133,13 @@ func TestCheckImageFindsMismatches(t *testing.T) {
 						img     []byte
 						spec    Spec
 						wantErr string
-					}{"image name changed", corrupt(t, img, "NM"+string([]byte{byte(5 + len(name)), 1, 0})+name, "NM"+string([]byte{byte(5 + len(name)), 1, 0})+"Z"+name[1:]), base, "files ["},
+					}{"image name changed", corrupt(t, img, "NM"+string([]byte{byte(5 + len(name)), 1, 0})+name, "NM"+string([]byte{byte(5 + len(name)), 1, 0})+"Z"+name[1:]), base, "Joliet tree of the built image: lacks"},
+					struct {
+						name    string
+						img     []byte
+						spec    Spec
+						wantErr string
+					}{"Joliet name changed", corrupt(t, img, string(ucs2(name)), string(ucs2("Z"+name[1:]))), base, "Joliet tree of the built image: lists"},
 					struct {
 						name    string
 						img     []byte
@@ -135,7 +150,7 @@ func TestCheckImageFindsMismatches(t *testing.T) {
 			}
 			for _, tc := range cases {
 				t.Run(string(media)+"/"+base.Label+"/"+tc.name, func(t *testing.T) {
-					_, err := checkImage(tc.img, tc.spec)
+					_, err := checkImage(tc.img, tc.spec, specVariant(tc.spec))
 					if !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), tc.wantErr) {
 						t.Fatalf("err = %v, want ErrVerify saying %q", err, tc.wantErr)
 					}

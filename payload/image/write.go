@@ -24,8 +24,15 @@ const tempPattern = ".vmpayload-image-*.tmp"
 // and the directory fsynced (both fsyncs are skipped with opt.NoSync). A
 // failed check wraps ErrVerify. On any error nothing is left behind: no
 // temporary file; an existing out is left untouched. With opt.ExpectSHA256 set, an image with another hash is not
-// written (ErrChecksum), except that an ISO spec's legacy Joliet layout is
-// tried as well (see Options.ExpectSHA256 and legacyJolietRetry).
+// written (ErrChecksum), except that in ISOLayoutGoDiskfs an ISO spec's
+// legacy Joliet layout is tried as well (see Options.ExpectSHA256 and
+// legacyJolietRetry).
+//
+// ISO images are built in opt.ISOLayout, by default the newest
+// (ISOLayoutJolietTree), whose Joliet tree needs names Joliet can hold:
+// characters of the Basic Multilingual Plane, none of "*:;?", no trailing
+// '.'. Every medium takes path components of at most 64 characters
+// (printable; non-ASCII UTF-8 only on ISO), at most 8 levels deep.
 //
 // Input problems wrap ErrInvalidSpec (and ErrTooLarge for oversized content);
 // I/O failures wrap the underlying *fs.PathError, so errors.Is(err,
@@ -53,16 +60,29 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	}
 
 	var img []byte
+	layout := opt.ISOLayout
+	if layout == ISOLayoutLatest {
+		layout = ISOLayoutNewest
+	}
 	switch spec.Media {
 	case MediaISO:
-		img, err = buildISO(ctx, spec, dirs, isoCurrent)
+		if layout > ISOLayoutNewest {
+			return Info{}, fmt.Errorf("%w: ISO layout %d is unknown to this version (the newest is %d)", ErrInvalidSpec, layout, ISOLayoutNewest)
+		}
+		if layout == ISOLayoutJolietTree {
+			if err := validateJoliet(spec); err != nil {
+				return Info{}, err
+			}
+		}
+		img, err = buildISO(ctx, spec, dirs, layout.variant())
 	case MediaVFAT:
+		layout = 0
 		img, err = buildVFAT(ctx, spec, dirs)
 	}
 	if err != nil {
 		return Info{}, fmt.Errorf("build %s image for %s: %w", spec.Media, out, err)
 	}
-	info, err := checkImage(img, spec)
+	info, err := checkImage(img, spec, layout.variant())
 	if err != nil {
 		return Info{}, fmt.Errorf("check %s image for %s: %w", spec.Media, out, err)
 	}
@@ -71,7 +91,7 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	}
 	sum := sha256Hex(img)
 	if opt.ExpectSHA256 != "" {
-		if sum != opt.ExpectSHA256 {
+		if sum != opt.ExpectSHA256 && layout == ISOLayoutGoDiskfs {
 			legacy, legacySum, err := legacyJolietRetry(ctx, spec, dirs, img)
 			if err != nil {
 				return Info{}, fmt.Errorf("build the legacy %s image for %s: %w", spec.Media, out, err)
@@ -83,11 +103,16 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 				}
 				return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s%s, expected %s", ErrChecksum, spec.Media, out, sum, also, opt.ExpectSHA256)
 			}
-			if info, err = checkImage(legacy, spec); err != nil {
+			if info, err = checkImage(legacy, spec, isoLegacyJoliet); err != nil {
 				return Info{}, fmt.Errorf("check the legacy %s image for %s: %w", spec.Media, out, err)
 			}
 			img, sum = legacy, legacySum
+		} else if sum != opt.ExpectSHA256 {
+			return Info{}, fmt.Errorf("%w: the %s image for %s would have sha256 %s, expected %s", ErrChecksum, spec.Media, out, sum, opt.ExpectSHA256)
 		}
+	}
+	if spec.Media == MediaISO {
+		info.ISOLayout = layout
 	}
 
 	dir := filepath.Dir(out)

@@ -20,7 +20,7 @@ func TestWriteJudgedByRealTools(t *testing.T) {
 		nameArg string // a long name isoinfo -R -l must show
 	}{
 		{"iso cidata", Spec{MediaISO, "cidata", cidataEntries()}, "iso9660", true, "network-config"},
-		{"iso config-2", Spec{MediaISO, "config-2", config2Entries()}, "iso9660", false, "meta_data.json"},
+		{"iso config-2", Spec{MediaISO, "config-2", config2Entries()}, "iso9660", true, "meta_data.json"},
 		{"vfat cidata lower", Spec{MediaVFAT, "cidata", cidataEntries()}, "vfat", false, ""},
 		{"vfat CIDATA", Spec{MediaVFAT, "CIDATA", cidataEntries()}, "vfat", false, ""},
 		{"vfat config-2", Spec{MediaVFAT, "config-2", config2Entries()}, "vfat", false, ""},

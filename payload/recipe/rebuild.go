@@ -54,7 +54,7 @@ var ErrContentChanged = errors.New("content changed")
 // file at r.Path has the recorded sha256 it returns OutcomeIntact;
 // otherwise it renders r.Job (secrets resolved only through
 // opt.SecretsDir), checks that the image bytes hash to the recorded
-// sha256, writes them atomically at r.Path (temporary file, fsync, read
+// sha256 in the recorded ISO layout (r.ISOLayout), writes them atomically at r.Path (temporary file, fsync, read
 // back and verified, rename) and returns OutcomeRebuilt. Errors are one
 // line naming the path: a path outside opt.PayloadDir, with "..", or
 // naming a symlink or other non-regular file (ErrRefused); a secret that
@@ -91,7 +91,7 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	if err != nil {
 		return "", fmt.Errorf("rebuilding the payload image %s: %s", r.Path, oneLine(err))
 	}
-	_, err = rendered.Write(ctx, r.Path, payload.Options{Mode: opt.Mode, GID: opt.GID, ExpectSHA256: r.SHA256})
+	_, err = rendered.Write(ctx, r.Path, payload.Options{Mode: opt.Mode, GID: opt.GID, ExpectSHA256: r.SHA256, ISOLayout: r.ISOLayout})
 	if errors.Is(err, image.ErrChecksum) {
 		why := "the job's content"
 		if refs := r.secretRefs(); len(refs) > 0 {

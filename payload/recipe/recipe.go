@@ -61,6 +61,11 @@ type Recipe struct {
 	Format job.Format
 	Media  job.Media
 	Label  string
+	// ISOLayout is the layout of an ISO image (0 for vfat): a rebuild
+	// must use the layout the image was built in. The element's iso-layout
+	// attribute carries it; a recipe without one (every recipe written
+	// before issue 35) is image.ISOLayoutGoDiskfs.
+	ISOLayout image.ISOLayout
 }
 
 // ErrPrebuilt is returned by New for a prebuilt_image job: vmpayload did not
@@ -104,6 +109,10 @@ func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
 		Job: j, Path: res.Path, SHA256: res.SHA256, Size: res.Size,
 		InstanceID: r.Docs.InstanceID, ContentHash: r.Docs.ContentHash,
 		Format: j.Format, Media: j.Media, Label: payload.LabelOf(j),
+	}
+	if j.Media == job.MediaISO {
+		// the layout the image has: Write's, or a reused image's own
+		rc.ISOLayout = res.ISOLayout
 	}
 	if res.InstanceID != "" && res.InstanceID != rc.InstanceID {
 		return nil, fmt.Errorf("making a recipe: the result's instance-id %q is not the rendered one %q", res.InstanceID, rc.InstanceID)
@@ -188,6 +197,10 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@instance-id", "%q is not an instance-id", r.InstanceID)
 	case !isHex64(r.ContentHash):
 		return fieldErr("image@content-hash", "%q is not a lowercase hex SHA-256", r.ContentHash)
+	case r.Media == job.MediaISO && r.ISOLayout != image.ISOLayoutGoDiskfs && r.ISOLayout != image.ISOLayoutJolietTree:
+		return fieldErr("image@iso-layout", "%d is not an ISO layout this vmpayload builds (%d, or %d when absent)", r.ISOLayout, image.ISOLayoutJolietTree, image.ISOLayoutGoDiskfs)
+	case r.Media != job.MediaISO && r.ISOLayout != 0:
+		return fieldErr("image@iso-layout", "a %s image has no ISO layout", r.Media)
 	}
 	j := r.Job
 	switch {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -17,7 +18,10 @@ import (
 //
 //	<vmpayload:recipe xmlns:vmpayload="NS" version="1">
 //	  <vmpayload:image path="…" sha256="…" size="…" format="…" media="…"
-//	      label="…" instance-id="…" content-hash="…"/>
+//	      label="…" instance-id="…" content-hash="…" iso-layout="2"/>
+//
+// iso-layout is written for an ISO image of a layout after
+// image.ISOLayoutGoDiskfs, which its absence means.
 //	  <vmpayload:job>{the job as JSON, XML-escaped}</vmpayload:job>
 //	</vmpayload:recipe>
 //
@@ -46,6 +50,9 @@ func (r *Recipe) Element() (string, error) {
 	attr("label", r.Label)
 	attr("instance-id", r.InstanceID)
 	attr("content-hash", r.ContentHash)
+	if r.Media == job.MediaISO && r.ISOLayout != image.ISOLayoutGoDiskfs {
+		attr("iso-layout", strconv.Itoa(int(r.ISOLayout)))
+	}
 	b.WriteString("/>")
 	b.WriteString("<" + Prefix + ":job>")
 	writeText(&b, js)
@@ -290,6 +297,12 @@ func parseImage(r *Recipe, t xml.StartElement) error {
 			r.InstanceID = a.Value
 		case "content-hash":
 			r.ContentHash = a.Value
+		case "iso-layout":
+			n, err := strconv.ParseUint(a.Value, 10, 8)
+			if err != nil || n == 0 || strconv.FormatUint(n, 10) != a.Value {
+				return fieldErr("image@iso-layout", "%q is not a layout number", abbreviate(a.Value))
+			}
+			r.ISOLayout = image.ISOLayout(n)
 		default:
 			return fieldErr("image@"+a.Name.Local, "unknown attribute")
 		}
@@ -298,6 +311,9 @@ func parseImage(r *Recipe, t xml.StartElement) error {
 		if !seen[k] {
 			return fieldErr("image@"+k, "missing")
 		}
+	}
+	if !seen["iso-layout"] && r.Media == job.MediaISO {
+		r.ISOLayout = image.ISOLayoutGoDiskfs // written before issue 35
 	}
 	return nil
 }
