@@ -57,8 +57,8 @@ type isoVolume struct {
 	label  string // primary volume identifier, trailing blanks and NULs removed
 	blocks uint32 // volume space size from the primary volume descriptor
 	files  []isoFile
-	appID  string   // primary application identifier, trailing blanks and NULs removed
-	svd    []byte   // the Joliet supplementary volume descriptor, if any
+	appID  string // primary application identifier, trailing blanks and NULs removed
+	svd    []byte // the Joliet supplementary volume descriptor, if any
 
 	joliet  bool            // names come from the Joliet tree
 	rr      bool            // names come from Rock Ridge NM entries

@@ -22,6 +22,7 @@ import (
 //
 // iso-layout is written for an ISO image of a layout after
 // image.ISOLayoutGoDiskfs, which its absence means.
+//
 //	  <vmpayload:job>{the job as JSON, XML-escaped}</vmpayload:job>
 //	</vmpayload:recipe>
 //
