@@ -19,14 +19,13 @@ import (
 //	<vmpayload:recipe xmlns:vmpayload="NS" version="1">
 //	  <vmpayload:image path="…" sha256="…" size="…" format="…" media="…"
 //	      label="…" instance-id="…" content-hash="…" iso-layout="2"/>
-//
-// iso-layout is written for an ISO image of a layout after
-// image.ISOLayoutGoDiskfs, which its absence means.
-//
 //	  <vmpayload:job>{the job as JSON, XML-escaped}</vmpayload:job>
 //	</vmpayload:recipe>
 //
-// The output is deterministic: the same recipe gives the same text.
+// iso-layout is written for an ISO image of a layout after
+// image.ISOLayoutGoDiskfs, which its absence means (so a recipe of that
+// layout renders as it did before issue 35). The output is deterministic:
+// the same recipe gives the same text.
 func (r *Recipe) Element() (string, error) {
 	if err := r.Check(); err != nil {
 		return "", fmt.Errorf("rendering the recipe element: %w", err)
