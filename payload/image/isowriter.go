@@ -10,12 +10,19 @@ import (
 	"unicode/utf16"
 )
 
-// The in-memory ISO 9660 writer (issue 14).
+// The in-memory ISO 9660 writer (issue 14; the Joliet tree, issue 35).
 //
-// layoutISO lays an image out directly in one []byte and produces exactly
-// the bytes that go-diskfs v1.9.4 (Finalize with Rock Ridge, Joliet when
-// every entry is in the root) followed by a normalisation of its dates,
-// owners and modes produced for the same Spec in releases before it:
+// It writes two layouts (ISOLayout, recorded in recipes): every new image
+// gets isoJolietTree, go-diskfs's primary tree as below plus a Joliet tree
+// of every directory (the Joliet section further down); images recorded
+// before issue 35 rebuild in go-diskfs's layout (isoCurrent, and
+// isoLegacyJoliet for the zeroed Joliet root).
+//
+// For the go-diskfs layout, layoutISO lays an image out directly in one
+// []byte and produces exactly the bytes that go-diskfs v1.9.4 (Finalize
+// with Rock Ridge, Joliet when every entry is in the root) followed by a
+// normalisation of its dates, owners and modes produced for the same Spec
+// in releases before it:
 // durable recipes record an image's SHA-256 and a rebuild must give the
 // same bytes (docs/durability.md), so the layout below reproduces
 // go-diskfs's, including its oddities, with one exception fixed in new
@@ -26,7 +33,8 @@ import (
 // oracle, iso_oracle_test.go):
 //
 //   - Blocks 0-15 are zero; the primary volume descriptor is block 16, the
-//     Joliet supplementary one (if any) 17, then the terminator. Directory
+//     Joliet supplementary one (if any; always in isoJolietTree) 17, then
+//     the terminator. Directory
 //     extents start right after, in this order: the root, then every other
 //     directory depth first with siblings sorted by their ISO name; each
 //     directory's Rock Ridge continuation blocks follow its extent (only the
