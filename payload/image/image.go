@@ -180,11 +180,12 @@ type Options struct {
 	// image built with other bytes is not written (the error wraps
 	// ErrChecksum) and an existing out is left untouched. A rebuild from a
 	// recipe uses it to refuse content that changed since the recording.
-	// For an ISO spec whose image had go-diskfs's zeroed Joliet root before
-	// issue 14's fix (the last file empty or a multiple of 2048 bytes), the
-	// legacy layout is accepted too: when the current image does not have
-	// this hash and the legacy one does, the legacy bytes are written, so
-	// an image recorded before the fix rebuilds to its recorded bytes.
+	// In ISOLayoutGoDiskfs, for an ISO spec whose image had go-diskfs's
+	// zeroed Joliet root before issue 14's fix (the last file empty or a
+	// multiple of 2048 bytes), the legacy variant is accepted too: when the
+	// image does not have this hash and the legacy one does, the legacy
+	// bytes are written, so an image recorded before the fix rebuilds to
+	// its recorded bytes.
 	ExpectSHA256 string
 	// ISOLayout is the layout of an ISO image (ignored for vfat): the zero
 	// value means the newest. A rebuild passes the layout its recipe
