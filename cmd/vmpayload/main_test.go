@@ -85,9 +85,14 @@ func TestBuildAndInspect(t *testing.T) {
 	var info struct {
 		Label, FSType string
 		Files         []struct{ Path string }
+		Joliet        bool
 	}
-	if err := json.Unmarshal([]byte(stdout), &info); err != nil || code != 0 || info.Label != "config-2" || info.FSType != "iso9660" || len(info.Files) != 4 {
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil || code != 0 || info.Label != "config-2" || info.FSType != "iso9660" || len(info.Files) != 4 || !info.Joliet {
 		t.Errorf("inspect: %d %+v %v", code, info, err)
+	}
+	// the config-2 ISO has a Joliet tree (issue 35), and inspect says so
+	if code, stdout, _ = runCLI(t, "inspect", out); code != 0 || !strings.Contains(stdout, "joliet:  yes, every file\n") {
+		t.Errorf("inspect: %d %s", code, stdout)
 	}
 	code, stdout, _ = runCLI(t, "inspect", "--cat", "openstack/latest/meta_data.json", out)
 	if code != 0 || !strings.Contains(stdout, `"uuid"`) {

@@ -246,7 +246,16 @@ func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) 
 		printJSON(stdout, info)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "image:   %s\nlabel:   %s\nfstype:  %s\nsize:    %d\nsha256:  %s\nfiles:   %s\n", info.Path, info.Label, info.FSType, info.Size, info.SHA256, plural(len(info.Files), "file"))
+	fmt.Fprintf(stdout, "image:   %s\nlabel:   %s\nfstype:  %s\nsize:    %d\nsha256:  %s\n", info.Path, info.Label, info.FSType, info.Size, info.SHA256)
+	if info.FSType == image.FSTypeISO9660 {
+		// what Windows reads (issue 35)
+		j := "no (Windows sees no files)"
+		if info.Joliet {
+			j = "yes, every file"
+		}
+		fmt.Fprintf(stdout, "joliet:  %s\n", j)
+	}
+	fmt.Fprintf(stdout, "files:   %s\n", plural(len(info.Files), "file"))
 	for _, f := range info.Files {
 		fmt.Fprintf(stdout, "  %8d  %s\n", f.Size, f.Path)
 	}

@@ -22,17 +22,24 @@ var benchSpecs = []struct {
 func BenchmarkWriteISO(b *testing.B) {
 	for _, bs := range benchSpecs {
 		b.Run(bs.name, func(b *testing.B) { benchWrite(b, bs.spec) })
-		b.Run(bs.name+"/build-only", func(b *testing.B) {
-			dirs, err := validateSpec(bs.spec)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				if _, err := buildISO(context.Background(), bs.spec, dirs, isoCurrent); err != nil {
+		for _, v := range []struct {
+			name string
+			v    isoVariant
+		}{{"build-only", isoJolietTree}, {"build-only-godiskfs-layout", isoCurrent}} {
+			// the layout of new images (with the Joliet tree), and the one
+			// before issue 35 (old recipes)
+			b.Run(bs.name+"/"+v.name, func(b *testing.B) {
+				dirs, err := validateSpec(bs.spec)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				for b.Loop() {
+					if _, err := buildISO(context.Background(), bs.spec, dirs, v.v); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		// the go-diskfs path the in-memory writer replaced (now the tests' oracle)
 		b.Run(bs.name+"/build-only-diskfs", func(b *testing.B) {
 			dirs, err := validateSpec(bs.spec)

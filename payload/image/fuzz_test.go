@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -87,24 +88,33 @@ func inspectAndRead(p string) error {
 // FuzzReadISO feeds arbitrary bytes to the ISO reader directly (Inspect
 // recovers from panics, which would hide one here): it must return an
 // error or a volume whose files all lie inside the input, and never panic.
+//
+// The seeds are both ISO layouts (the Joliet tree of ISOLayoutJolietTree
+// and the go-diskfs layout), and the Joliet tree is read as well.
 func FuzzReadISO(f *testing.F) {
 	for _, spec := range []Spec{{MediaISO, "cidata", cidataEntries()}, {MediaISO, "config-2", config2Entries()}} {
 		dirs, err := validateSpec(spec)
 		if err != nil {
 			f.Fatal(err)
 		}
-		img, err := buildISO(context.Background(), spec, dirs, isoCurrent)
-		if err != nil {
-			f.Fatal(err)
+		for _, v := range []isoVariant{isoCurrent, isoJolietTree} {
+			img, err := buildISO(context.Background(), spec, dirs, v)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(img)
 		}
-		f.Add(img)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := readISOBytes(data)
 		if err != nil {
 			return
 		}
-		for _, fi := range v.files {
+		files := v.files
+		if j, err := v.jolietFiles(); err == nil {
+			files = append(slices.Clone(files), j...)
+		}
+		for _, fi := range files {
 			b, err := v.data(fi)
 			if err != nil || len(b) != int(fi.size) {
 				t.Fatalf("file %q listed with %d bytes: read %d, %v", fi.path, fi.size, len(b), err)

@@ -1,5 +1,5 @@
 // Package image builds and reads the small read-only filesystem images that carry
-// cloud-init documents to a guest: ISO9660 with Rock Ridge (optionally Joliet) or
+// cloud-init documents to a guest: ISO9660 with Rock Ridge and Joliet or
 // vfat (FAT12), labelled "cidata" (NoCloud) or "config-2" (OpenStack config drive).
 //
 // Images are built in memory, checked against the spec, written to a
@@ -9,11 +9,24 @@
 //
 // ISO images are laid out by the package's own writer (isowriter.go), the
 // only producer of ISO bytes. Its bytes are a format: recipes record an
-// image's sha256 and a rebuild must give the same bytes, so the writer
-// produces exactly what releases before it built with go-diskfs v1.9.4
-// plus a normalisation of every date, owner and mode (its tests keep
-// go-diskfs as the oracle, and testdata/release holds images recorded by
-// earlier code), with two deliberate differences:
+// image's sha256 and a rebuild must give the same bytes, so a change of
+// bytes is a new layout version (ISOLayout) that recipes record, and the
+// old layouts stay buildable:
+//   - ISOLayoutJolietTree (issue 35), every new image: the primary tree of
+//     the go-diskfs layout plus a Joliet tree of every directory and file
+//     (what Windows reads, so cloudbase-init finds
+//     openstack\latest\meta_data.json), path tables, the label in UCS-2.
+//     Names must fit Joliet: at most 64 characters of the Basic
+//     Multilingual Plane, none of "*:;?", no trailing dot; others are
+//     refused (ErrInvalidSpec) rather than changed.
+//   - ISOLayoutGoDiskfs, the layout of images built before issue 35 (a
+//     recipe without iso-layout): exactly what releases before the writer
+//     built with go-diskfs v1.9.4 plus a normalisation of every date, owner
+//     and mode (its tests keep go-diskfs as the oracle, and
+//     testdata/release holds images recorded by earlier code), with the two
+//     deliberate differences below.
+//
+// The go-diskfs layout differs from go-diskfs's own images in two ways:
 //   - Joliet root. go-diskfs zeroed the first block of the Joliet root when
 //     the last file of a Joliet image is empty or a multiple of 2048 bytes,
 //     so Joliet readers (Windows, cloudbase-init) saw no files; new images
@@ -39,17 +52,22 @@
 // Reading: the package has one ISO reader (isoread.go). Inspect and
 // ReadFile use it for ISO files on disk (ours or foreign), and Write's
 // check of the built image (verify.go) uses it on the bytes in memory: the
-// label, file list and every file's bytes are compared with the spec, then
-// the file read back is compared with the built image byte for byte. FAT
+// label, file list and every file's bytes are compared with the spec (and
+// in ISOLayoutJolietTree the Joliet tree with the primary tree: the same
+// paths at the same extents), then the file read back is compared with the
+// built image byte for byte. Inspect reports whether an ISO image's Joliet
+// tree matches its primary tree (Info.Joliet) and the layout it declares
+// (Info.ISOLayout). FAT
 // images are read with go-diskfs.
 //
 // Choices made here (see also docs in the functions):
 //   - ISO images always carry Rock Ridge (what Linux cloud-init needs to see
-//     long lowercase names). Joliet is added only when every entry sits in the
-//     root directory (the cidata layout), so config-2 images are Rock Ridge
-//     only: the writer keeps the choice the go-diskfs path made (its Joliet
-//     tree for nested directories was wrong), because adding Joliet to
-//     config-2 would change the bytes of every recorded config-2 image.
+//     long lowercase names) and, since issue 35, a Joliet tree of the whole
+//     hierarchy (Windows). In the go-diskfs layout Joliet was added only when
+//     every entry sits in the root directory (cidata), so config-2 images of
+//     that layout are Rock Ridge only; it stays so for their rebuilds.
+//   - Entry names are printable characters (UTF-8; non-ASCII only on ISO),
+//     at most 64 characters (Joliet's limit) and 128 bytes per component.
 //   - Files in ISO images get mode 0444 and directories 0555 (owner 0:0),
 //     so any guest user can read them.
 //   - vfat images are FAT12 sized from the content (minimum 1 MiB), which keeps
@@ -162,11 +180,12 @@ type Options struct {
 	// image built with other bytes is not written (the error wraps
 	// ErrChecksum) and an existing out is left untouched. A rebuild from a
 	// recipe uses it to refuse content that changed since the recording.
-	// For an ISO spec whose image had go-diskfs's zeroed Joliet root before
-	// issue 14's fix (the last file empty or a multiple of 2048 bytes), the
-	// legacy layout is accepted too: when the current image does not have
-	// this hash and the legacy one does, the legacy bytes are written, so
-	// an image recorded before the fix rebuilds to its recorded bytes.
+	// In ISOLayoutGoDiskfs, for an ISO spec whose image had go-diskfs's
+	// zeroed Joliet root before issue 14's fix (the last file empty or a
+	// multiple of 2048 bytes), the legacy variant is accepted too: when the
+	// image does not have this hash and the legacy one does, the legacy
+	// bytes are written, so an image recorded before the fix rebuilds to
+	// its recorded bytes.
 	ExpectSHA256 string
 	// ISOLayout is the layout of an ISO image (ignored for vfat): the zero
 	// value means the newest. A rebuild passes the layout its recipe

@@ -10,12 +10,19 @@ import (
 	"unicode/utf16"
 )
 
-// The in-memory ISO 9660 writer (issue 14).
+// The in-memory ISO 9660 writer (issue 14; the Joliet tree, issue 35).
 //
-// layoutISO lays an image out directly in one []byte and produces exactly
-// the bytes that go-diskfs v1.9.4 (Finalize with Rock Ridge, Joliet when
-// every entry is in the root) followed by a normalisation of its dates,
-// owners and modes produced for the same Spec in releases before it:
+// It writes two layouts (ISOLayout, recorded in recipes): every new image
+// gets isoJolietTree, go-diskfs's primary tree as below plus a Joliet tree
+// of every directory (the Joliet section further down); images recorded
+// before issue 35 rebuild in go-diskfs's layout (isoCurrent, and
+// isoLegacyJoliet for the zeroed Joliet root).
+//
+// For the go-diskfs layout, layoutISO lays an image out directly in one
+// []byte and produces exactly the bytes that go-diskfs v1.9.4 (Finalize
+// with Rock Ridge, Joliet when every entry is in the root) followed by a
+// normalisation of its dates, owners and modes produced for the same Spec
+// in releases before it:
 // durable recipes record an image's SHA-256 and a rebuild must give the
 // same bytes (docs/durability.md), so the layout below reproduces
 // go-diskfs's, including its oddities, with one exception fixed in new
@@ -26,7 +33,8 @@ import (
 // oracle, iso_oracle_test.go):
 //
 //   - Blocks 0-15 are zero; the primary volume descriptor is block 16, the
-//     Joliet supplementary one (if any) 17, then the terminator. Directory
+//     Joliet supplementary one (if any; always in isoJolietTree) 17, then
+//     the terminator. Directory
 //     extents start right after, in this order: the root, then every other
 //     directory depth first with siblings sorted by their ISO name; each
 //     directory's Rock Ridge continuation blocks follow its extent (only the
@@ -428,10 +436,11 @@ func dirExtentSize(d *isoNode) int {
 
 // isoWriter writes the planned image into img.
 type isoWriter struct {
-	l   *isoLayout
-	img []byte
-	d7  [7]byte
-	d17 [17]byte
+	l    *isoLayout
+	img  []byte
+	d7   [7]byte
+	d17  [17]byte
+	name []byte // scratch for UCS-2 names
 }
 
 // putBoth32 writes v as ISO 9660 both-endian 32-bit (LE then BE).
@@ -551,7 +560,8 @@ func (w *isoWriter) pathTables(locL, locM uint32, joliet bool) {
 		}
 		if joliet {
 			if d.parent != nil {
-				name = ucs2(d.name)
+				w.name = appendUCS2(w.name[:0], d.name)
+				name = w.name
 			}
 			loc, parent = d.jLoc, d.jIndex
 			if d.parent != nil {
@@ -686,11 +696,17 @@ func jolietExtentSize(d *isoNode) int {
 
 // ucs2 is the big-endian UCS-2 form of s (validateJoliet keeps names of
 // new images inside the Basic Multilingual Plane; labels are ASCII).
-func ucs2(s string) []byte {
-	u := utf16.Encode([]rune(s))
-	b := make([]byte, 2*len(u))
-	for i, c := range u {
-		binary.BigEndian.PutUint16(b[2*i:], c)
+func ucs2(s string) []byte { return appendUCS2(nil, s) }
+
+// appendUCS2 appends the big-endian UCS-2 form of s to b.
+func appendUCS2(b []byte, s string) []byte {
+	for _, r := range s {
+		if r >= 0x10000 {
+			r1, r2 := utf16.EncodeRune(r)
+			b = append(b, byte(r1>>8), byte(r1), byte(r2>>8), byte(r2))
+			continue
+		}
+		b = append(b, byte(r>>8), byte(r))
 	}
 	return b
 }
@@ -714,7 +730,8 @@ func (w *isoWriter) jolietDir(d *isoNode) {
 		if c.isDir {
 			loc, size = c.jLoc, c.jSize
 		}
-		w.record(ext[off:], loc, size, c.isDir, ucs2(c.name), n)
+		w.name = appendUCS2(w.name[:0], c.name)
+		w.record(ext[off:], loc, size, c.isDir, w.name, n)
 		p = end
 	}
 }

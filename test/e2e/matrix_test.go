@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	pimage "github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/test/guest"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
@@ -127,6 +130,13 @@ func fullJob(t *testing.T, i int, c fullCase) (map[string]any, want) {
 		},
 		"vendor_data": "#!/bin/sh\nmkdir -p /var/lib/vmpayload-e2e\necho vendor-" + tok + " > /var/lib/vmpayload-e2e/vendor-script\n",
 	}
+	if c.media == "iso" {
+		// the guest kernel reads the payload's Joliet tree (what Windows
+		// reads, issue 35): mount it with norock and hash every file
+		label := map[string]string{"nocloud": "cidata", "configdrive": "config-2"}[c.format]
+		job["runcmd"] = append(job["runcmd"].([]any), "mkdir -p /mnt/vmpx-joliet && mount -t iso9660 -o ro,norock \"$(blkid -L "+label+")\" /mnt/vmpx-joliet && "+
+			"grep vmpx-joliet /proc/mounts > "+jolietListing+".mount && (cd /mnt/vmpx-joliet && find . -type f -exec sha256sum {} +) > "+jolietListing+"; umount /mnt/vmpx-joliet")
+	}
 	if c.dhcp {
 		job["nics"] = append(job["nics"].([]any),
 			map[string]any{"name": "lan1", "mac": w.mac1, "ipv4": map[string]any{"method": "dhcp"}, "ipv6": map[string]any{"method": "slaac"}})
@@ -177,9 +187,57 @@ func TestAgentFullE2E(t *testing.T) {
 			}
 			rep := v.report(ctx)
 			checkFull(t, rep, w)
+			if c.media == "iso" {
+				checkJoliet(t, rep, r.Payload.Path)
+			}
 			v.checkGuestDone(ctx, r, 1)
 			v.shutdown(ctx)
 		})
+	}
+}
+
+// jolietListing is where fullJob's runcmd records the files the guest
+// kernel sees in the payload's Joliet tree, with their SHA-256.
+const jolietListing = "/var/lib/vmpayload-e2e/joliet-sha256"
+
+// checkJoliet compares the files the guest kernel saw through the Joliet
+// tree alone (mount -o norock) with every file of the image at img.
+func checkJoliet(t *testing.T, rep *guest.Report, img string) {
+	t.Helper()
+	var mounts, sums string
+	for _, f := range rep.Files {
+		c, _ := f.Content()
+		switch f.Path {
+		case jolietListing:
+			sums = string(c)
+		case jolietListing + ".mount":
+			mounts = string(c)
+		}
+	}
+	if !strings.Contains(mounts, "norock") {
+		t.Errorf("Joliet: the guest did not mount the payload with norock: %q", mounts)
+	}
+	seen := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(sums), "\n") {
+		if sum, p, ok := strings.Cut(line, "  ./"); ok {
+			seen[p] = sum
+		}
+	}
+	info, err := pimage.Inspect(img)
+	if err != nil {
+		t.Fatalf("Joliet: %v", err)
+	}
+	for _, f := range info.Files {
+		b, err := pimage.ReadFile(img, f.Path)
+		if err != nil {
+			t.Fatalf("Joliet: %v", err)
+		}
+		if h := sha256.Sum256(b); seen[f.Path] != hex.EncodeToString(h[:]) {
+			t.Errorf("Joliet: the guest kernel sees %q with sha256 %q, the image holds %x", f.Path, seen[f.Path], h)
+		}
+	}
+	if len(seen) != len(info.Files) {
+		t.Errorf("Joliet: the guest kernel sees %d files, the image holds %d:\n%s", len(seen), len(info.Files), sums)
 	}
 }
 
