@@ -198,8 +198,13 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 		if d.Recipe != nil {
 			used[filepath.Clean(d.Recipe.Path)] = true
 		}
-		// Live and managed-save definitions: their drives and recipes.
+		// A managed save's definition: its drives and recipe. (A running
+		// domain's live definition is for the loop below: such a file is
+		// kept until the domain stops, then removed; see supersede.)
 		for _, x := range d.Also {
+			if d.Active {
+				break
+			}
 			files, err := domxml.ReferencedFiles(x)
 			if err != nil {
 				d.KeepAll = true

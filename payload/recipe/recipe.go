@@ -111,7 +111,7 @@ func New(r *payload.Rendered, res payload.Result) (*Recipe, error) {
 		InstanceID: r.Docs.InstanceID, ContentHash: r.Docs.ContentHash,
 		Format: j.Format, Media: j.Media, Label: payload.LabelOf(j),
 	}
-	if j.Media == job.MediaISO {
+	if rc.isISOImage() {
 		// the layout the image has: Write's, or a reused image's own
 		rc.ISOLayout = res.ISOLayout
 	}
@@ -196,10 +196,10 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@instance-id", "%q is not an instance-id", r.InstanceID)
 	case !isHex64(r.ContentHash):
 		return fieldErr("image@content-hash", "%q is not a lowercase hex SHA-256", r.ContentHash)
-	case r.Media == job.MediaISO && r.ISOLayout != image.ISOLayoutGoDiskfs && r.ISOLayout != image.ISOLayoutJolietTree:
+	case r.isISOImage() && r.ISOLayout != image.ISOLayoutGoDiskfs && r.ISOLayout != image.ISOLayoutJolietTree:
 		return fieldErr("image@iso-layout", "%d is not an ISO layout this vmpayload builds (%d, or %d when absent)", r.ISOLayout, image.ISOLayoutJolietTree, image.ISOLayoutGoDiskfs)
-	case r.Media != job.MediaISO && r.ISOLayout != 0:
-		return fieldErr("image@iso-layout", "a %s image has no ISO layout", r.Media)
+	case !r.isISOImage() && r.ISOLayout != 0:
+		return fieldErr("image@iso-layout", "a %s image has no ISO layout", describeMedia(r))
 	}
 	j := r.Job
 	switch {
@@ -297,4 +297,19 @@ func hasControl(s string) bool {
 		}
 	}
 	return false
+}
+
+// isISOImage reports whether the recipe's payload is an ISO image, the
+// only kind with an ISO layout. An Ignition config delivered by fw_cfg
+// (format ignition, no label) is a plain file, whatever the job's media.
+func (r *Recipe) isISOImage() bool {
+	return r.Media == job.MediaISO && !(r.Format == job.FormatIgnition && r.Label == "")
+}
+
+// describeMedia names the recipe's payload kind for messages.
+func describeMedia(r *Recipe) string {
+	if r.Format == job.FormatIgnition && r.Label == "" {
+		return "fw_cfg"
+	}
+	return string(r.Media)
 }

@@ -50,7 +50,7 @@ func (r *Recipe) Element() (string, error) {
 	attr("label", r.Label)
 	attr("instance-id", r.InstanceID)
 	attr("content-hash", r.ContentHash)
-	if r.Media == job.MediaISO && r.ISOLayout != image.ISOLayoutGoDiskfs {
+	if r.isISOImage() && r.ISOLayout != image.ISOLayoutGoDiskfs {
 		attr("iso-layout", strconv.Itoa(int(r.ISOLayout)))
 	}
 	b.WriteString("/>")
@@ -312,7 +312,7 @@ func parseImage(r *Recipe, t xml.StartElement) error {
 			return fieldErr("image@"+k, "missing")
 		}
 	}
-	if !seen["iso-layout"] && r.Media == job.MediaISO {
+	if !seen["iso-layout"] && r.isISOImage() {
 		r.ISOLayout = image.ISOLayoutGoDiskfs // written before issue 35
 	}
 	return nil
