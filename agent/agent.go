@@ -70,6 +70,9 @@ type Options struct {
 	// (0: DefaultGuestTimeout). See docs/guest-report.md.
 	GuestReport  bool
 	GuestTimeout time.Duration
+	// HostID is this host's id for payload image owner markers
+	// (owner.HostID; engine.Engine.HostID); "" records none.
+	HostID string
 }
 
 // Agent is the daemon. Create it with New, then call Run.
@@ -204,7 +207,7 @@ func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
 		Log: opt.Log, Metrics: a.met, Starts: &a.starts, Cleanups: &a.cleanups, Locks: &a.locks, PrebuiltDirs: opt.PrebuiltDirs,
-		LibvirtTimeout: opt.LibvirtTimeout, GuestReport: opt.GuestReport})
+		LibvirtTimeout: opt.LibvirtTimeout, GuestReport: opt.GuestReport, HostID: opt.HostID})
 }
 
 // Reload applies the settings that can change without a restart: default
@@ -375,10 +378,34 @@ func (a *Agent) lifecycle(ctx context.Context) {
 				a.eng.Load().RemoveDomainImages(ev.UUID)
 				a.guest.gone(ev.UUID)
 			}
+			if ev.Type == libvirtx.EventStopped && ev.Detail == libvirtx.StoppedMigrated {
+				a.migratedAway(ctx, ev)
+			}
 			a.events.publish(Event{Kind: kind, Type: ev.Type.String(), Domain: ev.Name, UUID: ev.UUID})
 			if ev.Type == libvirtx.EventStarted {
 				a.guest.started(ev.UUID)
 			}
 		}
+	}
+}
+
+// migratedAway handles a domain that left this host by live migration. With
+// --undefinesource libvirt removes its definition without an undefined
+// event: its images here are then removed like an undefined domain's, those
+// this host owns only (a shared payload directory: the destination's hook
+// claimed the image the domain runs with there). A definition still here
+// (no --undefinesource) keeps its images; its undefine removes them later.
+func (a *Agent) migratedAway(ctx context.Context, ev libvirtx.Event) {
+	_, err := a.opt.Host.Domain(ctx, ev.UUID)
+	switch {
+	case libvirtx.IsNotFound(err):
+		a.log.Info("domain migrated away and undefined here; removing the payload images this host owns", "domain", ev.Name, "uuid", ev.UUID)
+		a.starts.Forget(ev.UUID)
+		a.eng.Load().RemoveDomainImages(ev.UUID)
+	case err != nil:
+		// Unknown: the next start-up's orphan collection decides.
+		a.log.Warn("domain migrated away; looking it up failed, its payload images stay until the next start", "domain", ev.Name, "uuid", ev.UUID, "err", err)
+	default:
+		a.log.Info("domain migrated away; its definition stays here, and so do its payload images", "domain", ev.Name, "uuid", ev.UUID)
 	}
 }

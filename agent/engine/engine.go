@@ -26,6 +26,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"libvirt.org/go/libvirt"
 )
@@ -76,6 +77,12 @@ type Engine struct {
 	// guest_report): the payload carries the guest reporter and the domain
 	// gets the report channel (docs/guest-report.md).
 	GuestReport bool
+	// HostID is this host's id (owner.HostID). Images the engine builds
+	// or reuses are claimed for it, and it removes only images whose owner
+	// marker names it or that have none, so that hosts sharing a payload
+	// directory never remove each other's images (package payload/owner).
+	// "" records no owner and removes as before markers existed.
+	HostID string
 }
 
 func (e *Engine) log() *slog.Logger {
@@ -338,6 +345,7 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 	e.Cleanups.cancel(path) // the image is wanted again: never remove it now
 	if _, err := os.Lstat(path); err == nil {
 		if res, err := rd.Reuse(path); err == nil {
+			e.claim(path)
 			return res, true, nil
 		} else {
 			e.log().Warn("existing image is damaged; rebuilding it", "path", path, "err", err)
@@ -362,7 +370,17 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 		}
 		return res, false, err
 	}
+	e.claim(path)
 	return res, false, nil
+}
+
+// claim records this host as the owner of an image it built or uses
+// (package payload/owner). A failure is logged, not fatal: the image is in
+// place, only another host sharing the directory could remove it.
+func (e *Engine) claim(path string) {
+	if err := owner.Claim(path, e.HostID); err != nil {
+		e.log().Warn("recording this host as the payload image's owner failed; another host sharing the payload directory may remove it", "path", path, "err", err)
+	}
 }
 
 func (e *Engine) domOpts() []domxml.Option {
