@@ -128,6 +128,11 @@ type Agent struct {
 	// ("results", "payload_dir", "spool"). Under mu.
 	faults    map[string]string
 	retryKick chan struct{}
+	// leftByMigration holds the domains that migrated away while their
+	// definition was still listed here (UUID → name): libvirt removes the
+	// definition of an --undefinesource migration just after its stopped
+	// event, so the next rescan looks again (recheckMigrated). Under mu.
+	leftByMigration map[string]string
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -153,7 +158,7 @@ func New(opt Options) (*Agent, error) {
 	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
 		pending: map[string][]*task{}, active: map[string]bool{},
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
-		retryKick: make(chan struct{}, 1)}
+		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}}
 	a.readyCond = sync.NewCond(&a.mu)
 	if opt.LibvirtTimeout > 0 {
 		a.opt.Host = libvirtx.Bounded(opt.Host, opt.LibvirtTimeout, func(call string) {
@@ -341,6 +346,7 @@ loop:
 			a.intake()
 		case <-ticker.C:
 			a.heal(watcher)
+			a.recheckMigrated(ctx)
 			if err := a.sweep(); err != nil {
 				a.log.Error("checking processing/ for jobs without a pending action", "err", err)
 			}
@@ -393,19 +399,50 @@ func (a *Agent) lifecycle(ctx context.Context) {
 // --undefinesource libvirt removes its definition without an undefined
 // event: its images here are then removed like an undefined domain's, those
 // this host owns only (a shared payload directory: the destination's hook
-// claimed the image the domain runs with there). A definition still here
-// (no --undefinesource) keeps its images; its undefine removes them later.
+// claimed the image the domain runs with there). libvirt removes the
+// definition just after the event, so a definition still listed is looked
+// at again at the next rescan; one that stays (no --undefinesource) keeps
+// its images until it is undefined.
 func (a *Agent) migratedAway(ctx context.Context, ev libvirtx.Event) {
-	_, err := a.opt.Host.Domain(ctx, ev.UUID)
+	if a.goneAfterMigration(ctx, ev.UUID, ev.Name) {
+		return
+	}
+	a.mu.Lock()
+	a.leftByMigration[ev.UUID] = ev.Name
+	a.mu.Unlock()
+}
+
+// recheckMigrated looks once more at the domains migratedAway found still
+// defined, and forgets them.
+func (a *Agent) recheckMigrated(ctx context.Context) {
+	a.mu.Lock()
+	left := a.leftByMigration
+	a.leftByMigration = map[string]string{}
+	a.mu.Unlock()
+	for uuid, name := range left {
+		if !a.goneAfterMigration(ctx, uuid, name) {
+			a.log.Info("domain migrated away; its definition stays here, and so do its payload images", "domain", name, "uuid", uuid)
+		}
+	}
+}
+
+// goneAfterMigration removes the images this host owns of a domain that
+// migrated away when its definition is gone, and reports whether it was
+// (or whether its state is unknown: the next start-up's orphan collection
+// decides then).
+func (a *Agent) goneAfterMigration(ctx context.Context, uuid, name string) bool {
+	d, err := a.opt.Host.Domain(ctx, uuid)
 	switch {
 	case libvirtx.IsNotFound(err):
-		a.log.Info("domain migrated away and undefined here; removing the payload images this host owns", "domain", ev.Name, "uuid", ev.UUID)
-		a.starts.Forget(ev.UUID)
-		a.eng.Load().RemoveDomainImages(ev.UUID)
+		a.log.Info("domain migrated away and undefined here; removing the payload images this host owns", "domain", name, "uuid", uuid)
+		a.starts.Forget(uuid)
+		a.eng.Load().RemoveDomainImages(uuid)
+		return true
 	case err != nil:
-		// Unknown: the next start-up's orphan collection decides.
-		a.log.Warn("domain migrated away; looking it up failed, its payload images stay until the next start", "domain", ev.Name, "uuid", ev.UUID, "err", err)
-	default:
-		a.log.Info("domain migrated away; its definition stays here, and so do its payload images", "domain", ev.Name, "uuid", ev.UUID)
+		a.log.Warn("domain migrated away; looking it up failed, its payload images stay until the next start", "domain", name, "uuid", uuid, "err", err)
+		return true
+	case d.Active:
+		return true // back again (migrated back, or started): its images are in use
 	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,14 +29,19 @@ func TestMigratedAwayImages(t *testing.T) {
 		undefined bool   // the definition is gone (--undefinesource)
 		event     libvirtx.Event
 		wantKept  bool
+		// later: the definition goes only after the event (libvirt removes
+		// it just after); the next rescan removes the image
+		later bool
 	}{
-		{"migrated, undefinesource, destination owns it", "host-b", true, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, true},
-		{"migrated, undefinesource, this host owns it", "host-a", true, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, false},
-		{"migrated, undefinesource, no marker", "", true, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, false},
-		{"migrated, definition stays", "host-a", false, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, true},
-		{"stopped otherwise, definition gone", "host-a", true, libvirtx.Event{Type: libvirtx.EventStopped}, true},
-		{"undefined, destination owns it", "host-b", true, libvirtx.Event{Type: libvirtx.EventUndefined}, true},
-		{"undefined, this host owns it", "host-a", true, libvirtx.Event{Type: libvirtx.EventUndefined}, false},
+		{"migrated, undefinesource, destination owns it", "host-b", true, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, true, false},
+		{"migrated, undefinesource, this host owns it", "host-a", true, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, false, false},
+		{"migrated, undefinesource, no marker", "", true, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, false, false},
+		{"migrated, definition stays", "host-a", false, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, true, false},
+		{"migrated, definition gone after the event", "host-a", false, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, false, true},
+		{"migrated, definition gone after the event, destination owns it", "host-b", false, libvirtx.Event{Type: libvirtx.EventStopped, Detail: libvirtx.StoppedMigrated}, true, true},
+		{"stopped otherwise, definition gone", "host-a", true, libvirtx.Event{Type: libvirtx.EventStopped}, true, false},
+		{"undefined, destination owns it", "host-b", true, libvirtx.Event{Type: libvirtx.EventUndefined}, true, false},
+		{"undefined, this host owns it", "host-a", true, libvirtx.Event{Type: libvirtx.EventUndefined}, false, false},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,7 +54,7 @@ func TestMigratedAwayImages(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, err := agent.New(agent.Options{Host: f, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: payload,
-				SecretsDir: filepath.Join(dir, "secrets"), Workers: 1, RescanInterval: time.Hour, ImageGID: -1, Log: log, HostID: "host-a"})
+				SecretsDir: filepath.Join(dir, "secrets"), Workers: 1, RescanInterval: 50 * time.Millisecond, ImageGID: -1, Log: log, HostID: "host-a"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,6 +76,36 @@ func TestMigratedAwayImages(t *testing.T) {
 			if tc.undefined {
 				f.Remove(d.UUID)
 			}
+			if tc.later {
+				// The lookup at the event still finds the definition; the
+				// next one (the rescan's) does not.
+				var lookups atomic.Int32
+				f.OnCall = func(c libvirtxtest.Call) error {
+					if c.Method == "Domain" && c.Arg == d.UUID && lookups.Add(1) == 2 {
+						f.Remove(d.UUID)
+					}
+					return nil
+				}
+				defer func() {
+					for deadline := time.Now().Add(10 * time.Second); lookups.Load() < 2 && time.Now().Before(deadline); {
+						time.Sleep(10 * time.Millisecond)
+					}
+					if lookups.Load() < 2 {
+						t.Fatal("no second lookup of the domain at a rescan")
+					}
+					if !tc.wantKept {
+						for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+							if _, err := os.Stat(img); err != nil {
+								break
+							}
+						}
+					}
+					time.Sleep(200 * time.Millisecond) // rescans more: a kept image stays kept
+					if _, err := os.Stat(img); (err == nil) != tc.wantKept {
+						t.Errorf("after the rescan: image present=%v, want %v", err == nil, tc.wantKept)
+					}
+				}()
+			}
 			evs, stop := a.Subscribe()
 			defer stop()
 			ev := tc.event
@@ -83,10 +119,10 @@ func TestMigratedAwayImages(t *testing.T) {
 					break
 				}
 			}
-			if _, err := os.Stat(img); (err == nil) != tc.wantKept {
-				t.Errorf("image present=%v, want %v", err == nil, tc.wantKept)
+			if _, err := os.Stat(img); (err == nil) != (tc.wantKept || tc.later) {
+				t.Errorf("image present=%v, want %v", err == nil, tc.wantKept || tc.later)
 			}
-			if !tc.wantKept {
+			if !tc.wantKept && !tc.later {
 				if _, err := os.Stat(owner.Path(img)); !os.IsNotExist(err) {
 					t.Errorf("marker of the removed image: %v", err)
 				}
