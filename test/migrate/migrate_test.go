@@ -93,6 +93,12 @@ func (s *set) run(args ...string) string {
 	return out.String()
 }
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	agenttest.RemoveBinary()
+	os.Exit(code)
+}
+
 // gate skips unless VMPAYLOAD_E2E=1 and root.
 func gate(t *testing.T) {
 	t.Helper()
