@@ -557,11 +557,32 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 	if err != nil {
 		return fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
-	if x == cur.InactiveXML {
+	if x != cur.InactiveXML {
+		if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
+			return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
+		}
+	}
+	return e.recordLiveRecipe(ctx, dom, recipeEl)
+}
+
+// recordLiveRecipe puts recipeEl (or, when "", no recipe) into the running
+// domain's live definition too. The redefine above changes only the next
+// boot's; a live migration, save or managed save carries the live one to
+// where the libvirt hook rebuilds the image, and it must name the image the
+// drive holds now, not the one the domain started with (issue 36: after a
+// live media change, a migration made the destination's hook rebuild the
+// old image). Hosts without LiveMetadataSetter (the fake) skip it.
+func (e *Engine) recordLiveRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string) error {
+	s, ok := e.Host.(libvirtx.LiveMetadataSetter)
+	if !ok {
 		return nil
 	}
-	if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
-		return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
+	if err := s.SetLiveMetadata(ctx, dom.UUID, recipe.MetadataContent(recipeEl), recipe.Prefix, recipe.Namespace); err != nil {
+		var le libvirt.Error
+		if libvirtx.IsNotFound(err) || errors.As(err, &le) && le.Code == libvirt.ERR_OPERATION_INVALID {
+			return nil // stopped meanwhile ("domain is not running"): the persistent definition is what counts
+		}
+		return fmt.Errorf("recording the payload recipe in the live definition of %s: %w", dom.Name, err)
 	}
 	return nil
 }
@@ -662,6 +683,11 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	}
 	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
+	}
+	if dom.Active {
+		if err := e.recordLiveRecipe(ctx, dom, ""); err != nil {
+			return err
+		}
 	}
 	if cur.Path != "" {
 		e.removeImage(cur.Path, metrics.ReasonDetach)
