@@ -70,6 +70,9 @@ type Options struct {
 	// (0: DefaultGuestTimeout). See docs/guest-report.md.
 	GuestReport  bool
 	GuestTimeout time.Duration
+	// HostID is this host's id for payload image owner markers
+	// (owner.HostID; engine.Engine.HostID); "" records none.
+	HostID string
 }
 
 // Agent is the daemon. Create it with New, then call Run.
@@ -125,6 +128,11 @@ type Agent struct {
 	// ("results", "payload_dir", "spool"). Under mu.
 	faults    map[string]string
 	retryKick chan struct{}
+	// leftByMigration holds the domains that migrated away while their
+	// definition was still listed here (UUID → name): libvirt removes the
+	// definition of an --undefinesource migration just after its stopped
+	// event, so the next rescan looks again (recheckMigrated). Under mu.
+	leftByMigration map[string]string
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -150,7 +158,7 @@ func New(opt Options) (*Agent, error) {
 	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
 		pending: map[string][]*task{}, active: map[string]bool{},
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
-		retryKick: make(chan struct{}, 1)}
+		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}}
 	a.readyCond = sync.NewCond(&a.mu)
 	if opt.LibvirtTimeout > 0 {
 		a.opt.Host = libvirtx.Bounded(opt.Host, opt.LibvirtTimeout, func(call string) {
@@ -204,7 +212,7 @@ func (a *Agent) setEngine(opt Options) {
 	a.eng.Store(&engine.Engine{Host: opt.Host, PayloadDir: opt.PayloadDir, SecretsDir: opt.SecretsDir,
 		DefaultFormat: opt.DefaultFormat, Bus: opt.Bus, ImageMode: opt.ImageMode, ImageGID: opt.ImageGID,
 		Log: opt.Log, Metrics: a.met, Starts: &a.starts, Cleanups: &a.cleanups, Locks: &a.locks, PrebuiltDirs: opt.PrebuiltDirs,
-		LibvirtTimeout: opt.LibvirtTimeout, GuestReport: opt.GuestReport})
+		LibvirtTimeout: opt.LibvirtTimeout, GuestReport: opt.GuestReport, HostID: opt.HostID})
 }
 
 // Reload applies the settings that can change without a restart: default
@@ -338,6 +346,7 @@ loop:
 			a.intake()
 		case <-ticker.C:
 			a.heal(watcher)
+			a.recheckMigrated(ctx)
 			if err := a.sweep(); err != nil {
 				a.log.Error("checking processing/ for jobs without a pending action", "err", err)
 			}
@@ -384,10 +393,65 @@ func (a *Agent) lifecycle(ctx context.Context) {
 				a.eng.Load().RemoveDomainImages(ev.UUID)
 				a.guest.gone(ev.UUID)
 			}
+			if ev.Type == libvirtx.EventStopped && ev.Detail == libvirtx.StoppedMigrated {
+				a.migratedAway(ctx, ev)
+			}
 			a.events.publish(Event{Kind: kind, Type: ev.Type.String(), Domain: ev.Name, UUID: ev.UUID})
 			if ev.Type == libvirtx.EventStarted {
 				a.guest.started(ev.UUID)
 			}
 		}
 	}
+}
+
+// migratedAway handles a domain that left this host by live migration. With
+// --undefinesource libvirt removes its definition without an undefined
+// event: its images here are then removed like an undefined domain's, those
+// this host owns only (a shared payload directory: the destination's hook
+// claimed the image the domain runs with there). libvirt removes the
+// definition just after the event, so a definition still listed is looked
+// at again at the next rescan; one that stays (no --undefinesource) keeps
+// its images until it is undefined.
+func (a *Agent) migratedAway(ctx context.Context, ev libvirtx.Event) {
+	if a.goneAfterMigration(ctx, ev.UUID, ev.Name) {
+		return
+	}
+	a.mu.Lock()
+	a.leftByMigration[ev.UUID] = ev.Name
+	a.mu.Unlock()
+}
+
+// recheckMigrated looks once more at the domains migratedAway found still
+// defined, and forgets them.
+func (a *Agent) recheckMigrated(ctx context.Context) {
+	a.mu.Lock()
+	left := a.leftByMigration
+	a.leftByMigration = map[string]string{}
+	a.mu.Unlock()
+	for uuid, name := range left {
+		if !a.goneAfterMigration(ctx, uuid, name) {
+			a.log.Info("domain migrated away; its definition stays here, and so do its payload images", "domain", name, "uuid", uuid)
+		}
+	}
+}
+
+// goneAfterMigration removes the images this host owns of a domain that
+// migrated away when its definition is gone, and reports whether it was
+// (or whether its state is unknown: the next start-up's orphan collection
+// decides then).
+func (a *Agent) goneAfterMigration(ctx context.Context, uuid, name string) bool {
+	d, err := a.opt.Host.Domain(ctx, uuid)
+	switch {
+	case libvirtx.IsNotFound(err):
+		a.log.Info("domain migrated away and undefined here; removing the payload images this host owns", "domain", name, "uuid", uuid)
+		a.starts.Forget(uuid)
+		a.eng.Load().RemoveDomainImages(uuid)
+		return true
+	case err != nil:
+		a.log.Warn("domain migrated away; looking it up failed, its payload images stay until the next start", "domain", name, "uuid", uuid, "err", err)
+		return true
+	case d.Active:
+		return true // back again (migrated back, or started): its images are in use
+	}
+	return false
 }

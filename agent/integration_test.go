@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/testenv"
@@ -140,7 +141,9 @@ func (a *agentProc) images() []string {
 	}
 	var out []string
 	for _, e := range ents {
-		out = append(out, filepath.Join(a.PayloadDir, e.Name()))
+		if e.Name() != owner.Dir { // the images' owner markers
+			out = append(out, filepath.Join(a.PayloadDir, e.Name()))
+		}
 	}
 	sort.Strings(out)
 	return out

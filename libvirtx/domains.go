@@ -157,6 +157,25 @@ func Redefine(ctx context.Context, h Host, xml string) error {
 	return err
 }
 
+// LiveMetadataSetter is implemented by hosts that can change one
+// <metadata> element of a running domain's live definition
+// (virDomainSetMetadata with VIR_DOMAIN_AFFECT_LIVE). Redefining a running
+// domain changes only its next-boot definition; a live migration, a save
+// and a restore carry the live one, recipe included.
+type LiveMetadataSetter interface {
+	// SetLiveMetadata replaces the element of namespace uri (prefix key)
+	// in the live definition of running domain uuid with element, or
+	// removes it when element is "".
+	SetLiveMetadata(ctx context.Context, uuid, element, key, uri string) error
+}
+
+// SetLiveMetadata implements LiveMetadataSetter.
+func (h *LibvirtHost) SetLiveMetadata(ctx context.Context, uuid, element, key, uri string) error {
+	return h.onDomain(ctx, "setting live metadata of domain "+uuid, uuid, func(d *libvirt.Domain) error {
+		return d.SetMetadata(libvirt.DOMAIN_METADATA_ELEMENT, element, key, uri, libvirt.DOMAIN_AFFECT_LIVE)
+	})
+}
+
 // Start implements Host. It calls virDomainCreateWithFlags, not
 // virDomainCreate: over a remote connection the latter costs a second round
 // trip (the client looks the domain up again for its new id), the former

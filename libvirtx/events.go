@@ -36,6 +36,12 @@ func (t EventType) String() string {
 	return "unknown"
 }
 
+// StoppedMigrated is the Detail of an EventStopped whose domain left this
+// host by migration (libvirt's VIR_DOMAIN_EVENT_STOPPED_MIGRATED). With
+// --undefinesource libvirt then removes the definition without an
+// EventUndefined.
+const StoppedMigrated = int(libvirt.DOMAIN_EVENT_STOPPED_MIGRATED)
+
 // Event is a domain lifecycle or connection event. Name and UUID are empty for
 // connection events. Detail is libvirt's event detail code.
 type Event struct {

@@ -122,6 +122,10 @@ func (e *Engine) RetryCleanups() (int, error) {
 	defer c.mu.Unlock()
 	var last error
 	for p, pr := range c.m {
+		if !e.mayRemove(p, pr.reason) {
+			delete(c.m, p) // another host claimed it meanwhile
+			continue
+		}
 		err := os.Remove(p)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			c.m[p] = pendingRemoval{reason: pr.reason, err: err}
@@ -130,6 +134,7 @@ func (e *Engine) RetryCleanups() (int, error) {
 		}
 		delete(c.m, p)
 		if err == nil {
+			e.forget(p)
 			e.Metrics.ImageRemoved(pr.reason)
 			e.log().Info("removed payload image after retrying", "path", p, "reason", pr.reason)
 		}

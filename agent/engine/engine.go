@@ -26,6 +26,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"libvirt.org/go/libvirt"
 )
@@ -76,6 +77,12 @@ type Engine struct {
 	// guest_report): the payload carries the guest reporter and the domain
 	// gets the report channel (docs/guest-report.md).
 	GuestReport bool
+	// HostID is this host's id (owner.HostID). Images the engine builds
+	// or reuses are claimed for it, and it removes only images whose owner
+	// marker names it or that have none, so that hosts sharing a payload
+	// directory never remove each other's images (package payload/owner).
+	// "" records no owner and removes as before markers existed.
+	HostID string
 }
 
 func (e *Engine) log() *slog.Logger {
@@ -381,6 +388,7 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 	e.Cleanups.cancel(path) // the image is wanted again: never remove it now
 	if _, err := os.Lstat(path); err == nil {
 		if res, err := rd.Reuse(path); err == nil {
+			e.claim(path)
 			return res, true, nil
 		} else {
 			e.log().Warn("existing image is damaged; rebuilding it", "path", path, "err", err)
@@ -405,7 +413,17 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 		}
 		return res, false, err
 	}
+	e.claim(path)
 	return res, false, nil
+}
+
+// claim records this host as the owner of an image it built or uses
+// (package payload/owner). A failure is logged, not fatal: the image is in
+// place, only another host sharing the directory could remove it.
+func (e *Engine) claim(path string) {
+	if err := owner.Claim(path, e.HostID); err != nil {
+		e.log().Warn("recording this host as the payload image's owner failed; another host sharing the payload directory may remove it", "path", path, "err", err)
+	}
 }
 
 func (e *Engine) domOpts() []domxml.Option {
@@ -584,11 +602,32 @@ func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, reci
 	if err != nil {
 		return fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
-	if x == cur.InactiveXML {
+	if x != cur.InactiveXML {
+		if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
+			return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
+		}
+	}
+	return e.recordLiveRecipe(ctx, dom, recipeEl)
+}
+
+// recordLiveRecipe puts recipeEl (or, when "", no recipe) into the running
+// domain's live definition too. The redefine above changes only the next
+// boot's; a live migration, save or managed save carries the live one to
+// where the libvirt hook rebuilds the image, and it must name the image the
+// drive holds now, not the one the domain started with (issue 36: after a
+// live media change, a migration made the destination's hook rebuild the
+// old image). Hosts without LiveMetadataSetter (the fake) skip it.
+func (e *Engine) recordLiveRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string) error {
+	s, ok := e.Host.(libvirtx.LiveMetadataSetter)
+	if !ok {
 		return nil
 	}
-	if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
-		return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
+	if err := s.SetLiveMetadata(ctx, dom.UUID, recipe.MetadataContent(recipeEl), recipe.Prefix, recipe.Namespace); err != nil {
+		var le libvirt.Error
+		if libvirtx.IsNotFound(err) || errors.As(err, &le) && le.Code == libvirt.ERR_OPERATION_INVALID {
+			return nil // stopped meanwhile ("domain is not running"): the persistent definition is what counts
+		}
+		return fmt.Errorf("recording the payload recipe in the live definition of %s: %w", dom.Name, err)
 	}
 	return nil
 }
@@ -697,6 +736,11 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	}
 	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
+	}
+	if dom.Active {
+		if err := e.recordLiveRecipe(ctx, dom, ""); err != nil {
+			return err
+		}
 	}
 	if cur.Path != "" {
 		e.removeImage(cur.Path, metrics.ReasonDetach)

@@ -37,6 +37,14 @@ func (h *trayHost) UpdateDevice(ctx context.Context, uuid, x string, flags libvi
 	return nil
 }
 
+// SetLiveMetadata passes on to the wrapped host (libvirtx.LiveMetadataSetter).
+func (h *trayHost) SetLiveMetadata(ctx context.Context, uuid, element, key, uri string) error {
+	if s, ok := h.Host.(libvirtx.LiveMetadataSetter); ok {
+		return s.SetLiveMetadata(ctx, uuid, element, key, uri)
+	}
+	return nil
+}
+
 // TestMediaChangeTrayLocked: a running domain's media change is retried
 // while the tray is held shut and succeeds once it opens; a tray that stays
 // locked past TrayWait fails the job with media_locked, not a bare libvirt

@@ -73,6 +73,9 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
 		return dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
 	}
+	if err := e.recordLiveRecipe(ctx, dom, recipeEl); err != nil {
+		return dev, err
+	}
 	e.log().Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
 	return dev, nil
 }

@@ -125,6 +125,7 @@ func (e *Engine) copyPrebuilt(p, uuid string) (string, *result.Payload, error) {
 		return "", nil, fmt.Errorf("installing the copy of prebuilt image %q: %w", p, err)
 	}
 	img.Path = dst
+	e.claim(dst)
 	return dst, &result.Payload{Image: img, Prebuilt: true, Reused: reused}, nil
 }
 

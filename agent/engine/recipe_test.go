@@ -194,6 +194,30 @@ func TestRecipeOnRunningDomainMediaChange(t *testing.T) {
 	if rc.Path != second.Payload.Path || rc.SHA256 != second.Payload.SHA256 {
 		t.Errorf("recipe names %s %s, result %s %s", rc.Path, rc.SHA256, second.Payload.Path, second.Payload.SHA256)
 	}
+	// The live definition too: a migration, save or managed save carries
+	// it to the hook (issue 36: it still named the first image).
+	live, err := h.LiveXML(ctx, d.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lrc, ok, err := recipe.FromDomainXML(live)
+	if err != nil || !ok {
+		t.Fatalf("recipe in the live definition: %v %v\n%s", ok, err, live)
+	}
+	if lrc.Path != second.Payload.Path || lrc.SHA256 != second.Payload.SHA256 {
+		t.Errorf("live recipe names %s %s, want the new image %s %s (the first was %s)", lrc.Path, lrc.SHA256, second.Payload.Path, second.Payload.SHA256, first.Payload.Path)
+	}
+	if strings.Contains(live, plaintext) {
+		t.Errorf("plaintext password in the live definition")
+	}
+	// A detach removes it from the live definition as well.
+	runDone(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"action":"detach"}`, name))
+	if live, err = h.LiveXML(ctx, d.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := recipe.FromDomainXML(live); ok || err != nil {
+		t.Errorf("recipe left in the live definition after a detach (%v)", err)
+	}
 }
 
 // TestRebuildImages: at start-up a missing image is rebuilt byte-identical,

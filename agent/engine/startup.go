@@ -18,6 +18,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -56,20 +57,46 @@ func (e *Engine) Owns(path string) bool {
 }
 
 // removeImage deletes an image of ours; prebuilt images elsewhere are never
-// touched.
-func (e *Engine) removeImage(path, reason string) {
-	if !e.Owns(path) {
-		return
+// touched, nor images another host claimed (a shared payload directory: the
+// domain lives on there now, e.g. after a live migration). It reports
+// whether it removed the image or queued its removal for a retry.
+func (e *Engine) removeImage(path, reason string) bool {
+	if !e.Owns(path) || !e.mayRemove(path, reason) {
+		return false
 	}
 	if err := os.Remove(path); err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			e.log().Warn("removing payload image failed; retrying at each rescan", "path", path, "reason", reason, "err", err)
 			e.Cleanups.add(path, reason, err)
+			return true
 		}
-		return
+		return false
 	}
+	e.forget(path)
 	e.Metrics.ImageRemoved(reason)
 	e.log().Info("removed payload image", "path", path, "reason", reason)
+	return true
+}
+
+// mayRemove reports whether this host may remove the image (its owner
+// marker names this host, or there is none) and logs why not.
+func (e *Engine) mayRemove(path, reason string) bool {
+	ok, by, err := owner.MayRemove(path, e.HostID)
+	if err != nil {
+		e.log().Warn("payload image kept: its owner marker is unreadable", "path", path, "reason", reason, "err", err)
+		return false
+	}
+	if !ok {
+		e.log().Info("payload image kept: another host owns it (shared payload directory)", "path", path, "reason", reason, "owner", by, "host", e.HostID)
+	}
+	return ok
+}
+
+// forget removes the owner marker of a removed image.
+func (e *Engine) forget(path string) {
+	if err := owner.Forget(path); err != nil {
+		e.log().Warn("removing the owner marker of a removed payload image failed", "path", path, "err", err)
+	}
 }
 
 // dropUnattached removes an image this job built when attaching it failed
@@ -251,8 +278,18 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 			}
 			continue
 		}
-		e.removeImage(p, metrics.ReasonOrphan)
-		n++
+		if e.removeImage(p, metrics.ReasonOrphan) {
+			n++
+		}
+	}
+	// Markers of this host whose image is gone (removed by another host
+	// that had claimed it, or by hand).
+	stale, err := owner.Stale(e.PayloadDir, e.HostID)
+	if err != nil {
+		e.log().Warn("listing owner markers failed", "err", err)
+	}
+	for _, p := range stale {
+		e.forget(p)
 	}
 	return n, nil
 }
@@ -303,6 +340,14 @@ func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildSt
 			st.Failed++
 			e.log().Error("rebuilding payload image failed", "domain", d.Name, "uuid", d.UUID, "path", rc.Path, "err", err)
 			continue
+		}
+		// This host built it, or its domain runs here, or nobody claimed it
+		// yet (an image from before owner markers): it is this host's now.
+		// An intact image of a stopped domain that another host claimed
+		// stays that host's: the domain may run there (a shared payload
+		// directory, a definition left behind by a migration).
+		if by, err := owner.Of(rc.Path); out == recipe.OutcomeRebuilt || d.Active || (err == nil && by == "") {
+			e.claim(rc.Path)
 		}
 		switch out {
 		case recipe.OutcomeRebuilt:

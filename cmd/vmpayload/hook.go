@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -171,6 +172,15 @@ func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error
 	o, err := recipe.Rebuild(ctx, r, recipe.RebuildOptions{
 		PayloadDir: cfg.PayloadDir, SecretsDir: cfg.SecretsDir, Mode: cfg.ImageMode(), GID: gid,
 	})
+	if err == nil {
+		// The domain is about to run here (start, incoming migration,
+		// restore): this host owns the image now, so that the host it came
+		// from, sharing the payload directory, does not remove it
+		// (package payload/owner). Not fatal: the image is in place.
+		if cerr := owner.Claim(r.Path, owner.HostID()); cerr != nil {
+			hookSyslog(fmt.Sprintf("%v (the payload image is in place; a host sharing the payload directory may remove it)", cerr))
+		}
+	}
 	return o, r.Path, err
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/owner"
 )
 
 // agentOptions turns a configuration into agent options.
@@ -48,7 +49,7 @@ func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.
 		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log,
 		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList(),
 		GuestReport: c.GuestReport, GuestTimeout: c.GuestTimeout,
-		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0}, nil
+		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0, HostID: owner.HostID()}, nil
 }
 
 func main() {

@@ -119,6 +119,36 @@ func (f *Fake) SetLiveXML(uuid, xml string) {
 	}
 }
 
+// Remove drops domain uuid without an event, as libvirt does when it
+// migrates a domain away with --undefinesource.
+func (f *Fake) Remove(uuid string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, d := range f.doms {
+		if d == f.find(uuid) {
+			f.doms = append(f.doms[:i], f.doms[i+1:]...)
+			return
+		}
+	}
+}
+
+// Emit queues ev on Events, as libvirt's lifecycle callback would. It
+// reports false, queueing nothing, after Close or while 64 events are
+// undelivered.
+func (f *Fake) Emit(ev libvirtx.Event) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	select {
+	case f.events <- ev:
+		return true
+	default:
+		return false
+	}
+}
+
 // XML returns the persistent XML of domain uuid ("" if there is none).
 func (f *Fake) XML(uuid string) string {
 	f.mu.Lock()
@@ -339,7 +369,7 @@ func (f *Fake) ListDomains(context.Context) ([]libvirtx.DomainInfo, error) {
 	return out, nil
 }
 
-// Events returns a channel that carries nothing until Close closes it.
+// Events returns the channel Emit sends on; Close closes it.
 func (f *Fake) Events() <-chan libvirtx.Event { return f.events }
 
 // Reconnects is always 0.

@@ -61,6 +61,23 @@ func (r *Recipe) Element() (string, error) {
 	return b.String(), nil
 }
 
+// MetadataContent turns an element rendered by Element into the form
+// virDomainSetMetadata (and virsh metadata --set) takes: the same element
+// without the Prefix and its namespace declaration. libvirt puts that
+// element and its children into the namespace uri under prefix key itself,
+// and refuses one that already declares the prefix ("failed to create a new
+// XML namespace", libvirt 9.0). Text and attribute values are escaped, so
+// no "<" of theirs is touched.
+func MetadataContent(element string) string {
+	return metadataUnprefix.Replace(element)
+}
+
+var metadataUnprefix = strings.NewReplacer(
+	" xmlns:"+Prefix+`="`+Namespace+`"`, "",
+	"</"+Prefix+":", "</",
+	"<"+Prefix+":", "<",
+)
+
 // writeText writes js, the job's JSON, as XML character data, escaping
 // only what text needs: '&', '<', '>' and '\r' (which a parser would turn
 // into '\n'). xml.EscapeText also escapes both quotes, and JSON is mostly

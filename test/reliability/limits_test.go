@@ -23,6 +23,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"golang.org/x/sys/unix"
 )
@@ -130,7 +131,7 @@ func TestFullPayloadFilesystem(t *testing.T) {
 		t.Helper()
 		if n := dirNames(t, a.PayloadDir); len(n) > 0 && !(len(n) == 1 && n[0] == "fill") {
 			for _, name := range n {
-				if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
+				if name != owner.Dir && (strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp")) {
 					t.Errorf("%s: temporary file %s left in the payload directory", when, name)
 				}
 			}
