@@ -66,8 +66,9 @@ func (j Job) Apply(d Defaults) Job {
 		switch {
 		case j.Action == ActionDetach:
 			j.GuestReport = nil
-		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && j.Format != FormatIgnition:
-			// the reporter is a cloud-init part: an Ignition job has none
+		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && j.Format != FormatIgnition && j.Format != FormatSysprep:
+			// the reporter is a cloud-init part: an Ignition or sysprep
+			// job has none
 			on := true
 			j.GuestReport = &on
 		}

@@ -603,7 +603,9 @@ func roundTrip(t *testing.T, j *Job) []byte {
 // exclusive names the fields the full job cannot set together with others;
 // the good-jobs table covers them.
 var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "VendorDataBase64": true, "NetworkConfig": true, "NetworkData": true, "GenerateBytes": true,
-	"Ignition": true, "IgnitionBase64": true, "IgnitionDelivery": true} // format ignition: ignition_test.go
+	"Ignition": true, "IgnitionBase64": true, "IgnitionDelivery": true, // format ignition: ignition_test.go
+	"Sysprep": true, "SysprepBase64": true, "SysprepSecret": true, "SysprepFileName": true, "SysprepMedium": true,
+	"WindowsTimezone": true, "AdminPasswordSecret": true} // format sysprep: sysprep_test.go
 
 func TestFullJobDecodesEveryField(t *testing.T) {
 	j, r := Parse([]byte(fullJob()))
