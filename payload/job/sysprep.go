@@ -253,8 +253,8 @@ func CheckSysprepAnswer(j *Job, field, text string, fromSecret bool) []FieldErro
 	uses := func(p string) bool { return slices.Contains(used, p) }
 	for _, c := range []struct {
 		placeholder, field string
-		set             bool
-		what            string
+		set                bool
+		what               string
 	}{
 		{sysprep.Hostname, "hostname", j.Hostname != "", "the job's hostname"},
 		{sysprep.AdminPassword, "admin_password_secret", j.AdminPasswordSecret != "", "the administrator password from admin_password_secret"},
