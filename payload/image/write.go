@@ -56,7 +56,7 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 	switch spec.Media {
 	case MediaISO:
 		img, err = buildISO(ctx, spec, dirs, isoCurrent)
-	case MediaVFAT:
+	case MediaVFAT, MediaFloppy:
 		img, err = buildVFAT(ctx, spec, dirs)
 	}
 	if err != nil {
