@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -206,6 +207,9 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 			r.Add(f, job.CodeInvalid, "secret %q is empty", k.PrivateKeySecret)
 		}
 	}
+	if j.Format == job.FormatSysprep {
+		resolveSysprep(j, sd, &in, r)
+	}
 	switch {
 	case j.UserData != "":
 		in.UserData = j.UserData
@@ -228,6 +232,60 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 		}
 	}
 	return in, keyTexts
+}
+
+// resolveSysprep puts the answer file of j (format "sysprep") and the
+// administrator password into in, reading sysprep_secret and
+// admin_password_secret from sd; a secret's answer file is checked here,
+// where its text is known (never quoted), and the password must be text an
+// answer file can carry.
+func resolveSysprep(j *job.Job, sd secrets.Dir, in *cloudinit.Input, r *job.Report) {
+	if text, _, err := job.SysprepAnswer(j); err == nil && text != "" {
+		in.Sysprep = text // Validate checked it
+	}
+	if j.SysprepSecret != "" && job.ValidSecretName(j.SysprepSecret) {
+		b, err := sd.Read(j.SysprepSecret)
+		if err != nil {
+			addSecretError(r, "sysprep_secret", j.SysprepSecret, err)
+		} else {
+			in.Sysprep = string(b)
+			r.Errors = append(r.Errors, job.CheckSysprepAnswer(j, "sysprep_secret", in.Sysprep, true)...)
+		}
+	}
+	if j.AdminPasswordSecret != "" && job.ValidSecretName(j.AdminPasswordSecret) {
+		const f = "admin_password_secret"
+		b, err := sd.Read(j.AdminPasswordSecret)
+		if err != nil {
+			addSecretError(r, f, j.AdminPasswordSecret, err)
+			return
+		}
+		pw := strings.TrimRight(string(b), "\r\n")
+		switch {
+		case pw == "":
+			r.Add(f, job.CodeInvalid, "secret %q is empty", j.AdminPasswordSecret)
+		case len(pw) > job.MaxAdminPasswordBytes:
+			r.Add(f, job.CodeTooLarge, "secret %q is longer than %d bytes; Windows passwords are at most 127 characters", j.AdminPasswordSecret, job.MaxAdminPasswordBytes)
+		case !xmlText(pw):
+			r.Add(f, job.CodeInvalid, "secret %q holds characters an answer file cannot carry (invalid UTF-8 or control characters)", j.AdminPasswordSecret)
+		default:
+			in.AdminPassword = pw
+		}
+	}
+}
+
+// xmlText reports whether s is valid UTF-8 without control characters
+// (which XML 1.0 cannot carry, besides tab and line ends, which a
+// password does not have).
+func xmlText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || c == 0xfffe || c == 0xffff {
+			return false
+		}
+	}
+	return true
 }
 
 func addSecretError(r *job.Report, field, name string, err error) {

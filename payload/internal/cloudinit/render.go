@@ -42,6 +42,11 @@ type Input struct {
 	// HostKeys holds, per entry of Job.SSHHostKeys, the key pair parsed
 	// from its private_key_secret.
 	HostKeys []HostKey
+	// Sysprep is the answer file of a job of format "sysprep" (from
+	// sysprep, sysprep_base64 or sysprep_secret), AdminPassword the
+	// plaintext password read from admin_password_secret.
+	Sysprep       string
+	AdminPassword string
 	// Identity, when set, pins the content hash and instance-id to those an
 	// earlier render of the same job recorded (see package recipe): a
 	// recipe stores a plaintext password only as the hash that went into
@@ -145,6 +150,9 @@ func Render(in Input, opt Options) (*Documents, error) {
 	}
 	if in.Identity != nil {
 		contentSum = in.Identity.ContentHash
+	}
+	if j.Format == job.FormatSysprep {
+		return renderSysprepDocs(&j, in, contentSum, iidHash)
 	}
 	j.MetaData = job.MetaDataFor(j.Format, j.MetaData)
 
@@ -293,6 +301,27 @@ func jobIdentities(j *job.Job, in Input, keys []HostKey) (content, instance stri
 			u := &c.Users[i]
 			u.Password, u.PasswordSecret = "", ""
 			u.PasswordHash = "derived:" + h
+		}
+	}
+	if j.Format == job.FormatSysprep {
+		// the answer file enters as its text, the administrator password
+		// as a crypt hash with a fixed salt, like a user's
+		c.Sysprep, c.SysprepBase64, c.SysprepSecret = in.Sysprep, "", ""
+		if j.SysprepSecret != "" {
+			// a secret's answer file may hold passwords: it enters the
+			// (public) content hash through a slow hash, not as text
+			h, err := hashPassword(in.Sysprep, func() (string, error) { return "vmpayload.iid", nil })
+			if err != nil {
+				return "", "", fmt.Errorf("deriving the content hash: %w", err)
+			}
+			c.Sysprep = "derived:" + h
+		}
+		if in.AdminPassword != "" {
+			h, err := hashPassword(in.AdminPassword, func() (string, error) { return "vmpayload.iid", nil })
+			if err != nil {
+				return "", "", fmt.Errorf("deriving the content hash: %w", err)
+			}
+			c.AdminPasswordSecret = "derived:" + h
 		}
 	}
 	// the instance hash leaves out what does not make a new instance
