@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/secrets"
@@ -165,6 +166,14 @@ func parseHostKeys(j *job.Job, texts []string, r *job.Report) []cloudinit.HostKe
 // content near the limit can reach. Other jobs skip the render (password
 // hashing makes it tens of times the cost of the rest of the check).
 func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
+	if j.Format == job.FormatSysprep {
+		// filled placeholders can grow an answer file past what a floppy
+		// holds (FloppyCapacity, under a tenth of the content limit): an
+		// escaped value is at most 6 bytes a character, and no value but
+		// the password is longer than 64 characters
+		n := len(in.Sysprep) + strings.Count(in.Sysprep, "{{")*6*max(len(in.AdminPassword), 64)
+		return n > image.FloppyCapacity
+	}
 	n := len(in.UserData) + len(j.NetworkConfig) + len(j.VendorData)
 	for _, f := range j.Files {
 		n += len(f.Content)

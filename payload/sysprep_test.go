@@ -252,3 +252,26 @@ func BenchmarkSysprepBuild(b *testing.B) {
 		})
 	}
 }
+
+// An answer file that the filled placeholders grow past a floppy is
+// refused by the check (too_large, nothing built); as a CD-ROM it builds.
+func TestSysprepFloppyOverflow(t *testing.T) {
+	// each {{timezone}} (12 bytes) becomes "W. Europe Standard Time" (23)
+	body := "<t>" + strings.Repeat("{{timezone}} ", 900000/13) + "</t>"
+	doc := func(medium string) []byte {
+		b, _ := json.Marshal(map[string]any{"version": 1, "format": "sysprep", "sysprep_medium": medium, "timezone": "Europe/Berlin",
+			"sysprep": `<unattend xmlns="urn:schemas-microsoft-com:unattend">` + body + `</unattend>`})
+		return b
+	}
+	_, _, rep := payload.Check(doc("floppy"), payload.CheckOptions{Secrets: true, Build: true})
+	if rep.OK() || rep.Errors[0].Code != job.CodeTooLarge || !strings.Contains(rep.Errors[0].Message, "1.44 MB floppy") {
+		t.Fatalf("floppy: %v", rep.Errors)
+	}
+	_, c, rep := payload.Check(doc("cdrom"), payload.CheckOptions{Secrets: true, Build: true})
+	if !rep.OK() {
+		t.Fatal(rep.Err())
+	}
+	if _, err := payload.Build(context.Background(), c, filepath.Join(t.TempDir(), "x.iso"), payload.Options{GID: -1, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -98,6 +98,11 @@ const (
 // disk, 80 tracks of 18 sectors of 512 bytes on 2 sides.
 const FloppySize = 1474560
 
+// FloppyCapacity is the most bytes one file in the root directory of a
+// MediaFloppy image may have (Write keeps vfatOverhead free for the boot
+// sector, the FATs and the root directory).
+const FloppyCapacity = FloppySize - vfatOverhead
+
 // isFAT reports whether media m is a FAT filesystem.
 func isFAT(m Media) bool { return m == MediaVFAT || m == MediaFloppy }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/sysprep"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
@@ -36,9 +37,13 @@ func renderSysprepDocs(j *job.Job, in Input, contentSum, iidHash string) (*Docum
 	}
 	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentSum}
 	docs.Files = append(docs.Files, File{Path: j.SysprepFileName, Data: []byte(out)})
-	if n := docs.Size(); n > job.MaxContentBytes {
+	limit, what := job.MaxContentBytes, "the image limit"
+	if j.SysprepMedium == job.MediumFloppy {
+		limit, what = image.FloppyCapacity, "what a 1.44 MB floppy holds"
+	}
+	if n := docs.Size(); n > limit {
 		return nil, (&job.Report{Errors: []job.FieldError{{Code: job.CodeTooLarge,
-			Message: fmt.Sprintf("the answer file is %d bytes; the limit is %d", n, job.MaxContentBytes)}}}).Err()
+			Message: fmt.Sprintf("the filled answer file is %d bytes; %s is %d (use sysprep_medium \"cdrom\")", n, what, limit)}}}).Err()
 	}
 	return docs, nil
 }
