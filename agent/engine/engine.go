@@ -611,6 +611,9 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		return nil
 	}
 	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
+	if dom.Active && cur.Kind == domxml.KindFloppy {
+		return fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a floppy, which cannot be unplugged while the domain runs: stop the domain first", dom.Name, cur.Target)
+	}
 	if dom.Active && (cur.Kind != domxml.KindCDROM || cur.Bus.Hotpluggable()) {
 		// A disk (vfat payload) has no medium to eject, and a CD-ROM on
 		// SCSI can go as it came: unplug it. (Ejecting fails on a SCSI

@@ -62,6 +62,8 @@ func TestSysprepOnFakeHost(t *testing.T) {
 		name, example, action, extra string
 		cdrom                        bool // an earlier CD-ROM payload job ran
 		brokenSecret                 bool // sysprep-unattend holds no answer file
+		floppy                       bool // an earlier sysprep floppy job ran
+		detached                     bool // the job removes the payload
 		active                       bool
 		code                         string
 		methods                      []string
@@ -74,6 +76,8 @@ func TestSysprepOnFakeHost(t *testing.T) {
 		{name: "stopped: cdrom attached", example: "sysprep-cdrom", action: "attach", methods: []string{define}, kind: domxml.KindCDROM, bus: domxml.BusIDE},
 		{name: "stopped: floppy replaces a CD-ROM payload", example: "sysprep-floppy", action: "attach", cdrom: true, methods: []string{define}, kind: domxml.KindFloppy, bus: domxml.BusFDC},
 		{name: "running: floppy refused, nothing changed", example: "sysprep-floppy", action: "attach", cdrom: true, active: true, code: result.CodeDomainRunning, msg: "a sysprep floppy is only attached to a stopped domain"},
+		{name: "running: floppy detach refused, nothing changed", example: "sysprep-floppy", action: "detach", floppy: true, active: true, code: result.CodeDomainRunning, msg: "is a floppy, which cannot be unplugged"},
+		{name: "stopped: floppy detached", example: "sysprep-floppy", action: "detach", floppy: true, methods: []string{define}, detached: true},
 		{name: "running: cdrom medium change", example: "sysprep-cdrom", action: "attach", cdrom: true, active: true, methods: []string{update, define}, kind: domxml.KindCDROM, bus: domxml.BusIDE},
 		{name: "refused secret answer file, nothing changed", example: "sysprep-secret", action: "start", cdrom: true, brokenSecret: true, code: result.CodeInvalidJob, msg: "is not a Windows answer file"},
 		{name: "missing password secret, nothing changed", example: "sysprep-floppy", action: "start", cdrom: true, extra: `{"admin_password_secret":"no-such-secret"}`, code: result.CodeInvalidJob, msg: `admin_password_secret: secret "no-such-secret" does not exist`},
@@ -91,6 +95,11 @@ func TestSysprepOnFakeHost(t *testing.T) {
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
 			if c.cdrom {
 				if r := runDoc(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"earlier","action":"attach"}`, name), "earlier"); r.State != result.StateDone {
+					t.Fatalf("earlier job: %s %+v", r.State, r.Error)
+				}
+			}
+			if c.floppy {
+				if r := runDoc(t, e, sysprepDoc(t, "sysprep-floppy", name, "attach", ""), "earlier"); r.State != result.StateDone {
 					t.Fatalf("earlier job: %s %+v", r.State, r.Error)
 				}
 			}
@@ -142,6 +151,12 @@ func TestSysprepOnFakeHost(t *testing.T) {
 				return
 			}
 			p, found, err := domxml.FindPayload(after.InactiveXML)
+			if c.detached {
+				if err != nil || found || strings.Contains(after.InactiveXML, recipe.Namespace) {
+					t.Errorf("after the detach: payload drive %v (%v), recipe left: %v", found, err, strings.Contains(after.InactiveXML, recipe.Namespace))
+				}
+				return
+			}
 			if c.active {
 				// a running domain's medium changed live; the definition's
 				// drive is the fake's business: the recipe names the image
