@@ -9,6 +9,8 @@ PKGS=(
   gcc pkg-config libvirt-dev git ca-certificates
   # judges and peers of payload images
   cloud-init xorriso mtools dosfstools genisoimage cloud-image-utils util-linux openssl whois
+  # judges of sysprep answer files: xmllint, and the CLDR Windows zone table
+  libxml2-utils unicode-cldr-core
   # libvirt and qemu for integration and guest tests
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
   # cloudbase-init's reader (its source comes from a checkout, VMPAYLOAD_CLOUDBASE_INIT: docs/windows.md)
