@@ -157,6 +157,8 @@ func TestSysprepWithWindowsFields(t *testing.T) {
 		{"sysprep windows long computer name", sp(strings.Replace(ok, "win-01", "windows-server-0001", 1) + `,"guest_os":"windows"`), []fe{{"hostname", CodeInvalid}}, `"windows-server-0001" is not a Windows computer name`},
 		{"sysprep bad admin secret name", sp(strings.Replace(ok, "winpw", "../pw", 1) + `,"guest_os":"windows"`), []fe{{"admin_password_secret", CodeInvalid}}, `"../pw" is not a secret name`},
 		{"sysprep with butane", sp(ok + `,"butane":"variant: fcos\nversion: 1.5.0\n"`), []fe{{"butane", CodeConflict}}, `only used with format "ignition"`},
+		{"sysprep with user_data", sp(ok + `,"user_data":"#ps1_sysnative\nWrite-Host hi\n"`), []fe{{"user_data", CodeConflict}}, `format "sysprep" cannot carry user_data`},
+		{"sysprep windows with user_data_base64", sp(ok + `,"guest_os":"windows","user_data_base64":"%%%"`), []fe{{"user_data_base64", CodeConflict}}, `format "sysprep" cannot carry user_data_base64`},
 		{"sysprep with ignition", sp(ok + `,"ignition":{"ignition":{"version":"3.4.0"}}`), []fe{{"ignition", CodeConflict}}, `only used with format "ignition"`},
 		{"windows config drive with admin password", win(`"hostname":"win-01","admin_password_secret":"winpw"`), nil, ""},
 		{"windows config drive bad admin secret name", win(`"admin_password_secret":"../pw"`), []fe{{"admin_password_secret", CodeInvalid}}, `"../pw" is not a secret name`},

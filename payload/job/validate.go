@@ -499,6 +499,9 @@ func validateFiles(files []File, r *Report) {
 }
 
 func validateUserData(j *Job, r *Report) {
+	if j.Format == FormatSysprep {
+		return // the answer file is the whole payload: validateSysprep refuses each user-data field, once
+	}
 	var set []string
 	if j.UserData != "" {
 		set = append(set, "user_data")
