@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/secrets"
@@ -181,6 +183,14 @@ func parseHostKeys(j *job.Job, texts []string, r *job.Report) []cloudinit.HostKe
 // content near the limit can reach. Other jobs skip the render (password
 // hashing makes it tens of times the cost of the rest of the check).
 func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
+	if j.Format == job.FormatSysprep {
+		// filled placeholders can grow an answer file past what a floppy
+		// holds (FloppyCapacity, under a tenth of the content limit): an
+		// escaped value is at most 6 bytes a character, and no value but
+		// the password is longer than 64 characters
+		n := len(in.Sysprep) + strings.Count(in.Sysprep, "{{")*6*max(len(in.AdminPassword), 64)
+		return n > image.FloppyCapacity
+	}
 	n := len(in.UserData) + len(j.NetworkConfig) + len(j.VendorData)
 	for _, f := range j.Files {
 		n += len(f.Content)
@@ -224,19 +234,31 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 		}
 	}
 	if j.AdminPasswordSecret != "" && job.ValidSecretName(j.AdminPasswordSecret) {
+		// one reading for every format that takes it: cloudbase-init's
+		// meta_data.json admin_pass (configdrive) and the answer file's
+		// {{admin_password}} (sysprep)
 		const f = "admin_password_secret"
 		b, err := sd.Read(j.AdminPasswordSecret)
 		if err != nil {
 			addSecretError(r, f, j.AdminPasswordSecret, err)
 		} else {
-			in.AdminPassword = strings.TrimRight(string(b), "\r\n")
+			pw := strings.TrimRight(string(b), "\r\n")
 			switch {
-			case in.AdminPassword == "":
+			case pw == "":
 				r.Add(f, job.CodeInvalid, "secret %q is empty", j.AdminPasswordSecret)
-			case strings.ContainsAny(in.AdminPassword, "\x00\r\n"):
+			case strings.ContainsAny(pw, "\x00\r\n"):
 				r.Add(f, job.CodeInvalid, "secret %q holds more than one line or a NUL byte; the administrator password is its first line", j.AdminPasswordSecret)
+			case len(pw) > job.MaxAdminPasswordBytes:
+				r.Add(f, job.CodeTooLarge, "secret %q is longer than %d bytes; Windows passwords are at most 127 characters", j.AdminPasswordSecret, job.MaxAdminPasswordBytes)
+			case !xmlText(pw):
+				r.Add(f, job.CodeInvalid, "secret %q holds invalid UTF-8 or control characters, which an administrator password (and an answer file) cannot carry", j.AdminPasswordSecret)
+			default:
+				in.AdminPassword = pw
 			}
 		}
+	}
+	if j.Format == job.FormatSysprep {
+		resolveSysprep(j, sd, &in, r)
 	}
 	switch {
 	case j.UserData != "":
@@ -261,6 +283,40 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 		}
 	}
 	return in, keyTexts
+}
+
+// resolveSysprep puts the answer file of j (format "sysprep") into in,
+// reading sysprep_secret from sd; a secret's answer file is checked here,
+// where its text is known (never quoted). The administrator password is
+// read with the other secrets (resolveSecrets), for every format.
+func resolveSysprep(j *job.Job, sd secrets.Dir, in *cloudinit.Input, r *job.Report) {
+	if text, _, err := job.SysprepAnswer(j); err == nil && text != "" {
+		in.Sysprep = text // Validate checked it
+	}
+	if j.SysprepSecret != "" && job.ValidSecretName(j.SysprepSecret) {
+		b, err := sd.Read(j.SysprepSecret)
+		if err != nil {
+			addSecretError(r, "sysprep_secret", j.SysprepSecret, err)
+		} else {
+			in.Sysprep = string(b)
+			r.Errors = append(r.Errors, job.CheckSysprepAnswer(j, "sysprep_secret", in.Sysprep, true)...)
+		}
+	}
+}
+
+// xmlText reports whether s is valid UTF-8 without control characters
+// (which XML 1.0 cannot carry, besides tab and line ends, which a
+// password does not have).
+func xmlText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || c == 0xfffe || c == 0xffff {
+			return false
+		}
+	}
+	return true
 }
 
 func addSecretError(r *job.Report, field, name string, err error) {

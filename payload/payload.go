@@ -15,16 +15,25 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// Labels of the two payload formats.
+// Labels of the payload formats.
 const (
 	LabelNoCloud     = "cidata"
 	LabelConfigDrive = "config-2"
+	// LabelSysprep labels a sysprep floppy or CD-ROM. Windows looks for
+	// the answer file by name on every removable medium, not by label;
+	// the label tells vmpayload's own readers (Describe, inspect) what
+	// the image is.
+	LabelSysprep = "SYSPREP"
 )
 
-// Label returns the filesystem label cloud-init looks for with format f.
+// Label returns the filesystem label of format f: the one cloud-init
+// looks for, or LabelSysprep.
 func Label(f job.Format) string {
-	if f == job.FormatConfigDrive {
+	switch f {
+	case job.FormatConfigDrive:
 		return LabelConfigDrive
+	case job.FormatSysprep:
+		return LabelSysprep
 	}
 	return LabelNoCloud
 }
@@ -38,6 +47,8 @@ func FormatOf(label string) (job.Format, bool) {
 		return job.FormatNoCloud, true
 	case LabelConfigDrive:
 		return job.FormatConfigDrive, true
+	case strings.ToLower(LabelSysprep):
+		return job.FormatSysprep, true
 	}
 	return "", false
 }
@@ -111,10 +122,19 @@ func Render(c *Checked, opt Options) (*Rendered, error) {
 // Spec returns the image spec for the rendered documents.
 func (r *Rendered) Spec() image.Spec {
 	s := image.Spec{Media: r.Job.Media, Label: LabelOf(r.Job)}
+	if IsFloppy(r.Job) {
+		s.Media = image.MediaFloppy
+	}
 	for _, f := range r.Docs.Files {
 		s.Entries = append(s.Entries, image.Entry{Path: f.Path, Data: f.Data})
 	}
 	return s
+}
+
+// IsFloppy reports whether the job's payload is a floppy image (format
+// "sysprep" on sysprep_medium "floppy"); its drive is a floppy drive.
+func IsFloppy(j job.Job) bool {
+	return j.Format == job.FormatSysprep && j.SysprepMedium == job.MediumFloppy
 }
 
 // ImageName is the file name for the image of this content for a domain:

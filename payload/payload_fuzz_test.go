@@ -16,7 +16,7 @@ import (
 // documents, and its image must write and read back.
 func FuzzRenderJob(f *testing.F) {
 	files, _ := filepath.Glob("../configs/examples/*.json")
-	win, _ := filepath.Glob("../configs/examples/windows/*.json") // guest_os "windows"
+	win, _ := filepath.Glob("../configs/examples/windows/*.json") // guest_os "windows" and format "sysprep"
 	files = append(files, win...)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
@@ -25,6 +25,8 @@ func FuzzRenderJob(f *testing.F) {
 	}
 	f.Add([]byte(`{"version":1,"hostname":"h","user_data":"#cloud-config\na: 1\n","format":"configdrive"}`))
 	f.Add([]byte(`{"version":1,"media":"vfat","files":[{"path":"/etc/x","content":"eA==","encoding":"base64"}]}`))
+	f.Add([]byte(`{"version":1,"format":"sysprep","hostname":"w1","timezone":"UTC","sysprep":"<unattend xmlns="urn:schemas-microsoft-com:unattend"><a n="{{hostname}}">{{timezone}}</a></unattend>"}`))
+	f.Add([]byte(`{"version":1,"format":"sysprep","sysprep_medium":"cdrom","sysprep_file_name":"Autounattend.xml","sysprep":"<unattend xmlns="urn:schemas-microsoft-com:unattend"/>"}`))
 	out := filepath.Join(f.TempDir(), "seed.img")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		j, c, rep := payload.Check(data, payload.CheckOptions{Secrets: true, Build: true})

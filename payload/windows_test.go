@@ -48,10 +48,16 @@ func windowsExamples(t *testing.T) []example {
 		if !rep.OK() {
 			t.Fatalf("%s: %v", p, rep.Err())
 		}
+		if j.Format != "" && j.Format != job.FormatNoCloud && j.Format != job.FormatConfigDrive {
+			continue // the sysprep examples (sysprep_test.go): no cloudbase-init
+		}
 		if !j.IsWindows() {
 			t.Fatalf("%s is not a guest_os \"windows\" job", p)
 		}
 		out = append(out, example{strings.TrimSuffix(filepath.Base(p), ".json"), j})
+	}
+	if len(out) < 5 {
+		t.Fatalf("want at least 5 config-drive or NoCloud Windows example jobs in %s, found %d", windowsExamplesDir, len(out))
 	}
 	return out
 }

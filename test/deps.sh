@@ -11,6 +11,8 @@ PKGS=(
   cloud-init xorriso mtools dosfstools genisoimage cloud-image-utils util-linux openssl whois
   # a third Joliet reader for payload/image's TestJolietTree (issue 35)
   p7zip-full
+  # judges of sysprep answer files: xmllint, and the CLDR Windows zone table
+  libxml2-utils unicode-cldr-core
   # libvirt and qemu for integration and guest tests
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
   # cloudbase-init's reader (its source comes from a checkout, VMPAYLOAD_CLOUDBASE_INIT: docs/windows.md)

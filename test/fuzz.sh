@@ -26,6 +26,7 @@ targets=(
 	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzEditSession"
 	"./payload/image FuzzReadISO"
+	"./payload/internal/sysprep FuzzFill"
 )
 
 # Every fuzz target in the tree runs: a renamed or new target not listed

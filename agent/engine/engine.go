@@ -461,7 +461,10 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		old = cur.Path
 	}
 	opts, bus, kind := e.domOpts(), e.Bus, domxml.KindCDROM
-	if r.Payload != nil && r.Payload.Media == string(image.MediaVFAT) {
+	if r.Payload != nil && r.Payload.Format == string(job.FormatSysprep) && r.Payload.Media == string(image.MediaVFAT) {
+		// a sysprep floppy image goes into a floppy drive (fdc)
+		opts, kind = append(opts, domxml.AsFloppy()), domxml.KindFloppy
+	} else if r.Payload != nil && r.Payload.Media == string(image.MediaVFAT) {
 		// vfat payloads are read-only disks (see domxml.KindDisk); the
 		// configured CD-ROM bus applies only when disks can use it.
 		opts, kind = append(opts, domxml.AsDisk()), domxml.KindDisk
@@ -502,6 +505,12 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		// Same content already in the drive (a re-submitted job): nothing
 		// to change but a recipe an older version did not write.
 		return old, cur.Device, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
+	}
+	if kind == domxml.KindFloppy {
+		// sysprep reads the answer file while Windows starts: a floppy is
+		// set in the definition of a stopped domain only (libvirt cannot
+		// hot-plug a floppy drive)
+		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running; a sysprep floppy is only attached to a stopped domain (a floppy drive cannot be hot-plugged): stop the domain, or use sysprep_medium \"cdrom\"", dom.Name)
 	}
 	if found && (cur.Kind != domxml.KindCDROM || kind != domxml.KindCDROM) {
 		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a %s while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs); only a CD-ROM's medium can change while the domain runs: stop the domain, or use media iso", dom.Name, cur.Target, cur.Kind, kind)
@@ -694,6 +703,9 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 		return nil
 	}
 	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
+	if dom.Active && cur.Kind == domxml.KindFloppy {
+		return fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a floppy, which cannot be unplugged while the domain runs: stop the domain first", dom.Name, cur.Target)
+	}
 	if dom.Active && (cur.Kind != domxml.KindCDROM || cur.Bus.Hotpluggable()) {
 		// A disk (vfat payload) has no medium to eject, and a CD-ROM on
 		// SCSI can go as it came: unplug it. (Ejecting fails on a SCSI

@@ -172,9 +172,12 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, sys)
 		return exitOK
 	}
-	// vfat payloads are read-only disks, as the agent attaches them.
+	// vfat payloads are read-only disks and sysprep floppies floppy
+	// drives, as the agent attaches them.
 	var opts []domxml.Option
-	if rendered.Job.Media == job.MediaVFAT {
+	if payload.IsFloppy(rendered.Job) {
+		opts = append(opts, domxml.AsFloppy())
+	} else if rendered.Job.Media == job.MediaVFAT {
 		opts = append(opts, domxml.AsDisk())
 		if bus == domxml.BusIDE || bus == domxml.BusSATA {
 			bus = domxml.BusAuto

@@ -19,6 +19,8 @@ const (
 	BusIDE    Bus = "ide"
 	BusSCSI   Bus = "scsi"
 	BusVirtio Bus = "virtio"
+	// BusFDC is the floppy controller, the only bus of KindFloppy drives.
+	BusFDC Bus = "fdc"
 )
 
 // Kind is what the payload drive presents to the guest: libvirt's <disk
@@ -36,6 +38,14 @@ const (
 	// read-only IDE or SATA disks, so its bus is SCSI (when the domain has
 	// a SCSI controller) or virtio. A disk has no medium to change.
 	KindDisk Kind = "disk"
+	// KindFloppy is a floppy drive on the floppy controller (bus fdc,
+	// target fda or fdb), for sysprep answer files on a 1.44 MB floppy
+	// image, as oVirt gives them to Windows. libvirt 9.0 accepts it on
+	// i440FX ("pc", whose chipset has the controller) and on Q35, for
+	// which it adds an isa-fdc device; the drive is read-only
+	// (write-protected medium). A floppy is never hot-plugged: it is set
+	// in the definition of a stopped domain.
+	KindFloppy Kind = "floppy"
 )
 
 func (k Kind) orCDROM() Kind {
@@ -114,6 +124,12 @@ func AtDevice(dev Device) Option {
 // CD-ROM, for vfat payloads.
 func AsDisk() Option {
 	return func(o *options) { o.kind = KindDisk }
+}
+
+// AsFloppy makes the payload drive a floppy drive (KindFloppy) instead of a
+// CD-ROM, for floppy images.
+func AsFloppy() Option {
+	return func(o *options) { o.kind = KindFloppy }
 }
 
 func newOptions(opts []Option) options {
@@ -202,6 +218,11 @@ func controllers(v *domainView, typ, preferModel string) (idx []int, preferred i
 }
 
 func chooseBus(v *domainView, bus Bus, kind Kind) (Bus, error) {
+	if kind == KindFloppy {
+		// the one bus a floppy drive has; the configured CD-ROM bus does
+		// not apply
+		return BusFDC, nil
+	}
 	if kind == KindDisk {
 		switch bus {
 		case BusSCSI, BusVirtio:
@@ -286,6 +307,8 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 				dbus = BusSCSI
 			case strings.HasPrefix(dev, "vd"):
 				dbus = BusVirtio
+			case strings.HasPrefix(dev, "fd"):
+				dbus = BusFDC
 			}
 		}
 		if dbus != b {
@@ -299,6 +322,15 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 	}
 
 	switch b {
+	case BusFDC:
+		// One floppy controller with two drives (units 0 and 1).
+		for i := 0; i < 2; i++ {
+			name := targetName("fd", i)
+			if !usedTargets[name] && !usedAddr[addrKey{0, 0, 0, i}] {
+				return Device{Bus: b, Target: name}, nil
+			}
+		}
+		return Device{}, fmt.Errorf("choosing floppy target: %w: fda and fdb are taken", ErrNoFreeTarget)
 	case BusVirtio:
 		// Each virtio disk is its own PCI device: only the name must be free.
 		for i := 0; ; i++ {
@@ -382,6 +414,12 @@ func impliedAddress(b Bus, dev string) (DriveAddress, bool) {
 			return DriveAddress{}, false
 		}
 		return DriveAddress{Controller: i / 7, Unit: i % 7}, true
+	case BusFDC:
+		i, ok := targetIndex(dev, "fd")
+		if !ok {
+			return DriveAddress{}, false
+		}
+		return DriveAddress{Unit: i}, true
 	}
 	return DriveAddress{}, false
 }
@@ -401,6 +439,11 @@ func checkBus(dev Device) error {
 			return nil
 		}
 		return fmt.Errorf("unsupported payload disk bus %q (QEMU has read-only disks on scsi and virtio only)", dev.Bus)
+	case KindFloppy:
+		if dev.Bus == BusFDC {
+			return nil
+		}
+		return fmt.Errorf("unsupported floppy bus %q (a floppy drive sits on fdc)", dev.Bus)
 	}
 	return fmt.Errorf("unsupported payload drive kind %q", dev.Kind)
 }

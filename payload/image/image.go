@@ -103,7 +103,26 @@ const (
 	MediaISO Media = "iso"
 	// MediaVFAT is a FAT12 image.
 	MediaVFAT Media = "vfat"
+	// MediaFloppy is a FAT12 image of a 1.44 MB floppy disk: FloppySize
+	// bytes with the standard BPB (512-byte sectors, one per cluster, 224
+	// root entries, 9 sectors per FAT, media 0xF0, 18 sectors per track,
+	// 2 heads), the geometry QEMU's floppy drive and Windows' floppy
+	// driver expect. Content that does not fit is refused (ErrTooLarge).
+	// Its filesystem is vfat: Inspect reports FSTypeVFAT.
+	MediaFloppy Media = "floppy"
 )
+
+// FloppySize is the size of a MediaFloppy image: a 3.5" high density
+// disk, 80 tracks of 18 sectors of 512 bytes on 2 sides.
+const FloppySize = 1474560
+
+// FloppyCapacity is the most bytes one file in the root directory of a
+// MediaFloppy image may have (Write keeps vfatOverhead free for the boot
+// sector, the FATs and the root directory).
+const FloppyCapacity = FloppySize - vfatOverhead
+
+// isFAT reports whether media m is a FAT filesystem.
+func isFAT(m Media) bool { return m == MediaVFAT || m == MediaFloppy }
 
 // FSType values reported in Info.FSType (the names blkid uses).
 const (

@@ -14,9 +14,9 @@ import (
 // Every error wraps ErrInvalidSpec.
 func validateSpec(spec Spec) (dirs []string, err error) {
 	switch spec.Media {
-	case MediaISO, MediaVFAT:
+	case MediaISO, MediaVFAT, MediaFloppy:
 	default:
-		return nil, fmt.Errorf("%w: unknown media %q (want %q or %q)", ErrInvalidSpec, spec.Media, MediaISO, MediaVFAT)
+		return nil, fmt.Errorf("%w: unknown media %q (want %q, %q or %q)", ErrInvalidSpec, spec.Media, MediaISO, MediaVFAT, MediaFloppy)
 	}
 	if err := validateLabel(spec.Media, spec.Label); err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func validateSpec(spec Spec) (dirs []string, err error) {
 func validateLabel(m Media, label string) error {
 	limit := MaxISOLabel
 	bad := "" // characters not allowed besides controls and non-ASCII
-	if m == MediaVFAT {
+	if isFAT(m) {
 		limit = MaxVFATLabel
 		bad = "\"*+,./:;<=>?[\\]|"
 	}
@@ -125,7 +125,7 @@ func validatePath(m Media, p string) error {
 			if r > 0x7e && !unicode.IsPrint(r) || r < 0x20 || r == 0x7f {
 				return fmt.Errorf("path %q contains character %q (only printable characters allowed)", p, r)
 			}
-			if m == MediaVFAT && strings.ContainsRune("\"*:<>?|", r) {
+			if isFAT(m) && strings.ContainsRune("\"*:<>?|", r) {
 				return fmt.Errorf("path %q contains character %q not allowed on vfat", p, r)
 			}
 		}

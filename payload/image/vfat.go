@@ -49,7 +49,11 @@ func buildVFAT(ctx context.Context, spec Spec, dirs []string) ([]byte, error) {
 		fsys *fat12.FileSystem
 		size int64
 	)
-	for size = vfatMinSize; size <= vfatMaxSize; size += vfatStep {
+	first, last := int64(vfatMinSize), int64(vfatMaxSize)
+	if spec.Media == MediaFloppy {
+		first, last = FloppySize, FloppySize
+	}
+	for size = first; size <= last; size += vfatStep {
 		m := &memFile{max: size}
 		f, err := fat12.Create(file.New(m, false), size, 0, 512, spec.Label, true)
 		if err != nil {
@@ -66,10 +70,13 @@ func buildVFAT(ctx context.Context, spec Spec, dirs []string) ([]byte, error) {
 		if rootSlots > vfatRootMax {
 			return nil, fmt.Errorf("%w: %d root directory slots needed, vfat root holds %d", ErrInvalidSpec, rootSlots, vfatRootMax)
 		}
-		if need+max(64<<10, need/16) <= size-vfatOverhead {
+		if need+max(64<<10, need/16) <= size-vfatOverhead || spec.Media == MediaFloppy && need <= size-vfatOverhead {
 			mem, fsys = m, f
 			break
 		}
+	}
+	if fsys == nil && spec.Media == MediaFloppy {
+		return nil, fmt.Errorf("%w: %w: content does not fit a 1.44 MB floppy (%d bytes)", ErrInvalidSpec, ErrTooLarge, FloppySize)
 	}
 	if fsys == nil {
 		return nil, fmt.Errorf("%w: %w: content does not fit a FAT12 volume of %d bytes", ErrInvalidSpec, ErrTooLarge, vfatMaxSize)

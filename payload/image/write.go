@@ -75,7 +75,7 @@ func Write(ctx context.Context, spec Spec, out string, opt Options) (Info, error
 			}
 		}
 		img, err = buildISO(ctx, spec, dirs, layout.variant())
-	case MediaVFAT:
+	case MediaVFAT, MediaFloppy:
 		layout = 0
 		img, err = buildVFAT(ctx, spec, dirs)
 	}

@@ -66,9 +66,9 @@ func (j Job) Apply(d Defaults) Job {
 		switch {
 		case j.Action == ActionDetach:
 			j.GuestReport = nil
-		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && j.Format != FormatIgnition && !j.IsWindows():
-			// the reporter is a cloud-init part: an Ignition job or a
-			// Windows guest (cloudbase-init) has none
+		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && j.Format != FormatIgnition && j.Format != FormatSysprep && !j.IsWindows():
+			// the reporter is a cloud-init part: an Ignition or sysprep job
+			// or a Windows guest (cloudbase-init) has none
 			on := true
 			j.GuestReport = &on
 		}

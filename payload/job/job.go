@@ -34,6 +34,10 @@ const (
 	// CoreOS, Flatcar, RHCOS) instead of cloud-init documents; see
 	// docs/ignition.md.
 	FormatIgnition Format = "ignition"
+	// FormatSysprep puts a Windows answer file (Unattend.xml or
+	// Autounattend.xml) on a floppy or a CD-ROM, as oVirt does for
+	// Windows guests; see docs/windows.md (Sysprep).
+	FormatSysprep Format = "sysprep"
 )
 
 // IgnitionDelivery is how an Ignition config reaches the guest.
@@ -150,15 +154,39 @@ type Job struct {
 	// format "configdrive" only.
 	AdminUsername string `json:"admin_username,omitempty"`
 	// AdminPasswordSecret names the secret holding the administrator's
-	// plaintext password, which cloudbase-init sets from meta_data.json
-	// admin_pass. The plaintext reaches the image only; recipes keep the
-	// name. guest_os "windows", format "configdrive" only.
+	// plaintext password (its first line): cloudbase-init sets it from
+	// meta_data.json admin_pass (guest_os "windows", format "configdrive"),
+	// a sysprep answer file takes it as its {{admin_password}} (format
+	// "sysprep"). The plaintext reaches the image only; recipes keep the
+	// name. No other format takes it.
 	AdminPasswordSecret string `json:"admin_password_secret,omitempty"`
 	// AdminCerts are PEM X.509 certificates cloudbase-init maps to the
 	// administrator for WinRM certificate authentication (the first as
 	// meta_data.json meta.admin_cert0..N, the others as keys entries of
 	// type "x509"). guest_os "windows", format "configdrive" only.
 	AdminCerts []string `json:"admin_certs,omitempty"`
+	// Sysprep is the Windows answer file (unattend XML) as text; format
+	// "sysprep" only. Exactly one of sysprep, sysprep_base64 and
+	// sysprep_secret.
+	Sysprep string `json:"sysprep,omitempty"`
+	// SysprepBase64 is the answer file as base64 of its UTF-8 bytes (a
+	// file as Windows System Image Manager saved it, byte order mark
+	// included). Not with sysprep or sysprep_secret.
+	SysprepBase64 string `json:"sysprep_base64,omitempty"`
+	// SysprepSecret names a secret holding the answer file (for one that
+	// carries passwords itself); never quoted in messages.
+	SysprepSecret string `json:"sysprep_secret,omitempty"`
+	// SysprepFileName is the answer file's name on the medium:
+	// "Unattend.xml" (default) or "Autounattend.xml".
+	SysprepFileName string `json:"sysprep_file_name,omitempty"`
+	// SysprepMedium is the drive the answer file reaches Windows on:
+	// "floppy" (default, a 1.44 MB vfat floppy) or "cdrom" (an ISO with
+	// Joliet).
+	SysprepMedium SysprepMedium `json:"sysprep_medium,omitempty"`
+	// WindowsTimezone is a Windows time zone name ("W. Europe Standard
+	// Time") for the answer file's {{timezone}}; without it the job's
+	// IANA timezone is mapped to one.
+	WindowsTimezone string `json:"windows_timezone,omitempty"`
 }
 
 // GuestOS is the operating system family of the guest.
@@ -305,6 +333,17 @@ func (j Job) withDefaults() Job {
 	}
 	if j.Format == "" {
 		j.Format = FormatNoCloud
+	}
+	if j.Format == FormatSysprep {
+		if j.SysprepMedium == "" {
+			j.SysprepMedium = MediumFloppy
+		}
+		if j.SysprepFileName == "" {
+			j.SysprepFileName = UnattendXML
+		}
+		if j.Media == "" {
+			j.Media = j.SysprepMedium.media()
+		}
 	}
 	if j.Media == "" {
 		j.Media = MediaISO

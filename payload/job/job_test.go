@@ -604,8 +604,11 @@ func roundTrip(t *testing.T, j *Job) []byte {
 // the good-jobs table covers them.
 var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "PasswordSecret": true, "UserDataBase64": true, "UserDataSecret": true, "VendorDataBase64": true, "NetworkConfig": true, "NetworkData": true, "GenerateBytes": true,
 	"Ignition": true, "IgnitionBase64": true, "IgnitionDelivery": true, // format ignition: ignition_test.go
-	"Butane":  true,                                                                         // format ignition: butane_test.go
-	"GuestOS": true, "AdminUsername": true, "AdminPasswordSecret": true, "AdminCerts": true} // guest_os windows: windows_test.go
+	"Butane":  true,                                            // format ignition: butane_test.go
+	"GuestOS": true, "AdminUsername": true, "AdminCerts": true, // guest_os windows: windows_test.go
+	"Sysprep": true, "SysprepBase64": true, "SysprepSecret": true, "SysprepFileName": true, "SysprepMedium": true,
+	"WindowsTimezone":     true, // format sysprep: sysprep_test.go
+	"AdminPasswordSecret": true} // guest_os windows (configdrive) or format sysprep: windows_test.go, sysprep_test.go
 
 func TestFullJobDecodesEveryField(t *testing.T) {
 	j, r := Parse([]byte(fullJob()))

@@ -72,9 +72,9 @@ func (j *Job) Validate() Report {
 		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
 	}
 	switch j.Format {
-	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition:
+	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition, FormatSysprep:
 	default:
-		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\" or \"ignition\"", quote(string(j.Format)))
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\" or \"sysprep\"", quote(string(j.Format)))
 	}
 	switch j.Media {
 	case "", MediaISO, MediaVFAT:
@@ -130,6 +130,7 @@ func (j *Job) Validate() Report {
 	validateVendorData(j, &r)
 	validateIgnition(j, &r)
 	validateWindows(j, &r)
+	validateSysprep(j, &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -187,6 +188,7 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"phone_home", j.PhoneHome != nil}, {"random_seed", j.RandomSeed != nil}, {"network_data", j.NetworkData != nil},
 		{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"butane", j.Butane != ""},
 		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
+		{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""},
 	} {
 		if f.set {
 			content = append(content, f.name)
@@ -497,6 +499,9 @@ func validateFiles(files []File, r *Report) {
 }
 
 func validateUserData(j *Job, r *Report) {
+	if j.Format == FormatSysprep {
+		return // the answer file is the whole payload: validateSysprep refuses each user-data field, once
+	}
 	var set []string
 	if j.UserData != "" {
 		set = append(set, "user_data")

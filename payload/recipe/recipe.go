@@ -9,8 +9,8 @@
 // A recipe never holds a plaintext secret: a plaintext users[].password is
 // replaced by the SHA-512 crypt hash that went into the image, and
 // *_secret fields stay references into the secrets directory (user-data,
-// passwords, a Windows guest's administrator password, SSH host private
-// keys). A random_seed generated at build time
+// passwords, SSH host private keys, a sysprep answer file and the Windows
+// administrator password). A random_seed generated at build time
 // is recorded as the base64 data that went into the image, so a rebuild
 // gives the same bytes; the guest has consumed it by then. Domain
 // metadata is readable by read-only libvirt clients.
@@ -186,8 +186,8 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@sha256", "%q is not a lowercase hex SHA-256", r.SHA256)
 	case r.Size <= 0:
 		return fieldErr("image@size", "%d is not a positive size", r.Size)
-	case r.Format != job.FormatNoCloud && r.Format != job.FormatConfigDrive && r.Format != job.FormatIgnition:
-		return fieldErr("image@format", "%q is not nocloud, configdrive or ignition", r.Format)
+	case r.Format != job.FormatNoCloud && r.Format != job.FormatConfigDrive && r.Format != job.FormatIgnition && r.Format != job.FormatSysprep:
+		return fieldErr("image@format", "%q is not nocloud, configdrive, ignition or sysprep", r.Format)
 	case r.Media != job.MediaISO && r.Media != job.MediaVFAT:
 		return fieldErr("image@media", "%q is not iso or vfat", r.Media)
 	case r.Label != recipeLabel(r):
@@ -266,6 +266,9 @@ func (r *Recipe) secretRefs() []string {
 	}
 	if r.Job.UserDataSecret != "" {
 		s = append(s, fmt.Sprintf("%q (user_data_secret)", r.Job.UserDataSecret))
+	}
+	if r.Job.SysprepSecret != "" {
+		s = append(s, fmt.Sprintf("%q (sysprep_secret)", r.Job.SysprepSecret))
 	}
 	if r.Job.AdminPasswordSecret != "" {
 		s = append(s, fmt.Sprintf("%q (admin_password_secret)", r.Job.AdminPasswordSecret))

@@ -42,10 +42,15 @@ type Input struct {
 	// HostKeys holds, per entry of Job.SSHHostKeys, the key pair parsed
 	// from its private_key_secret.
 	HostKeys []HostKey
-	// AdminPassword is the plaintext read from Job.AdminPasswordSecret
-	// (guest_os "windows"): cloudbase-init sets the administrator's
-	// password from meta_data.json admin_pass, so it reaches the image as
-	// it is. It enters the content hash only as a fixed-salt SHA-512 crypt.
+	// Sysprep is the answer file of a job of format "sysprep" (from
+	// sysprep, sysprep_base64 or sysprep_secret).
+	Sysprep string
+	// AdminPassword is the plaintext read from Job.AdminPasswordSecret:
+	// cloudbase-init sets the administrator's password from meta_data.json
+	// admin_pass (guest_os "windows", format "configdrive"), and a sysprep
+	// answer file carries it as its {{admin_password}}, so it reaches the
+	// image as it is. It enters the content hash only as a fixed-salt
+	// SHA-512 crypt.
 	AdminPassword string
 	// Identity, when set, pins the content hash and instance-id to those an
 	// earlier render of the same job recorded (see package recipe): a
@@ -150,6 +155,9 @@ func Render(in Input, opt Options) (*Documents, error) {
 	}
 	if in.Identity != nil {
 		contentSum = in.Identity.ContentHash
+	}
+	if j.Format == job.FormatSysprep {
+		return renderSysprepDocs(&j, in, contentSum, iidHash)
 	}
 	j.MetaData = job.MetaDataFor(j.Format, j.MetaData)
 
@@ -310,7 +318,22 @@ func jobIdentities(j *job.Job, in Input, keys []HostKey) (content, instance stri
 			u.PasswordHash = "derived:" + h
 		}
 	}
+	if j.Format == job.FormatSysprep {
+		// the answer file enters as its text
+		c.Sysprep, c.SysprepBase64, c.SysprepSecret = in.Sysprep, "", ""
+		if j.SysprepSecret != "" {
+			// a secret's answer file may hold passwords: it enters the
+			// (public) content hash through a slow hash, not as text
+			h, err := hashPassword(in.Sysprep, func() (string, error) { return "vmpayload.iid", nil })
+			if err != nil {
+				return "", "", fmt.Errorf("deriving the content hash: %w", err)
+			}
+			c.Sysprep = "derived:" + h
+		}
+	}
 	if in.AdminPassword != "" {
+		// the administrator password (configdrive or sysprep) as a crypt
+		// hash with a fixed salt, like a user's
 		h, err := hashPassword(in.AdminPassword, func() (string, error) { return "vmpayload.iid", nil })
 		if err != nil {
 			return "", "", fmt.Errorf("deriving the content hash: %w", err)

@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmpayload/vmpayload/agent/metrics"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
+	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/recipe"
+)
+
+const exampleSecrets = "../../configs/examples/secrets"
+
+// sysprepDoc is the job configs/examples/windows/<example>.json for
+// domain name, with action and the members of extra (JSON object text)
+// replacing or adding to its own.
+func sysprepDoc(t *testing.T, example, name, action, extra string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../configs/examples/windows", example+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["domain"], m["action"] = name, action
+	if extra != "" {
+		if err := json.Unmarshal([]byte(extra), &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _ := json.Marshal(m)
+	return string(out)
+}
+
+// TestSysprepOnFakeHost: a sysprep job on the fake host attaches its floppy
+// (fdc) or CD-ROM to a stopped domain with the recipe, from which the hook's
+// rebuild gives the same bytes; a running domain cannot take a floppy and
+// an answer file the check refuses changes nothing.
+func TestSysprepOnFakeHost(t *testing.T) {
+	const (
+		define = "DefineXML"
+		start  = "Start"
+		update = "UpdateDevice"
+	)
+	cases := []struct {
+		name, example, action, extra string
+		cdrom                        bool // an earlier CD-ROM payload job ran
+		brokenSecret                 bool // sysprep-unattend holds no answer file
+		floppy                       bool // an earlier sysprep floppy job ran
+		detached                     bool // the job removes the payload
+		active                       bool
+		code                         string
+		methods                      []string
+		kind                         domxml.Kind
+		bus                          domxml.Bus
+		msg                          string
+	}{
+		{name: "stopped: floppy attached and started", example: "sysprep-floppy", action: "start", methods: []string{define, start}, kind: domxml.KindFloppy, bus: domxml.BusFDC},
+		{name: "stopped: floppy by secret", example: "sysprep-secret", action: "attach", methods: []string{define}, kind: domxml.KindFloppy, bus: domxml.BusFDC},
+		{name: "stopped: cdrom attached", example: "sysprep-cdrom", action: "attach", methods: []string{define}, kind: domxml.KindCDROM, bus: domxml.BusIDE},
+		{name: "stopped: floppy replaces a CD-ROM payload", example: "sysprep-floppy", action: "attach", cdrom: true, methods: []string{define}, kind: domxml.KindFloppy, bus: domxml.BusFDC},
+		{name: "running: floppy refused, nothing changed", example: "sysprep-floppy", action: "attach", cdrom: true, active: true, code: result.CodeDomainRunning, msg: "a sysprep floppy is only attached to a stopped domain"},
+		{name: "running: floppy detach refused, nothing changed", example: "sysprep-floppy", action: "detach", floppy: true, active: true, code: result.CodeDomainRunning, msg: "is a floppy, which cannot be unplugged"},
+		{name: "stopped: floppy detached", example: "sysprep-floppy", action: "detach", floppy: true, methods: []string{define}, detached: true},
+		{name: "running: cdrom medium change", example: "sysprep-cdrom", action: "attach", cdrom: true, active: true, methods: []string{update, define}, kind: domxml.KindCDROM, bus: domxml.BusIDE},
+		{name: "refused secret answer file, nothing changed", example: "sysprep-secret", action: "start", cdrom: true, brokenSecret: true, code: result.CodeInvalidJob, msg: "is not a Windows answer file"},
+		{name: "missing password secret, nothing changed", example: "sysprep-floppy", action: "start", cdrom: true, extra: `{"admin_password_secret":"no-such-secret"}`, code: result.CodeInvalidJob, msg: `admin_password_secret: secret "no-such-secret" does not exist`},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := libvirtxtest.New()
+			defer f.Close()
+			name := fmt.Sprintf("hsysprep-%d", i)
+			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := &Engine{Host: f, PayloadDir: t.TempDir(), SecretsDir: exampleSecrets, ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{}, Metrics: metrics.New(),
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			if c.cdrom {
+				if r := runDoc(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"earlier","action":"attach"}`, name), "earlier"); r.State != result.StateDone {
+					t.Fatalf("earlier job: %s %+v", r.State, r.Error)
+				}
+			}
+			if c.floppy {
+				if r := runDoc(t, e, sysprepDoc(t, "sysprep-floppy", name, "attach", ""), "earlier"); r.State != result.StateDone {
+					t.Fatalf("earlier job: %s %+v", r.State, r.Error)
+				}
+			}
+			if c.active {
+				f.SetActive(d.UUID, true)
+			}
+			if c.brokenSecret {
+				sd := t.TempDir()
+				for _, n := range []string{"sysprep-admin-password"} {
+					b, _ := os.ReadFile(filepath.Join(exampleSecrets, n))
+					os.WriteFile(filepath.Join(sd, n), b, 0o600)
+				}
+				os.WriteFile(filepath.Join(sd, "sysprep-unattend"), []byte("<unattend>\n<Value>hunter2</Value>\n</unattend>\n"), 0o600)
+				e.SecretsDir = sd
+			}
+			before, _ := f.Domain(context.Background(), d.UUID)
+			files := func() []string {
+				ents, _ := os.ReadDir(e.PayloadDir)
+				var n []string
+				for _, x := range ents {
+					n = append(n, x.Name())
+				}
+				return n
+			}
+			filesBefore := files()
+			f.ResetCalls()
+			r := runDoc(t, e, sysprepDoc(t, c.example, name, c.action, c.extra), "job")
+			code := ""
+			if r.Error != nil {
+				code = r.Error.Code
+			}
+			if code != c.code || c.msg != "" && (r.Error == nil || !strings.Contains(r.Error.Message, c.msg)) {
+				t.Fatalf("result %s %+v, want code %q saying %q", r.State, r.Error, c.code, c.msg)
+			}
+			if rj, _ := json.Marshal(r); bytes.Contains(rj, []byte("hunter2")) || bytes.Contains(rj, []byte("Adm1n")) {
+				t.Errorf("the result quotes a secret: %s", rj)
+			}
+			if got := f.Methods(); !reflect.DeepEqual(got, c.methods) && !(len(got) == 0 && len(c.methods) == 0) {
+				t.Errorf("libvirt changes %q, want %q", got, c.methods)
+			}
+			after, _ := f.Domain(context.Background(), d.UUID)
+			if c.code != "" {
+				if after.InactiveXML != before.InactiveXML {
+					t.Errorf("a refused job changed the definition")
+				}
+				if got := files(); !reflect.DeepEqual(got, filesBefore) {
+					t.Errorf("payload directory %v, before the job %v", got, filesBefore)
+				}
+				return
+			}
+			p, found, err := domxml.FindPayload(after.InactiveXML)
+			if c.detached {
+				if err != nil || found || strings.Contains(after.InactiveXML, recipe.Namespace) {
+					t.Errorf("after the detach: payload drive %v (%v), recipe left: %v", found, err, strings.Contains(after.InactiveXML, recipe.Namespace))
+				}
+				return
+			}
+			if c.active {
+				// a running domain's medium changed live; the definition's
+				// drive is the fake's business: the recipe names the image
+				p.Path = r.Payload.Path
+			}
+			if err != nil || !found || p.Kind != c.kind || p.Bus != c.bus || p.Path != r.Payload.Path {
+				t.Fatalf("payload drive %+v (%v %v), want a %s on %s holding %s", p, found, err, c.kind, c.bus, r.Payload.Path)
+			}
+			if r.Device == nil || r.Device.Kind != string(c.kind) || r.Payload.Format != "sysprep" || r.Payload.Label != "SYSPREP" {
+				t.Errorf("result device %+v payload %+v", r.Device, r.Payload)
+			}
+			if c.kind == domxml.KindFloppy {
+				if r.Payload.Size != image.FloppySize {
+					t.Errorf("floppy image of %d bytes", r.Payload.Size)
+				}
+				if b, err := exec.Command("mcopy", "-n", "-i", p.Path, "::/Unattend.xml", "-").Output(); err != nil || !bytes.Contains(b, []byte("<ComputerName>")) {
+					t.Errorf("mcopy of the attached floppy: %v", err)
+				}
+			}
+			// the hook: the recipe in the definition rebuilds the same bytes
+			orig, _ := os.ReadFile(p.Path)
+			rc, ok, err := recipe.FromDomainXML(after.InactiveXML)
+			if err != nil || !ok || rc.Path != p.Path {
+				t.Fatalf("recipe: %v %v", ok, err)
+			}
+			if strings.Contains(after.InactiveXML, "Adm1n") {
+				t.Errorf("the domain XML holds the administrator password")
+			}
+			os.Remove(p.Path)
+			if out, err := recipe.Rebuild(context.Background(), rc, recipe.RebuildOptions{PayloadDir: e.PayloadDir, SecretsDir: exampleSecrets, GID: -1}); err != nil || out != recipe.OutcomeRebuilt {
+				t.Fatalf("Rebuild: %q %v", out, err)
+			}
+			if got, _ := os.ReadFile(p.Path); !bytes.Equal(got, orig) {
+				t.Errorf("the rebuilt image differs")
+			}
+		})
+	}
+}

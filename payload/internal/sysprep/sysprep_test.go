@@ -1,0 +1,125 @@
+package sysprep
+
+import (
+	"encoding/xml"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+const tmpl = `<?xml version="1.0" encoding="utf-8"?>
+<unattend xmlns="urn:schemas-microsoft-com:unattend">
+  <v a="{{hostname}}">{{ hostname }}</v>
+</unattend>
+`
+
+// TestFillEscapes fills a value with every character XML treats
+// specially into an attribute and element text; xmllint, an independent
+// reader, reads the value back from both.
+func TestFillEscapes(t *testing.T) {
+	if _, err := exec.LookPath("xmllint"); err != nil {
+		t.Fatalf("xmllint is missing (install Debian's libxml2-utils; test/deps.sh does): %v", err)
+	}
+	for _, v := range []string{`a&b<c>d"e'f`, `]]>`, `&amp;`, "ünï €", "{{hostname}}", "tab\there"} {
+		out, err := Fill(tmpl, map[string]string{Hostname: v})
+		if err != nil {
+			t.Fatalf("Fill(%q): %v", v, err)
+		}
+		p := filepath.Join(t.TempDir(), "u.xml")
+		if err := os.WriteFile(p, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, expr := range []string{"string(/*/*/@a)", "string(/*/*)"} {
+			got, err := exec.Command("xmllint", "--nonet", "--xpath", expr, p).Output()
+			if err != nil {
+				t.Fatalf("xmllint %s on %s: %v", expr, out, err)
+			}
+			if s := strings.TrimSuffix(string(got), "\n"); s != v {
+				t.Errorf("%s reads back %q, want %q", expr, s, v)
+			}
+		}
+	}
+}
+
+func TestFillRefusals(t *testing.T) {
+	var ue *UnknownPlaceholderError
+	if _, err := Fill(strings.Replace(tmpl, "{{hostname}}", "{{ComputerName}}", 1), map[string]string{Hostname: "x"}); !errors.As(err, &ue) || ue.Name != "ComputerName" {
+		t.Errorf("unknown placeholder: %v", err)
+	}
+	var me *MissingValueError
+	if _, err := Fill(tmpl, nil); !errors.As(err, &me) || me.Name != Hostname {
+		t.Errorf("missing value: %v", err)
+	}
+	// a placeholder inside a tag name cannot be filled into well-formed XML
+	var se *SyntaxError
+	if _, err := Fill("<unattend xmlns=\"urn:schemas-microsoft-com:unattend\"><{{hostname}}/></unattend>", map[string]string{Hostname: "a b"}); !errors.As(err, &se) {
+		t.Errorf("a placeholder in a tag name: %v", err)
+	}
+	if used, err := Placeholders("{{timezone}} {{ hostname }} {{timezone}}"); err != nil || strings.Join(used, ",") != "timezone,hostname" {
+		t.Errorf("Placeholders = %v %v", used, err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	good := []string{
+		tmpl,
+		`<u:unattend xmlns:u="urn:schemas-microsoft-com:unattend"><u:settings/></u:unattend>`,
+		"<!-- c --><unattend xmlns='urn:schemas-microsoft-com:unattend'/>\n<!-- after -->",
+	}
+	for _, s := range good {
+		if err := Check(s); err != nil {
+			t.Errorf("Check(%q): %v", s, err)
+		}
+	}
+	bad := map[string]string{
+		"":                          "no root element",
+		"<unattend xmlns='urn:x'/>": "not an unattend answer file",
+		"<u:unattend xmlns:u='urn:schemas-microsoft-com:unattend' xmlns='urn:schemas-microsoft-com:unattend'></unattend>": "not well-formed",
+		"<unattend xmlns='urn:schemas-microsoft-com:unattend'><a></b></unattend>":                                         "not well-formed",
+		"<unattend xmlns='urn:schemas-microsoft-com:unattend'/>trailing":                                                  "text outside the root element",
+		"<unattend xmlns='urn:schemas-microsoft-com:unattend'>\xff</unattend>":                                            "not valid UTF-8",
+	}
+	for s, want := range bad {
+		if err := Check(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check(%q) = %v, want %q", s, err, want)
+		}
+	}
+}
+
+// FuzzFill: any value with characters XML can carry fills into an
+// attribute and element text and decodes back unchanged.
+func FuzzFill(f *testing.F) {
+	for _, s := range []string{"win-01", `a&b<c>"'`, "]]>", "\t", "€"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if v == "" || !utf8.ValidString(v) {
+			return
+		}
+		for _, r := range v {
+			if r < 0x20 && r != '\t' || r == 0xfffe || r == 0xffff || r >= 0xd800 && r < 0xe000 {
+				return // XML cannot carry it (line ends are normalised)
+			}
+		}
+		out, err := Fill(tmpl, map[string]string{Hostname: v})
+		if err != nil {
+			t.Fatalf("Fill(%q): %v", v, err)
+		}
+		var doc struct {
+			V struct {
+				A    string `xml:"a,attr"`
+				Text string `xml:",chardata"`
+			} `xml:"v"`
+		}
+		if err := xml.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("decoding %q: %v", out, err)
+		}
+		if doc.V.A != v || doc.V.Text != v {
+			t.Fatalf("value %q reads back as attribute %q, text %q", v, doc.V.A, doc.V.Text)
+		}
+	})
+}

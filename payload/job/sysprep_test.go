@@ -1,0 +1,186 @@
+package job
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+// unattendT is a minimal answer file using every placeholder.
+const unattendT = `<?xml version="1.0" encoding="utf-8"?>
+<unattend xmlns="urn:schemas-microsoft-com:unattend">
+  <settings pass="specialize">
+    <component name="Microsoft-Windows-Shell-Setup" processorArchitecture="amd64" publicKeyToken="31bf3856ad364e35" language="neutral" versionScope="nonSxS">
+      <ComputerName>{{hostname}}</ComputerName>
+      <TimeZone>{{timezone}}</TimeZone>
+    </component>
+  </settings>
+  <settings pass="oobeSystem">
+    <component name="Microsoft-Windows-Shell-Setup" processorArchitecture="amd64" publicKeyToken="31bf3856ad364e35" language="neutral" versionScope="nonSxS">
+      <UserAccounts><AdministratorPassword><Value>{{admin_password}}</Value><PlainText>true</PlainText></AdministratorPassword></UserAccounts>
+    </component>
+  </settings>
+</unattend>
+`
+
+// sp is a job of format sysprep with members.
+func sp(members string) string {
+	return `{"version":1,"format":"sysprep",` + members + `}`
+}
+
+const spFull = `"hostname":"win-01","timezone":"Europe/Berlin","admin_password_secret":"winpw"`
+
+func TestSysprepJobDecodesEveryField(t *testing.T) {
+	j, r := Parse([]byte(sp(`"sysprep":` + jstr(unattendT) + `,` + spFull + `,"sysprep_file_name":"Autounattend.xml","sysprep_medium":"cdrom","media":"iso","domain":"w1"`)))
+	if !r.OK() {
+		t.Fatal(r.Err())
+	}
+	if j.Format != FormatSysprep || j.SysprepFileName != AutounattendXML || j.SysprepMedium != MediumCDROM || j.AdminPasswordSecret != "winpw" || j.Sysprep != unattendT {
+		t.Errorf("decoded %+v", j)
+	}
+	// defaults: floppy, Unattend.xml, vfat; no guest report
+	j, r = Parse([]byte(sp(`"sysprep_secret":"answer","windows_timezone":"W. Europe Standard Time"`)))
+	if !r.OK() {
+		t.Fatal(r.Err())
+	}
+	on := true
+	a := j.Apply(Defaults{GuestReport: &on})
+	if a.SysprepMedium != MediumFloppy || a.SysprepFileName != UnattendXML || a.Media != MediaVFAT || a.GuestReport != nil {
+		t.Errorf("defaults: medium %q name %q media %q guest_report %v", a.SysprepMedium, a.SysprepFileName, a.Media, a.GuestReport)
+	}
+	if a := a.Apply(Defaults{}); a.Media != MediaVFAT {
+		t.Errorf("Apply is not idempotent: media %q", a.Media)
+	}
+	if tz := SysprepTimezone(&a); tz != "W. Europe Standard Time" {
+		t.Errorf("SysprepTimezone = %q", tz)
+	}
+	c := Job{Version: 1, Format: FormatSysprep, SysprepMedium: MediumCDROM}.Apply(Defaults{})
+	if c.Media != MediaISO {
+		t.Errorf("cdrom media %q, want iso", c.Media)
+	}
+	// base64 gives the same text, byte order mark allowed
+	j, r = Parse([]byte(sp(`"sysprep_base64":"` + base64.StdEncoding.EncodeToString([]byte("\uFEFF"+unattendT)) + `",` + spFull)))
+	if !r.OK() {
+		t.Fatal(r.Err())
+	}
+	if text, f, err := SysprepAnswer(j); err != nil || f != "sysprep_base64" || text != "\uFEFF"+unattendT {
+		t.Errorf("SysprepAnswer = %q, %q, %v", text, f, err)
+	}
+}
+
+func TestSysprepValidation(t *testing.T) {
+	ok := `"sysprep":` + jstr(unattendT) + `,` + spFull
+	noPH := `<unattend xmlns="urn:schemas-microsoft-com:unattend"/>`
+	for _, c := range []struct {
+		name, doc, field, code, want string
+	}{
+		{"no answer file", sp(spFull), "sysprep", CodeRequired, "needs the answer file"},
+		{"two answer files", sp(ok + `,"sysprep_secret":"x"`), "sysprep", CodeConflict, "only one of sysprep, sysprep_base64 and sysprep_secret"},
+		{"bad medium", sp(ok + `,"sysprep_medium":"usb"`), "sysprep_medium", CodeInvalid, `"usb" is not a sysprep medium`},
+		{"medium and media disagree", sp(ok + `,"sysprep_medium":"floppy","media":"iso"`), "media", CodeConflict, `takes media "vfat"`},
+		{"bad file name", sp(ok + `,"sysprep_file_name":"answer.xml"`), "sysprep_file_name", CodeInvalid, `"answer.xml" is not an answer file name`},
+		{"long computer name", sp(strings.Replace(ok, "win-01", "windows-server-0001", 1)), "hostname", CodeInvalid, `"windows-server-0001" is not a Windows computer name`},
+		{"fqdn computer name", sp(strings.Replace(ok, "win-01", "win.example.com", 1)), "hostname", CodeInvalid, "one label"},
+		{"unmapped IANA zone", sp(strings.Replace(ok, "Europe/Berlin", "Factory", 1)), "timezone", CodeNotFound, `"Factory" has no Windows time zone`},
+		{"unknown Windows zone", sp(strings.Replace(ok, `"timezone":"Europe/Berlin"`, `"windows_timezone":"Berlin Time"`, 1)), "windows_timezone", CodeNotFound, `"Berlin Time" is not a Windows time zone name`},
+		{"both zones", sp(ok + `,"windows_timezone":"UTC"`), "windows_timezone", CodeConflict, "only one of timezone"},
+		{"bad secret name", sp(strings.Replace(ok, "winpw", "../pw", 1)), "admin_password_secret", CodeInvalid, `"../pw" is not a secret name`},
+		{"not XML", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">\n<settings>\n</unattend>"`), "sysprep", CodeInvalid, `line 3: not well-formed XML: element <settings> closed by </unattend>: "</unattend>"`},
+		{"wrong root", sp(`"sysprep":"<unattended xmlns=\"urn:schemas-microsoft-com:unattend\"/>"`), "sysprep", CodeInvalid, `the root element is <unattended>`},
+		{"wrong namespace", sp(`"sysprep":"<unattend xmlns=\"urn:example\"/>"`), "sysprep", CodeInvalid, `in namespace "urn:example"`},
+		{"no namespace", sp(`"sysprep":"<unattend/>"`), "sysprep", CodeInvalid, `in namespace ""`},
+		{"undefined entity", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">&nbsp;</unattend>"`), "sysprep", CodeInvalid, "not well-formed XML"},
+		{"two roots", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/><unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/>"`), "sysprep", CodeInvalid, "a second root element"},
+		{"UTF-16 declared", sp(`"sysprep":"<?xml version=\"1.0\" encoding=\"utf-16\"?><unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/>"`), "sysprep", CodeInvalid, `encoding "utf-16"`},
+		{"unknown placeholder", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">{{ComputerName}}</unattend>"`), "sysprep", CodeInvalid, "unknown placeholder {{ComputerName}}; the placeholders are {{hostname}}, {{admin_password}}, {{timezone}}"},
+		{"placeholder without value", sp(`"sysprep":` + jstr(unattendT) + `,"hostname":"w1","timezone":"UTC"`), "admin_password_secret", CodeRequired, "uses {{admin_password}}"},
+		{"value without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"hostname":"w1"`), "hostname", CodeConflict, "no {{hostname}} placeholder, so hostname would be dropped"},
+		{"windows zone without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"windows_timezone":"UTC"`), "windows_timezone", CodeConflict, "no {{timezone}} placeholder"},
+		{"bad base64", sp(`"sysprep_base64":"%%%"`), "sysprep_base64", CodeInvalid, `"%%%" is not valid base64`},
+		{"cloud-init field", sp(ok + `,"runcmd":["echo"]`), "runcmd", CodeConflict, `format "sysprep" cannot carry runcmd`},
+		{"guest report", sp(ok + `,"guest_report":true`), "guest_report", CodeConflict, `cannot carry guest_report`},
+		{"sysprep field elsewhere", `{"version":1,"sysprep_medium":"floppy"}`, "sysprep_medium", CodeConflict, `only used with format "sysprep"`},
+		{"windows zone elsewhere", `{"version":1,"format":"configdrive","windows_timezone":"UTC"}`, "windows_timezone", CodeConflict, `only used with format "sysprep"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, r := Parse([]byte(c.doc))
+			for _, e := range r.Errors {
+				if e.Field == c.field && e.Code == c.code && strings.Contains(e.Message, c.want) {
+					return
+				}
+			}
+			t.Errorf("want %s %s containing %q; got %v", c.field, c.code, c.want, r.Errors)
+		})
+	}
+	if _, r := Parse([]byte(sp(ok))); !r.OK() {
+		t.Errorf("the good job is refused: %v", r.Err())
+	}
+}
+
+// A secret's answer file is never quoted: not the offending line, not an
+// excerpt.
+func TestSysprepSecretNotQuoted(t *testing.T) {
+	j := &Job{Version: 1, Format: FormatSysprep, SysprepSecret: "answer"}
+	secret := "<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">\n<Value>hunter2-SECRET</Valu>\n</unattend>"
+	errs := CheckSysprepAnswer(j, "sysprep_secret", secret, true)
+	if len(errs) != 1 || errs[0].Field != "sysprep_secret" || !strings.Contains(errs[0].Message, `secret "answer"`) || !strings.Contains(errs[0].Message, "line 2") {
+		t.Fatalf("errors %v", errs)
+	}
+	if strings.Contains(errs[0].Message, "hunter2") {
+		t.Errorf("the message quotes the secret: %s", errs[0].Message)
+	}
+	long := "<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">{{" + strings.Repeat("p", 50) + "}}</unattend>"
+	errs = CheckSysprepAnswer(j, "sysprep_secret", long, true)
+	if len(errs) != 1 || strings.Contains(errs[0].Message, "ppppp") {
+		t.Errorf("a long {{...}} is quoted: %v", errs)
+	}
+}
+
+// The Windows fields of issue 35 meet on a sysprep job and on a config
+// drive: guest_os, admin_password_secret (one field for both formats),
+// admin_username and admin_certs. Each problem is reported exactly once,
+// by exactly one of validateWindows and validateSysprep.
+func TestSysprepWithWindowsFields(t *testing.T) {
+	ok := `"sysprep":` + jstr(unattendT) + `,` + spFull
+	type fe struct{ field, code string }
+	for _, c := range []struct {
+		name, doc string
+		want      []fe // every error, in any order; none for a good job
+		msg       string
+	}{
+		{"sysprep without guest_os", sp(ok), nil, ""},
+		{"sysprep with guest_os windows", sp(ok + `,"guest_os":"windows"`), nil, ""},
+		{"sysprep with guest_os linux", sp(ok + `,"guest_os":"linux"`), []fe{{"guest_os", CodeConflict}}, `guest_os must be "windows" or left out, not "linux"`},
+		{"sysprep with an unknown guest_os", sp(ok + `,"guest_os":"macos"`), []fe{{"guest_os", CodeInvalid}}, `"macos" is not a guest operating system`},
+		{"sysprep with admin_username", sp(ok + `,"guest_os":"windows","admin_username":"Administrator"`), []fe{{"admin_username", CodeConflict}}, `format "sysprep" cannot carry admin_username`},
+		{"sysprep with admin_certs", sp(ok + `,"admin_certs":["x"]`), []fe{{"admin_certs", CodeConflict}}, `format "sysprep" cannot carry admin_certs`},
+		{"sysprep windows long computer name", sp(strings.Replace(ok, "win-01", "windows-server-0001", 1) + `,"guest_os":"windows"`), []fe{{"hostname", CodeInvalid}}, `"windows-server-0001" is not a Windows computer name`},
+		{"sysprep bad admin secret name", sp(strings.Replace(ok, "winpw", "../pw", 1) + `,"guest_os":"windows"`), []fe{{"admin_password_secret", CodeInvalid}}, `"../pw" is not a secret name`},
+		{"sysprep with butane", sp(ok + `,"butane":"variant: fcos\nversion: 1.5.0\n"`), []fe{{"butane", CodeConflict}}, `only used with format "ignition"`},
+		{"sysprep with user_data", sp(ok + `,"user_data":"#ps1_sysnative\nWrite-Host hi\n"`), []fe{{"user_data", CodeConflict}}, `format "sysprep" cannot carry user_data`},
+		{"sysprep windows with user_data_base64", sp(ok + `,"guest_os":"windows","user_data_base64":"%%%"`), []fe{{"user_data_base64", CodeConflict}}, `format "sysprep" cannot carry user_data_base64`},
+		{"sysprep with ignition", sp(ok + `,"ignition":{"ignition":{"version":"3.4.0"}}`), []fe{{"ignition", CodeConflict}}, `only used with format "ignition"`},
+		{"windows config drive with admin password", win(`"hostname":"win-01","admin_password_secret":"winpw"`), nil, ""},
+		{"windows config drive bad admin secret name", win(`"admin_password_secret":"../pw"`), []fe{{"admin_password_secret", CodeInvalid}}, `"../pw" is not a secret name`},
+		{"windows config drive with windows_timezone", win(`"windows_timezone":"UTC"`), []fe{{"windows_timezone", CodeConflict}}, `only used with format "sysprep"`},
+		{"linux nocloud with admin password", v1(`"admin_password_secret":"winpw"`), []fe{{"admin_password_secret", CodeConflict}}, `needs guest_os "windows"`},
+		{"windows nocloud with admin password", v1(`"guest_os":"windows","admin_password_secret":"winpw"`), []fe{{"admin_password_secret", CodeConflict}}, "only from a config drive"},
+		{"ignition with admin password", v1(`"format":"ignition","admin_password_secret":"winpw"`), []fe{{"admin_password_secret", CodeConflict}}, `needs guest_os "windows"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, r := Parse([]byte(c.doc))
+			var got []fe
+			for _, e := range r.Errors {
+				got = append(got, fe{e.Field, e.Code})
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("want %v; got %v", c.want, r.Errors)
+			}
+			for i, w := range c.want {
+				if got[i] != w || !strings.Contains(r.Errors[i].Message, c.msg) {
+					t.Fatalf("want %v with %q; got %v", c.want, c.msg, r.Errors)
+				}
+			}
+		})
+	}
+}
