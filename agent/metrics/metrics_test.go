@@ -123,6 +123,9 @@ func recordAll(a *Agent) {
 	a.DirRecreated(DirPayload)
 	a.GuestReport(result.GuestDone, 71.5)
 	a.GuestReport(result.GuestTimeout, -1)
+	a.SetLibvirtConnected(func() bool { return true })
+	a.SetDegraded(func() []string { return []string{AreaSpool, AreaCleanup} })
+	a.SetGoroutines(func() int { return 12 })
 }
 
 // TestGolden: the text format (small.prom) and the agent's exposition
