@@ -69,6 +69,11 @@ type soakResult struct {
 	undefined, spareDefined     int
 	restarts                    int
 	reconnects                  int
+	// Per restart: whether vmpayload_libvirt_connected was seen 0 (polled
+	// every 100 ms from the stop), and how long from the stop until it was
+	// 1 again.
+	sawDown []bool
+	backIn  []time.Duration
 	apiRetries                  int
 	logLines                    int
 	startRSS                    int64
@@ -351,11 +356,46 @@ func soak(bin, work string, o soakOptions) (soakResult, error) {
 				case <-tk.C:
 				}
 				progress("  soak: restarting libvirtd (pid %d)", libvirtdPID())
-				if err := restartLibvirtd(); err != nil {
+				// Watch the agent's vmpayload_libvirt_connected through the
+				// restart: 0 once the daemon is gone, 1 once it is back.
+				stop := time.Now()
+				var down atomic.Bool
+				done := make(chan struct{})
+				watched := make(chan time.Duration, 1)
+				go func() {
+					for {
+						v, err := metric(a, "vmpayload_libvirt_connected")
+						if err == nil && v == 0 {
+							down.Store(true)
+						}
+						select {
+						case <-done:
+							if err == nil && v == 1 {
+								watched <- time.Since(stop)
+								return
+							}
+							if time.Since(stop) > 2*time.Minute {
+								watched <- -1
+								return
+							}
+						default:
+						}
+						time.Sleep(100 * time.Millisecond)
+					}
+				}()
+				err := restartLibvirtd()
+				close(done)
+				back := <-watched
+				if err != nil {
 					progress("  soak: %v", err)
 					continue
 				}
 				restarts.Add(1)
+				mu.Lock()
+				sr.sawDown = append(sr.sawDown, down.Load())
+				sr.backIn = append(sr.backIn, back)
+				mu.Unlock()
+				progress("  soak: libvirtd restarted; vmpayload_libvirt_connected seen 0: %v, 1 again %s after the stop", down.Load(), back.Round(100*time.Millisecond))
 			}
 		}()
 	}
@@ -395,7 +435,7 @@ func soak(bin, work string, o soakOptions) (soakResult, error) {
 	}
 
 	// The generator: job k is due at t0 + k/rate.
-	progress("soak %s: %s at %.0f jobs/s on %s, %d domains, churn every %s, libvirtd restart every %s", o.name, o.duration, o.rate, o.uri, o.domains, o.churn, o.restart)
+	progress("soak %s: %s at %.0f jobs/s on %s, %d domains, churn every %s, libvirtd restart every %s (0: never)", o.name, o.duration, o.rate, o.uri, o.domains, o.churn, o.restart)
 	var genErr error
 	for k := 0; ; k++ {
 		due := t0.Add(time.Duration(float64(k) / o.rate * float64(time.Second)))
@@ -543,6 +583,20 @@ func writeSoak(w io.Writer, r soakResult) {
 		r.wall.Truncate(time.Second), r.drain.Truncate(time.Second), r.done, r.failed, r.lost, r.twice, r.unknown, codes, r.undefined, r.spareDefined, r.apiRetries)
 	if r.firstFail != "" {
 		fmt.Fprintf(w, "First failure: `%s`\n\n", r.firstFail)
+	}
+	if len(r.sawDown) > 0 {
+		zero, never, worst := 0, 0, time.Duration(0)
+		for i, d := range r.sawDown {
+			if d {
+				zero++
+			}
+			if r.backIn[i] < 0 {
+				never++
+			}
+			worst = max(worst, r.backIn[i])
+		}
+		fmt.Fprintf(w, "`vmpayload_libvirt_connected`, polled every 100 ms through each restart: 0 after %d of %d stops of libvirtd, "+
+			"1 again at most %s after the stop (the restart included); not 1 again within 2 minutes: %d.\n\n", zero, len(r.sawDown), worst.Round(100*time.Millisecond), never)
 	}
 	// About a dozen rows of the samples.
 	fmt.Fprintf(w, "| time | jobs submitted | results | agent RSS | open fds | goroutines | threads | payload-directory entries | queue depth | libvirtd RSS |\n")
