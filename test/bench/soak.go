@@ -72,11 +72,11 @@ type soakResult struct {
 	// Per restart: whether vmpayload_libvirt_connected was seen 0 (polled
 	// every 100 ms from the stop), and how long from the stop until it was
 	// 1 again.
-	sawDown []bool
-	backIn  []time.Duration
-	apiRetries                  int
-	logLines                    int
-	startRSS                    int64
+	sawDown    []bool
+	backIn     []time.Duration
+	apiRetries int
+	logLines   int
+	startRSS   int64
 }
 
 // soakDomainXML is the domain_xml of the jobs for domain name.
