@@ -75,8 +75,6 @@ type soakResult struct {
 	sawDown    []bool
 	backIn     []time.Duration
 	apiRetries int
-	logLines   int
-	startRSS   int64
 }
 
 // soakDomainXML is the domain_xml of the jobs for domain name.
@@ -165,7 +163,6 @@ func soak(bin, work string, o soakOptions) (soakResult, error) {
 	if o.payload != "" {
 		payloadDir = o.payload
 	}
-	sr.startRSS, _ = procStatus(pid, "VmRSS")
 
 	names := make([]string, o.domains)
 	for i := range names {
@@ -514,7 +511,6 @@ func soak(bin, work string, o soakOptions) (soakResult, error) {
 	if v, err := metric(a, "vmpayload_libvirt_reconnects_total"); err == nil {
 		sr.reconnects = int(v)
 	}
-	sr.logLines = a.LogCount("")
 	if o.csv != "" {
 		if err := writeSoakCSV(o.csv, samples); err != nil {
 			return sr, err
