@@ -55,10 +55,19 @@ func main() {
 	soakPayload := flag.String("soak-payload-dir", "", "soak: payload directory (default: under the work directory)")
 	soakCSV := flag.String("soak-csv", "", "soak: write every sample to this CSV file")
 	soakName := flag.String("soak-name", "", "soak: the variant's name in the report (default: from the URI)")
+	soakSlopes := flag.String("soak-slopes", "", "print the slopes table of a -soak-csv file (with -soak-duration as its submission period) and exit")
 	marker := flag.String("doc-marker", "bench", "the report goes between <!-- MARKER:begin --> and <!-- MARKER:end --> in -doc")
 	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) of the first run of the first layout into this directory")
 	flag.Parse()
 
+	if *soakSlopes != "" {
+		ss, err := readSoakCSV(*soakSlopes)
+		if err != nil {
+			fatal(err)
+		}
+		writeSlopes(os.Stdout, ss, *soakDuration)
+		return
+	}
 	if *work == "" {
 		d, err := os.MkdirTemp("/var/tmp", "vmpx-bench-")
 		if err != nil {

@@ -530,26 +530,68 @@ func writeSoakCSV(path string, ss []soakSample) error {
 }
 
 // slope fits y = a + b·t by least squares over the samples taken in the
-// second half of the submission period and returns b per hour.
-func slope(ss []soakSample, wall time.Duration, y func(soakSample) float64) (float64, int) {
-	var n, st, sy, stt, sty float64
+// second half of the submission period for which keep holds (nil: all) and
+// returns b per hour, its standard error and the number of samples.
+func slope(ss []soakSample, wall time.Duration, keep func(soakSample) bool, y func(soakSample) float64) (b, se float64, n int) {
+	var ts, ys []float64
 	for _, s := range ss {
-		if s.t < wall/2 || s.t > wall {
+		if s.t < wall/2 || s.t > wall || keep != nil && !keep(s) {
 			continue
 		}
-		t := s.t.Hours()
-		v := y(s)
-		n++
-		st += t
-		sy += v
-		stt += t * t
-		sty += t * v
+		ts, ys = append(ts, s.t.Hours()), append(ys, y(s))
 	}
-	den := n*stt - st*st
-	if n < 3 || den == 0 {
-		return math.NaN(), int(n)
+	n = len(ts)
+	if n < 3 {
+		return math.NaN(), math.NaN(), n
 	}
-	return (n*sty - st*sy) / den, int(n)
+	var tm, ym float64
+	for i := range ts {
+		tm, ym = tm+ts[i], ym+ys[i]
+	}
+	tm, ym = tm/float64(n), ym/float64(n)
+	var sxx, sxy float64
+	for i := range ts {
+		sxx += (ts[i] - tm) * (ts[i] - tm)
+		sxy += (ts[i] - tm) * (ys[i] - ym)
+	}
+	if sxx == 0 {
+		return math.NaN(), math.NaN(), n
+	}
+	b = sxy / sxx
+	var res float64
+	for i := range ts {
+		d := ys[i] - ym - b*(ts[i]-tm)
+		res += d * d
+	}
+	return b, math.Sqrt(res / float64(n-2) / sxx), n
+}
+
+// readSoakCSV reads the samples writeSoakCSV wrote.
+func readSoakCSV(path string) ([]soakSample, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ss []soakSample
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if i == 0 {
+			continue
+		}
+		f := strings.Split(line, ",")
+		if len(f) != 13 {
+			return nil, fmt.Errorf("%s:%d: %d fields, want 13", path, i+1, len(f))
+		}
+		v := make([]float64, len(f))
+		for k := range f {
+			if v[k], err = strconv.ParseFloat(f[k], 64); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+			}
+		}
+		ss = append(ss, soakSample{t: time.Duration(v[0] * float64(time.Second)), submitted: int(v[1]), results: int(v[2]), rss: int64(v[3]),
+			fds: int(v[4]), goroutines: int(v[5]), threads: int(v[6]), payloadEntries: int(v[7]), queue: int(v[8]), inflight: int(v[9]),
+			libvirtdRSS: int64(v[10]), reconnects: int(v[11]), restarts: int(v[12])})
+	}
+	return ss, nil
 }
 
 func writeSoak(w io.Writer, r soakResult) {
@@ -610,33 +652,44 @@ func writeSoak(w io.Writer, r soakResult) {
 			float64(s.rss)/(1<<20), s.fds, g, s.threads, s.payloadEntries, s.queue, float64(s.libvirtdRSS)/(1<<20))
 	}
 	fmt.Fprintln(w)
+	writeSlopes(w, r.samples, r.wall)
+	fmt.Fprintln(w)
+}
+
+// writeSlopes writes the slopes table of samples ss of a submission period
+// of length wall.
+func writeSlopes(w io.Writer, ss []soakSample, wall time.Duration) {
 	type col struct {
 		name, unit string
+		keep       func(soakSample) bool
 		y          func(soakSample) float64
 	}
+	rss := func(s soakSample) float64 { return float64(s.rss) / (1 << 20) }
 	cols := []col{
-		{"agent RSS", "MiB/h", func(s soakSample) float64 { return float64(s.rss) / (1 << 20) }},
-		{"open fds", "/h", func(s soakSample) float64 { return float64(s.fds) }},
-		{"goroutines", "/h", func(s soakSample) float64 { return float64(s.goroutines) }},
-		{"threads", "/h", func(s soakSample) float64 { return float64(s.threads) }},
-		{"payload-directory entries", "/h", func(s soakSample) float64 { return float64(s.payloadEntries) }},
-		{"libvirtd RSS", "MiB/h", func(s soakSample) float64 { return float64(s.libvirtdRSS) / (1 << 20) }},
+		{"agent RSS", "MiB/h", nil, rss},
+		{"agent RSS, samples with fewer than 5 jobs queued", "MiB/h", func(s soakSample) bool { return s.queue < 5 }, rss},
+		{"open fds", "/h", nil, func(s soakSample) float64 { return float64(s.fds) }},
+		{"goroutines", "/h", nil, func(s soakSample) float64 { return float64(s.goroutines) }},
+		{"threads", "/h", nil, func(s soakSample) float64 { return float64(s.threads) }},
+		{"payload-directory entries", "/h", nil, func(s soakSample) float64 { return float64(s.payloadEntries) }},
+		{"libvirtd RSS", "MiB/h", nil, func(s soakSample) float64 { return float64(s.libvirtdRSS) / (1 << 20) }},
 	}
-	fmt.Fprintf(w, "Slopes (least squares over the samples of the second half of the submission period; per hour):\n\n")
-	fmt.Fprintf(w, "| quantity | slope | samples | min – max in that half |\n|---|--:|--:|--:|\n")
+	fmt.Fprintf(w, "Slopes: least squares over the samples of the second half of the submission period (%s – %s), per hour, ± the standard error of the fit:\n\n",
+		(wall / 2).Truncate(time.Second), wall.Truncate(time.Second))
+	fmt.Fprintf(w, "| quantity | slope | samples | mean | min – max |\n|---|--:|--:|--:|--:|\n")
 	for _, c := range cols {
-		if c.name == "goroutines" && len(r.samples) > 0 && r.samples[0].goroutines < 0 {
-			fmt.Fprintf(w, "| %s | – (no vmpayload_goroutines) | | |\n", c.name)
+		if c.name == "goroutines" && len(ss) > 0 && ss[0].goroutines < 0 {
+			fmt.Fprintf(w, "| %s | – (no vmpayload_goroutines) | | | |\n", c.name)
 			continue
 		}
-		b, n := slope(r.samples, r.wall, c.y)
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, s := range r.samples {
-			if s.t >= r.wall/2 && s.t <= r.wall {
-				lo, hi = math.Min(lo, c.y(s)), math.Max(hi, c.y(s))
+		b, se, n := slope(ss, wall, c.keep, c.y)
+		lo, hi, sum := math.Inf(1), math.Inf(-1), 0.0
+		for _, s := range ss {
+			if s.t >= wall/2 && s.t <= wall && (c.keep == nil || c.keep(s)) {
+				lo, hi, sum = math.Min(lo, c.y(s)), math.Max(hi, c.y(s)), sum+c.y(s)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %+.2f %s | %d | %.1f – %.1f |\n", c.name, b, c.unit, n, lo, hi)
+		fmt.Fprintf(w, "| %s | %+.2f ± %.2f %s | %d | %.1f | %.1f – %.1f |\n", c.name, b, se, c.unit, n, sum/float64(max(n, 1)), lo, hi)
 	}
 	fmt.Fprintln(w)
 }
