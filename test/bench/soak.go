@@ -596,7 +596,7 @@ func readSoakCSV(path string) ([]soakSample, error) {
 
 func writeSoak(w io.Writer, r soakResult) {
 	o := r.opt
-	fmt.Fprintf(w, "### Soak: %s\n\n", o.name)
+	fmt.Fprintf(w, "#### Soak: %s\n\n", o.name)
 	restart := "never"
 	if o.restart > 0 {
 		restart = fmt.Sprintf("every %s (%d restarts, the agent reconnected %d times)", o.restart, r.restarts, r.reconnects)
