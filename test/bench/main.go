@@ -5,7 +5,8 @@
 // genisoimage, median and min), a 1000-job burst
 // through the agent on libvirt's test driver, the idle agent, a real
 // qemu:///system domain start against a plain `virsh start`, and the paths
-// of the libvirt qemu hook against /bin/true. Variants are
+// of the libvirt qemu hook against /bin/true; and, only when asked for
+// (-sections soak, test/soak.sh), the long soak of issue 36. Variants are
 // measured alternately in the same run and reported as ratios against a
 // peer, because the machine is noisy. `make bench` runs it through
 // test/bench.sh, which also writes the report into docs/benchmarks.md
