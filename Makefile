@@ -13,7 +13,7 @@ GO_TEST_TIMEOUT ?= 75m
 GOTAGS ?= libvirt_dlopen
 FUZZTIME ?= 60s
 
-.PHONY: all build deps demo test test-fast bench bench-hook packages test-packages clean
+.PHONY: all build deps demo test test-fast bench bench-hook soak packages test-packages clean
 
 all: build
 
@@ -53,6 +53,13 @@ bench: deps build
 # The libvirt qemu hook's cost (hyperfine; figures in docs/durability.md).
 bench-hook: build
 	@bash test/bench-hook.sh
+
+# The long soak (issue 36), a benchmark: 30 min of jobs through the spool and
+# the socket in a private libvirtd (SOAK_VARIANT=test: the test driver;
+# real: qemu:///system, libvirtd restarted every 3 min); see test/soak.sh.
+# The report goes into docs/reliability.md.
+soak: build
+	@bash test/soak.sh
 
 # dist/vmpayload_<ver>_amd64.deb and dist/vmpayload-<ver>.x86_64.rpm
 packages:

@@ -160,6 +160,8 @@ func New(opt Options) (*Agent, error) {
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
 		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}}
 	a.readyCond = sync.NewCond(&a.mu)
+	a.met.SetLibvirtConnected(a.libvirtConnected)
+	a.met.SetDegraded(a.degradedAreas)
 	if opt.LibvirtTimeout > 0 {
 		a.opt.Host = libvirtx.Bounded(opt.Host, opt.LibvirtTimeout, func(call string) {
 			a.met.LibvirtTimeout(call)

@@ -13,15 +13,14 @@ import (
 	"github.com/vmpayload/vmpayload/agent/spool"
 )
 
-// Areas of /healthz "degraded" reasons, in the order they are listed.
+// Areas of /healthz "degraded" reasons (metrics.Areas is their order; they
+// are the area label of vmpayload_health_degraded).
 const (
-	faultResults    = "results"
-	faultSpool      = "spool"
-	faultPayloadDir = "payload_dir"
-	faultCleanup    = "cleanup"
+	faultResults    = metrics.AreaResults
+	faultSpool      = metrics.AreaSpool
+	faultPayloadDir = metrics.AreaPayloadDir
+	faultCleanup    = metrics.AreaCleanup
 )
-
-var faultAreas = []string{faultResults, faultSpool, faultPayloadDir, faultCleanup}
 
 // Backoff between attempts to write pending results: it doubles from
 // resultRetryMin up to resultRetryMax and starts again from resultRetryMin

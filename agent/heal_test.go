@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 )
@@ -58,6 +59,11 @@ func TestUnwrittenResultsAreRetried(t *testing.T) {
 			if health["status"] != "degraded" || !strings.Contains(strings.Join(reasons, "\n"), "not a directory") {
 				t.Errorf("health while the result cannot be written: %v, want degraded naming the cause", health)
 			}
+			// The spool area may be degraded too (the blocked directory
+			// cannot be recreated); results is.
+			if got := h.sample(`vmpayload_health_degraded{area="results"}`); got != "1" {
+				t.Errorf(`vmpayload_health_degraded{area="results"} %s while a result waits, want 1`, got)
+			}
 			if r, _ := h.agent.Job(id); r.State.Final() {
 				t.Errorf("job reported %s before its result was written", r.State)
 			}
@@ -72,6 +78,11 @@ func TestUnwrittenResultsAreRetried(t *testing.T) {
 				t.Errorf("state %s (%+v), want %s", r.State, r.Error, tt.state)
 			}
 			waitUntil(t, "healthy again", func() bool { return h.agent.Health()["status"] == "ok" })
+			for area, v := range h.degradedSeries() {
+				if v != "0" {
+					t.Errorf("healthy again, but vmpayload_health_degraded{area=%q} %s", area, v)
+				}
+			}
 			if got, _ := h.agent.Job(id); got.State != tt.state {
 				t.Errorf("API state %s, want %s", got.State, tt.state)
 			}
@@ -114,10 +125,18 @@ func TestFailedImageRemovalIsRetried(t *testing.T) {
 	if health["status"] != "degraded" {
 		t.Errorf("health %v, want degraded", health)
 	}
+	if got := h.degradedSeries(); got[metrics.AreaCleanup] != "1" || got[metrics.AreaResults] != "0" || got[metrics.AreaSpool] != "0" || got[metrics.AreaPayloadDir] != "0" {
+		t.Errorf("vmpayload_health_degraded while the removal is pending: %v, want only cleanup 1", got)
+	}
 	if err := os.Remove(filepath.Join(old, "busy")); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "healthy again", func() bool { return h.agent.Health()["status"] == "ok" })
+	for area, v := range h.degradedSeries() {
+		if v != "0" {
+			t.Errorf("healthy again, but vmpayload_health_degraded{area=%q} %s", area, v)
+		}
+	}
 	if _, err := os.Lstat(old); !os.IsNotExist(err) {
 		t.Errorf("superseded image %s still there after the retry: %v", old, err)
 	}

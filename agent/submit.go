@@ -113,14 +113,41 @@ func (a *Agent) Health() map[string]any {
 	q := a.queued
 	a.mu.Unlock()
 	conn := "connected"
-	if c, ok := a.opt.Host.(interface{ Connected() bool }); ok && !c.Connected() {
+	if !a.libvirtConnected() {
 		conn = "disconnected"
 	}
 	h := map[string]any{"status": "ok", "libvirt": conn, "queued": q, "in_flight": a.inflight.Load(), "libvirt_reconnects": a.opt.Host.Reconnects()}
 	a.mu.Lock()
 	h["results_pending"] = len(a.unwritten)
-	var reasons []string
-	for _, area := range faultAreas {
+	_, reasons := a.degradedLocked()
+	if len(reasons) > 0 {
+		h["status"], h["reasons"] = "degraded", reasons
+	}
+	a.mu.Unlock()
+	return h
+}
+
+// libvirtConnected reports whether the libvirt connection is up, as far as
+// the host can tell (one that cannot is taken as connected). /healthz's
+// "libvirt" and vmpayload_libvirt_connected read it.
+func (a *Agent) libvirtConnected() bool {
+	c, ok := a.opt.Host.(interface{ Connected() bool })
+	return !ok || c.Connected()
+}
+
+// degradedAreas returns the areas /healthz reports degraded now, for
+// vmpayload_health_degraded.
+func (a *Agent) degradedAreas() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	areas, _ := a.degradedLocked()
+	return areas
+}
+
+// degradedLocked returns the areas in which the agent is degraded and the
+// reasons /healthz lists, in metrics.Areas order. Called with mu held.
+func (a *Agent) degradedLocked() (areas, reasons []string) {
+	for _, area := range metrics.Areas {
 		r, ok := a.faults[area]
 		switch {
 		case area == faultResults && len(a.unwritten) > 0:
@@ -128,16 +155,12 @@ func (a *Agent) Health() map[string]any {
 			if ok {
 				msg += ": " + r // the last write error
 			}
-			reasons = append(reasons, msg)
+			areas, reasons = append(areas, area), append(reasons, msg)
 		case area == faultResults:
 			// all written since; the retrier clears the fault
 		case ok:
-			reasons = append(reasons, r)
+			areas, reasons = append(areas, area), append(reasons, r)
 		}
 	}
-	if len(reasons) > 0 {
-		h["status"], h["reasons"] = "degraded", reasons
-	}
-	a.mu.Unlock()
-	return h
+	return areas, reasons
 }

@@ -13,7 +13,8 @@
 # done/, with 10 000 kept results, and on 1000 defined domains that carry a
 # recipe), idle (60 s), real
 # (qemu:///system domain vs `virsh start`), hook (the libvirt qemu hook's paths vs
-# /bin/true; goal: `prepare begin` without work ≤ 2 ms above it). The agent
+# /bin/true; goal: `prepare begin` without work ≤ 2 ms above it); the soak
+# section (30 min or more) is not part of `make bench`: `make soak`. The agent
 # sections run bin/vmpayloadd through `bin/vmpayload agent` (an exec: the same
 # process). BENCH_SECTIONS, BENCH_ROUNDS, BENCH_PROC_ROUNDS,
 # BENCH_REAL_ROUNDS, BENCH_BURST_RUNS (runs of each burst layout, default 3),

@@ -7,14 +7,16 @@
 # ($PROMETHEUS, else unpacked from the package into a temporary directory,
 # never installed) scraping it every second with packaging/monitoring/vmpayload.rules.yml
 # evaluated every second. Then, timed from each step:
-#   1. the healthy idle agent: up 1, then no alert pending or firing;
+#   1. the healthy idle agent: up 1, vmpayload_libvirt_connected 1 and no
+#      area degraded, then no alert pending or firing;
 #   2. 5 jobs for a domain that does not exist (domain_not_found):
 #      VmpayloadJobsFailing and VmpayloadJobsAllFailing pending;
 #   3. 3 good jobs on 3 new domains: VmpayloadJobsAllFailing gone;
 #   4. the payload directory removed: VmpayloadDirectoryRecreated firing;
 #   5. spool/done replaced by a file, a good job: VmpayloadResultsPending
-#      pending, VmpayloadResultWritesRetried firing; done/ back: the result
-#      is written, VmpayloadResultsPending gone;
+#      and VmpayloadDegraded (area results) pending, VmpayloadResultWritesRetried
+#      firing; done/ back: the result is written, VmpayloadResultsPending and
+#      VmpayloadDegraded gone;
 #   6. the agent stopped: VmpayloadAgentDown pending.
 # (The test driver has no guests and no libvirtd to lose: the guest and
 # libvirt alerts are covered by the promtool unit tests only.)
@@ -136,6 +138,7 @@ no_alert() { ! alerts | grep -q "^$1/"; }
 
 mark
 wait_for "up{job=\"vmpayload\"} == 1" 60 has_result 'up{job="vmpayload"} == 1'
+wait_for "vmpayload_libvirt_connected 1, no area degraded" 30 has_result 'vmpayload_libvirt_connected == 1 and on (job, instance) max by (job, instance) (vmpayload_health_degraded) == 0'
 # Before the first scrape absent(up) is true: VmpayloadAgentAbsent is
 # pending for an evaluation or two (its for: 15m keeps it from firing).
 wait_for "no alert pending or firing on the idle agent" 30 no_alerts
@@ -179,12 +182,15 @@ echo "not a directory" >"$work/spool/done" # results cannot be written
 spool_drop good-4 "$(good_job 4)"
 wait_for "vmpayload_results_pending 1" 30 has_result 'vmpayload_results_pending == 1'
 wait_for "VmpayloadResultsPending pending" 30 has_alert VmpayloadResultsPending/pending
+wait_for "vmpayload_health_degraded{area=\"results\"} 1" 30 has_result 'vmpayload_health_degraded{area="results"} == 1'
+wait_for "VmpayloadDegraded pending" 30 has_alert VmpayloadDegraded/pending
 wait_for "VmpayloadResultWritesRetried firing" 30 has_alert VmpayloadResultWritesRetried/firing
 mark
 rm "$work/spool/done"
 mv -T "$work/done.saved" "$work/spool/done" # (onto an empty done/ the agent may have recreated)
 wait_for "the result written once done/ is back" 30 test -e "$work/spool/done/good-4.json"
 wait_for "VmpayloadResultsPending gone" 30 no_alert VmpayloadResultsPending
+wait_for "VmpayloadDegraded gone" 30 no_alert VmpayloadDegraded
 
 mark
 kill "$agent_pid"

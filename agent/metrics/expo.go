@@ -67,6 +67,9 @@ type family struct {
 	upper []float64 // histogram bucket bounds without +Inf
 	les   []string  // rendered le values, "+Inf" last
 	fn    atomic.Pointer[func() float64]
+	// vfn, of a family with one label and preset Values, gives each
+	// value's sample at exposition time (missing: 0).
+	vfn atomic.Pointer[func() map[string]float64]
 
 	mu     sync.RWMutex
 	series map[string]*series
@@ -163,6 +166,17 @@ func (f *family) setFunc(fn func() float64) {
 	f.fn.Store(&fn)
 }
 
+// setValuesFunc makes a gauge with one label and preset Values read its
+// samples from fn at exposition time, one per preset value (a value fn
+// leaves out is 0; one it adds is ignored). A family without preset values
+// is a programming error and panics.
+func (f *family) setValuesFunc(fn func() map[string]float64) {
+	if len(f.Values) == 0 || f.Type != Gauge {
+		panic(fmt.Sprintf("metrics: %s: setValuesFunc needs a gauge with preset label values", f.name))
+	}
+	f.vfn.Store(&fn)
+}
+
 // inc adds 1 to a counter.
 func (s *series) inc() { s.v.Add(1) }
 
@@ -186,6 +200,13 @@ func (f *family) write(b *bytes.Buffer) {
 	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", f.name, helpEscaper.Replace(f.Help), f.name, f.Type)
 	if fn := f.fn.Load(); fn != nil {
 		writeSample(b, f.name, "", formatFloat((*fn)()))
+		return
+	}
+	if fn := f.vfn.Load(); fn != nil {
+		vals := (*fn)()
+		for _, v := range slices.Sorted(slices.Values(f.Values)) {
+			writeSample(b, f.name, renderLabels(f.Labels, []string{v}), formatFloat(vals[v]))
+		}
 		return
 	}
 	f.mu.RLock()

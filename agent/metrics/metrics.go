@@ -43,7 +43,18 @@ const (
 	DirPayload = "payload" // the payload directory
 	DirSpool   = "spool"   // a spool subdirectory
 	DirSocket  = "socket"  // the API socket (and its directory)
+
+	// Areas of vmpayload_health_degraded: the areas of /healthz's
+	// "degraded" reasons (agent/heal.go), in the order /healthz lists them.
+	AreaResults    = "results"     // job results not written yet
+	AreaSpool      = "spool"       // a spool directory cannot be recreated or watched
+	AreaPayloadDir = "payload_dir" // the payload directory cannot be recreated or is not a directory
+	AreaCleanup    = "cleanup"     // superseded or orphaned images could not be removed
 )
+
+// Areas are the values of vmpayload_health_degraded's area label, in the
+// order /healthz lists its reasons.
+var Areas = []string{AreaResults, AreaSpool, AreaPayloadDir, AreaCleanup}
 
 // Indexes of Defs.
 const (
@@ -64,6 +75,9 @@ const (
 	dirsRecreated
 	guestReports
 	guestProvision
+	libvirtConnected
+	healthDegraded
+	goroutines
 	numDefs
 )
 
@@ -108,6 +122,12 @@ var Defs = [numDefs]Def{
 	guestProvision: {Name: "guest_provision_seconds", Type: Histogram,
 		Help:    "Time from a domain's start to its guest's first provisioning report, in seconds.",
 		Buckets: []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600}},
+	libvirtConnected: {Name: "libvirt_connected", Type: Gauge,
+		Help: "1 while the agent's libvirt connection is up, 0 while it is down (the agent reconnects by itself)."},
+	healthDegraded: {Name: "health_degraded", Type: Gauge,
+		Help:   "1 while /healthz reports the agent degraded for a reason in the area, else 0.",
+		Labels: []string{"area"}, Values: Areas},
+	goroutines: {Name: "goroutines", Type: Gauge, Help: "Goroutines of the agent process."},
 }
 
 // Agent records the agent's metrics (Defs). Create it with New; a nil
@@ -152,6 +172,45 @@ func (a *Agent) SetLibvirtReconnects(fn func() uint64) {
 		return
 	}
 	a.reg[libvirtReconnects].setFunc(func() float64 { return float64(fn()) })
+}
+
+// SetLibvirtConnected sets the function vmpayload_libvirt_connected reads
+// at exposition time (1 when it returns true).
+func (a *Agent) SetLibvirtConnected(fn func() bool) {
+	if a == nil || fn == nil {
+		return
+	}
+	a.reg[libvirtConnected].setFunc(func() float64 {
+		if fn() {
+			return 1
+		}
+		return 0
+	})
+}
+
+// SetDegraded sets the function vmpayload_health_degraded reads at
+// exposition time: it returns the areas (Area*) /healthz reports degraded
+// now; their series are 1, the others 0.
+func (a *Agent) SetDegraded(fn func() []string) {
+	if a == nil || fn == nil {
+		return
+	}
+	a.reg[healthDegraded].setValuesFunc(func() map[string]float64 {
+		m := map[string]float64{}
+		for _, area := range fn() {
+			m[area] = 1
+		}
+		return m
+	})
+}
+
+// SetGoroutines sets the function vmpayload_goroutines reads at exposition
+// time (runtime.NumGoroutine in the daemon).
+func (a *Agent) SetGoroutines(fn func() int) {
+	if a == nil || fn == nil {
+		return
+	}
+	a.reg[goroutines].setFunc(func() float64 { return float64(fn()) })
 }
 
 // JobReceived counts a job received from source (SourceSpool or

@@ -123,6 +123,9 @@ func recordAll(a *Agent) {
 	a.DirRecreated(DirPayload)
 	a.GuestReport(result.GuestDone, 71.5)
 	a.GuestReport(result.GuestTimeout, -1)
+	a.SetLibvirtConnected(func() bool { return true })
+	a.SetDegraded(func() []string { return []string{AreaSpool, AreaCleanup} })
+	a.SetGoroutines(func() int { return 12 })
 }
 
 // TestGolden: the text format (small.prom) and the agent's exposition
@@ -496,4 +499,36 @@ func BenchmarkHistogramObserve(b *testing.B) {
 			a.BuildDone(300 * time.Millisecond)
 		}
 	})
+}
+
+// TestValuesFunc: a gauge read from a function at exposition time writes
+// one sample per preset label value, sorted, 0 for a value the function
+// leaves out, nothing for one it adds; each exposition calls it again.
+func TestValuesFunc(t *testing.T) {
+	r := newRegistry(Def{Name: "state", Type: Gauge, Help: "A state.", Labels: []string{"area"}, Values: []string{"b", "a", "c"}})
+	now := map[string]float64{"a": 1, "zzz": 1}
+	r[0].setValuesFunc(func() map[string]float64 { return now })
+	want := "# HELP vmpayload_state A state.\n# TYPE vmpayload_state gauge\n" +
+		"vmpayload_state{area=\"a\"} 1\nvmpayload_state{area=\"b\"} 0\nvmpayload_state{area=\"c\"} 0\n"
+	if got := expo(t, r); got != want {
+		t.Errorf("exposition:\n%s\nwant:\n%s", got, want)
+	}
+	parse(t, expo(t, r))
+	now = map[string]float64{"c": 1}
+	if got := expo(t, r); !strings.Contains(got, "vmpayload_state{area=\"a\"} 0\n") || !strings.Contains(got, "vmpayload_state{area=\"c\"} 1\n") {
+		t.Errorf("second exposition does not follow the function:\n%s", got)
+	}
+	for _, d := range []Def{
+		{Name: "free", Type: Gauge, Help: "No preset values.", Labels: []string{"x"}},
+		{Name: "count_total", Type: Counter, Help: "Not a gauge.", Labels: []string{"x"}, Values: []string{"a"}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("setValuesFunc on %s did not panic", d.Name)
+				}
+			}()
+			newFamily(d).setValuesFunc(func() map[string]float64 { return nil })
+		}()
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -104,6 +105,7 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 
 	met := metrics.New()
 	met.SetLibvirtReconnects(host.Reconnects)
+	met.SetGoroutines(runtime.NumGoroutine)
 	opts, err := agentOptions(cfg, host, log)
 	if err != nil {
 		return err

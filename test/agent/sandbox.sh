@@ -6,6 +6,8 @@
 #   test/agent/sandbox.sh                       # TestAgentLibvirtdRestart
 #   test/agent/sandbox.sh -test.run 'TestAgent' -test.v   # any test-binary flags
 #   SANDBOX_PKG=./agent/engine test/agent/sandbox.sh -test.run TestLibvirtdMediaChangeStress -test.v
+#   SANDBOX_EXEC=1 test/agent/sandbox.sh CMD ARGS...   # any command, from the repository root
+#                                                     # (test/soak.sh: the soak with libvirtd restarts)
 #
 # How: unshare(1) gives the script its own mount, network and pid namespaces
 # (pgrep and test/libvirtd.sh see only the private daemons);
@@ -29,10 +31,13 @@ if [ "${VMPAYLOAD_SANDBOX:-}" != "1" ]; then
 	work=$(mktemp -d /var/tmp/vmpx-int-sandbox.XXXXXX)
 	trap '[ -n "${SANDBOX_KEEP:-}" ] || rm -rf "$work"' EXIT
 	# Build outside the namespace (it has no network for the module proxy).
-	go test -tags libvirt_dlopen -c -o "$work/pkg.test" "${SANDBOX_PKG:-./agent}"
-	# vmpayload runs the agent by exec'ing the vmpayloadd next to it
-	CGO_ENABLED=0 go build -o "$work/vmpayload" ./cmd/vmpayload
-	go build -tags libvirt_dlopen -o "$work/vmpayloadd" ./cmd/vmpayloadd
+	# SANDBOX_EXEC: the caller built what its command needs.
+	if [ "${SANDBOX_EXEC:-}" != "1" ]; then
+		go test -tags libvirt_dlopen -c -o "$work/pkg.test" "${SANDBOX_PKG:-./agent}"
+		# vmpayload runs the agent by exec'ing the vmpayloadd next to it
+		CGO_ENABLED=0 go build -o "$work/vmpayload" ./cmd/vmpayload
+		go build -tags libvirt_dlopen -o "$work/vmpayloadd" ./cmd/vmpayloadd
+	fi
 	VMPAYLOAD_SANDBOX=1 SANDBOX_WORK=$work unshare --mount --net --pid --fork --mount-proc --propagation private "$0" "$@"
 	exit $?
 fi
@@ -59,6 +64,12 @@ trap cleanup EXIT
 
 sh "$root/test/libvirtd.sh"
 echo "sandbox.sh: private libvirtd pid $(cat /run/libvirtd.pid)" >&2
+
+if [ "${SANDBOX_EXEC:-}" = "1" ]; then
+	cd "$root"
+	"$@"
+	exit $?
+fi
 
 args=("$@")
 if [ ${#args[@]} -eq 0 ]; then

@@ -5,7 +5,8 @@
 // genisoimage, median and min), a 1000-job burst
 // through the agent on libvirt's test driver, the idle agent, a real
 // qemu:///system domain start against a plain `virsh start`, and the paths
-// of the libvirt qemu hook against /bin/true. Variants are
+// of the libvirt qemu hook against /bin/true; and, only when asked for
+// (-sections soak, test/soak.sh), the long soak of issue 36. Variants are
 // measured alternately in the same run and reported as ratios against a
 // peer, because the machine is noisy. `make bench` runs it through
 // test/bench.sh, which also writes the report into docs/benchmarks.md
@@ -43,9 +44,31 @@ func main() {
 	realRounds := flag.Int("real-rounds", 10, "real domain: rounds")
 	hookRounds := flag.Int("hook-rounds", 100, "hook: rounds (each runs every path once)")
 	burstLayouts := flag.String("burst-layouts", "tmpfs,disk,daemon", "burst: comma-separated layouts to run, in order (tmpfs: images on tmpfs; disk: all on disk; daemon: the test driver in libvirtd, run only when one is up)")
+	soakDuration := flag.Duration("soak-duration", 30*time.Minute, "soak: how long jobs are submitted")
+	soakRate := flag.Float64("soak-rate", 70, "soak: jobs per second (alternately spool and socket)")
+	soakDomains := flag.Int("soak-domains", 200, "soak: domains the jobs go to")
+	soakURI := flag.String("soak-uri", "test+unix:///default", "soak: the agent's libvirt URI; the test driver in a libvirtd, so that the soak can undefine domains the agent sees")
+	soakVirshURI := flag.String("soak-virsh-uri", "", "soak: the URI the soak undefines domains on (default: -soak-uri)")
+	soakAction := flag.String("soak-action", "attach", "soak: the jobs' action")
+	soakChurn := flag.Duration("soak-churn", 2*time.Second, "soak: every this long one domain is undefined under the agent")
+	soakRestart := flag.Duration("soak-restart", 0, "soak: restart libvirtd this often (only inside test/agent/sandbox.sh, VMPAYLOAD_SANDBOX=1; 0: never)")
+	soakSample := flag.Duration("soak-sample", 10*time.Second, "soak: sampling interval")
+	soakPayload := flag.String("soak-payload-dir", "", "soak: payload directory (default: under the work directory)")
+	soakCSV := flag.String("soak-csv", "", "soak: write every sample to this CSV file")
+	soakName := flag.String("soak-name", "", "soak: the variant's name in the report (default: from the URI)")
+	soakSlopes := flag.String("soak-slopes", "", "print the slopes table of a -soak-csv file (with -soak-duration as its submission period) and exit")
+	marker := flag.String("doc-marker", "bench", "the report goes between <!-- MARKER:begin --> and <!-- MARKER:end --> in -doc")
 	profile := flag.String("profile", "", "burst: write the agent's CPU and allocation profiles (cpu.pprof, allocs.pprof) of the first run of the first layout into this directory")
 	flag.Parse()
 
+	if *soakSlopes != "" {
+		ss, err := readSoakCSV(*soakSlopes)
+		if err != nil {
+			fatal(err)
+		}
+		writeSlopes(os.Stdout, ss, *soakDuration)
+		return
+	}
 	if *work == "" {
 		d, err := os.MkdirTemp("/var/tmp", "vmpx-bench-")
 		if err != nil {
@@ -161,9 +184,28 @@ func main() {
 		}
 		writeHook(&rep, hr, *hookRounds)
 	}
+	if want["soak"] {
+		o := soakOptions{name: *soakName, uri: *soakURI, virshURI: *soakVirshURI, domType: "test", action: *soakAction,
+			duration: *soakDuration, rate: *soakRate, domains: *soakDomains, churn: *soakChurn, restart: *soakRestart,
+			sample: *soakSample, workers: *workers, payload: *soakPayload, csv: *soakCSV}
+		if o.virshURI == "" {
+			o.virshURI = o.uri
+		}
+		if strings.HasPrefix(o.uri, "qemu") {
+			o.domType = "qemu"
+		}
+		if o.name == "" {
+			o.name = o.uri
+		}
+		sr, err := soak(*bin, *work, o)
+		if err != nil {
+			fatal(err)
+		}
+		writeSoak(&rep, sr)
+	}
 	os.Stdout.Write(rep.Bytes())
 	if *doc != "" {
-		if err := putReport(*doc, rep.Bytes()); err != nil {
+		if err := putReport(*doc, *marker, rep.Bytes()); err != nil {
 			fatal(err)
 		}
 		progress("report written to %s", *doc)
@@ -208,9 +250,10 @@ func loadavg() string {
 	return strings.Join(f[:3], " / ")
 }
 
-// putReport replaces the text between the markers in doc with rep.
-func putReport(doc string, rep []byte) error {
-	const begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+// putReport replaces the text between the markers <!-- marker:begin -->
+// and <!-- marker:end --> in doc with rep.
+func putReport(doc, marker string, rep []byte) error {
+	begin, end := "<!-- "+marker+":begin -->", "<!-- "+marker+":end -->"
 	old, err := os.ReadFile(doc)
 	if err != nil && !os.IsNotExist(err) {
 		return err
