@@ -331,13 +331,27 @@ func checkIgnitionCache(t *testing.T, rep *guest.Report, built []byte, w ignWant
 		t.Fatalf("config.Parse of the built config: %v", err)
 	}
 	// The generated config names the user's config in ignition.config.merge
-	// as a data: URL; Ignition fetched and merged it, and its cache keeps
-	// the reference (its merge code leaves the parent's ignition section as
-	// it is) next to the applied result.
+	// as a data: URL; Ignition fetched and merged it (the checks below find
+	// the user's file and key), and its cache keeps the reference (its merge
+	// code leaves the parent's ignition section as it is) next to the
+	// applied result.
 	if len(top.Ignition.Config.Merge) != 1 || top.Ignition.Config.Merge[0].Source == nil || !strings.HasPrefix(*top.Ignition.Config.Merge[0].Source, "data:") {
 		t.Errorf("the built config's ignition.config.merge is %+v, want the user's config as one data: URL", top.Ignition.Config.Merge)
 	}
-	t.Logf("Ignition's cache: ignition.config.merge has %d entries, replace %v", len(cfg.Ignition.Config.Merge), cfg.Ignition.Config.Replace.Source != nil)
+	var got, want []string
+	for _, l := range []struct {
+		rs  []igntypes.Resource
+		out *[]string
+	}{{cfg.Ignition.Config.Merge, &got}, {top.Ignition.Config.Merge, &want}} {
+		for _, r := range l.rs {
+			if r.Source != nil {
+				*l.out = append(*l.out, *r.Source)
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Ignition's cache names the merged configs %q, the built config %q", got, want)
+	}
 
 	file := func(path string) (string, bool) {
 		for _, f := range cfg.Storage.Files {
