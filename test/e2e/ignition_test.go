@@ -232,17 +232,30 @@ func ignitionBinary(t *testing.T, img *guest.Image) string {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Copied under a temporary name and renamed: a run killed midway
-	// leaves no half binary under the cached name.
+	// Copied under a temporary name of its own and renamed: a run killed
+	// midway leaves no half binary under the cached name, and two test
+	// processes building at once do not mix their copies.
 	b, err := os.ReadFile(tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	part := bin + ".part"
-	if err := os.WriteFile(part, b, 0o755); err != nil {
+	part, err := os.CreateTemp(filepath.Dir(bin), ".ignition-*")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(part, bin); err != nil {
+	defer os.Remove(part.Name())
+	if _, err := part.Write(b); err != nil {
+		part.Close()
+		t.Fatal(err)
+	}
+	if err := part.Chmod(0o755); err != nil {
+		part.Close()
+		t.Fatal(err)
+	}
+	if err := part.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(part.Name(), bin); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING built Ignition %s for the guest in %.1fs (%d bytes)", version, time.Since(start).Seconds(), len(b))
