@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 PKGS=(
   # build
   gcc pkg-config libvirt-dev git ca-certificates
+  # Ignition's own binary, built by test/e2e's TestAgentIgnitionFwCfgE2E (cgo, libblkid)
+  libblkid-dev
   # judges and peers of payload images
   cloud-init xorriso mtools dosfstools genisoimage cloud-image-utils util-linux openssl whois
   # a third Joliet reader for payload/image's TestJolietTree (issue 35)
