@@ -822,8 +822,9 @@ func libvirtdPID(t testing.TB) int {
 
 // TestAgentLibvirtdRestart kills libvirtd (SIGKILL, by its pid) while a
 // burst of jobs is being processed and starts it again at once: every job
-// must finish done with exactly one result, and the agent must count the
-// reconnection. libvirtd is shared with other tests, so this runs only with
+// must finish done with exactly one result, vmpayload_libvirt_connected must
+// be 0 while libvirtd is dead and 1 again after, and the agent must count
+// the reconnection. libvirtd is shared with other tests, so this runs only with
 // VMPAYLOAD_LIBVIRTD_RESTART=1 (test/agent/sandbox.sh runs it against a
 // private libvirtd).
 func TestAgentLibvirtdRestart(t *testing.T) {
@@ -861,9 +862,21 @@ func TestAgentLibvirtdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "libvirtd to die", func() bool { return syscall.Kill(pid, 0) != nil })
+	// The agent sees the connection go: the gauge behind the
+	// VmpayloadLibvirtDisconnected alert says so until libvirtd is back.
+	connected := func(want float64) func() bool {
+		return func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			v, err := agenttest.Metric(ctx, a.Client(), "vmpayload_libvirt_connected")
+			return err == nil && v == want
+		}
+	}
+	waitFor(t, "vmpayload_libvirt_connected 0", connected(0))
 	killedAt := countResults(a, ids)
 	restartLibvirtd(t)
 	t.Logf("libvirtd killed after %d of %d results; restarted", killedAt, len(ids))
+	waitFor(t, "vmpayload_libvirt_connected 1 again", connected(1))
 
 	waitAll(t, a, ids)
 	done, failed := outcome(t, a, ids)
