@@ -231,3 +231,49 @@ func restartLibvirtdAsAfterBoot(t *testing.T) {
 		t.Fatalf("starting libvirtd: %v\n%s", err, out)
 	}
 }
+
+// TestLibvirtdRecipeMetadataSet: the recipe `vmpayload recipe` prints
+// without --domain-xml is what docs/durability.md ("Without the agent")
+// hands to `virsh metadata --set`; libvirt 9.0 takes it and the recipe read
+// back from the definition is the one printed, naming the built image.
+func TestLibvirtdRecipeMetadataSet(t *testing.T) {
+	testenv.NeedLibvirtd(t)
+	tag := testenv.RandHex(t, 4)
+	name := "vmpayload-metaset-" + tag
+	base := testenv.WorkDir(t, "vmpayload-metaset-")
+	payloadDir, secretsDir := filepath.Join(base, "payload"), filepath.Join(base, "secrets")
+	must(t, os.Mkdir(payloadDir, 0o755))
+	must(t, os.Mkdir(secretsDir, 0o700))
+	must(t, os.WriteFile(filepath.Join(secretsDir, "pw"), []byte("s3cret\n"), 0o600))
+	jobPath, drive := filepath.Join(base, "job.json"), filepath.Join(base, "drive.xml")
+	must(t, os.WriteFile(jobPath, []byte(strings.Replace(testJob, "hooktest", name, 2)), 0o644))
+	bin := agenttest.BinaryT(t)
+	out, err := exec.Command(bin, "recipe", "--payload-dir", payloadDir, "--secrets-dir", secretsDir, "--drive-file", drive, jobPath).Output()
+	if err != nil {
+		t.Fatalf("vmpayload recipe: %v", err)
+	}
+	dom := filepath.Join(base, "dom.xml")
+	must(t, os.WriteFile(dom, []byte(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory>
+<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`, name)), 0o644))
+	if o, err := virsh(t, "define", dom); err != nil {
+		t.Fatalf("virsh define: %v %s", err, o)
+	}
+	t.Cleanup(func() { _, _ = virsh(t, "undefine", name) })
+	if o, err := virsh(t, "metadata", name, recipe.Namespace, "--key", "vmpayload", "--set", strings.TrimSpace(string(out)), "--config"); err != nil {
+		t.Fatalf("virsh metadata --set with the printed recipe: %v %s", err, o)
+	}
+	if o, err := virsh(t, "attach-device", name, drive, "--config"); err != nil {
+		t.Fatalf("virsh attach-device with the printed drive: %v %s", err, o)
+	}
+	x, err := virsh(t, "dumpxml", "--inactive", name)
+	if err != nil {
+		t.Fatalf("virsh dumpxml: %v %s", err, x)
+	}
+	r, ok, err := recipe.FromDomainXML(x)
+	if err != nil || !ok {
+		t.Fatalf("no recipe in the definition after virsh metadata --set (%v):\n%s", err, x)
+	}
+	if !strings.HasPrefix(r.Path, payloadDir+"/") || fileSHA256(t, r.Path) != r.SHA256 || !strings.Contains(x, r.Path) {
+		t.Errorf("recipe names %s (sha256 %s); the definition:\n%s", r.Path, r.SHA256, x)
+	}
+}

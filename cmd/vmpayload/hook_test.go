@@ -297,12 +297,12 @@ func TestRecipeWithoutDomainXML(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	el := strings.TrimSpace(out)
-	if strings.Count(el, "\n") != 0 || !strings.HasPrefix(el, "<vmpayload:recipe ") {
-		t.Fatalf("stdout is not the one-line recipe element: %q", out)
+	// the form virsh metadata --set takes: no prefix, no namespace
+	// declaration (TestLibvirtdRecipeMetadataSet gives it to libvirt)
+	if strings.Count(el, "\n") != 0 || !strings.HasPrefix(el, "<recipe ") || strings.Contains(el, "xmlns:") {
+		t.Fatalf("stdout is not the one-line recipe element for virsh metadata --set: %q", out)
 	}
-	x, err := domxml.SetMetadata(testDomainXML, recipe.Namespace, el)
-	must(t, err)
-	r, ok, err := recipe.FromDomainXML(x)
+	r, ok, err := recipeOfMetadataContent(el)
 	if err != nil || !ok {
 		t.Fatalf("recipe element does not parse: %v", err)
 	}
@@ -316,7 +316,7 @@ func TestRecipeWithoutDomainXML(t *testing.T) {
 	}
 	// both halves on stdout without --drive-file
 	code, out, _ = runCLI(t, "recipe", "--payload-dir", f.payloadDir, "--secrets-dir", f.secretsDir, "--bus", "scsi", jobPath)
-	if code != 0 || !strings.Contains(out, "</vmpayload:recipe>\n<disk ") {
+	if code != 0 || !strings.Contains(out, "</recipe>\n<disk ") {
 		t.Errorf("exit %d, stdout:\n%s", code, out)
 	}
 	for _, tc := range []struct {
@@ -382,4 +382,20 @@ func TestHookFwCfg(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recipeOfMetadataContent reads the recipe from the form virsh metadata
+// --set takes, placed in a domain as libvirt places it (under the key
+// vmpayload in the recipe namespace).
+func recipeOfMetadataContent(el string) (*recipe.Recipe, bool, error) {
+	prefixed := strings.Replace(el, "<recipe ", "<vmpayload:recipe xmlns:vmpayload=\""+recipe.Namespace+"\" ", 1)
+	prefixed = strings.ReplaceAll(prefixed, "<image ", "<vmpayload:image ")
+	prefixed = strings.ReplaceAll(prefixed, "<job>", "<vmpayload:job>")
+	prefixed = strings.ReplaceAll(prefixed, "</job>", "</vmpayload:job>")
+	prefixed = strings.ReplaceAll(prefixed, "</recipe>", "</vmpayload:recipe>")
+	x, err := domxml.SetMetadata(testDomainXML, recipe.Namespace, prefixed)
+	if err != nil {
+		return nil, false, err
+	}
+	return recipe.FromDomainXML(x)
 }

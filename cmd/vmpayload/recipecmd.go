@@ -162,7 +162,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(exitInvalid, "%v", err)
 		}
-		fmt.Fprintln(stdout, el)
+		fmt.Fprintln(stdout, recipe.MetadataContent(el))
 		if o.driveFile != "" {
 			if err := os.WriteFile(o.driveFile, []byte(sys+"\n"), 0o644); err != nil {
 				return fail(exitUsage, "writing the sysinfo XML: %v", err)
@@ -202,7 +202,9 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	fmt.Fprintln(stdout, el)
+	// the form virsh metadata --set takes (libvirt adds the prefix and
+	// namespace it is given as --key and URI)
+	fmt.Fprintln(stdout, recipe.MetadataContent(el))
 	if o.driveFile != "" {
 		if err := os.WriteFile(o.driveFile, []byte(drive+"\n"), 0o644); err != nil {
 			return fail(exitUsage, "writing the drive XML: %v", err)
