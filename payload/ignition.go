@@ -23,7 +23,7 @@ const IgnitionConfigName = cloudinit.IgnitionConfigName
 // LabelOf returns the filesystem label of the image of job j (defaults
 // applied): Label of its format, or for format "ignition" the label of
 // its delivery's image; "" when the Ignition config is delivered by
-// fw_cfg, as a plain file.
+// fw_cfg or as a block device, as a plain file.
 func LabelOf(j job.Job) string {
 	if j.Format != job.FormatIgnition {
 		return Label(j.Format)
@@ -38,7 +38,8 @@ func LabelOf(j job.Job) string {
 }
 
 // IsIgnitionFile reports whether the job's payload is a plain Ignition
-// config file (format "ignition", delivery fwcfg) rather than an image.
+// config file (format "ignition", delivery fwcfg or blockdev) rather than
+// an image.
 func IsIgnitionFile(j job.Job) bool { return j.Format == job.FormatIgnition && LabelOf(j) == "" }
 
 // IgnitionSpec is the spec version of the rendered Ignition config; ""

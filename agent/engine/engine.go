@@ -136,6 +136,10 @@ func (e *Engine) defaults() job.Defaults {
 // again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
 	jj := j.Apply(e.defaults())
+	// An Ignition job that names no delivery gets the one the domain's
+	// architecture reads (ignitionDelivery), decided once the domain is
+	// known.
+	defaultDelivery := jj.Format == job.FormatIgnition && j.IgnitionDelivery == ""
 	backoff := e.RetryBackoff
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
@@ -145,7 +149,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 	for attempt := 1; ; attempt++ {
 		r := base
 		r.Domain, r.Action, r.Attempts = jj.Domain, string(jj.Action), attempt
-		err := e.run(ctx, &jj, &r)
+		err := e.run(ctx, &jj, defaultDelivery, &r)
 		if err == nil {
 			r.State = result.StateDone
 			return r, nil
@@ -235,7 +239,7 @@ func isIO(err error) bool {
 		errors.Is(err, spool.ErrNotDir)
 }
 
-func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
+func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery bool, r *result.Result) (err error) {
 	checked, rep := payload.CheckJob(j, e.CheckOptions())
 	if !rep.OK() {
 		return rep.Err()
@@ -284,7 +288,17 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 	if j.Action == job.ActionDetach {
 		return e.detach(ctx, dom, r)
 	}
-	if rendered != nil && payload.IsIgnitionFile(rendered.Job) {
+	if rendered != nil && rendered.Job.Format == job.FormatIgnition {
+		if rendered, err = e.ignitionDelivery(dom, j, rendered, defaultDelivery); err != nil {
+			return err
+		}
+		defer func() {
+			if err == nil {
+				e.firstBootNotice(ctx, dom, r)
+			}
+		}()
+	}
+	if rendered != nil && payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery == job.DeliveryFwCfg {
 		return e.attachFwCfg(ctx, dom, rendered, j.Action == job.ActionStart, r)
 	}
 	// An Ignition config an earlier job delivered by fw_cfg gives way to
@@ -331,7 +345,8 @@ func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
 		r.Guest = &result.Guest{Status: result.GuestPending, Channel: guestreport.Channel, Errors: []string{}, RecoverableErrors: []string{}}
 	}
 	t1 := time.Now()
-	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, r)
+	blockdev := rendered != nil && payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery == job.DeliveryBlockdev
+	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, blockdev, r)
 	if err != nil {
 		if r.Payload != nil && !r.Payload.Reused && !libvirtx.IsDisconnected(err) {
 			e.dropUnattached(ctx, dom.UUID, imgPath)
@@ -438,7 +453,7 @@ func (e *Engine) domOpts() []domxml.Option {
 // image's recipe element; "" removes any recipe) in the persistent
 // definition, and starts the domain when start is set. It returns the image
 // the drive held before.
-func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, recipeEl string, start bool, r *result.Result) (string, domxml.Device, error) {
+func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, recipeEl string, start, blockdev bool, r *result.Result) (string, domxml.Device, error) {
 	// A stopped domain's definition is edited in one session (drive,
 	// channel, recipe: one parse, one serialisation); a running domain's
 	// changes go through libvirt's device calls.
@@ -461,7 +476,12 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		old = cur.Path
 	}
 	opts, bus, kind := e.domOpts(), e.Bus, domxml.KindCDROM
-	if r.Payload != nil && r.Payload.Format == string(job.FormatSysprep) && r.Payload.Media == string(image.MediaVFAT) {
+	if blockdev {
+		// An Ignition config as a block device: a read-only raw virtio
+		// disk with serial "ignition", what Ignition's qemu platform
+		// reads on s390x and ppc64le (/dev/disk/by-id/virtio-ignition).
+		opts, kind, bus = append(opts, domxml.AsDisk(), domxml.WithSerial(domxml.IgnitionSerial)), domxml.KindDisk, domxml.BusVirtio
+	} else if r.Payload != nil && r.Payload.Format == string(job.FormatSysprep) && r.Payload.Media == string(image.MediaVFAT) {
 		// a sysprep floppy image goes into a floppy drive (fdc)
 		opts, kind = append(opts, domxml.AsFloppy()), domxml.KindFloppy
 	} else if r.Payload != nil && r.Payload.Media == string(image.MediaVFAT) {
@@ -492,10 +512,9 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		}
 		r.DomainState = "shut off"
 		if start {
-			if err := e.Host.Start(ctx, dom.UUID); err != nil {
-				return "", dev, fmt.Errorf("starting %s: %w", dom.Name, err)
+			if err := e.start(ctx, dom, xml != dom.InactiveXML); err != nil {
+				return "", dev, err
 			}
-			e.Starts.Note(dom.UUID, time.Now())
 			r.DomainState = "running"
 		}
 		return old, dev, nil

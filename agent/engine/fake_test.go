@@ -46,7 +46,7 @@ func fakeDomainXML(name string, scsi bool) string {
 	if scsi {
 		ctl = `<controller type='scsi' index='0' model='virtio-scsi'/>`
 	}
-	return fmt.Sprintf(`<domain type='kvm'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os><devices>%s</devices></domain>`, name, ctl)
+	return fmt.Sprintf(`<domain type='kvm'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os><features><acpi/></features><devices>%s</devices></domain>`, name, ctl)
 }
 
 // withTrayOpen marks the payload drive's tray open in a live XML (libvirt's
@@ -139,7 +139,13 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 		{name: "stopped: define refused", setup: func(t *testing.T, v env) { v.f.FailNext(define, libvirtxtest.Failed("XML error: bad")) },
 			code: result.CodeLibvirt, methods: []string{define}, msg: "redefining"},
 		{name: "stopped: start refused", action: "start", setup: func(t *testing.T, v env) { v.f.FailNext(start, libvirtxtest.Failed("no memory")) },
-			code: result.CodeLibvirt, methods: []string{define, start}, msg: "starting"},
+			// issue 41: the definition goes back as it was before the job
+			code: result.CodeLibvirt, methods: []string{define, start, define}, msg: "the definition is back as it was before the job",
+			check: func(t *testing.T, v env, r result.Result) {
+				if x := v.f.XML(v.uuid); strings.Contains(x, "ua-vmpayload") || strings.Contains(x, "recipe") {
+					t.Errorf("definition after the failed start:\n%s", x)
+				}
+			}},
 		{name: "stopped: same content again", drive: true, same: true, methods: nil},
 		{name: "stopped: vfat disk replaces CD-ROM", drive: true, media: "vfat", methods: []string{define}},
 		// Ignition (issue 34): the image deliveries go the image path; fw_cfg

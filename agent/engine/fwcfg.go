@@ -20,8 +20,9 @@ import (
 )
 
 // NoticeFwCfgNextColdStart is the result's notice of a fw_cfg job done on a
-// running domain.
-const NoticeFwCfgNextColdStart = "the domain is running and QEMU reads fw_cfg only when it starts: the persistent definition and the config file were updated, and the guest sees the new Ignition config at its next cold start (shut down and started again; a reboot inside the guest or `virsh reboot` keeps the config QEMU read at launch)"
+// running domain; NoticeIgnitionFirstBoot follows it (a running guest has
+// booted, and Ignition applies a config only on a first boot).
+const NoticeFwCfgNextColdStart = "the domain is running and QEMU reads fw_cfg only when it starts: the persistent definition and the config file were updated, and the new file reaches the guest only at its next cold start (shut down and started again; a reboot inside the guest or `virsh reboot` keeps the file QEMU read at launch)"
 
 // NoticeFwCfgDetachRunning is the result's notice of a detach that removed
 // the fw_cfg entries of a running domain.
@@ -63,10 +64,12 @@ func (e *Engine) ownedFwCfgFiles(domainXML string) []string {
 // identical one kept), and the persistent definition gets the Ignition
 // fw_cfg entries naming it and its recipe, in one redefine; a payload
 // drive an earlier job left goes (one payload per domain). A stopped
-// domain is started when start is set. A running domain keeps what its
-// QEMU read at launch: the result says the guest sees the config at its
-// next cold start (result.TakesEffectNextColdStart), unless the running
-// domain already has this very file.
+// domain is started when start is set (a failed start puts the
+// definition back: see start). A running domain keeps what its QEMU read
+// at launch: the result says the file reaches the guest at its next cold
+// start (result.TakesEffectNextColdStart) and that Ignition applies it
+// only on a first boot (firstBootNotice), unless the running domain
+// already has this very file.
 func (e *Engine) attachFwCfg(ctx context.Context, dom libvirtx.DomainInfo, rd *payload.Rendered, start bool, r *result.Result) error {
 	path := filepath.Join(e.PayloadDir, rd.ImageName(dom.UUID))
 	t0 := time.Now()
@@ -86,7 +89,10 @@ func (e *Engine) attachFwCfg(ctx context.Context, dom libvirtx.DomainInfo, rd *p
 	}
 
 	t1 := time.Now()
-	old, err := e.defineFwCfg(ctx, dom, path, el)
+	old, changed, err := e.defineFwCfg(ctx, dom, path, el)
+	if err == nil && !dom.Active && start {
+		err = e.start(ctx, dom, changed)
+	}
 	if err != nil {
 		if !reused && !libvirtx.IsDisconnected(err) {
 			e.dropUnattached(ctx, dom.UUID, path)
@@ -104,10 +110,6 @@ func (e *Engine) attachFwCfg(ctx context.Context, dom libvirtx.DomainInfo, rd *p
 	} else {
 		r.DomainState = "shut off"
 		if start {
-			if err := e.Host.Start(ctx, dom.UUID); err != nil {
-				return fmt.Errorf("starting %s: %w", dom.Name, err)
-			}
-			e.Starts.Note(dom.UUID, time.Now())
 			r.DomainState = "running"
 		}
 	}
@@ -201,8 +203,9 @@ func (e *Engine) hasOwnedIgnition(l liveSet) bool {
 // element el into dom's persistent definition, removing its payload drive
 // and guest report channel, and redefines it when that changed anything.
 // It returns the payload files the definition named before and no longer
-// does (the drive's image, replaced entries' files).
-func (e *Engine) defineFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path, el string) ([]string, error) {
+// does (the drive's image, replaced entries' files), and whether it
+// redefined the domain.
+func (e *Engine) defineFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path, el string) ([]string, bool, error) {
 	ed, err := domxml.NewEdit(dom.InactiveXML)
 	var (
 		cur   domxml.PayloadDisk
@@ -212,14 +215,14 @@ func (e *Engine) defineFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path,
 		cur, found, err = ed.FindPayload()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
+		return nil, false, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
 	var old []string
 	if found {
 		// A running domain keeps the drive live, with its medium, until it
 		// stops; the next start has only the fw_cfg entries.
 		if _, err := ed.RemovePayloadDrive(); err != nil {
-			return nil, fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
+			return nil, false, fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
 		}
 		if cur.Path != "" {
 			old = append(old, cur.Path)
@@ -227,20 +230,20 @@ func (e *Engine) defineFwCfg(ctx context.Context, dom libvirtx.DomainInfo, path,
 	}
 	replaced, err := ed.SetFwCfgFile(path, domxml.IgnitionFwCfgNames...)
 	if err != nil {
-		return nil, fmt.Errorf("adding the fw_cfg entries to %s: %w", dom.Name, err)
+		return nil, false, fmt.Errorf("adding the fw_cfg entries to %s: %w", dom.Name, err)
 	}
 	old = append(old, replaced...)
 	if err := withRecipe(ed, dom.InactiveXML, el, false); err != nil {
-		return nil, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
+		return nil, false, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
 	x, err := ed.XML()
 	if err != nil {
-		return nil, fmt.Errorf("adding the fw_cfg entries to %s: %w", dom.Name, err)
+		return nil, false, fmt.Errorf("adding the fw_cfg entries to %s: %w", dom.Name, err)
 	}
 	if x != dom.InactiveXML {
 		if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
-			return nil, fmt.Errorf("redefining %s with the fw_cfg entries: %w", dom.Name, err)
+			return nil, false, fmt.Errorf("redefining %s with the fw_cfg entries: %w", dom.Name, err)
 		}
 	}
-	return old, nil
+	return old, x != dom.InactiveXML, nil
 }

@@ -43,7 +43,7 @@ func emptyNodeHost(t *testing.T) *libvirtx.LibvirtHost {
 
 func defineTestDomain(t *testing.T, h libvirtx.Host, name string) string {
 	t.Helper()
-	d, err := h.DefineXML(context.Background(), fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os><devices/></domain>`, name))
+	d, err := h.DefineXML(context.Background(), fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os><features><acpi/></features><devices/></domain>`, name))
 	if err != nil {
 		t.Fatal(err)
 	}

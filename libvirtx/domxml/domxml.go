@@ -338,3 +338,38 @@ func checkImagePath(p string) error {
 	}
 	return nil
 }
+
+// Platform is what a domain definition says about the platform its guest
+// runs on, as far as payload delivery depends on it.
+type Platform struct {
+	// Arch is <os><type arch=...>, "" when the definition names none
+	// (libvirt then uses the host's).
+	Arch string
+	// ACPI reports whether <features> has <acpi/>.
+	ACPI bool
+}
+
+// X86 reports whether the platform is x86 (or names no architecture).
+func (p Platform) X86() bool { return isX86(p.Arch) }
+
+// NoFwCfg reports whether QEMU has no fw_cfg device on the platform's
+// architecture: s390x and ppc64/ppc64le (libvirt fails the start with
+// "fw_cfg device not available"), where Ignition reads its config from a
+// virtio disk instead.
+func (p Platform) NoFwCfg() bool {
+	switch p.Arch {
+	case "s390x", "s390", "ppc64", "ppc64le", "ppc":
+		return true
+	}
+	return false
+}
+
+// PlatformOf reads the platform of a domain definition.
+func PlatformOf(domainXML string) (Platform, error) {
+	v, err := readDomain(domainXML)
+	if err != nil {
+		return Platform{}, err
+	}
+	mi := machineOf(v)
+	return Platform{Arch: mi.Arch, ACPI: v.Features != nil && v.Features.ACPI != nil}, nil
+}

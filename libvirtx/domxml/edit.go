@@ -99,7 +99,7 @@ func (e *Edit) SetPayloadDrive(imagePath string, bus Bus, opts ...Option) (Devic
 		cur := &v.Devices.Disks[idx[0]]
 		old := els[idx[0]]
 		dev := payloadOf(cur).Device
-		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil
+		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil && (o.serial == "" || dev.Bus == BusVirtio || bus != BusVirtio)
 		var addr *libvirtxml.DomainAddress
 		if keep {
 			addr = cur.Address

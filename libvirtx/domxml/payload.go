@@ -109,6 +109,7 @@ type options struct {
 	noRelabel bool
 	kind      Kind
 	at        *Device
+	serial    string
 }
 
 // AtDevice makes SetPayloadDrive put a new payload drive (the definition
@@ -131,6 +132,19 @@ func AsDisk() Option {
 func AsFloppy() Option {
 	return func(o *options) { o.kind = KindFloppy }
 }
+
+// WithSerial gives the payload drive a <serial> (a disk's serial number,
+// which the guest sees as /dev/disk/by-id/virtio-<serial> on virtio). An
+// Ignition config delivered as a block device is a raw virtio disk whose
+// serial is "ignition" (IgnitionSerial). A payload drive already there is
+// kept in place only when it is on bus virtio.
+func WithSerial(serial string) Option {
+	return func(o *options) { o.serial = serial }
+}
+
+// IgnitionSerial is the serial of the disk Ignition's qemu platform reads
+// on s390x and ppc64le (/dev/disk/by-id/virtio-ignition).
+const IgnitionSerial = "ignition"
 
 func newOptions(opts []Option) options {
 	o := options{kind: KindCDROM}

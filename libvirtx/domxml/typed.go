@@ -22,6 +22,11 @@ type domainView struct {
 	OS      struct {
 		Type *libvirtxml.DomainOSType `xml:"type"`
 	} `xml:"os"`
+	// Features holds what Platform reads of <features>: whether <acpi/>
+	// is there.
+	Features *struct {
+		ACPI *struct{} `xml:"acpi"`
+	} `xml:"features"`
 	// Devices gathers the disks and controllers of every <devices> element,
 	// in document order: Disks[i] is the i-th element diskElements returns.
 	Devices struct {
@@ -140,6 +145,7 @@ func payloadDisk(imagePath string, dev Device, o options, addr *libvirtxml.Domai
 		Target:   &libvirtxml.DomainDiskTarget{Dev: dev.Target, Bus: string(dev.Bus)},
 		ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 		Boot:     boot,
+		Serial:   o.serial,
 		Alias:    &libvirtxml.DomainAlias{Name: PayloadAlias},
 		Address:  addr,
 	}

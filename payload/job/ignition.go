@@ -78,12 +78,16 @@ func validateIgnition(j *Job, r *Report) {
 		return
 	}
 	switch j.IgnitionDelivery {
-	case "", DeliveryFwCfg, DeliveryConfigDrive, DeliveryNoCloud:
+	case "", DeliveryFwCfg, DeliveryConfigDrive, DeliveryNoCloud, DeliveryBlockdev:
 	default:
-		r.Add("ignition_delivery", CodeInvalid, "%s is not an Ignition delivery; use \"fwcfg\", \"configdrive\" or \"nocloud\"", quote(string(j.IgnitionDelivery)))
+		r.Add("ignition_delivery", CodeInvalid, "%s is not an Ignition delivery; use \"fwcfg\", \"blockdev\", \"configdrive\" or \"nocloud\"", quote(string(j.IgnitionDelivery)))
 	}
-	if (j.IgnitionDelivery == "" || j.IgnitionDelivery == DeliveryFwCfg) && j.Media == MediaVFAT {
-		r.Add("media", CodeConflict, "ignition_delivery \"fwcfg\" passes a file, not an image; media only applies to \"configdrive\" and \"nocloud\"")
+	if (j.IgnitionDelivery == "" || j.IgnitionDelivery == DeliveryFwCfg || j.IgnitionDelivery == DeliveryBlockdev) && j.Media == MediaVFAT {
+		d := j.IgnitionDelivery
+		if d == "" {
+			d = DeliveryFwCfg
+		}
+		r.Add("media", CodeConflict, "ignition_delivery %s passes the config file itself, not an image; media only applies to \"configdrive\" and \"nocloud\"", quote(string(d)))
 	}
 	for _, f := range ignitionRefusals {
 		if f.set(j) {

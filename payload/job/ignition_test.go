@@ -70,7 +70,8 @@ func TestIgnitionValidation(t *testing.T) {
 		{name: "lock_password false is Ignition's way", doc: ign(`"users":[{"name":"alice","password":"pw","lock_password":false}]`)},
 
 		{name: "bad delivery", doc: ign(`"ignition_delivery":"floppy"`), want: []string{"ignition_delivery|invalid"}, msg: `"floppy" is not an Ignition delivery`},
-		{name: "fwcfg with vfat", doc: ign(`"media":"vfat"`), want: []string{"media|conflict"}, msg: `ignition_delivery "fwcfg" passes a file`},
+		{name: "fwcfg with vfat", doc: ign(`"media":"vfat"`), want: []string{"media|conflict"}, msg: `ignition_delivery "fwcfg" passes the config file itself`},
+		{name: "blockdev with vfat", doc: ign(`"ignition_delivery":"blockdev","media":"vfat"`), want: []string{"media|conflict"}, msg: `ignition_delivery "blockdev" passes the config file itself`},
 		{name: "ignition without the format", doc: v1(`"ignition":{"ignition":{"version":"3.0.0"}}`), want: []string{"ignition|conflict"}, msg: `only used with format "ignition"`},
 		{name: "delivery without the format", doc: v1(`"format":"configdrive","ignition_delivery":"nocloud"`), want: []string{"ignition_delivery|conflict"}},
 		{name: "both configs", doc: ign(`"ignition":{"ignition":{"version":"3.0.0"}},"ignition_base64":"` + b64(`{"ignition":{"version":"3.0.0"}}`) + `"`), want: []string{"ignition|conflict"}},

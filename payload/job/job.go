@@ -55,6 +55,11 @@ const (
 	// DeliveryNoCloud is a cidata image with the config as user-data
 	// (Ignition's kubevirt, proxmoxve and ibmcloud platforms).
 	DeliveryNoCloud IgnitionDelivery = "nocloud"
+	// DeliveryBlockdev is the config file itself as a read-only raw virtio
+	// disk whose serial is "ignition" (/dev/disk/by-id/virtio-ignition),
+	// which Ignition's qemu platform reads on s390x and ppc64le, where QEMU
+	// has no fw_cfg. The agent's default there.
+	DeliveryBlockdev IgnitionDelivery = "blockdev"
 )
 
 // Media is the filesystem of the payload image: image.Media, the one
@@ -140,7 +145,8 @@ type Job struct {
 	// ignition. Not with ignition or ignition_base64.
 	Butane string `json:"butane,omitempty"`
 	// IgnitionDelivery is how the Ignition config reaches the guest;
-	// format "ignition" only, default "fwcfg".
+	// format "ignition" only, default "fwcfg" ("blockdev" when the agent
+	// runs it for an s390x or ppc64/ppc64le domain).
 	IgnitionDelivery IgnitionDelivery `json:"ignition_delivery,omitempty"`
 
 	// GuestOS says which system the guest runs: "" or "linux" (cloud-init,
