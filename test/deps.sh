@@ -17,6 +17,8 @@ PKGS=(
   libxml2-utils unicode-cldr-core
   # libvirt and qemu for integration and guest tests
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
+  # s390x and ppc64 domains for the Ignition blockdev delivery (issue 41): qemu-system-s390x, qemu-system-ppc64
+  qemu-system-misc qemu-system-ppc
   # cloudbase-init's reader (its source comes from a checkout, VMPAYLOAD_CLOUDBASE_INIT: docs/windows.md)
   python3 python3-oslo.config python3-oslo.log python3-netaddr python3-yaml python3-jinja2 python3-requests python3-six
   # guest images

@@ -137,7 +137,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitInvalid, "%v", err)
 	}
 
-	if payload.IsIgnitionFile(rendered.Job) {
+	if payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery != job.DeliveryBlockdev {
 		// An Ignition config delivered by fw_cfg: the entries naming it, as
 		// the agent writes them, instead of a drive.
 		if o.domainXML != "" {
@@ -175,7 +175,11 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	// vfat payloads are read-only disks and sysprep floppies floppy
 	// drives, as the agent attaches them.
 	var opts []domxml.Option
-	if payload.IsFloppy(rendered.Job) {
+	if payload.IsIgnitionFile(rendered.Job) {
+		// ignition_delivery "blockdev": the config file as a read-only
+		// raw virtio disk with serial "ignition", as the agent attaches it
+		opts, bus = append(opts, domxml.AsDisk(), domxml.WithSerial(domxml.IgnitionSerial)), domxml.BusVirtio
+	} else if payload.IsFloppy(rendered.Job) {
 		opts = append(opts, domxml.AsFloppy())
 	} else if rendered.Job.Media == job.MediaVFAT {
 		opts = append(opts, domxml.AsDisk())
