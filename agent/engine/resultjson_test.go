@@ -55,6 +55,10 @@ func TestResultJSONGolden(t *testing.T) {
 		{name: "agent-report-prebuilt", report: true, doc: `{"version":1,"domain":"%s","prebuilt_image":"$SEEDS/seed.iso","action":"attach"}`},
 		{name: "agent-report-replace-vendor-off", report: true, doc: `{"version":1,"domain":"%s","user_data_mode":"replace","user_data":"#cloud-config\nvendor_data: {enabled: false}\n"}`},
 		{name: "domain-not-found", doc: `{"version":1,"domain":"missing-%s","hostname":"golden"}`},
+		// issue 41: Ignition applies a config only on a first boot
+		{name: "ignition-fwcfg-running-first-boot", active: true, earlier: `{"version":1,"domain":"%s","format":"ignition","hostname":"before","action":"attach"}`,
+			doc: `{"version":1,"domain":"%s","format":"ignition","hostname":"golden","action":"attach"}`},
+		{name: "ignition-blockdev-start", doc: `{"version":1,"domain":"%s","format":"ignition","ignition_delivery":"blockdev","hostname":"golden","action":"start"}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
