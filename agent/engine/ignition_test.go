@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
+	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -258,5 +260,61 @@ func TestStartFailureOnFakeHost(t *testing.T) {
 				t.Errorf("payload directory %v, before the job %v", got, beforeFiles)
 			}
 		})
+	}
+}
+
+// TestBlockdevRebuildAndOrphans: the blockdev delivery is durable like
+// every payload, on libvirt's test driver (libvirt's own parser reads the
+// drive with its serial and writes it back): the recipe records the
+// delivery, the start-up rebuild makes a missing config file again
+// byte-identical, orphan collection keeps it (the drive and the recipe
+// name it) while a stray file goes, the owner marker names this host, and
+// undefining the domain removes it.
+func TestBlockdevRebuildAndOrphans(t *testing.T) {
+	h := emptyNodeHost(t)
+	ctx := context.Background()
+	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, HostID: "host-ign", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	defineTestDomain(t, h, "vmpx-blockdev")
+	r := runDone(t, e, `{"version":1,"domain":"vmpx-blockdev","action":"attach","format":"ignition","ignition_delivery":"blockdev","hostname":"bd","users":[{"name":"core","password":"plain-core"}]}`)
+	d, err := h.Domain(ctx, "vmpx-blockdev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, found, err := domxml.FindPayload(d.InactiveXML)
+	if err != nil || !found || p.Path != r.Payload.Path || p.Bus != domxml.BusVirtio || !strings.Contains(d.InactiveXML, "<serial>ignition</serial>") || strings.Contains(d.InactiveXML, "plain-core") {
+		t.Fatalf("libvirt's definition (drive %+v):\n%s", p, d.InactiveXML)
+	}
+	if o, err := owner.Of(r.Payload.Path); err != nil || o != "host-ign" {
+		t.Errorf("owner marker %q %v", o, err)
+	}
+	must(t, os.Remove(r.Payload.Path))
+	stray := filepath.Join(e.PayloadDir, "0000-stray.ign")
+	must(t, os.WriteFile(stray, []byte("{}"), 0o640))
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(stray, old, old))
+	defs, err := e.ListDefined(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.RebuildImages(ctx, defs)
+	if err != nil || st != (RebuildStats{Rebuilt: 1}) {
+		t.Fatalf("rebuild %+v %v", st, err)
+	}
+	if sum := fileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
+		t.Errorf("rebuilt config sha256 %s, want %s", sum, r.Payload.SHA256)
+	}
+	must(t, os.Chtimes(r.Payload.Path, old, old))
+	if n, err := e.CollectOrphans(ctx, defs); err != nil || n != 1 {
+		t.Errorf("orphan collection removed %d (%v), want the stray file", n, err)
+	}
+	if _, err := os.Stat(r.Payload.Path); err != nil {
+		t.Errorf("orphan collection removed the blockdev config: %v", err)
+	}
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("stray file kept: %v", err)
+	}
+	e.RemoveDomainImages(d.UUID)
+	if _, err := os.Stat(r.Payload.Path); !os.IsNotExist(err) {
+		t.Errorf("undefined domain's config kept: %v", err)
 	}
 }
