@@ -399,3 +399,35 @@ func recipeOfMetadataContent(el string) (*recipe.Recipe, bool, error) {
 	}
 	return recipe.FromDomainXML(x)
 }
+
+// TestHookBlockdev: an Ignition config delivered as a block device (issue
+// 41) is rebuilt by the hook like every payload: `vmpayload recipe
+// --domain-xml` writes the virtio disk with serial "ignition" and the
+// recipe, and prepare, migrate and restore begin make a missing or damaged
+// config file again byte-identical.
+func TestHookBlockdev(t *testing.T) {
+	f := newHookFixtureJob(t, `{"version":1,"domain":"hooktest","format":"ignition","ignition_delivery":"blockdev","hostname":"hooktest","users":[{"name":"core","password_secret":"pw"}]}`)
+	if !strings.HasSuffix(f.image, ".ign") || strings.Contains(f.domainXML, "<sysinfo") || !strings.Contains(f.domainXML, "<serial>ignition</serial>") || !strings.Contains(f.domainXML, "bus='virtio'") {
+		t.Fatalf("recipe --domain-xml for a blockdev job: config %s\n%s", f.image, f.domainXML)
+	}
+	for _, c := range []struct {
+		name, op string
+		setup    func(t *testing.T)
+	}{
+		{"prepare begin, config missing", "prepare", func(t *testing.T) { must(t, os.Remove(f.image)) }},
+		{"migrate begin, config missing", "migrate", func(t *testing.T) { must(t, os.Remove(f.image)) }},
+		{"restore begin, config missing", "restore", func(t *testing.T) { must(t, os.Remove(f.image)) }},
+		{"prepare begin, config damaged", "prepare", func(t *testing.T) { must(t, os.WriteFile(f.image, []byte("{}"), 0o640)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.setup(t)
+			code, stdout, stderr, _ := runHookCLI(t, strings.NewReader(f.domainXML), "--config", f.config, "--", "hooktest", c.op, "begin", "-")
+			if code != 0 || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 0 and no output", code, stdout, stderr)
+			}
+			if got := fileSHA256(t, f.image); got != f.sha256 {
+				t.Errorf("config sha256 %q after the hook, recorded %s", got, f.sha256)
+			}
+		})
+	}
+}
