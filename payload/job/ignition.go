@@ -15,6 +15,7 @@ import (
 	"github.com/coreos/vcontext/report"
 
 	"github.com/vmpayload/vmpayload/payload/internal/butane"
+	"github.com/vmpayload/vmpayload/payload/internal/ignconvert"
 )
 
 // The stable Ignition specs a user's config may use: Ignition v2.26.0
@@ -205,15 +206,35 @@ func IgnitionUserConfig(j *Job) (raw []byte, field string, err error) {
 		if err != nil {
 			return nil, "ignition", fmt.Errorf("the config cannot be encoded as JSON: %w", err)
 		}
-		return b, "ignition", nil
+		b, err = convertSpec2(b)
+		return b, "ignition", err
 	case j.IgnitionBase64 != "":
 		b, err := base64.StdEncoding.DecodeString(j.IgnitionBase64)
 		if err != nil {
 			return nil, "ignition_base64", fmt.Errorf("%s is not valid base64: %w", quote(j.IgnitionBase64), err)
 		}
-		return b, "ignition_base64", nil
+		b, err = convertSpec2(b)
+		return b, "ignition_base64", err
 	}
 	return nil, "", nil
+}
+
+// convertSpec2 returns raw, or, when raw is an Ignition spec 2.x config
+// (Container Linux Config / ct output, Ignition v0.x), its conversion to
+// spec 3.1.0 the way Flatcar's Ignition converts it (package
+// payload/internal/ignconvert: Ignition v0.x's parser and
+// github.com/coreos/ign-converter's translate/v24tov31). The converted
+// config is what is checked with config.Parse and merged.
+func convertSpec2(raw []byte) ([]byte, error) {
+	v, _, err := ignutil.GetConfigVersion(raw)
+	if err != nil || v.Major != 2 {
+		return raw, nil
+	}
+	out, err := ignconvert.Convert(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the config is Ignition spec %s, which is converted to spec 3 with %s: %w", v, ignconvert.Tool, err)
+	}
+	return out, nil
 }
 
 // CheckIgnitionConfig checks raw, a user's Ignition config given in field,

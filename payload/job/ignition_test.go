@@ -56,6 +56,11 @@ func TestIgnitionJobDecodesEveryField(t *testing.T) {
 	}
 }
 
+// ctConfig is a spec 2.3.0 config written as the Container Linux Config
+// Transpiler (ct) writes one: every section present, filesystem "root",
+// empty verification objects.
+const ctConfig = `{"ignition":{"config":{},"security":{"tls":{}},"timeouts":{},"version":"2.3.0"},"networkd":{},"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p core@ct"]}]},"storage":{"files":[{"filesystem":"root","path":"/etc/motd","contents":{"source":"data:,written%20by%20ct%0A","verification":{}},"mode":420}]},"systemd":{"units":[{"contents":"[Service]\nType=oneshot\nExecStart=/usr/bin/echo hello\n[Install]\nWantedBy=multi-user.target\n","enabled":true,"name":"hello.service"}]}}`
+
 func TestIgnitionValidation(t *testing.T) {
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	for _, c := range []struct {
@@ -87,7 +92,14 @@ func TestIgnitionValidation(t *testing.T) {
 		{name: "unknown key Ignition would ignore", doc: ign(`"ignition":{"ignition":{"version":"3.4.0"},"storage":{"fils":[]}}`),
 			want: []string{"ignition.storage.fils|invalid"}, msg: "Ignition would ignore this"},
 		{name: "experimental spec", doc: ign(`"ignition":{"ignition":{"version":"3.7.0-experimental"}}`), want: []string{"ignition.ignition.version|unsupported"}, msg: "experimental"},
-		{name: "spec 2", doc: ign(`"ignition":{"ignition":{"version":"2.2.0"}}`), want: []string{"ignition.ignition.version|unsupported"}},
+		// issue 41: spec 2 is converted as Flatcar's Ignition converts it
+		{name: "spec 2.2 converted", doc: ign(`"ignition":{"ignition":{"version":"2.2.0"}}`)},
+		{name: "spec 2.3 ct output converted", doc: ign(`"ignition_base64":"` + b64(ctConfig) + `"`)},
+		{name: "spec 2 networkd refused naming the converter", doc: ign(`"ignition":{"ignition":{"version":"2.3.0"},"networkd":{"units":[{"name":"00-eth0.network","contents":"[Match]\nName=eth0\n"}]}}`),
+			want: []string{"ignition|invalid"}, msg: "the config is Ignition spec 2.3.0, which is converted to spec 3 with github.com/coreos/ign-converter"},
+		{name: "spec 2 duplicate user refused by the converter", doc: ign(`"ignition":{"ignition":{"version":"2.3.0"},"passwd":{"users":[{"name":"a"},{"name":"a"}]}}`),
+			want: []string{"ignition|invalid"}, msg: "ign-converter cannot translate the spec 2 config to spec 3: error at $.passwd.users.1: duplicate entry defined"},
+		{name: "spec 1", doc: ign(`"ignition":{"ignitionVersion":1}`), want: []string{"ignition|unsupported"}},
 		{name: "no version", doc: ign(`"ignition":{"storage":{}}`), want: []string{"ignition|unsupported"}},
 		{name: "not JSON", doc: ign(`"ignition_base64":"` + b64("{\"ignition\":\n {\"version\": \"3.0.0\"}]") + `"`), want: []string{"ignition_base64|invalid"},
 			msg: "Ignition refuses the config (line 2, column 22): invalid character ']'"},

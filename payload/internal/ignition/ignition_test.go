@@ -445,3 +445,34 @@ func TestTopLevelKeysJoinCore(t *testing.T) {
 		t.Errorf("core %+v", u)
 	}
 }
+
+// TestSpec2UserConfig (issue 41): a user's spec 2.3.0 config written as
+// ct writes it is converted as Flatcar's Ignition converts it (spec
+// 3.1.0, package ignconvert), the generated config declares spec 3.1.0,
+// and the guest's merge (config.Parse of each config, Ignition's Merge)
+// carries both the job's fields and every entry of the converted config.
+func TestSpec2UserConfig(t *testing.T) {
+	user, err := os.ReadFile(filepath.Join("testdata", "ct-2.3.ign"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fullInput(t, string(user))
+	raw, spec, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.String() != "3.1.0" || !strings.Contains(string(raw), `"version":"3.1.0"`) {
+		t.Errorf("spec %s:\n%s", spec, raw)
+	}
+	converted, _, err := job.IgnitionUserConfig(&in.Job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := parseClean(t, converted)
+	merged := render(t, parseClean(t, raw))
+	assertCarriesJob(t, merged, in, map[string]bool{})
+	assertCarriesChild(t, merged, child)
+	if g, ok := fileAt(merged, "/etc/issue.d/50-ct.issue"); !ok || *g.Contents.Source != "data:,written%20by%20ct%0A" {
+		t.Errorf("the ct config's file is not in the merged config: %+v", g)
+	}
+}
