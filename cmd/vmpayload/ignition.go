@@ -30,10 +30,10 @@ func defineIgnitionFlags(cmd *cobra.Command, f *ignitionFlags) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.file, "ignition", "", "the user's Ignition config `FILE` (JSON, spec 3.0.0-3.6.0), merged with the config made from the flags; implies --format ignition")
 	fs.StringVar(&f.butane, "butane", "", "the user's Butane config `FILE` (YAML: variant fcos, flatcar, fiot or r4e), translated to Ignition and merged like --ignition; implies --format ignition")
-	fs.StringVar(&f.delivery, "ignition-delivery", "", "how the Ignition config reaches the guest: `fwcfg|configdrive|nocloud` (default fwcfg); implies --format ignition")
+	fs.StringVar(&f.delivery, "ignition-delivery", "", "how the Ignition config reaches the guest: `fwcfg|blockdev|configdrive|nocloud` (default: blockdev on s390x and ppc64 domains, else fwcfg); implies --format ignition")
 	_ = cmd.MarkFlagFilename("ignition", "ign", "json")
 	_ = cmd.MarkFlagFilename("butane", "bu", "yaml", "yml")
-	_ = cmd.RegisterFlagCompletionFunc("ignition-delivery", cobra.FixedCompletions([]string{"fwcfg", "configdrive", "nocloud"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("ignition-delivery", cobra.FixedCompletions([]string{"fwcfg", "blockdev", "configdrive", "nocloud"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // applyIgnition puts the Ignition flags into j: the config as the job's
