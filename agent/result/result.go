@@ -123,7 +123,11 @@ type Result struct {
 	// sees (fw_cfg, which QEMU reads when it starts); Notice says so in
 	// words. Absent when the guest sees the change now.
 	TakesEffect string `json:"takes_effect,omitempty"`
-	Notice      string `json:"notice,omitempty"`
+	// Notice says in words what the job could not do for the guest: a
+	// fw_cfg change that waits for a cold start, and that Ignition
+	// applies a config only on a first boot when the domain has run
+	// before (docs/ignition.md).
+	Notice string `json:"notice,omitempty"`
 	// Guest is the guest's provisioning report, for jobs that gave the
 	// domain the report channel (docs/guest-report.md); the result file is
 	// replaced once more when it becomes final.
