@@ -431,3 +431,39 @@ func TestHookBlockdev(t *testing.T) {
 		})
 	}
 }
+
+// TestRecipeIgnitionByArchitecture: `vmpayload recipe --domain-xml`
+// chooses the Ignition delivery as the agent does (issue 41): a job that
+// names none gets the blockdev disk on s390x and ppc64le, fw_cfg on x86;
+// fw_cfg asked for on s390x is refused naming ignition_delivery.
+func TestRecipeIgnitionByArchitecture(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, arch, machine, delivery string
+		code                          int
+		want                          string
+	}{
+		{"s390x default", "s390x", "s390-ccw-virtio", "", 0, "<serial>ignition</serial>"},
+		{"ppc64le default", "ppc64le", "pseries", "", 0, "<serial>ignition</serial>"},
+		{"x86 default", "x86_64", "pc", "", 0, "<sysinfo type='fwcfg'>"},
+		{"s390x fwcfg refused", "s390x", "s390-ccw-virtio", "fwcfg", exitInvalid, `ignition_delivery "fwcfg": the domain's architecture is s390x`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dom := filepath.Join(dir, c.arch+".xml")
+			must(t, os.WriteFile(dom, []byte(`<domain type='qemu'><name>r</name><uuid>3b870ec1-d872-4676-a95a-14c1bed80099</uuid><memory unit='MiB'>256</memory><os><type arch='`+c.arch+`' machine='`+c.machine+`'>hvm</type></os><features><acpi/></features><devices/></domain>`), 0o600))
+			jb := `{"version":1,"domain":"r","format":"ignition","hostname":"r"`
+			if c.delivery != "" {
+				jb += `,"ignition_delivery":"` + c.delivery + `"`
+			}
+			jobPath := filepath.Join(dir, "job.json")
+			must(t, os.WriteFile(jobPath, []byte(jb+"}"), 0o600))
+			code, out, stderr := runCLI(t, "recipe", "--payload-dir", filepath.Join(dir, "payload"), "--domain-xml", dom, jobPath)
+			if code != c.code || !strings.Contains(out+stderr, c.want) {
+				t.Fatalf("exit %d, want %d and %q:\n%s%s", code, c.code, c.want, out, stderr)
+			}
+			if c.want == "<serial>ignition</serial>" && (strings.Contains(out, "<sysinfo") || !strings.Contains(out, "bus='virtio'")) {
+				t.Errorf("blockdev definition:\n%s", out)
+			}
+		})
+	}
+}

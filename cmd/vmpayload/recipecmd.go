@@ -115,6 +115,27 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitUsage, "no usable image name prefix %q: give --domain-xml, --name or a job with a domain", prefix)
 	}
 
+	if o.domainXML != "" && j.Format == job.FormatIgnition {
+		// the delivery the domain's architecture reads, as the agent
+		// chooses it: blockdev on s390x and ppc64, where QEMU has no fw_cfg
+		plat, err := domxml.PlatformOf(dom)
+		if err != nil {
+			return fail(exitInvalid, "reading the domain XML %s: %v", o.domainXML, err)
+		}
+		if plat.NoFwCfg() {
+			switch j.IgnitionDelivery {
+			case "":
+				jb := *j
+				jb.IgnitionDelivery = job.DeliveryBlockdev
+				if checked, rep = payload.CheckJob(&jb, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true}); !rep.OK() {
+					printErr(stderr, rep.Err())
+					return exitInvalid
+				}
+			case job.DeliveryFwCfg:
+				return fail(exitInvalid, "ignition_delivery \"fwcfg\": the domain's architecture is %s, where QEMU has no fw_cfg device; use \"blockdev\" (the default there)", plat.Arch)
+			}
+		}
+	}
 	rendered, err := payload.Render(checked, payload.Options{})
 	if err != nil {
 		printErr(stderr, err)
