@@ -136,6 +136,9 @@ func (e *Engine) defaults() job.Defaults {
 // again.
 func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (result.Result, error) {
 	jj := j.Apply(e.defaults())
+	// a sysprep job that names no medium gets the one the domain's
+	// machine can take (sysprepMedium); Apply filled in the floppy
+	autoMedium := j.SysprepMedium == "" && j.Media == ""
 	backoff := e.RetryBackoff
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
@@ -145,7 +148,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 	for attempt := 1; ; attempt++ {
 		r := base
 		r.Domain, r.Action, r.Attempts = jj.Domain, string(jj.Action), attempt
-		err := e.run(ctx, &jj, &r)
+		err := e.run(ctx, &jj, autoMedium, &r)
 		if err == nil {
 			r.State = result.StateDone
 			return r, nil
@@ -235,7 +238,20 @@ func isIO(err error) bool {
 		errors.Is(err, spool.ErrNotDir)
 }
 
-func (e *Engine) run(ctx context.Context, j *job.Job, r *result.Result) error {
+func (e *Engine) run(ctx context.Context, j *job.Job, autoMedium bool, r *result.Result) error {
+	if j.Format == job.FormatSysprep && j.Action != job.ActionDetach && j.PrebuiltImage == "" {
+		// before the check and anything it or the attach changes
+		m, err := e.sysprepMedium(ctx, j, autoMedium)
+		if err != nil {
+			return err
+		}
+		if m != j.SysprepMedium {
+			jc := *j
+			jc.SysprepMedium, jc.Media = m, ""
+			jc = jc.Apply(e.defaults())
+			j = &jc
+		}
+	}
 	checked, rep := payload.CheckJob(j, e.CheckOptions())
 	if !rep.OK() {
 		return rep.Err()

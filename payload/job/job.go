@@ -368,7 +368,14 @@ func (j Job) withDefaults() Job {
 		j.Format = FormatNoCloud
 	}
 	if j.Format == FormatSysprep {
-		if j.SysprepMedium == "" {
+		switch {
+		case j.SysprepMedium != "":
+		case j.Media == MediaISO:
+			// media names the medium when sysprep_medium does not
+			j.SysprepMedium = MediumCDROM
+		default:
+			// the agent picks the medium by the domain's machine
+			// (agent/engine sysprepMedium); without a domain, a floppy
 			j.SysprepMedium = MediumFloppy
 		}
 		if j.SysprepFileName == "" {
