@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 // TestFloppyCapable reads the domain capabilities libvirt 9.0 gave on this
@@ -107,6 +109,19 @@ func TestSysprepMediumByMachine(t *testing.T) {
 			wantMedia := map[domxml.Kind]string{domxml.KindFloppy: "vfat", domxml.KindCDROM: "iso"}[c.kind]
 			if r.Payload.Media != wantMedia {
 				t.Errorf("payload media %q, want %q", r.Payload.Media, wantMedia)
+			}
+			// the recipe records the medium chosen: the hook rebuilds the same bytes
+			orig, _ := os.ReadFile(p.Path)
+			rc, ok, err := recipe.FromDomainXML(after.InactiveXML)
+			if err != nil || !ok || rc.Path != p.Path {
+				t.Fatalf("recipe: %v %v", ok, err)
+			}
+			os.Remove(p.Path)
+			if out, err := recipe.Rebuild(context.Background(), rc, recipe.RebuildOptions{PayloadDir: e.PayloadDir, SecretsDir: exampleSecrets, GID: -1}); err != nil || out != recipe.OutcomeRebuilt {
+				t.Fatalf("Rebuild: %q %v", out, err)
+			}
+			if got, _ := os.ReadFile(p.Path); !bytes.Equal(got, orig) {
+				t.Errorf("the rebuilt image differs")
 			}
 			if c.caps != "" && !strings.Contains(c.extra, "cdrom") && !strings.Contains(c.extra, "iso") {
 				// an explicit CD-ROM fits every machine: nothing to ask

@@ -91,7 +91,9 @@ func TestCheck(t *testing.T) {
 }
 
 // FuzzFill: any value with characters XML can carry fills into an
-// attribute and element text and decodes back unchanged.
+// attribute, element text and a CDATA section and decodes back unchanged,
+// and into a <Value> under <PlainText>false</PlainText> as its hidden
+// form.
 func FuzzFill(f *testing.F) {
 	for _, s := range []string{"win-01", `a&b<c>"'`, "]]>", "\t", "€"} {
 		f.Add(s)
@@ -105,7 +107,7 @@ func FuzzFill(f *testing.F) {
 				return // XML cannot carry it (line ends are normalised)
 			}
 		}
-		out, err := Fill(tmpl, map[string]string{Hostname: v})
+		out, err := Fill(strings.Replace(tmpl, "</unattend>", "<c><![CDATA[{{hostname}}]]></c><P><Value>{{hostname}}</Value><PlainText>false</PlainText></P></unattend>", 1), map[string]string{Hostname: v})
 		if err != nil {
 			t.Fatalf("Fill(%q): %v", v, err)
 		}
@@ -114,12 +116,16 @@ func FuzzFill(f *testing.F) {
 				A    string `xml:"a,attr"`
 				Text string `xml:",chardata"`
 			} `xml:"v"`
+			C string `xml:"c"`
+			P struct {
+				Value string `xml:"Value"`
+			} `xml:"P"`
 		}
 		if err := xml.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("decoding %q: %v", out, err)
 		}
-		if doc.V.A != v || doc.V.Text != v {
-			t.Fatalf("value %q reads back as attribute %q, text %q", v, doc.V.A, doc.V.Text)
+		if doc.V.A != v || doc.V.Text != v || doc.C != v || doc.P.Value != HiddenPassword(v, "P") {
+			t.Fatalf("value %q reads back as attribute %q, text %q, CDATA %q, hidden %q", v, doc.V.A, doc.V.Text, doc.C, doc.P.Value)
 		}
 	})
 }
