@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -217,5 +218,61 @@ func TestSysprepReadBack(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestSysprepNewSecretsStayOut: the domain account's password and the
+// product key reach the image, but enter the content hash (the image's
+// name) only through a slow hash: another password or key gives another
+// name, and neither plaintext is in the job the recipe records or in a
+// check's messages.
+func TestSysprepNewSecretsStayOut(t *testing.T) {
+	tmpl, err := os.ReadFile(filepath.Join("testdata", "sysprep", "ovirt-style.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(domPW, key string) *payload.Rendered {
+		t.Helper()
+		sd := t.TempDir()
+		for n, v := range map[string]string{"admin": "Adm1n-pw", "domain": domPW, "key": key} {
+			if err := os.WriteFile(filepath.Join(sd, n), []byte(v+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j := &job.Job{Version: 1, Format: job.FormatSysprep, Sysprep: string(tmpl),
+			Hostname: "win-01", WindowsTimezone: "UTC", AdminPasswordSecret: "admin",
+			JoinDomain: "EXAMPLE", DomainAdmin: "joiner", DomainAdminPasswordSecret: "domain",
+			MachineObjectOU: "OU=Servers,DC=ad,DC=example,DC=com", ProductKeySecret: "key",
+			OrgName: "Example", InputLocale: "de-DE", UILanguage: "en-US", SystemLocale: "de-DE", UserLocale: "de-CH"}
+		r, err := payloadtest.Render(j, sd, payload.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(r.Docs.Files[0].Data, []byte(domPW)) || !bytes.Contains(r.Docs.Files[0].Data, []byte(key)) {
+			t.Fatalf("the answer file lacks the secrets")
+		}
+		rj, _ := json.Marshal(r.Job)
+		if bytes.Contains(rj, []byte(domPW)) || bytes.Contains(rj, []byte(key)) {
+			t.Errorf("the rendered job (what the recipe records) holds a secret: %s", rj)
+		}
+		return r
+	}
+	a := render("D0main-pw-1", "AAAAA-BBBBB-CCCCC-DDDDD-EEEEE")
+	if b := render("D0main-pw-1", "AAAAA-BBBBB-CCCCC-DDDDD-EEEEE"); b.Docs.ContentHash != a.Docs.ContentHash {
+		t.Errorf("the same job gives content hashes %s and %s", a.Docs.ContentHash, b.Docs.ContentHash)
+	}
+	if b := render("D0main-pw-2", "AAAAA-BBBBB-CCCCC-DDDDD-EEEEE"); b.Docs.ContentHash == a.Docs.ContentHash {
+		t.Errorf("another domain password gives the same content hash")
+	}
+	if b := render("D0main-pw-1", "AAAAA-BBBBB-CCCCC-DDDDD-FFFFF"); b.Docs.ContentHash == a.Docs.ContentHash {
+		t.Errorf("another product key gives the same content hash")
+	}
+	// a product key that is none is refused without quoting it
+	sd := t.TempDir()
+	os.WriteFile(filepath.Join(sd, "key"), []byte("not-a-key-SECRETX\n"), 0o600)
+	doc := []byte(`{"version":1,"format":"sysprep","sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\"><![CDATA[$ProductKey$]]></unattend>","product_key_secret":"key"}`)
+	_, _, rep := payload.Check(doc, payload.CheckOptions{Secrets: true, SecretsDir: sd})
+	if rep.OK() || !strings.Contains(rep.Err().Error(), `product_key_secret: secret "key" is not a Windows product key`) || strings.Contains(rep.Err().Error(), "SECRETX") {
+		t.Errorf("report %v", rep.Err())
 	}
 }
