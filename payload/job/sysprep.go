@@ -266,6 +266,10 @@ func CheckSysprepAnswer(j *Job, field, text string, fromSecret bool) []FieldErro
 		r.Add(field, CodeInvalid, "the answer file%s is not a Windows answer file: %s", where, msg)
 		return r.Errors
 	}
+	if err := sysprep.CheckPlacements(text); err != nil {
+		r.Add(field, CodeInvalid, "the answer file%s: %v", where, err)
+		return r.Errors
+	}
 	uses := func(p string) bool { return slices.Contains(used, p) }
 	for _, c := range sysprepPlaceholders {
 		set := c.set(j)

@@ -98,6 +98,8 @@ func TestSysprepValidation(t *testing.T) {
 		{"placeholder without value", sp(`"sysprep":` + jstr(unattendT) + `,"hostname":"w1","timezone":"UTC"`), "admin_password_secret", CodeRequired, "uses {{admin_password}} or $AdminPassword$"},
 		{"value without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"hostname":"w1"`), "hostname", CodeConflict, "no {{hostname}} or $ComputerName$ placeholder, so hostname would be dropped"},
 		{"windows zone without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"windows_timezone":"UTC"`), "windows_timezone", CodeConflict, "no {{timezone}} or $TimeZone$ placeholder"},
+		{"hidden value not alone", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\"><P><Value>x{{admin_password}}</Value><PlainText>false</PlainText></P></unattend>","admin_password_secret":"pw"`), "sysprep", CodeInvalid, "{{admin_password}}: a <Value> whose <PlainText> is false holds base64 text"},
+		{"placeholder in a processing instruction", sp(`"sysprep":"<?x $ComputerName$?><unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/>","hostname":"w1"`), "sysprep", CodeInvalid, "$ComputerName$: a placeholder in a processing instruction"},
 		{"bad base64", sp(`"sysprep_base64":"%%%"`), "sysprep_base64", CodeInvalid, `"%%%" is not valid base64`},
 		{"cloud-init field", sp(ok + `,"runcmd":["echo"]`), "runcmd", CodeConflict, `format "sysprep" cannot carry runcmd`},
 		{"guest report", sp(ok + `,"guest_report":true`), "guest_report", CodeConflict, `cannot carry guest_report`},

@@ -187,10 +187,10 @@ func Fill(text string, values map[string]string) (string, error) {
 		if !ok || v == "" {
 			return "", &MissingValueError{Name: o.name}
 		}
+		if pe := placement(o, elems); pe != nil {
+			return "", pe
+		}
 		if owner, hidden := hiddenValue(elems, o.elem); hidden {
-			if strings.TrimSpace(elems[o.elem].text) != o.token {
-				return "", &PlacementError{Token: o.token, Msg: "a <Value> whose <PlainText> is false holds base64 text; the placeholder must be its whole content"}
-			}
 			v = HiddenPassword(v, elems[owner].local)
 		}
 		switch o.where {
@@ -202,8 +202,6 @@ func Fill(text string, values map[string]string) (string, error) {
 			if strings.Contains(v, "--") || strings.HasSuffix(v, "-") {
 				return "", &PlacementError{Token: o.token, Msg: "its value cannot stand in an XML comment (it holds \"--\" or ends with \"-\"); remove the placeholder from the comment"}
 			}
-		case inMarkup:
-			return "", &PlacementError{Token: o.token, Msg: "a placeholder in a processing instruction or DOCTYPE is not filled; move it into element text or an attribute"}
 		}
 		b.WriteString(text[last:o.start])
 		b.WriteString(v)
@@ -215,6 +213,35 @@ func Fill(text string, values map[string]string) (string, error) {
 		return "", err
 	}
 	return out, nil
+}
+
+// CheckPlacements reports a placeholder of the well-formed answer file
+// text that no value could fill as its reader reads it, whatever the
+// value: one in a processing instruction or DOCTYPE, or one in a hidden
+// <Value> (PlainText false) with other text. A *PlacementError; nil when
+// text does not parse (Check reports that).
+func CheckPlacements(text string) error {
+	occ, elems, err := scan(text)
+	if err != nil {
+		return nil
+	}
+	for _, o := range occ {
+		if pe := placement(o, elems); pe != nil {
+			return pe
+		}
+	}
+	return nil
+}
+
+// placement is CheckPlacements for one placeholder.
+func placement(o occurrence, elems []element) *PlacementError {
+	if o.where == inMarkup {
+		return &PlacementError{Token: o.token, Msg: "a placeholder in a processing instruction or DOCTYPE is not filled; move it into element text or an attribute"}
+	}
+	if _, hidden := hiddenValue(elems, o.elem); hidden && strings.TrimSpace(elems[o.elem].text) != o.token {
+		return &PlacementError{Token: o.token, Msg: "a <Value> whose <PlainText> is false holds base64 text; the placeholder must be its whole content"}
+	}
+	return nil
 }
 
 // hiddenValue reports whether element e is a <Value> whose parent has a
