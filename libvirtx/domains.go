@@ -279,3 +279,25 @@ func (h *LibvirtHost) ListDomains(ctx context.Context) ([]DomainInfo, error) {
 	}
 	return out, nil
 }
+
+// DomainCapabilitiesReader is implemented by hosts that can read libvirt's
+// domain capabilities (virConnectGetDomainCapabilities): what a domain of
+// an emulator, architecture, machine type and virtualisation type can
+// have, e.g. the disk buses its machine takes (a floppy controller lists
+// the bus "fdc").
+type DomainCapabilitiesReader interface {
+	// DomainCapabilities returns the <domainCapabilities> document; an
+	// argument left "" is libvirt's default for it.
+	DomainCapabilities(ctx context.Context, emulator, arch, machine, virtType string) (string, error)
+}
+
+// DomainCapabilities implements DomainCapabilitiesReader.
+func (h *LibvirtHost) DomainCapabilities(ctx context.Context, emulator, arch, machine, virtType string) (string, error) {
+	var caps string
+	err := h.withConn(ctx, "reading the domain capabilities of machine "+machine, func(c *libvirt.Connect) error {
+		var err error
+		caps, err = c.GetDomainCapabilities(emulator, arch, machine, virtType, 0)
+		return err
+	})
+	return caps, err
+}

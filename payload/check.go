@@ -186,9 +186,9 @@ func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
 	if j.Format == job.FormatSysprep {
 		// filled placeholders can grow an answer file past what a floppy
 		// holds (FloppyCapacity, under a tenth of the content limit): an
-		// escaped value is at most 6 bytes a character, and no value but
-		// the password is longer than 64 characters
-		n := len(in.Sysprep) + strings.Count(in.Sysprep, "{{")*6*max(len(in.AdminPassword), 64)
+		// escaped value is at most 6 bytes a character, and no value is
+		// longer than the passwords or MaxSysprepValueBytes
+		n := len(in.Sysprep) + (strings.Count(in.Sysprep, "{{")+strings.Count(in.Sysprep, "$")/2)*6*max(len(in.AdminPassword), len(in.DomainAdminPassword), job.MaxSysprepValueBytes)
 		return n > image.FloppyCapacity
 	}
 	n := len(in.UserData) + len(j.NetworkConfig) + len(j.VendorData)
@@ -233,29 +233,11 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 			r.Add(f, job.CodeInvalid, "secret %q is empty", k.PrivateKeySecret)
 		}
 	}
-	if j.AdminPasswordSecret != "" && job.ValidSecretName(j.AdminPasswordSecret) {
+	if j.AdminPasswordSecret != "" {
 		// one reading for every format that takes it: cloudbase-init's
 		// meta_data.json admin_pass (configdrive) and the answer file's
 		// {{admin_password}} (sysprep)
-		const f = "admin_password_secret"
-		b, err := sd.Read(j.AdminPasswordSecret)
-		if err != nil {
-			addSecretError(r, f, j.AdminPasswordSecret, err)
-		} else {
-			pw := strings.TrimRight(string(b), "\r\n")
-			switch {
-			case pw == "":
-				r.Add(f, job.CodeInvalid, "secret %q is empty", j.AdminPasswordSecret)
-			case strings.ContainsAny(pw, "\x00\r\n"):
-				r.Add(f, job.CodeInvalid, "secret %q holds more than one line or a NUL byte; the administrator password is its first line", j.AdminPasswordSecret)
-			case len(pw) > job.MaxAdminPasswordBytes:
-				r.Add(f, job.CodeTooLarge, "secret %q is longer than %d bytes; Windows passwords are at most 127 characters", j.AdminPasswordSecret, job.MaxAdminPasswordBytes)
-			case !xmlText(pw):
-				r.Add(f, job.CodeInvalid, "secret %q holds invalid UTF-8 or control characters, which an administrator password (and an answer file) cannot carry", j.AdminPasswordSecret)
-			default:
-				in.AdminPassword = pw
-			}
-		}
+		in.AdminPassword = readPasswordSecret(sd, "admin_password_secret", j.AdminPasswordSecret, "the administrator password", r)
 	}
 	if j.Format == job.FormatSysprep {
 		resolveSysprep(j, sd, &in, r)
@@ -302,6 +284,46 @@ func resolveSysprep(j *job.Job, sd secrets.Dir, in *cloudinit.Input, r *job.Repo
 			r.Errors = append(r.Errors, job.CheckSysprepAnswer(j, "sysprep_secret", in.Sysprep, true)...)
 		}
 	}
+	if j.DomainAdminPasswordSecret != "" {
+		in.DomainAdminPassword = readPasswordSecret(sd, "domain_admin_password_secret", j.DomainAdminPasswordSecret, "the domain account's password", r)
+	}
+	if j.ProductKeySecret != "" {
+		if k := readPasswordSecret(sd, "product_key_secret", j.ProductKeySecret, "the product key", r); k != "" {
+			if job.ProductKeyRE.MatchString(k) {
+				in.ProductKey = k
+			} else {
+				r.Add("product_key_secret", job.CodeInvalid, "secret %q is not a Windows product key: five groups of five letters and digits separated by hyphens", j.ProductKeySecret)
+			}
+		}
+	}
+}
+
+// readPasswordSecret reads the one-line secret name given in field f (a
+// password or key: what describes it) and returns it without its line
+// end; "" with a problem added to r, which never quotes its content.
+func readPasswordSecret(sd secrets.Dir, f, name, what string, r *job.Report) string {
+	if !job.ValidSecretName(name) {
+		return "" // Validate reports it
+	}
+	b, err := sd.Read(name)
+	if err != nil {
+		addSecretError(r, f, name, err)
+		return ""
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	switch {
+	case pw == "":
+		r.Add(f, job.CodeInvalid, "secret %q is empty", name)
+	case strings.ContainsAny(pw, "\x00\r\n"):
+		r.Add(f, job.CodeInvalid, "secret %q holds more than one line or a NUL byte; %s is its first line", name, what)
+	case len(pw) > job.MaxAdminPasswordBytes:
+		r.Add(f, job.CodeTooLarge, "secret %q is longer than %d bytes; Windows passwords are at most 127 characters", name, job.MaxAdminPasswordBytes)
+	case !xmlText(pw):
+		r.Add(f, job.CodeInvalid, "secret %q holds invalid UTF-8 or control characters, which %s (and an answer file) cannot carry", name, what)
+	default:
+		return pw
+	}
+	return ""
 }
 
 // xmlText reports whether s is valid UTF-8 without control characters

@@ -15,6 +15,8 @@ PKGS=(
   p7zip-full
   # judges of sysprep answer files: xmllint, and the CLDR Windows zone table
   libxml2-utils unicode-cldr-core
+  # a machine without a floppy controller (ppc64 pseries) for the sysprep medium choice
+  qemu-system-ppc
   # libvirt and qemu for integration and guest tests
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
   # s390x and ppc64 domains for the Ignition blockdev delivery (issue 41): qemu-system-s390x, qemu-system-ppc64

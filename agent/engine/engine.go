@@ -140,6 +140,9 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 	// architecture reads (ignitionDelivery), decided once the domain is
 	// known.
 	defaultDelivery := jj.Format == job.FormatIgnition && j.IgnitionDelivery == ""
+	// a sysprep job that names no medium gets the one the domain's
+	// machine can take (sysprepMedium); Apply filled in the floppy
+	autoMedium := j.SysprepMedium == "" && j.Media == ""
 	backoff := e.RetryBackoff
 	if backoff <= 0 {
 		backoff = 200 * time.Millisecond
@@ -149,7 +152,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 	for attempt := 1; ; attempt++ {
 		r := base
 		r.Domain, r.Action, r.Attempts = jj.Domain, string(jj.Action), attempt
-		err := e.run(ctx, &jj, defaultDelivery, &r)
+		err := e.run(ctx, &jj, defaultDelivery, autoMedium, &r)
 		if err == nil {
 			r.State = result.StateDone
 			return r, nil
@@ -239,7 +242,20 @@ func isIO(err error) bool {
 		errors.Is(err, spool.ErrNotDir)
 }
 
-func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery bool, r *result.Result) (err error) {
+func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMedium bool, r *result.Result) (err error) {
+	if j.Format == job.FormatSysprep && j.Action != job.ActionDetach && j.PrebuiltImage == "" {
+		// before the check and anything it or the attach changes
+		m, merr := e.sysprepMedium(ctx, j, autoMedium)
+		if merr != nil {
+			return merr
+		}
+		if m != j.SysprepMedium {
+			jc := *j
+			jc.SysprepMedium, jc.Media = m, ""
+			jc = jc.Apply(e.defaults())
+			j = &jc
+		}
+	}
 	checked, rep := payload.CheckJob(j, e.CheckOptions())
 	if !rep.OK() {
 		return rep.Err()

@@ -28,3 +28,28 @@ func TestBuildJSONGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildSysprepMediumNotice: `vmpayload build` of a sysprep job without
+// a medium builds today's default, a floppy, and says so (stderr, so that
+// --json stays a document); with sysprep_medium given it says nothing.
+func TestBuildSysprepMediumNotice(t *testing.T) {
+	for _, c := range []struct {
+		job, media string
+		notice     bool
+	}{
+		{"../../configs/examples/windows/sysprep-floppy.json", "vfat", true},
+		{"../../configs/examples/windows/sysprep-cdrom.json", "iso", false},
+	} {
+		dir := t.TempDir()
+		code, stdout, stderr := runCLI(t, "build", "--json", "--secrets-dir", "../../configs/examples/secrets", "-o", filepath.Join(dir, "answer.img"), c.job)
+		if code != 0 {
+			t.Fatalf("build %s: exit %d %s", c.job, code, stderr)
+		}
+		if !strings.Contains(stdout, `"media": "`+c.media+`"`) && !strings.Contains(stdout, `"media":"`+c.media+`"`) {
+			t.Errorf("build %s: media is not %s: %s", c.job, c.media, stdout)
+		}
+		if got := strings.Contains(stderr, "sysprep_medium not given: building a floppy, the default without a domain"); got != c.notice {
+			t.Errorf("build %s: notice %v, want %v; stderr %q", c.job, got, c.notice, stderr)
+		}
+	}
+}

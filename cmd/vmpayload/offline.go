@@ -155,10 +155,16 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 		return code
 	}
 	oneShotGC()
-	_, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
+	written, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
 	if !rep.OK() {
 		printErr(stderr, rep.Err())
 		return exitInvalid
+	}
+	if written != nil && written.Format == job.FormatSysprep && written.SysprepMedium == "" && written.Media == "" {
+		// the agent picks the medium by the domain's machine; without a
+		// domain the floppy stays the default: say so (on stderr, which
+		// keeps --json's output a document)
+		fmt.Fprintln(stderr, `vmpayload build: sysprep_medium not given: building a floppy, the default without a domain (the agent gives a domain whose machine has no floppy controller a CD-ROM); set sysprep_medium "floppy" or "cdrom" to choose`)
 	}
 	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: perm, GID: -1})
 	if err != nil {

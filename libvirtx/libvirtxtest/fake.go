@@ -50,6 +50,39 @@ type Fake struct {
 	nextID int
 	events chan libvirtx.Event
 	closed bool
+	caps   map[string]string // machine ("" for any) -> domain capabilities
+}
+
+var _ libvirtx.DomainCapabilitiesReader = (*Fake)(nil)
+
+// SetDomainCapabilities makes DomainCapabilities return xml (a
+// <domainCapabilities> document, e.g. one virsh domcapabilities printed)
+// for machine, or for every machine when machine is "". Without one it
+// fails as a driver without the call does (IsUnsupported).
+func (f *Fake) SetDomainCapabilities(machine, xml string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.caps == nil {
+		f.caps = map[string]string{}
+	}
+	f.caps[machine] = xml
+}
+
+// DomainCapabilities implements libvirtx.DomainCapabilitiesReader with
+// the documents SetDomainCapabilities gave.
+func (f *Fake) DomainCapabilities(_ context.Context, emulator, arch, machine, virtType string) (string, error) {
+	if err := f.begin(Call{Method: "DomainCapabilities", Arg: machine}); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if x, ok := f.caps[machine]; ok {
+		return x, nil
+	}
+	if x, ok := f.caps[""]; ok {
+		return x, nil
+	}
+	return "", libvirt.Error{Code: libvirt.ERR_NO_SUPPORT, Domain: libvirt.FROM_DOMAIN, Message: "this function is not supported by the connection driver: virConnectGetDomainCapabilities"}
 }
 
 var _ libvirtx.Host = (*Fake)(nil)
@@ -75,12 +108,13 @@ func (f *Fake) Calls() []Call {
 }
 
 // Methods returns the method names of the calls made so far, leaving out
-// the read-only lookups (Domain, LiveXML, SavedXML, ListDomains).
+// the read-only lookups (Domain, LiveXML, SavedXML, ListDomains,
+// DomainCapabilities).
 func (f *Fake) Methods() []string {
 	var m []string
 	for _, c := range f.Calls() {
 		switch c.Method {
-		case "Domain", "LiveXML", "SavedXML", "ListDomains":
+		case "Domain", "LiveXML", "SavedXML", "ListDomains", "DomainCapabilities":
 			continue
 		}
 		m = append(m, c.Method)

@@ -193,6 +193,39 @@ type Job struct {
 	// Time") for the answer file's {{timezone}}; without it the job's
 	// IANA timezone is mapped to one.
 	WindowsTimezone string `json:"windows_timezone,omitempty"`
+	// JoinDomain is the Active Directory domain the computer joins, for
+	// the answer file's {{join_domain}} (oVirt's $JoinDomain$); format
+	// "sysprep" only, like the fields below.
+	JoinDomain string `json:"join_domain,omitempty"`
+	// DomainAdmin is the account that joins it ({{domain_admin}},
+	// $DomainAdmin$).
+	DomainAdmin string `json:"domain_admin,omitempty"`
+	// DomainAdminPasswordSecret names the secret holding that account's
+	// password, its first line ({{domain_admin_password}},
+	// $DomainAdminPassword$). The plaintext reaches the image only.
+	DomainAdminPasswordSecret string `json:"domain_admin_password_secret,omitempty"`
+	// MachineObjectOU is the distinguished name of the OU the computer
+	// account is created in ({{machine_object_ou}}, $MachineObjectOU$).
+	MachineObjectOU string `json:"machine_object_ou,omitempty"`
+	// ProductKeySecret names the secret holding the Windows product key
+	// ({{product_key}}, $ProductKey$), five groups of five characters.
+	ProductKeySecret string `json:"product_key_secret,omitempty"`
+	// OrgName is the organisation Windows is registered to ({{org_name}},
+	// $OrgName$).
+	OrgName string `json:"org_name,omitempty"`
+	// InputLocale is the keyboard layout(s) ({{input_locale}},
+	// $InputLocale$): language tags ("de-DE") or layout ids
+	// ("0407:00000407"), separated by ";".
+	InputLocale string `json:"input_locale,omitempty"`
+	// UILanguage is the display language ({{ui_language}}, $UILanguage$ and
+	// $SetupUiLanguageUiLanguage$), a language tag ("en-US").
+	UILanguage string `json:"ui_language,omitempty"`
+	// SystemLocale is the language of non-Unicode programs
+	// ({{system_locale}}, $SystemLocale$), a language tag.
+	SystemLocale string `json:"system_locale,omitempty"`
+	// UserLocale is the format of dates, numbers and currencies
+	// ({{user_locale}}, $UserLocale$), a language tag.
+	UserLocale string `json:"user_locale,omitempty"`
 }
 
 // GuestOS is the operating system family of the guest.
@@ -341,7 +374,14 @@ func (j Job) withDefaults() Job {
 		j.Format = FormatNoCloud
 	}
 	if j.Format == FormatSysprep {
-		if j.SysprepMedium == "" {
+		switch {
+		case j.SysprepMedium != "":
+		case j.Media == MediaISO:
+			// media names the medium when sysprep_medium does not
+			j.SysprepMedium = MediumCDROM
+		default:
+			// the agent picks the medium by the domain's machine
+			// (agent/engine sysprepMedium); without a domain, a floppy
 			j.SysprepMedium = MediumFloppy
 		}
 		if j.SysprepFileName == "" {

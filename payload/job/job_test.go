@@ -607,7 +607,8 @@ var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "Pa
 	"Butane":  true,                                            // format ignition: butane_test.go
 	"GuestOS": true, "AdminUsername": true, "AdminCerts": true, // guest_os windows: windows_test.go
 	"Sysprep": true, "SysprepBase64": true, "SysprepSecret": true, "SysprepFileName": true, "SysprepMedium": true,
-	"WindowsTimezone":     true, // format sysprep: sysprep_test.go
+	"WindowsTimezone": true, "JoinDomain": true, "DomainAdmin": true, "DomainAdminPasswordSecret": true, "MachineObjectOU": true,
+	"ProductKeySecret": true, "OrgName": true, "InputLocale": true, "UILanguage": true, "SystemLocale": true, "UserLocale": true, // format sysprep: sysprep_test.go
 	"AdminPasswordSecret": true} // guest_os windows (configdrive) or format sysprep: windows_test.go, sysprep_test.go
 
 func TestFullJobDecodesEveryField(t *testing.T) {

@@ -2,6 +2,8 @@ package job
 
 import (
 	"encoding/base64"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -93,9 +95,11 @@ func TestSysprepValidation(t *testing.T) {
 		{"two roots", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/><unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/>"`), "sysprep", CodeInvalid, "a second root element"},
 		{"UTF-16 declared", sp(`"sysprep":"<?xml version=\"1.0\" encoding=\"utf-16\"?><unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/>"`), "sysprep", CodeInvalid, `encoding "utf-16"`},
 		{"unknown placeholder", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">{{ComputerName}}</unattend>"`), "sysprep", CodeInvalid, "unknown placeholder {{ComputerName}}; the placeholders are {{hostname}}, {{admin_password}}, {{timezone}}"},
-		{"placeholder without value", sp(`"sysprep":` + jstr(unattendT) + `,"hostname":"w1","timezone":"UTC"`), "admin_password_secret", CodeRequired, "uses {{admin_password}}"},
-		{"value without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"hostname":"w1"`), "hostname", CodeConflict, "no {{hostname}} placeholder, so hostname would be dropped"},
-		{"windows zone without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"windows_timezone":"UTC"`), "windows_timezone", CodeConflict, "no {{timezone}} placeholder"},
+		{"placeholder without value", sp(`"sysprep":` + jstr(unattendT) + `,"hostname":"w1","timezone":"UTC"`), "admin_password_secret", CodeRequired, "uses {{admin_password}} or $AdminPassword$"},
+		{"value without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"hostname":"w1"`), "hostname", CodeConflict, "no {{hostname}} or $ComputerName$ placeholder, so hostname would be dropped"},
+		{"windows zone without placeholder", sp(`"sysprep":` + jstr(noPH) + `,"windows_timezone":"UTC"`), "windows_timezone", CodeConflict, "no {{timezone}} or $TimeZone$ placeholder"},
+		{"hidden value not alone", sp(`"sysprep":"<unattend xmlns=\"urn:schemas-microsoft-com:unattend\"><P><Value>x{{admin_password}}</Value><PlainText>false</PlainText></P></unattend>","admin_password_secret":"pw"`), "sysprep", CodeInvalid, "{{admin_password}}: a <Value> whose <PlainText> is false holds base64 text"},
+		{"placeholder in a processing instruction", sp(`"sysprep":"<?x $ComputerName$?><unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/>","hostname":"w1"`), "sysprep", CodeInvalid, "$ComputerName$: a placeholder in a processing instruction"},
 		{"bad base64", sp(`"sysprep_base64":"%%%"`), "sysprep_base64", CodeInvalid, `"%%%" is not valid base64`},
 		{"cloud-init field", sp(ok + `,"runcmd":["echo"]`), "runcmd", CodeConflict, `format "sysprep" cannot carry runcmd`},
 		{"guest report", sp(ok + `,"guest_report":true`), "guest_report", CodeConflict, `cannot carry guest_report`},
@@ -182,5 +186,97 @@ func TestSysprepWithWindowsFields(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// unattendOvirt uses oVirt's placeholder names, each of them, in CDATA.
+const unattendOvirt = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\r\n<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">\r\n" +
+	"<a><![CDATA[$ComputerName$]]></a><a><![CDATA[$AdminPassword$]]></a><a><![CDATA[$TimeZone$]]></a>" +
+	"<a><![CDATA[$JoinDomain$]]></a><a><![CDATA[$DomainAdmin$]]></a><a><![CDATA[$DomainAdminPassword$]]></a>" +
+	"<a><![CDATA[$MachineObjectOU$]]></a><a><![CDATA[$ProductKey$]]></a><a><![CDATA[$OrgName$]]></a>" +
+	"<a><![CDATA[$InputLocale$]]></a><a><![CDATA[$UILanguage$]]></a><a><![CDATA[$SystemLocale$]]></a>" +
+	"<a><![CDATA[$UserLocale$]]></a><a><![CDATA[$SetupUiLanguageUiLanguage$]]></a>\r\n</unattend>\r\n"
+
+const spOvirtFields = `"hostname":"win-01","timezone":"Europe/Berlin","admin_password_secret":"winpw",` +
+	`"join_domain":"ad.example.com","domain_admin":"joiner","domain_admin_password_secret":"joinpw",` +
+	`"machine_object_ou":"OU=Servers,DC=ad,DC=example,DC=com","product_key_secret":"key","org_name":"Example & Co",` +
+	`"input_locale":"de-DE;0409:00000409","ui_language":"en-US","system_locale":"de-DE","user_locale":"de-CH"`
+
+// TestSysprepOvirtFields: every oVirt placeholder has a job field; each
+// new field is validated with a message naming it and quoting its value
+// (never a secret), is refused outside format "sysprep", and a value the
+// answer file has no placeholder for is refused (it would be dropped).
+func TestSysprepOvirtFields(t *testing.T) {
+	ok := `"sysprep":` + jstr(unattendOvirt) + `,` + spOvirtFields
+	j, r := Parse([]byte(sp(ok)))
+	if !r.OK() {
+		t.Fatalf("an oVirt answer file with every field: %v", r.Err())
+	}
+	if j.JoinDomain != "ad.example.com" || j.DomainAdmin != "joiner" || j.DomainAdminPasswordSecret != "joinpw" || j.MachineObjectOU == "" ||
+		j.ProductKeySecret != "key" || j.OrgName != "Example & Co" || j.InputLocale == "" || j.UILanguage != "en-US" || j.SystemLocale != "de-DE" || j.UserLocale != "de-CH" {
+		t.Errorf("decoded %+v", j)
+	}
+	v := SysprepValues(j)
+	if v["ui_language"] != "en-US" || v["timezone"] != "W. Europe Standard Time" || v["org_name"] != "Example & Co" {
+		t.Errorf("SysprepValues = %v", v)
+	}
+	set := func(field, val string) string {
+		i := strings.Index(ok, `"`+field+`":`)
+		if i < 0 {
+			t.Fatalf("no %s", field)
+		}
+		k := i + len(field) + 3
+		e := k + 1 + strings.Index(ok[k+1:], `"`)
+		return ok[:k] + `"` + val + ok[e:]
+	}
+	for _, c := range []struct {
+		name, doc, field, code, want string
+	}{
+		{"bad domain", sp(set("join_domain", "ad example")), "join_domain", CodeInvalid, `"ad example" is not a domain name`},
+		{"bad domain admin", sp(set("domain_admin", "a/b")), "domain_admin", CodeInvalid, `"a/b" is not a Windows account name`},
+		{"bad domain password secret name", sp(set("domain_admin_password_secret", "../x")), "domain_admin_password_secret", CodeInvalid, `"../x" is not a secret name`},
+		{"bad OU", sp(set("machine_object_ou", "Servers")), "machine_object_ou", CodeInvalid, `"Servers" is not the distinguished name of an OU`},
+		{"bad product key secret name", sp(set("product_key_secret", ".k")), "product_key_secret", CodeInvalid, `".k" is not a secret name`},
+		{"org name with a control character", sp(set("org_name", `a\u0007b`)), "org_name", CodeInvalid, `"a\ab" holds control characters`},
+		{"long org name", sp(set("org_name", strings.Repeat("o", 300))), "org_name", CodeTooLarge, "longer than 256 bytes"},
+		{"bad input locale", sp(set("input_locale", "de-DE;german")), "input_locale", CodeInvalid, `"de-DE;german" is not a list of input locales`},
+		{"bad ui language", sp(set("ui_language", "English")), "ui_language", CodeInvalid, `"English" is not a language tag`},
+		{"bad system locale", sp(set("system_locale", "de_DE")), "system_locale", CodeInvalid, `"de_DE" is not a language tag`},
+		{"bad user locale", sp(set("user_locale", "1")), "user_locale", CodeInvalid, `"1" is not a language tag`},
+		{"placeholder without value", sp(strings.Replace(ok, `"product_key_secret":"key",`, "", 1)), "product_key_secret", CodeRequired, "uses {{product_key}} or $ProductKey$"},
+		{"setup language without value", sp(strings.Replace(ok, `,"ui_language":"en-US"`, "", 1)), "ui_language", CodeRequired, "uses {{ui_language}} or $SetupUiLanguageUiLanguage$ or $UILanguage$"},
+		{"value without placeholder", sp(`"sysprep":` + jstr(unattendT) + `,` + spFull + `,"org_name":"x"`), "org_name", CodeConflict, "no {{org_name}} or $OrgName$ placeholder, so org_name would be dropped"},
+		{"join_domain elsewhere", `{"version":1,"join_domain":"ad.example.com"}`, "join_domain", CodeConflict, `only used with format "sysprep"`},
+		{"product key elsewhere", `{"version":1,"format":"configdrive","guest_os":"windows","product_key_secret":"key"}`, "product_key_secret", CodeConflict, `only used with format "sysprep"`},
+		{"domain password elsewhere", `{"version":1,"format":"ignition","domain_admin_password_secret":"p"}`, "domain_admin_password_secret", CodeConflict, `only used with format "sysprep"`},
+		{"locale elsewhere", `{"version":1,"ui_language":"en-US","input_locale":"de-DE","system_locale":"de-DE","user_locale":"de-DE","org_name":"x","domain_admin":"a","machine_object_ou":"OU=a"}`, "user_locale", CodeConflict, `only used with format "sysprep"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, r := Parse([]byte(c.doc))
+			for _, e := range r.Errors {
+				if e.Field == c.field && e.Code == c.code && strings.Contains(e.Message, c.want) {
+					return
+				}
+			}
+			t.Errorf("want %s %s containing %q; got %v", c.field, c.code, c.want, r.Errors)
+		})
+	}
+}
+
+// TestSecretFieldsByTag: the secret fields are discoverable by their json
+// tags (every one ends in "_secret"), the new sysprep ones included.
+func TestSecretFieldsByTag(t *testing.T) {
+	var names []string
+	rt := reflect.TypeOf(Job{})
+	for i := 0; i < rt.NumField(); i++ {
+		tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if strings.HasSuffix(tag, "_secret") {
+			names = append(names, tag)
+		}
+	}
+	for _, want := range []string{"admin_password_secret", "sysprep_secret", "domain_admin_password_secret", "product_key_secret"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("secret field %s not found among %v", want, names)
+		}
 	}
 }

@@ -273,6 +273,12 @@ func (r *Recipe) secretRefs() []string {
 	if r.Job.AdminPasswordSecret != "" {
 		s = append(s, fmt.Sprintf("%q (admin_password_secret)", r.Job.AdminPasswordSecret))
 	}
+	if r.Job.DomainAdminPasswordSecret != "" {
+		s = append(s, fmt.Sprintf("%q (domain_admin_password_secret)", r.Job.DomainAdminPasswordSecret))
+	}
+	if r.Job.ProductKeySecret != "" {
+		s = append(s, fmt.Sprintf("%q (product_key_secret)", r.Job.ProductKeySecret))
+	}
 	return s
 }
 

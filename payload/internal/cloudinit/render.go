@@ -52,6 +52,11 @@ type Input struct {
 	// image as it is. It enters the content hash only as a fixed-salt
 	// SHA-512 crypt.
 	AdminPassword string
+	// DomainAdminPassword and ProductKey are the plaintexts read from
+	// Job.DomainAdminPasswordSecret and Job.ProductKeySecret (format
+	// "sysprep"): like AdminPassword they reach the image only and enter
+	// the content hash as fixed-salt SHA-512 crypts.
+	DomainAdminPassword, ProductKey string
 	// Identity, when set, pins the content hash and instance-id to those an
 	// earlier render of the same job recorded (see package recipe): a
 	// recipe stores a plaintext password only as the hash that went into
@@ -339,6 +344,19 @@ func jobIdentities(j *job.Job, in Input, keys []HostKey) (content, instance stri
 			return "", "", fmt.Errorf("deriving the content hash: %w", err)
 		}
 		c.AdminPasswordSecret = "derived:" + h
+	}
+	for _, sv := range []struct {
+		plain string
+		field *string
+	}{{in.DomainAdminPassword, &c.DomainAdminPasswordSecret}, {in.ProductKey, &c.ProductKeySecret}} {
+		if sv.plain == "" {
+			continue
+		}
+		h, err := hashPassword(sv.plain, func() (string, error) { return "vmpayload.iid", nil })
+		if err != nil {
+			return "", "", fmt.Errorf("deriving the content hash: %w", err)
+		}
+		*sv.field = "derived:" + h
 	}
 	// the instance hash leaves out what does not make a new instance
 	ci := c

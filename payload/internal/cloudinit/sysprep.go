@@ -22,11 +22,11 @@ func renderSysprepDocs(j *job.Job, in Input, contentSum, iidHash string) (*Docum
 	// the byte order mark Windows tools write is kept: the file goes to
 	// the medium as the user gave it, placeholders aside
 	text, bom := strings.CutPrefix(in.Sysprep, "\uFEFF")
-	out, err := sysprep.Fill(text, map[string]string{
-		sysprep.Hostname:      j.Hostname,
-		sysprep.AdminPassword: in.AdminPassword,
-		sysprep.Timezone:      job.SysprepTimezone(j),
-	})
+	values := job.SysprepValues(j)
+	values[sysprep.AdminPassword] = in.AdminPassword
+	values[sysprep.DomainAdminPassword] = in.DomainAdminPassword
+	values[sysprep.ProductKey] = in.ProductKey
+	out, err := sysprep.Fill(text, values)
 	if err != nil {
 		// payload.Check refuses what could fail here; never quote the
 		// text (it may hold the password now)

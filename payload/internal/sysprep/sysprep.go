@@ -26,7 +26,9 @@ const Namespace = "urn:schemas-microsoft-com:unattend"
 // Root is the local name of an answer file's root element.
 const Root = "unattend"
 
-// The placeholders an answer file may use.
+// The placeholders an answer file may use, by their vmpayload names
+// ({{hostname}}); OvirtNames gives each oVirt's spelling ($ComputerName$),
+// which an answer file may use as well.
 const (
 	// Hostname is the job's hostname (Windows' ComputerName).
 	Hostname = "hostname"
@@ -36,14 +38,95 @@ const (
 	// Timezone is the Windows time zone name (windows_timezone, or the
 	// job's IANA timezone mapped through WindowsZone).
 	Timezone = "timezone"
+	// JoinDomain is the domain to join (join_domain).
+	JoinDomain = "join_domain"
+	// DomainAdmin is the account that joins it (domain_admin).
+	DomainAdmin = "domain_admin"
+	// DomainAdminPassword is that account's password, read from the job's
+	// domain_admin_password_secret.
+	DomainAdminPassword = "domain_admin_password"
+	// MachineObjectOU is the OU the computer account goes to
+	// (machine_object_ou).
+	MachineObjectOU = "machine_object_ou"
+	// ProductKey is the product key, read from product_key_secret.
+	ProductKey = "product_key"
+	// OrgName is the organisation (org_name).
+	OrgName = "org_name"
+	// InputLocale is the keyboard layout (input_locale).
+	InputLocale = "input_locale"
+	// UILanguage is the display language (ui_language); oVirt's
+	// $SetupUiLanguageUiLanguage$ is filled with it too.
+	UILanguage = "ui_language"
+	// SystemLocale is the language for non-Unicode programs
+	// (system_locale).
+	SystemLocale = "system_locale"
+	// UserLocale is the format of dates, numbers and currency
+	// (user_locale).
+	UserLocale = "user_locale"
 )
 
 // Names lists the placeholders, in the order the documentation gives them.
-var Names = []string{Hostname, AdminPassword, Timezone}
+var Names = []string{Hostname, AdminPassword, Timezone, JoinDomain, DomainAdmin, DomainAdminPassword,
+	MachineObjectOU, ProductKey, OrgName, InputLocale, UILanguage, SystemLocale, UserLocale}
 
-// placeholderRE matches a placeholder: "{{", a name, "}}". Spaces inside
-// the braces are allowed ("{{ hostname }}").
-var placeholderRE = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
+// OvirtNames maps oVirt's placeholder names (ovirt-engine's sysprep
+// templates, replaced there as plain text) to vmpayload's: an answer file
+// written for oVirt is filled as it is. Only these exact spellings are
+// placeholders; any other $...$ (Windows paths such as $OEM$) is text.
+var OvirtNames = map[string]string{
+	"ComputerName":              Hostname,
+	"AdminPassword":             AdminPassword,
+	"TimeZone":                  Timezone,
+	"JoinDomain":                JoinDomain,
+	"DomainAdmin":               DomainAdmin,
+	"DomainAdminPassword":       DomainAdminPassword,
+	"MachineObjectOU":           MachineObjectOU,
+	"ProductKey":                ProductKey,
+	"OrgName":                   OrgName,
+	"InputLocale":               InputLocale,
+	"UILanguage":                UILanguage,
+	"SystemLocale":              SystemLocale,
+	"UserLocale":                UserLocale,
+	"SetupUiLanguageUiLanguage": UILanguage,
+}
+
+// Spelling returns how an answer file may write placeholder name:
+// "{{name}}" and each of its oVirt names.
+func Spelling(name string) string {
+	s := "{{" + name + "}}"
+	var ov []string
+	for o, n := range OvirtNames {
+		if n == name {
+			ov = append(ov, "$"+o+"$")
+		}
+	}
+	slices.Sort(ov)
+	for _, o := range ov {
+		s += " or " + o
+	}
+	return s
+}
+
+// placeholderRE matches a placeholder: "{{", a name, "}}" (spaces inside
+// the braces are allowed: "{{ hostname }}"), or one of oVirt's names
+// between dollars.
+var placeholderRE = func() *regexp.Regexp {
+	var ov []string
+	for o := range OvirtNames {
+		ov = append(ov, regexp.QuoteMeta(o))
+	}
+	slices.Sort(ov)
+	return regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}|\$(` + strings.Join(ov, "|") + `)\$`)
+}()
+
+// nameOf returns the vmpayload name of the placeholder match m (the
+// submatches of placeholderRE).
+func nameOf(m []string) string {
+	if m[2] != "" {
+		return OvirtNames[m[2]]
+	}
+	return m[1]
+}
 
 // UnknownPlaceholderError is a placeholder that is not one of Names.
 type UnknownPlaceholderError struct {
@@ -51,7 +134,7 @@ type UnknownPlaceholderError struct {
 }
 
 func (e *UnknownPlaceholderError) Error() string {
-	known := "{{" + strings.Join(Names, "}}, {{") + "}}"
+	known := "{{" + strings.Join(Names, "}}, {{") + "}} (or oVirt's $ComputerName$, $AdminPassword$, …)"
 	if len(e.Name) > 40 || strings.ContainsAny(e.Name, "\r\n") {
 		// not a name someone meant: do not quote a stretch of the file
 		return fmt.Sprintf("a {{...}} of %d characters is not a placeholder; the placeholders are %s", len(e.Name), known)
@@ -59,12 +142,25 @@ func (e *UnknownPlaceholderError) Error() string {
 	return fmt.Sprintf("unknown placeholder {{%s}}; the placeholders are %s", e.Name, known)
 }
 
-// Placeholders returns the distinct placeholders text uses, in order of
-// first use; an unknown one is an *UnknownPlaceholderError naming it.
+// Placeholders returns the distinct placeholders text uses (by their
+// vmpayload names), in order of first use; an unknown one is an
+// *UnknownPlaceholderError naming it. A well-formed document is read as
+// Fill reads it (placeholders where Fill fills them); text that does not
+// parse is searched as a whole, so that an unknown placeholder is named
+// before the syntax error Check reports.
 func Placeholders(text string) ([]string, error) {
+	var names []string
+	if occ, _, err := scan(text); err == nil {
+		for _, o := range occ {
+			names = append(names, o.name)
+		}
+	} else {
+		for _, m := range placeholderRE.FindAllStringSubmatch(text, -1) {
+			names = append(names, nameOf(m))
+		}
+	}
 	var out []string
-	for _, m := range placeholderRE.FindAllStringSubmatch(text, -1) {
-		name := m[1]
+	for _, name := range names {
 		if !slices.Contains(Names, name) {
 			return nil, &UnknownPlaceholderError{Name: name}
 		}
@@ -193,49 +289,4 @@ func qname(n xml.Name) string {
 		return n.Space + ":" + n.Local
 	}
 	return n.Local
-}
-
-// MissingValueError is a placeholder the answer file uses whose value the
-// job does not give.
-type MissingValueError struct {
-	Name string
-}
-
-func (e *MissingValueError) Error() string {
-	return fmt.Sprintf("the answer file uses {{%s}} but it has no value", e.Name)
-}
-
-// Fill replaces every placeholder in text with its value from values,
-// escaped as XML character data (& < > " ' and characters XML cannot
-// carry), so a value can sit in element text or in an attribute value.
-// An unknown placeholder is an *UnknownPlaceholderError, one without a
-// value (absent or "") a *MissingValueError. The result is checked with
-// Check.
-func Fill(text string, values map[string]string) (string, error) {
-	if _, err := Placeholders(text); err != nil {
-		return "", err
-	}
-	var ferr error
-	out := placeholderRE.ReplaceAllStringFunc(text, func(m string) string {
-		name := placeholderRE.FindStringSubmatch(m)[1]
-		v := values[name]
-		if v == "" && ferr == nil {
-			ferr = &MissingValueError{Name: name}
-		}
-		return escape(v)
-	})
-	if ferr != nil {
-		return "", ferr
-	}
-	if err := Check(out); err != nil {
-		return "", err
-	}
-	return out, nil
-}
-
-// escape returns s as XML character data.
-func escape(s string) string {
-	var b bytes.Buffer
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
 }

@@ -91,7 +91,9 @@ func TestCheck(t *testing.T) {
 }
 
 // FuzzFill: any value with characters XML can carry fills into an
-// attribute and element text and decodes back unchanged.
+// attribute, element text and a CDATA section and decodes back unchanged,
+// and into a <Value> under <PlainText>false</PlainText> as its hidden
+// form.
 func FuzzFill(f *testing.F) {
 	for _, s := range []string{"win-01", `a&b<c>"'`, "]]>", "\t", "€"} {
 		f.Add(s)
@@ -105,7 +107,7 @@ func FuzzFill(f *testing.F) {
 				return // XML cannot carry it (line ends are normalised)
 			}
 		}
-		out, err := Fill(tmpl, map[string]string{Hostname: v})
+		out, err := Fill(strings.Replace(tmpl, "</unattend>", "<c><![CDATA[{{hostname}}]]></c><P><Value>{{hostname}}</Value><PlainText>false</PlainText></P></unattend>", 1), map[string]string{Hostname: v})
 		if err != nil {
 			t.Fatalf("Fill(%q): %v", v, err)
 		}
@@ -114,12 +116,92 @@ func FuzzFill(f *testing.F) {
 				A    string `xml:"a,attr"`
 				Text string `xml:",chardata"`
 			} `xml:"v"`
+			C string `xml:"c"`
+			P struct {
+				Value string `xml:"Value"`
+			} `xml:"P"`
 		}
 		if err := xml.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("decoding %q: %v", out, err)
 		}
-		if doc.V.A != v || doc.V.Text != v {
-			t.Fatalf("value %q reads back as attribute %q, text %q", v, doc.V.A, doc.V.Text)
+		if doc.V.A != v || doc.V.Text != v || doc.C != v || doc.P.Value != HiddenPassword(v, "P") {
+			t.Fatalf("value %q reads back as attribute %q, text %q, CDATA %q, hidden %q", v, doc.V.A, doc.V.Text, doc.C, doc.P.Value)
 		}
 	})
+}
+
+// TestFillReaderContexts: a value is written as the reader of the file
+// reads it — raw in CDATA (a "]]>" split across sections), escaped in
+// text and attributes, hidden as Windows System Image Manager hides it
+// under <PlainText>false</PlainText> — and read back by encoding/xml as
+// the value itself; the CRLF line ends stay. The old Fill escaped the
+// value in CDATA too (Windows read "&amp;…") and wrote the plaintext
+// under PlainText false.
+func TestFillReaderContexts(t *testing.T) {
+	const doc = "<unattend xmlns=\"urn:schemas-microsoft-com:unattend\">\r\n" +
+		"<C><![CDATA[{{admin_password}}]]></C>\r\n" +
+		"<T>{{admin_password}}</T>\r\n" +
+		"<A v=\"{{admin_password}}\"/>\r\n" +
+		"<AdministratorPassword><Value>{{admin_password}}</Value><PlainText>false</PlainText></AdministratorPassword>\r\n" +
+		"<Password><PlainText> False </PlainText><Value><![CDATA[{{admin_password}}]]></Value></Password>\r\n" +
+		"<Password><Value>{{admin_password}}</Value><PlainText>true</PlainText></Password>\r\n" +
+		"</unattend>\r\n"
+	for _, pw := range []string{`Adm1n&<"Pa'ss>!`, `x]]>y`, `]]>]]>`, "ünï€"} {
+		out, err := Fill(doc, map[string]string{AdminPassword: pw})
+		if err != nil {
+			t.Fatalf("Fill(%q): %v", pw, err)
+		}
+		if strings.Count(out, "\r\n") != strings.Count(doc, "\r\n") || strings.Count(out, "\n") != strings.Count(doc, "\n") {
+			t.Errorf("line ends changed: %q", out)
+		}
+		var u struct {
+			C string `xml:"C"`
+			T string `xml:"T"`
+			A struct {
+				V string `xml:"v,attr"`
+			} `xml:"A"`
+			Admin struct {
+				Value string `xml:"Value"`
+			} `xml:"AdministratorPassword"`
+			Pw []struct {
+				Value string `xml:"Value"`
+			} `xml:"Password"`
+		}
+		if err := xml.Unmarshal([]byte(out), &u); err != nil {
+			t.Fatalf("reading %q: %v", out, err)
+		}
+		hidden := func(v, el string) string { return HiddenPassword(v, el) }
+		for _, c := range []struct{ where, got, want string }{
+			{"CDATA", u.C, pw}, {"text", u.T, pw}, {"attribute", u.A.V, pw},
+			{"AdministratorPassword (PlainText false)", u.Admin.Value, hidden(pw, "AdministratorPassword")},
+			{"Password (PlainText False, CDATA)", u.Pw[0].Value, hidden(pw, "Password")},
+			{"Password (PlainText true)", u.Pw[1].Value, pw},
+		} {
+			if c.got != c.want {
+				t.Errorf("password %q in %s reads back %q, want %q", pw, c.where, c.got, c.want)
+			}
+		}
+	}
+	// the hiding applied to "P@ssw0rd" as the
+	// administrator password (UTF-16LE of "P@ssw0rdAdministratorPassword")
+	if got := HiddenPassword("P@ssw0rd", "AdministratorPassword"); got != "UABAAHMAcwB3ADAAcgBkAEEAZABtAGkAbgBpAHMAdAByAGEAdABvAHIAUABhAHMAcwB3AG8AcgBkAA==" {
+		t.Errorf("HiddenPassword = %s", got)
+	}
+	// a hidden value must be the placeholder alone; a placeholder in a
+	// processing instruction is not filled
+	var pe *PlacementError
+	for _, bad := range []string{
+		`<unattend xmlns="urn:schemas-microsoft-com:unattend"><P><Value>x{{admin_password}}</Value><PlainText>false</PlainText></P></unattend>`,
+		`<?pi {{admin_password}}?><unattend xmlns="urn:schemas-microsoft-com:unattend"/>`,
+		`<unattend xmlns="urn:schemas-microsoft-com:unattend"><!-- {{admin_password}} --></unattend>`,
+	} {
+		if _, err := Fill(bad, map[string]string{AdminPassword: "a--b"}); !errors.As(err, &pe) || strings.Contains(err.Error(), "a--b") {
+			t.Errorf("Fill(%q) = %v, want a PlacementError without the value", bad, err)
+		}
+	}
+	// oVirt's names are placeholders as they are; other $...$ are text
+	out, err := Fill(`<unattend xmlns="urn:schemas-microsoft-com:unattend"><a>$ComputerName$</a><b>$OEM$ $Foo$</b></unattend>`, map[string]string{Hostname: "w1"})
+	if err != nil || !strings.Contains(out, "<a>w1</a><b>$OEM$ $Foo$</b>") {
+		t.Errorf("oVirt names: %q, %v", out, err)
+	}
 }

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/vmpayload/vmpayload/agent/metrics"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/test/testenv"
+)
+
+// TestLibvirtdSysprepMediumByMachine runs sysprep jobs that name no medium
+// on the real libvirtd: on an i440FX (pc) domain the agent reads libvirt's
+// domain capabilities, finds the floppy controller and attaches a floppy,
+// and QEMU starts the domain with it; on a ppc64 pseries domain (Debian's
+// qemu-system-ppc: no floppy controller) it attaches a CD-ROM, and an
+// explicit sysprep_medium "floppy" there is refused by name with the
+// definition as it was.
+func TestLibvirtdSysprepMediumByMachine(t *testing.T) {
+	testenv.NeedLibvirtd(t)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	for _, c := range []struct {
+		name, arch, machine, emulator, action, extra string
+		kind                                         domxml.Kind
+		code                                         string
+	}{
+		{"pc", "x86_64", "pc", "/usr/bin/qemu-system-x86_64", "start", "", domxml.KindFloppy, ""},
+		{"pseries", "ppc64", "pseries", "/usr/bin/qemu-system-ppc64", "attach", "", domxml.KindCDROM, ""},
+		{"pseries-floppy", "ppc64", "pseries", "/usr/bin/qemu-system-ppc64", "attach", `{"sysprep_medium":"floppy"}`, "", result.CodeUnsupported},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := os.Stat(c.emulator); err != nil {
+				t.Fatalf("%s is missing (test/deps.sh installs it): %v", c.emulator, err)
+			}
+			ctx := context.Background()
+			dir, err := os.MkdirTemp("/var/tmp", "hwin-medium-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("hwin-medium-%s-%d", c.name, os.Getpid())
+			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory><vcpu>1</vcpu>
+<os><type arch='%s' machine='%s'>hvm</type></os><on_poweroff>destroy</on_poweroff>
+<devices><emulator>%s</emulator><controller type='scsi' index='0' model='virtio-scsi'/><memballoon model='none'/></devices></domain>`, name, c.arch, c.machine, c.emulator))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = h.Destroy(context.Background(), dom.UUID)
+				if err := h.Undefine(context.Background(), dom.UUID); err != nil {
+					t.Errorf("undefining %s: %v", name, err)
+				}
+			})
+			e := &Engine{Host: h, PayloadDir: dir, SecretsDir: exampleSecrets, ImageMode: 0o644, ImageGID: -1, Bus: domxml.BusAuto, Log: quiet, Metrics: metrics.New(), Starts: &Starts{}, Cleanups: &Cleanups{}}
+			r := runDoc(t, e, sysprepDoc(t, "sysprep-floppy", name, c.action, c.extra), "job")
+			after, err := h.Domain(ctx, dom.UUID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.code != "" {
+				if r.Error == nil || r.Error.Code != c.code || r.Error.Field != "sysprep_medium" || !strings.Contains(r.Error.Message, "has no floppy controller") {
+					t.Fatalf("result %s %+v, want %s on sysprep_medium", r.State, r.Error, c.code)
+				}
+				if after.InactiveXML != dom.InactiveXML {
+					t.Errorf("the refused job changed the definition")
+				}
+				if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+					t.Errorf("the refused job left %d files in the payload directory", len(ents))
+				}
+				return
+			}
+			if r.State != result.StateDone || r.Device == nil || r.Device.Kind != string(c.kind) {
+				t.Fatalf("result %s %+v device %+v, want a %s", r.State, r.Error, r.Device, c.kind)
+			}
+			p, found, err := domxml.FindPayload(after.InactiveXML)
+			if err != nil || !found || p.Kind != c.kind {
+				t.Errorf("payload drive %+v (%v %v), want a %s", p, found, err, c.kind)
+			}
+			if c.action == "start" && !after.Active {
+				t.Errorf("the domain did not start")
+			}
+		})
+	}
+}
