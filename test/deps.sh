@@ -15,11 +15,10 @@ PKGS=(
   p7zip-full
   # judges of sysprep answer files: xmllint, and the CLDR Windows zone table
   libxml2-utils unicode-cldr-core
-  # a machine without a floppy controller (ppc64 pseries) for the sysprep medium choice
-  qemu-system-ppc
   # libvirt and qemu for integration and guest tests
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils
-  # s390x and ppc64 domains for the Ignition blockdev delivery (issue 41): qemu-system-s390x, qemu-system-ppc64
+  # s390x and ppc64 domains for the Ignition blockdev delivery (issue 41): qemu-system-s390x, qemu-system-ppc64;
+  # ppc64 pseries is also the machine without a floppy controller for the sysprep medium choice
   qemu-system-misc qemu-system-ppc
   # cloudbase-init's reader (its source comes from a checkout, VMPAYLOAD_CLOUDBASE_INIT: docs/windows.md)
   python3 python3-oslo.config python3-oslo.log python3-netaddr python3-yaml python3-jinja2 python3-requests python3-six
