@@ -106,16 +106,19 @@ type Agent struct {
 	readyCond   *sync.Cond
 	readyClosed bool
 	queued      int // tasks claimed and not finished
-	// unclaimed counts jobs the API wrote into incoming/ that intake has
-	// not claimed yet; Submit bounds queued+unclaimed by QueueLimit.
-	unclaimed int
-	inflight  atomic.Int64
+	// viaSocket holds the jobs the API is writing or wrote into incoming/
+	// and intake has not claimed yet, by id (under mu); Submit bounds
+	// queued+len(viaSocket) by QueueLimit. Each intake scan reconciles it
+	// with what incoming/ really holds (reconcileAPIJobs), so a file its
+	// owner renamed or removed frees its place.
+	viaSocket map[string]*apiJob
+	// putSeq counts the API's completed writes into incoming/ (under mu).
+	putSeq   uint64
+	inflight atomic.Int64
 	closing   bool
 
 	scan chan struct{}
 	wg   sync.WaitGroup
-
-	viaSocket sync.Map // ids queued through the API → their result.Submitter
 
 	// held names the spool files (in processing/) the agent has claimed and
 	// not retired: queued, running, or with a result waiting to be written.
@@ -158,7 +161,7 @@ func New(opt Options) (*Agent, error) {
 	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
 		pending: map[string][]*task{}, active: map[string]bool{},
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
-		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}}
+		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}, viaSocket: map[string]*apiJob{}}
 	a.readyCond = sync.NewCond(&a.mu)
 	a.met.SetLibvirtConnected(a.libvirtConnected)
 	a.met.SetDegraded(a.degradedAreas)
