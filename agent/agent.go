@@ -115,7 +115,7 @@ type Agent struct {
 	// putSeq counts the API's completed writes into incoming/ (under mu).
 	putSeq   uint64
 	inflight atomic.Int64
-	closing   bool
+	closing  bool
 
 	scan chan struct{}
 	wg   sync.WaitGroup
