@@ -73,6 +73,9 @@ type Options struct {
 	// HostID is this host's id for payload image owner markers
 	// (owner.HostID; engine.Engine.HostID); "" records none.
 	HostID string
+	// ResultRetention bounds what done/, failed/ and rejected/ keep
+	// (spool.Prune, at start-up and at each rescan); zero keeps all.
+	ResultRetention spool.Retention
 }
 
 // Agent is the daemon. Create it with New, then call Run.
@@ -136,6 +139,8 @@ type Agent struct {
 	// definition of an --undefinesource migration just after its stopped
 	// event, so the next rescan looks again (recheckMigrated). Under mu.
 	leftByMigration map[string]string
+	// retention is Options.ResultRetention, as Reload last set it.
+	retention atomic.Pointer[spool.Retention]
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -163,6 +168,7 @@ func New(opt Options) (*Agent, error) {
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
 		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}, viaSocket: map[string]*apiJob{}}
 	a.readyCond = sync.NewCond(&a.mu)
+	a.retention.Store(&opt.ResultRetention)
 	a.met.SetLibvirtConnected(a.libvirtConnected)
 	a.met.SetDegraded(a.degradedAreas)
 	if opt.LibvirtTimeout > 0 {
@@ -229,6 +235,8 @@ func (a *Agent) Reload(opt Options) {
 	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir
 	cur.PrebuiltDirs = opt.PrebuiltDirs
 	cur.GuestReport = opt.GuestReport
+	r := opt.ResultRetention
+	a.retention.Store(&r)
 	if opt.Log != nil {
 		cur.Log = opt.Log
 		a.log = opt.Log
@@ -305,6 +313,9 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	if err := a.sweep(); err != nil {
 		return err
 	}
+	// After sweep: the interrupted jobs it found are queued (and kept)
+	// and those whose result was written are retired.
+	a.prune()
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watching the spool: %w", err)
@@ -355,6 +366,7 @@ loop:
 			if err := a.sweep(); err != nil {
 				a.log.Error("checking processing/ for jobs without a pending action", "err", err)
 			}
+			a.prune()
 			a.intake()
 		}
 	}

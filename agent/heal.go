@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -187,6 +189,34 @@ func (a *Agent) flushResults() bool {
 		a.setFault(faultResults, lastErr)
 	}
 	return false
+}
+
+// prune applies the result retention (spool.Prune) to done/, failed/ and
+// rejected/, sparing every job that is queued, running or has a result
+// waiting to be written.
+func (a *Agent) prune() {
+	r := *a.retention.Load()
+	if !r.On() {
+		return
+	}
+	busy := func(id string) bool {
+		if cur, ok := a.reg.get(id); ok && !cur.State.Final() {
+			return true
+		}
+		if _, err := os.Lstat(filepath.Join(a.spool.Dir(spool.Processing), id+".json")); err == nil {
+			return true
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.pendingIDLocked(id, nil)
+	}
+	n, err := a.spool.Prune(r, time.Now(), busy)
+	if n > 0 {
+		a.log.Info("removed results past their retention", "count", n, "result_retention_count", r.MaxCount, "result_retention_age", r.MaxAge)
+	}
+	if err != nil {
+		a.log.Warn("result retention: some results could not be removed", "err", err)
+	}
 }
 
 // heal recreates the spool subdirectories and the payload directory if
