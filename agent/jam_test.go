@@ -304,3 +304,49 @@ func TestJobIDsBelongToTheirSubmitter(t *testing.T) {
 		t.Fatalf("alice's second run: %s %+v", r.State, r.Error)
 	}
 }
+
+// TestResultRetention: an agent with result_retention_count 2 and
+// result_retention_age 1h removes at start-up a result written two hours
+// before, and at its rescans the oldest results beyond two; the newest two
+// stay readable through the API.
+func TestResultRetention(t *testing.T) {
+	sp := filepath.Join(t.TempDir(), "spool")
+	done := filepath.Join(sp, spool.Done)
+	if err := os.MkdirAll(done, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(done, "ret-old.json")
+	if err := os.WriteFile(old, []byte(`{"id":"ret-old","state":"done"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, at, at); err != nil {
+		t.Fatal(err)
+	}
+	h := startAgentWith(t, "", nil, agentSetup{spool: sp, opts: func(o *agent.Options) {
+		o.ResultRetention = spool.Retention{MaxCount: 2, MaxAge: time.Hour}
+	}})
+	waitFor(t, "the old result pruned at start-up", func() bool { _, err := os.Stat(old); return os.IsNotExist(err) })
+	if _, err := h.host.DefineXML(context.Background(), domainXML("ret", "pc", "")); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"ret-1", "ret-2", "ret-3", "ret-4"}
+	for _, id := range ids {
+		h.drop(id, map[string]any{"version": 1, "id": id, "domain": "ret", "hostname": "h", "action": "attach"})
+		if r := h.result(id); r.State != result.StateDone {
+			t.Fatalf("%s: %s %+v", id, r.State, r.Error)
+		}
+	}
+	waitFor(t, "done/ down to 2 results", func() bool {
+		e, _ := os.ReadDir(done)
+		return len(e) == 2
+	})
+	for _, id := range ids[2:] {
+		if _, err := os.Stat(h.spool.ResultPath(id, result.StateDone)); err != nil {
+			t.Errorf("the newest result %s was removed: %v", id, err)
+		}
+	}
+	if _, ok := h.agent.Job("ret-4"); !ok {
+		t.Error("ret-4 not found")
+	}
+}
