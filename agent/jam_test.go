@@ -350,3 +350,55 @@ func TestResultRetention(t *testing.T) {
 		t.Error("ret-4 not found")
 	}
 }
+
+// TestMemberDirectoryMovedAsideWithPackagedCaps runs the agent binary with
+// the packaged unit's capabilities plus the spool_group drop-in's
+// (CAP_CHOWN, CAP_DAC_READ_SEARCH; no CAP_DAC_OVERRIDE): a member's mode-0700
+// directory with a file in it, renamed into incoming/ as a job, cannot be
+// moved to another directory by such an agent without taking it over. It
+// still fails with bad_file naming the type, lands in rejected/ with its
+// content and its owner, and the member's next job gets its result.
+func TestMemberDirectoryMovedAsideWithPackagedCaps(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "setpriv")
+	group := "spoolc" + sfx
+	addGroup(t, group)
+	m := addUser(t, "spoolc"+sfx+"u", group)
+	a := newAgent(t, "test:///default", "--spool-group", group)
+	wrapper := filepath.Join(a.Dir, "caps.sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown,+dac_read_search --inh-caps -all -- %s \"$@\"\n", a.Bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.Bin = wrapper
+	a.start()
+	in := filepath.Join(a.SpoolDir, spool.Incoming)
+	if out, err := runAs(m, fmt.Sprintf("mkdir %[1]s/.d.tmp && echo x > %[1]s/.d.tmp/inside && chmod 0700 %[1]s/.d.tmp && mv %[1]s/.d.tmp %[1]s/cap-dir.json", in)); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	r := a.result("cap-dir", "")
+	if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeBadFile || !strings.Contains(r.Error.Message, "is a directory") {
+		t.Fatalf("cap-dir: %s %+v; want failed bad_file naming a directory", r.State, r.Error)
+	}
+	job := `{"version":1,"id":"cap-after","domain":"no-such-domain-spoolc","hostname":"h","action":"attach"}`
+	if out, err := runAs(m, fmt.Sprintf("echo '%s' > %[2]s/.a.tmp && mv %[2]s/.a.tmp %[2]s/cap-after.json", job, in)); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if r := a.result("cap-after", ""); !r.State.Final() {
+		t.Fatalf("cap-after: %s", r.State)
+	}
+	rej := filepath.Join(a.SpoolDir, spool.Rejected)
+	ents, err := os.ReadDir(rej)
+	if err != nil || len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "cap-dir.json.") {
+		t.Fatalf("rejected/: %v %v; want the directory", ents, err)
+	}
+	p := filepath.Join(rej, ents[0].Name())
+	if st, err := os.Lstat(p); err != nil || st.Sys().(*syscall.Stat_t).Uid != uint32(m.uid) || st.Mode().Perm() != 0o700 {
+		t.Errorf("the moved directory: %v %v; want the member's, 0700", st, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(p, "inside")); err != nil || string(b) != "x\n" {
+		t.Errorf("its content: %q %v", b, err)
+	}
+}
