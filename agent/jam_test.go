@@ -402,3 +402,30 @@ func TestMemberDirectoryMovedAsideWithPackagedCaps(t *testing.T) {
 		t.Errorf("its content: %q %v", b, err)
 	}
 }
+
+// TestIdenticalRetryOfLiveJob: while a job is queued or running, an
+// identical POST of it (same client, same body: a retry after a lost
+// answer) is answered 202 with its id and runs nothing more; a different
+// body with the same id is refused with 409 naming id.
+func TestIdenticalRetryOfLiveJob(t *testing.T) {
+	a, g, c, _ := limitsAgent(t, 10, nil)
+	body := limitJob("retry-1", "retry-dom")
+	if code, _, ans := postJob(t, c, body); code != http.StatusAccepted {
+		t.Fatalf("first POST: %d %v", code, ans)
+	}
+	<-g.started // running, held at its lookup
+	code, _, ans := postJob(t, c, body)
+	if code != http.StatusAccepted || ans["id"] != "retry-1" {
+		t.Fatalf("identical retry: %d %v; want 202 with the same id", code, ans)
+	}
+	code, _, ans = postJob(t, c, limitJob("retry-1", "retry-other"))
+	errs, _ := ans["errors"].([]any)
+	if code != http.StatusConflict || len(errs) != 1 || errs[0].(map[string]any)["field"] != "id" {
+		t.Fatalf("another body with the same id: %d %v; want 409 naming id", code, ans)
+	}
+	g.open()
+	if r := waitJob(t, c, "retry-1"); r.State != result.StateDone || r.Domain != "retry-dom" {
+		t.Fatalf("retry-1: %s %s %+v", r.State, r.Domain, r.Error)
+	}
+	waitFor(t, "nothing queued (the retry queued nothing)", func() bool { return a.Health()["queued"] == 0 })
+}
