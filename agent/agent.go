@@ -74,7 +74,8 @@ type Options struct {
 	// (owner.HostID; engine.Engine.HostID); "" records none.
 	HostID string
 	// ResultRetention bounds what done/, failed/ and rejected/ keep
-	// (spool.Prune, at start-up and at each rescan); zero keeps all.
+	// (spool.Prune, at start-up and every pruneEveryRescans rescans); zero
+	// keeps all.
 	ResultRetention spool.Retention
 }
 
@@ -332,6 +333,7 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	a.log.Info("agent running", "spool", a.opt.SpoolDir, "payload_dir", a.opt.PayloadDir, "workers", a.opt.Workers)
 	ticker := time.NewTicker(a.opt.RescanInterval)
 	defer ticker.Stop()
+	ticks := 0
 loop:
 	for {
 		select {
@@ -366,7 +368,9 @@ loop:
 			if err := a.sweep(); err != nil {
 				a.log.Error("checking processing/ for jobs without a pending action", "err", err)
 			}
-			a.prune()
+			if ticks++; ticks%pruneEveryRescans == 0 {
+				a.prune()
+			}
 			a.intake()
 		}
 	}

@@ -191,6 +191,12 @@ func (a *Agent) flushResults() bool {
 	return false
 }
 
+// pruneEveryRescans is how many rescans apart the result retention is
+// applied (besides at start-up): every 5 minutes with the default
+// rescan_interval. One prune lists done/ and failed/ and stats each result:
+// about 0.1 s of CPU at the default 10000 results (BenchmarkPruneSteady).
+const pruneEveryRescans = 10
+
 // prune applies the result retention (spool.Prune) to done/, failed/ and
 // rejected/, sparing every job that is queued, running or has a result
 // waiting to be written.

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -122,4 +123,42 @@ func TestPrune(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkPruneSteady is the cost of one prune with done/ at its default
+// limit (10000 results, none to remove), next to its floor measured in the
+// same run: listing done/ and stating each entry.
+func BenchmarkPruneSteady(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 10000; i++ {
+		if err := os.WriteFile(filepath.Join(s.Dir(Done), fmt.Sprintf("job-%05d.json", i)), []byte("{}"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("prune", func(b *testing.B) {
+		r := Retention{MaxCount: 10000, MaxAge: 720 * time.Hour}
+		for i := 0; i < b.N; i++ {
+			if n, err := s.Prune(r, time.Now(), nil); err != nil || n != 0 {
+				b.Fatal(n, err)
+			}
+		}
+	})
+	b.Run("list-and-stat", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			for _, sub := range []string{Done, Failed, Rejected} {
+				ents, err := os.ReadDir(s.Dir(sub))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, e := range ents {
+					if _, err := e.Info(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+	})
 }
