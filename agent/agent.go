@@ -73,6 +73,10 @@ type Options struct {
 	// HostID is this host's id for payload image owner markers
 	// (owner.HostID; engine.Engine.HostID); "" records none.
 	HostID string
+	// ResultRetention bounds what done/, failed/ and rejected/ keep
+	// (spool.Prune, at start-up and every pruneEveryRescans rescans); zero
+	// keeps all.
+	ResultRetention spool.Retention
 }
 
 // Agent is the daemon. Create it with New, then call Run.
@@ -106,16 +110,19 @@ type Agent struct {
 	readyCond   *sync.Cond
 	readyClosed bool
 	queued      int // tasks claimed and not finished
-	// unclaimed counts jobs the API wrote into incoming/ that intake has
-	// not claimed yet; Submit bounds queued+unclaimed by QueueLimit.
-	unclaimed int
-	inflight  atomic.Int64
-	closing   bool
+	// viaSocket holds the jobs the API is writing or wrote into incoming/
+	// and intake has not claimed yet, by id (under mu); Submit bounds
+	// queued+len(viaSocket) by QueueLimit. Each intake scan reconciles it
+	// with what incoming/ really holds (reconcileAPIJobs), so a file its
+	// owner renamed or removed frees its place.
+	viaSocket map[string]*apiJob
+	// putSeq counts the API's completed writes into incoming/ (under mu).
+	putSeq   uint64
+	inflight atomic.Int64
+	closing  bool
 
 	scan chan struct{}
 	wg   sync.WaitGroup
-
-	viaSocket sync.Map // ids queued through the API → their result.Submitter
 
 	// held names the spool files (in processing/) the agent has claimed and
 	// not retired: queued, running, or with a result waiting to be written.
@@ -133,6 +140,8 @@ type Agent struct {
 	// definition of an --undefinesource migration just after its stopped
 	// event, so the next rescan looks again (recheckMigrated). Under mu.
 	leftByMigration map[string]string
+	// retention is Options.ResultRetention, as Reload last set it.
+	retention atomic.Pointer[spool.Retention]
 }
 
 // New prepares an agent: it creates the spool and payload directories.
@@ -158,8 +167,9 @@ func New(opt Options) (*Agent, error) {
 	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
 		pending: map[string][]*task{}, active: map[string]bool{},
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},
-		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}}
+		retryKick: make(chan struct{}, 1), leftByMigration: map[string]string{}, viaSocket: map[string]*apiJob{}}
 	a.readyCond = sync.NewCond(&a.mu)
+	a.retention.Store(&opt.ResultRetention)
 	a.met.SetLibvirtConnected(a.libvirtConnected)
 	a.met.SetDegraded(a.degradedAreas)
 	if opt.LibvirtTimeout > 0 {
@@ -226,6 +236,8 @@ func (a *Agent) Reload(opt Options) {
 	cur.DefaultFormat, cur.Bus, cur.ImageMode, cur.ImageGID, cur.SecretsDir = opt.DefaultFormat, opt.Bus, opt.ImageMode, opt.ImageGID, opt.SecretsDir
 	cur.PrebuiltDirs = opt.PrebuiltDirs
 	cur.GuestReport = opt.GuestReport
+	r := opt.ResultRetention
+	a.retention.Store(&r)
 	if opt.Log != nil {
 		cur.Log = opt.Log
 		a.log = opt.Log
@@ -302,6 +314,9 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	if err := a.sweep(); err != nil {
 		return err
 	}
+	// After sweep: the interrupted jobs it found are queued (and kept)
+	// and those whose result was written are retired.
+	a.prune()
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watching the spool: %w", err)
@@ -318,6 +333,7 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 	a.log.Info("agent running", "spool", a.opt.SpoolDir, "payload_dir", a.opt.PayloadDir, "workers", a.opt.Workers)
 	ticker := time.NewTicker(a.opt.RescanInterval)
 	defer ticker.Stop()
+	ticks := 0
 loop:
 	for {
 		select {
@@ -351,6 +367,9 @@ loop:
 			a.recheckMigrated(ctx)
 			if err := a.sweep(); err != nil {
 				a.log.Error("checking processing/ for jobs without a pending action", "err", err)
+			}
+			if ticks++; ticks%pruneEveryRescans == 0 {
+				a.prune()
 			}
 			a.intake()
 		}

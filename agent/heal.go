@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -40,22 +42,22 @@ type outcome struct {
 }
 
 // complete writes a finished job's result (spool.Complete). When that fails
-// (a full or read-only spool file system, a removed done/), the outcome is
-// kept and retried with backoff until it is written; only then is it
-// reported (registry, events, metrics), so that a consumer never sees an
-// outcome that a crash could still replace: a job whose result was not
-// written runs again at the next start.
+// (a full or read-only spool file system, a removed done/, an entry that
+// cannot be moved aside), the outcome is kept and retried with backoff until
+// it is written; only then is it reported (registry, events, metrics), so
+// that a consumer never sees an outcome that a crash could still replace: a
+// job whose result was not written runs again at the next start. One result
+// that cannot be written holds back no other job's: only a later result of
+// the same job id waits behind it (so that the newer one is the one left).
 func (a *Agent) complete(t *task, res result.Result) {
 	a.mu.Lock()
-	waiting := len(a.unwritten) > 0
+	behind := a.pendingIDLocked(res.ID, nil)
 	a.mu.Unlock()
-	if !waiting {
-		// Results are written in finishing order: a newer one does not
-		// overtake those already waiting.
+	if !behind {
 		err := a.spool.Complete(t.claimed, res)
 		if err == nil {
 			a.retire(t.claimed.Name)
-			a.report(res)
+			a.report(t, res)
 			return
 		}
 		a.log.Error("writing job result failed; retrying until it is written", "id", res.ID, "err", err)
@@ -63,6 +65,20 @@ func (a *Agent) complete(t *task, res result.Result) {
 		a.setFault(faultResults, err)
 	}
 	a.hold(&outcome{t: t, res: res})
+}
+
+// pendingIDLocked reports whether an outcome of job id waits in unwritten
+// before upTo (nil: anywhere). Called with mu held.
+func (a *Agent) pendingIDLocked(id string, upTo *outcome) bool {
+	for _, o := range a.unwritten {
+		if o == upTo {
+			return false
+		}
+		if o.res.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // hold queues an outcome for retryResults.
@@ -118,25 +134,28 @@ func (a *Agent) retryResults(ctx context.Context) {
 	}
 }
 
-// flushResults tries to write the pending results in order and reports
-// whether all of them are written.
+// flushResults tries to write every pending result, oldest first, and
+// reports whether all of them are written. A result that fails again stays
+// pending (with the later results of its job id) and the others are still
+// written: one that cannot be written blocks nobody else's.
 func (a *Agent) flushResults() bool {
 	a.healSpool()
-	for {
+	a.mu.Lock()
+	todo := append([]*outcome(nil), a.unwritten...)
+	a.mu.Unlock()
+	var lastErr error
+	for _, o := range todo {
 		a.mu.Lock()
-		if len(a.unwritten) == 0 {
-			a.mu.Unlock()
-			a.clearFault(faultResults)
-			a.met.ResultsPending(0)
-			return true
-		}
-		o := a.unwritten[0]
+		behind := a.pendingIDLocked(o.res.ID, o)
 		a.mu.Unlock()
+		if behind {
+			continue // an older result of the same id is still pending
+		}
 		a.met.ResultRetry()
 		if err := a.spool.Complete(o.t.claimed, o.res); err != nil {
-			a.setFault(faultResults, err)
+			lastErr = err
 			a.log.Debug("writing job result failed again", "id", o.res.ID, "err", err)
-			return false
+			continue
 		}
 		// Report before the outcome leaves unwritten: once /healthz no
 		// longer counts it, the API already shows it final.
@@ -145,13 +164,64 @@ func (a *Agent) flushResults() bool {
 			a.log.Info("finished job retired after retrying", "id", o.res.ID)
 		} else {
 			a.log.Info("job result written after retrying", "id", o.res.ID)
-			a.report(o.res)
+			a.report(o.t, o.res)
 		}
 		a.mu.Lock()
-		a.unwritten = a.unwritten[1:]
+		for i, u := range a.unwritten {
+			if u == o {
+				a.unwritten = append(a.unwritten[:i:i], a.unwritten[i+1:]...)
+				break
+			}
+		}
 		n := len(a.unwritten)
 		a.mu.Unlock()
 		a.met.ResultsPending(n)
+	}
+	a.mu.Lock()
+	n := len(a.unwritten)
+	a.mu.Unlock()
+	if n == 0 {
+		a.clearFault(faultResults)
+		a.met.ResultsPending(0)
+		return true
+	}
+	if lastErr != nil {
+		a.setFault(faultResults, lastErr)
+	}
+	return false
+}
+
+// pruneEveryRescans is how many rescans apart the result retention is
+// applied (besides at start-up): every 5 minutes with the default
+// rescan_interval. One prune lists done/ and failed/ and stats each result:
+// about 0.1 s of CPU at the default 10000 results (BenchmarkPruneSteady).
+const pruneEveryRescans = 10
+
+// prune applies the result retention (spool.Prune) to done/, failed/ and
+// rejected/, sparing every job that is queued, running or has a result
+// waiting to be written.
+func (a *Agent) prune() {
+	r := *a.retention.Load()
+	if !r.On() {
+		return
+	}
+	busy := func(id string) bool {
+		if cur, ok := a.reg.get(id); ok && !cur.State.Final() {
+			return true
+		}
+		if _, err := os.Lstat(filepath.Join(a.spool.Dir(spool.Processing), id+".json")); err == nil {
+			return true
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.pendingIDLocked(id, nil)
+	}
+	n, err := a.spool.Prune(r, time.Now(), busy)
+	if n > 0 {
+		a.log.Info("removed results past their retention", "count", n, "result_retention_count", r.MaxCount, "result_retention_age", r.MaxAge)
+	}
+	if err != nil {
+		a.log.Warn("result retention: some results could not be removed", "err", err)
 	}
 }
 

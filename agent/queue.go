@@ -29,6 +29,10 @@ type task struct {
 	base    result.Result
 	key     string // serialisation key: the domain
 	policy  access.Policy
+	// foreign: the job's id is another submitter's (foreignID); the job
+	// fails forbidden on id, its result goes to its own file and the
+	// registry keeps the other's status.
+	foreign bool
 }
 
 // poke asks the intake loop for a rescan.
@@ -81,34 +85,72 @@ func (a *Agent) sweep() error {
 }
 
 // intake claims waiting jobs from incoming/ while the queue has room, in
-// one batch (one directory sync for all of them).
+// batches (one directory sync per batch). A name that cannot be claimed
+// (taken by another claimer, a job of that name still in processing/, an
+// error) takes no room: the names after it are claimed instead.
 func (a *Agent) intake() {
+	a.mu.Lock()
+	seen := a.putSeq
+	a.mu.Unlock()
 	names, err := a.spool.Pending()
 	if err != nil {
 		a.log.Error("listing the spool", "err", err)
 		return
 	}
+	a.reconcileAPIJobs(names, seen)
 	a.mu.Lock()
 	room, closing := a.opt.QueueLimit-a.queued, a.closing
 	a.mu.Unlock()
-	if closing || room <= 0 || len(names) == 0 {
-		return
+	for !closing && room > 0 && len(names) > 0 {
+		batch := names[:min(room, len(names))]
+		names = names[len(batch):]
+		claimed, errs := a.spool.ClaimAll(batch)
+		for name, err := range errs {
+			if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, spool.ErrExists) {
+				a.log.Warn("claiming job failed", "file", name, "err", err)
+			}
+		}
+		for _, c := range claimed {
+			t := a.prepare(c, result.SourceSpool)
+			if t.base.Source == result.SourceSpool {
+				a.met.JobReceived(metrics.SourceSpool) // socket jobs were counted by Submit
+			}
+			a.enqueue(t)
+		}
+		room -= len(claimed)
 	}
-	if len(names) > room {
-		names = names[:room]
+}
+
+// apiJob is a job the API writes or wrote into incoming/ for a client.
+type apiJob struct {
+	who result.Submitter
+	// seq is the putSeq its write completed with; 0 while it is written.
+	seq uint64
+}
+
+// reconcileAPIJobs forgets the API-written jobs whose file is no longer in
+// incoming/ (names, listed after the writes up to putSeq seen had
+// completed) although intake never claimed it: its owner renamed or
+// removed it. Their places in queue_limit are freed, and their queued
+// entries dropped (a renamed file is claimed under its new name as the
+// owner's spool job). Without this the count only ever went up (issue 44).
+func (a *Agent) reconcileAPIJobs(names []string, seen uint64) {
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
 	}
-	claimed, errs := a.spool.ClaimAll(names)
-	for name, err := range errs {
-		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, spool.ErrExists) {
-			a.log.Warn("claiming job failed", "file", name, "err", err)
+	var gone []string
+	a.mu.Lock()
+	for id, j := range a.viaSocket {
+		if j.seq != 0 && j.seq <= seen && !present[id+".json"] {
+			delete(a.viaSocket, id)
+			gone = append(gone, id)
 		}
 	}
-	for _, c := range claimed {
-		t := a.prepare(c, result.SourceSpool)
-		if t.base.Source == result.SourceSpool {
-			a.met.JobReceived(metrics.SourceSpool) // socket jobs were counted by Submit
-		}
-		a.enqueue(t)
+	a.mu.Unlock()
+	for _, id := range gone {
+		a.reg.forgetQueued(id, result.SourceSocket)
+		a.log.Info("a job the API queued left incoming/ before it was claimed (renamed or removed); its queue place is freed", "id", id)
 	}
 }
 
@@ -118,16 +160,17 @@ func (a *Agent) intake() {
 // it. Another file claiming the same id in its content (a spool writer's)
 // gets its own owner as submitter, never the API client's identity.
 func (a *Agent) socketSubmitter(c *spool.Claimed, id string) (result.Submitter, bool) {
-	v, ok := a.viaSocket.Load(id)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j, ok := a.viaSocket[id]
 	if !ok {
 		return result.Submitter{}, false
 	}
-	who := v.(result.Submitter)
-	if c.Name != id+".json" || (c.UID != who.UID && int(c.UID) != os.Geteuid()) {
+	if c.Name != id+".json" || (c.UID != j.who.UID && int(c.UID) != os.Geteuid()) {
 		return result.Submitter{}, false
 	}
-	a.viaSocket.Delete(id)
-	return who, true
+	delete(a.viaSocket, id)
+	return j.who, true
 }
 
 // prepare parses a claimed file into a task.
@@ -148,9 +191,6 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		if s, ok := a.socketSubmitter(c, t.base.ID); ok {
 			t.base.Source = result.SourceSocket
 			t.base.Submitter = &s
-			a.mu.Lock()
-			a.unclaimed = max(a.unclaimed-1, 0)
-			a.mu.Unlock()
 		}
 		if j != nil {
 			t.base.Domain, t.base.Action = j.Domain, string(j.Apply(opt.Defaults).Action)
@@ -161,7 +201,22 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		t.base.Submitter = &s
 	}
 	t.key = queueKey(t.base.Domain)
+	t.foreign = a.foreignID(t.base.ID, t.base.Submitter.UID, c)
+	c.Foreign = t.foreign
 	return t
+}
+
+// foreignID reports whether job id belongs to another submitter than uid:
+// a job of theirs queued or running in this run (for everyone, root
+// included), or a finished one, of this run or with a result in the spool
+// (for everyone but root, who may reuse any finished id).
+func (a *Agent) foreignID(id string, uid uint32, c *spool.Claimed) bool {
+	if cur, ok := a.reg.get(id); ok && cur.Submitter != nil && cur.Submitter.UID != uid {
+		if !cur.State.Final() || uid != 0 {
+			return true
+		}
+	}
+	return a.spool.ForeignID(c, id)
 }
 
 // queueKey is the key that queues a job behind the jobs before it for the
@@ -181,7 +236,9 @@ func (a *Agent) enqueue(t *task) {
 	a.held[t.claimed.Name] = true
 	a.queued++
 	q := a.queued
-	a.reg.set(t.base)
+	if !t.foreign {
+		a.reg.set(t.base)
+	}
 	if a.active[t.key] {
 		a.pending[t.key] = append(a.pending[t.key], t)
 		a.mu.Unlock()
@@ -243,7 +300,9 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 	defer func() { a.met.InFlight(int(a.inflight.Add(-1))) }()
 	running := t.base
 	running.State = result.StateRunning
-	a.reg.set(running)
+	if !t.foreign {
+		a.reg.set(running)
+	}
 	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 
 	var res result.Result
@@ -259,9 +318,9 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 		res = t.base
 		res.Fail(result.CodeInvalidJob, (&t.report).Err().Error(), t.report.Errors[0].Field)
 		res.Errors = t.report.Errors
-	case t.claimed.ReadErr == nil && a.spool.ForeignID(t.claimed, t.base.ID):
+	case t.foreign:
 		res = t.base
-		res.Fail(result.CodeForbidden, fmt.Sprintf("job id %q already has a result of another submitter; choose another id (this result is %s)",
+		res.Fail(result.CodeForbidden, fmt.Sprintf("job id %q is another submitter's job; choose another id (this result is %s)",
 			t.base.ID, a.spool.ForeignResultPath(t.base.ID, t.claimed.UID)), "id")
 	case forbidden != nil:
 		res = t.base
@@ -293,10 +352,12 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 	a.finishCount()
 }
 
-// report publishes a job's outcome once its result is written: registry,
-// metrics, event and log.
-func (a *Agent) report(res result.Result) {
-	a.reg.set(res)
+// report publishes a job's outcome once its result is written: registry
+// (unless the job's id is another submitter's), metrics, event and log.
+func (a *Agent) report(t *task, res result.Result) {
+	if !t.foreign {
+		a.reg.set(res)
+	}
 	a.met.JobFinished(res.State, time.Duration(res.DurationMS)*time.Millisecond)
 	ev := Event{Kind: "job", Type: string(res.State), ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Submitter: res.Submitter}
 	attrs := []any{"id", res.ID, "domain", res.Domain, "action", res.Action, "state", res.State, "duration_ms", res.DurationMS}
@@ -314,7 +375,9 @@ func (a *Agent) report(res result.Result) {
 		a.log.Info("job done", attrs...)
 	}
 	a.events.publish(ev)
-	a.guest.finished(res)
+	if !t.foreign {
+		a.guest.finished(res)
+	}
 }
 
 func (a *Agent) finishCount() {

@@ -22,6 +22,10 @@ type registry struct {
 type entry struct {
 	res  result.Result
 	done chan struct{}
+	// digest is the SHA-256 of the body the API queued this run of the
+	// job with (zero for a spool job): an identical retry by the same
+	// client is answered with this job (SubmitAs).
+	digest [32]byte
 }
 
 func newRegistry(capacity int) *registry {
@@ -29,6 +33,9 @@ func newRegistry(capacity int) *registry {
 }
 
 // set records a job's current state and wakes waiters when it is final.
+// A new run of a finished id starts a new entry; callers make sure that it
+// is its submitter's (Agent.foreignID, SubmitAs): nobody replaces another's
+// status.
 func (r *registry) set(res result.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -72,6 +79,35 @@ func (r *registry) forget(id string) {
 	if e := r.entries[id]; e != nil && !e.res.State.Final() {
 		delete(r.entries, id)
 	}
+}
+
+// forgetQueued drops id's entry while it is still queued from source: a
+// job the API queued whose file left incoming/ unclaimed.
+func (r *registry) forgetQueued(id, source string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil && e.res.State == result.StateQueued && e.res.Source == source {
+		delete(r.entries, id)
+	}
+}
+
+// setDigest records the body digest of id's current (API-queued) run.
+func (r *registry) setDigest(id string, d [32]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil {
+		e.digest = d
+	}
+}
+
+// digest returns the body digest of id's current run (zero if none).
+func (r *registry) digest(id string) [32]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil {
+		return e.digest
+	}
+	return [32]byte{}
 }
 
 func (r *registry) get(id string) (result.Result, bool) {

@@ -6,6 +6,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/payload"
+	pjob "github.com/vmpayload/vmpayload/payload/job"
 )
 
 // Submit is SubmitAs on behalf of the agent's own user.
@@ -43,8 +45,12 @@ func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	if id == "" {
 		id = newID()
 	}
-	if cur, ok := a.reg.get(id); ok && !cur.State.Final() {
-		return "", fmt.Errorf("job id %q: %w", id, ErrDuplicate)
+	digest := sha256.Sum256(data)
+	if err := a.checkID(id, who, digest); err != nil {
+		if errors.Is(err, errSameJob) {
+			return id, nil
+		}
+		return "", err
 	}
 	// Reserve a place: jobs queued or running plus jobs this API wrote
 	// that intake has not claimed yet stay within queue_limit.
@@ -53,29 +59,98 @@ func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 		a.mu.Unlock()
 		return "", ErrShuttingDown
 	}
-	if n := a.queued + a.unclaimed; n >= a.opt.QueueLimit {
+	if _, writing := a.viaSocket[id]; writing {
+		a.mu.Unlock()
+		return "", idError(id, ErrDuplicate, "is already queued")
+	}
+	if n := a.queued + len(a.viaSocket); n >= a.opt.QueueLimit {
 		a.mu.Unlock()
 		return "", fmt.Errorf("%w: %d jobs are queued or running (queue_limit %d); retry later", ErrQueueFull, n, a.opt.QueueLimit)
 	}
-	a.unclaimed++
+	mine := &apiJob{who: who}
+	a.viaSocket[id] = mine
 	a.mu.Unlock()
-	a.viaSocket.Store(id, who)
 	a.reg.set(result.Result{ID: id, Domain: j.Domain, Action: string(j.Apply(opt.Defaults).Action), State: result.StateQueued, Source: result.SourceSocket, Submitter: &who, ReceivedAt: time.Now().UTC()})
+	a.reg.setDigest(id, digest)
 	if err := a.spool.PutOwned(id, data, int(who.UID)); err != nil {
-		if _, mine := a.viaSocket.LoadAndDelete(id); mine {
-			a.mu.Lock()
-			a.unclaimed = max(a.unclaimed-1, 0)
-			a.mu.Unlock()
+		a.mu.Lock()
+		if a.viaSocket[id] == mine {
+			delete(a.viaSocket, id)
 		}
+		a.mu.Unlock()
 		a.reg.forget(id)
 		if errors.Is(err, spool.ErrExists) {
-			return "", fmt.Errorf("job id %q: %w", id, ErrDuplicate)
+			return "", idError(id, ErrDuplicate, "is already queued")
 		}
 		return "", fmt.Errorf("writing job %q into the spool: %w", id, err)
 	}
+	a.mu.Lock()
+	a.putSeq++
+	mine.seq = a.putSeq // intake may have claimed it already: then it is gone from viaSocket
+	a.mu.Unlock()
 	a.met.JobReceived(metrics.SourceSocket)
 	a.poke()
 	return id, nil
+}
+
+// ErrIDTaken is returned (in an *IDError) by SubmitAs for a job whose id is
+// another submitter's.
+var ErrIDTaken = errors.New("the id is another submitter's job; choose another id")
+
+// IDError is a submission refused because of its id: ErrDuplicate (a job
+// with this id is queued or running) or ErrIDTaken. Errors names the field
+// (id) and quotes the value; the API answers 409 with them.
+type IDError struct {
+	ID     string
+	Err    error
+	Errors []pjob.FieldError
+}
+
+func (e *IDError) Error() string { return fmt.Sprintf("job id %q: %v", e.ID, e.Err) }
+
+func (e *IDError) Unwrap() error { return e.Err }
+
+func idError(id string, err error, what string) *IDError {
+	code := pjob.CodeDuplicate
+	if errors.Is(err, ErrIDTaken) {
+		code = pjob.CodeConflict
+	}
+	return &IDError{ID: id, Err: err, Errors: []pjob.FieldError{{Field: "id", Code: code,
+		Message: fmt.Sprintf("job id %q %s; choose another id", id, what)}}}
+}
+
+// errSameJob: the submission is a retry of a job its client queued and that
+// is still queued or running (same uid, same body): it is answered with
+// that job instead of running it twice.
+var errSameJob = errors.New("the same job is already queued")
+
+// checkID refuses an id that is another submitter's: one queued or running
+// (for everyone, root included), or finished in this run or with a result
+// in the spool (for everyone but root, who may reuse any finished id, as in
+// the spool). The id of a job that who queued and that is still queued or
+// running is refused as a duplicate, unless the body is the same (a retry:
+// errSameJob). A finished job of who's own runs again (as always).
+func (a *Agent) checkID(id string, who result.Submitter, digest [32]byte) error {
+	if cur, ok := a.reg.get(id); ok {
+		owner := cur.Submitter
+		switch {
+		case owner != nil && owner.UID != who.UID && (!cur.State.Final() || who.UID != 0):
+			return idError(id, ErrIDTaken, "is another submitter's job")
+		case !cur.State.Final():
+			if owner != nil && cur.Source == result.SourceSocket && a.reg.digest(id) == digest {
+				return errSameJob
+			}
+			return idError(id, ErrDuplicate, "is already queued or running")
+		}
+		return nil
+	}
+	if who.UID == 0 {
+		return nil
+	}
+	if uid, ok := a.spool.ResultOwner(id); ok && uid != who.UID {
+		return idError(id, ErrIDTaken, "is another submitter's job")
+	}
+	return nil
 }
 
 func newID() string {
@@ -110,7 +185,7 @@ func (a *Agent) Subscribe() (<-chan Event, func()) { return a.events.subscribe()
 // Health reports the agent's state for /healthz.
 func (a *Agent) Health() map[string]any {
 	a.mu.Lock()
-	q := a.queued
+	q := a.queued + len(a.viaSocket) // what queue_limit counts
 	a.mu.Unlock()
 	conn := "connected"
 	if !a.libvirtConnected() {

@@ -292,8 +292,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, agent.ErrQueueFull), errors.Is(err, agent.ErrShuttingDown):
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: err.Error()})
-	case errors.Is(err, agent.ErrDuplicate):
-		writeJSON(w, http.StatusConflict, client.Answer{Error: err.Error()})
+	case errors.Is(err, agent.ErrDuplicate), errors.Is(err, agent.ErrIDTaken):
+		ans := client.Answer{Error: err.Error()}
+		var ie *agent.IDError
+		if errors.As(err, &ie) {
+			ans.Errors = ie.Errors // the field: id
+		}
+		writeJSON(w, http.StatusConflict, ans)
 	default:
 		s.log().Error("queueing job", "err", err)
 		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: "queueing the job failed: " + err.Error()})

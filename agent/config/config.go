@@ -12,8 +12,10 @@
 //
 // Extensions (not part of the original contract, may still change):
 // rescan_interval (how often the spool directory is rescanned in addition to
-// file-system notifications) and queue_limit (the most jobs waiting for a
-// worker; intake refuses more).
+// file-system notifications), queue_limit (the most jobs waiting for a
+// worker; intake refuses more) and result_retention_count and
+// result_retention_age (how many results done/ and failed/ keep, and how
+// long).
 //
 // Keys read by "vmpayload hook" (the libvirt qemu hook), not by the agent:
 // hook_timeout (how long one hook run may take before it counts as failed)
@@ -62,6 +64,13 @@ const (
 	DefaultGuestTimeout = 15 * time.Minute
 	MinGuestTimeout     = time.Minute
 	MaxGuestTimeout     = 24 * time.Hour
+	// Defaults and bounds of result_retention_count and
+	// result_retention_age (0 turns either off).
+	DefaultResultRetentionCount = 10000
+	MaxResultRetentionCount     = 10_000_000
+	DefaultResultRetentionAge   = 30 * 24 * time.Hour
+	MinResultRetentionAge       = time.Minute
+	MaxResultRetentionAge       = 10 * 365 * 24 * time.Hour
 	// maxSocketPath is the longest unix socket path Linux accepts
 	// (sun_path is 108 bytes including the terminating NUL).
 	maxSocketPath = 107
@@ -138,6 +147,13 @@ type Config struct {
 	// GuestTimeout bounds the wait for a guest's first report after its
 	// domain started; then the job's guest status is timeout (1m..24h).
 	GuestTimeout time.Duration `yaml:"guest_timeout"`
+	// ResultRetentionCount is how many results done/ and failed/ keep each
+	// (with failed/'s job copies and what rejected/ holds): beyond it the
+	// oldest are removed (0: no limit; at most 10000000).
+	ResultRetentionCount int `yaml:"result_retention_count"`
+	// ResultRetentionAge is how long a result is kept after it was written
+	// (0: forever; else 1m..87600h).
+	ResultRetentionAge time.Duration `yaml:"result_retention_age"`
 }
 
 // Allowed values of the enumerated keys.
@@ -182,6 +198,11 @@ func Default() Config {
 		// TCG guests here finish cloud-init in 1-3 minutes; a slow
 		// first boot (package installs) takes longer.
 		GuestTimeout: DefaultGuestTimeout,
+		// A month of results, and at most 10000 per directory: enough to
+		// look a job up long after it ran, and a bound on the disk and on
+		// the start-up scan of done/ (about 2 KB per result).
+		ResultRetentionCount: DefaultResultRetentionCount,
+		ResultRetentionAge:   DefaultResultRetentionAge,
 	}
 }
 
@@ -217,6 +238,8 @@ var keys = []key{
 	{"libvirt_timeout", "longest wait for one libvirt call before its job fails with libvirt_timeout", func(c *Config) any { return &c.LibvirtTimeout }},
 	{"guest_report", "default of a job's guest_report: cloud-init's outcome reported back over a virtio-serial channel", func(c *Config) any { return &c.GuestReport }},
 	{"guest_timeout", "longest wait for a guest's first report after its domain started", func(c *Config) any { return &c.GuestTimeout }},
+	{"result_retention_count", "most results kept in each of done/ and failed/, oldest removed first (0: no limit)", func(c *Config) any { return &c.ResultRetentionCount }},
+	{"result_retention_age", "how long results in done/ and failed/ are kept (0: forever)", func(c *Config) any { return &c.ResultRetentionAge }},
 }
 
 // FlagName returns the command-line flag name of a configuration key.
@@ -492,6 +515,12 @@ func (c Config) Validate() error {
 	}
 	if c.GuestTimeout < MinGuestTimeout || c.GuestTimeout > MaxGuestTimeout {
 		bad("guest_timeout", c.GuestTimeout.String(), fmt.Sprintf("want %s..%s", MinGuestTimeout, MaxGuestTimeout))
+	}
+	if c.ResultRetentionCount < 0 || c.ResultRetentionCount > MaxResultRetentionCount {
+		bad("result_retention_count", strconv.Itoa(c.ResultRetentionCount), fmt.Sprintf("want 0 (no limit) or 1..%d", MaxResultRetentionCount))
+	}
+	if a := c.ResultRetentionAge; a != 0 && (a < MinResultRetentionAge || a > MaxResultRetentionAge) {
+		bad("result_retention_age", a.String(), fmt.Sprintf("want 0 (forever) or %s..%s", MinResultRetentionAge, MaxResultRetentionAge))
 	}
 	return errors.Join(errs...)
 }

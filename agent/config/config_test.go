@@ -42,6 +42,7 @@ func TestDefault(t *testing.T) {
 		LogFormat: "text", LogLevel: "info", RescanInterval: 30 * time.Second, QueueLimit: 10000,
 		HookTimeout: 20 * time.Second, HookFailure: "refuse", AdminGroup: "", SpoolGroup: "", PrebuiltDirs: "", LibvirtTimeout: 2 * time.Minute,
 		GuestReport: true, GuestTimeout: 15 * time.Minute,
+		ResultRetentionCount: 10000, ResultRetentionAge: 720 * time.Hour,
 	}
 	if d != want {
 		t.Fatalf("Default() = %+v, want %+v", d, want)
@@ -78,7 +79,8 @@ func TestKeysMatchTags(t *testing.T) {
 	}
 	want := []string{"libvirt_uri", "spool_dir", "payload_dir", "socket", "socket_group", "secrets_dir",
 		"workers", "default_format", "cdrom_bus", "image_mode", "image_group", "log_format", "log_level",
-		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "spool_group", "prebuilt_dirs", "libvirt_timeout", "guest_report", "guest_timeout"}
+		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "spool_group", "prebuilt_dirs", "libvirt_timeout", "guest_report", "guest_timeout",
+		"result_retention_count", "result_retention_age"}
 	if got := Keys(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Keys() = %v, want %v", got, want)
 	}
@@ -283,6 +285,8 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.RescanInterval = 100 * time.Millisecond },
 		func(c *Config) { c.QueueLimit = 1 },
 		func(c *Config) { c.HookTimeout, c.HookFailure = 100*time.Millisecond, "boot" },
+		func(c *Config) { c.ResultRetentionCount, c.ResultRetentionAge = 0, 0 },
+		func(c *Config) { c.ResultRetentionCount, c.ResultRetentionAge = 1, time.Minute },
 	}
 	for i, edit := range valid {
 		c := Default()
@@ -316,6 +320,9 @@ func TestValidate(t *testing.T) {
 		PrebuiltDirs:   "/srv/seeds:relative",
 		LibvirtTimeout: 0,
 		GuestTimeout:   time.Second,
+		// negative, and too short to read a result
+		ResultRetentionCount: -1,
+		ResultRetentionAge:   time.Second,
 	}
 	err := c.Validate()
 	if err == nil {
@@ -343,6 +350,8 @@ func TestValidate(t *testing.T) {
 		`spool_group: invalid value "9999999999"`,
 		`prebuilt_dirs: invalid value "relative"`,
 		`libvirt_timeout: invalid value "0s": want 1s..1h0m0s`,
+		`result_retention_count: invalid value "-1"`,
+		`result_retention_age: invalid value "1s": want 0 (forever) or 1m0s..`,
 		`guest_timeout: invalid value "1s": want 1m0s..24h0m0s`,
 	}
 	lines := strings.Split(err.Error(), "\n")

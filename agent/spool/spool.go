@@ -35,6 +35,11 @@ const (
 	Processing = "processing"
 	Done       = "done"
 	Failed     = "failed"
+	// Rejected holds what was found in incoming/ under a job name but is
+	// not a regular file (a directory, FIFO, symlink, socket or device),
+	// moved aside under a name of its own once its result is written, so
+	// that it blocks nothing (issue 44). Private to the agent (DirMode).
+	Rejected = "rejected"
 )
 
 // DirMode is the mode of the spool's subdirectories.
@@ -94,7 +99,7 @@ func (s *Spool) Heal() (created []string, err error) {
 	if err := os.MkdirAll(s.Root, 0o755); err != nil {
 		return nil, fmt.Errorf("creating spool directory %s: %w", s.Root, err)
 	}
-	for _, d := range []string{Incoming, Processing, Done, Failed} {
+	for _, d := range []string{Incoming, Processing, Done, Failed, Rejected} {
 		p := filepath.Join(s.Root, d)
 		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
 			// Created private; setAccess then opens it to the spool_group.
@@ -120,7 +125,7 @@ func (s *Spool) Heal() (created []string, err error) {
 // group.
 func (s *Spool) setAccess(p, d string) error {
 	mode, group := os.FileMode(DirMode), os.Getegid()
-	if s.group > 0 && d != Processing {
+	if s.group > 0 && d != Processing && d != Rejected {
 		mode, group = GroupResultMode, s.group-1
 		if d == Incoming {
 			mode = GroupIncomingMode
@@ -194,6 +199,30 @@ func kindOf(m os.FileMode) string {
 	switch {
 	case m&os.ModeSymlink != 0:
 		return "symlink"
+	case m.IsRegular():
+		return "regular file"
+	default:
+		return "special file (" + m.Type().String() + ")"
+	}
+}
+
+// KindName names the type of a file that is not a regular file, for the
+// results of spool entries that are not jobs: "directory", "symlink",
+// "named pipe (FIFO)", "socket", "character device", "block device".
+func KindName(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
 	case m.IsRegular():
 		return "regular file"
 	default:
@@ -297,6 +326,16 @@ type Claimed struct {
 	// ReadErr says why the content could not be read (not a regular file,
 	// a symlink, too large, an I/O error); the job fails with it.
 	ReadErr error
+	// Mode is the entry's type as found (Lstat). An entry that is not a
+	// regular file is never opened for reading; once its result is
+	// written it is moved aside into rejected/ rather than removed (a
+	// directory with files in it cannot be removed, issue 44).
+	Mode os.FileMode
+	// Foreign is set by the agent when the job's id is another
+	// submitter's (a live job of theirs, or a result that ForeignID does
+	// not see yet): Complete then writes ForeignResultPath, as for
+	// ForeignID.
+	Foreign bool
 }
 
 // ClaimAll moves each of names from incoming/ into processing/ and reads
@@ -350,13 +389,59 @@ func (s *Spool) move(name string) error {
 		// A job of the same name is running: leave this one for later.
 		return fmt.Errorf("claiming %s: %w", name, ErrExists)
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); err != nil {
+	if err := renameEntry(src, dst); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("claiming %s: %w", name, ErrExists)
 		}
 		return fmt.Errorf("claiming %s: %w", name, &os.PathError{Op: "rename", Path: src, Err: err})
 	}
 	return nil
+}
+
+// renameEntry renames src to dst without replacing anything at dst. Moving
+// a directory to another parent needs write permission on the directory
+// itself (its ".." changes): a writer's mode-0700 directory refuses that to
+// an agent without CAP_DAC_OVERRIDE (the packaged unit), which would leave it
+// in incoming/ for good. Then the agent, which has CAP_CHOWN, takes the
+// directory over for the rename (owner, then mode u+rwx) and gives it back
+// (mode, then owner) in its new place, so that its owner still names its
+// writer.
+func renameEntry(src, dst string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	var st unix.Stat_t
+	if unix.Lstat(src, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return err
+	}
+	euid := os.Geteuid()
+	if int(st.Uid) != euid {
+		if unix.Lchown(src, euid, -1) != nil {
+			return err
+		}
+	}
+	perm := st.Mode & 0o7777
+	if perm&0o700 != 0o700 {
+		if unix.Chmod(src, perm|0o700) != nil {
+			restoreEntry(src, st)
+			return err
+		}
+	}
+	if rerr := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); rerr != nil {
+		restoreEntry(src, st)
+		return rerr
+	}
+	restoreEntry(dst, st)
+	return nil
+}
+
+// restoreEntry gives p the mode and owner st recorded.
+func restoreEntry(p string, st unix.Stat_t) {
+	_ = unix.Chmod(p, st.Mode&0o7777)
+	if int(st.Uid) != os.Geteuid() {
+		_ = unix.Lchown(p, int(st.Uid), -1)
+	}
 }
 
 // Reclaim opens a job left in processing/ by an earlier run.
@@ -378,6 +463,15 @@ func (s *Spool) open(name string) (*Claimed, error) {
 		c.UID, c.GID = sys.Uid, sys.Gid
 	}
 	c.Token = fmt.Sprintf("%s@%d/%d/%d", name, st.ModTime().UnixNano(), ino, st.Size())
+	c.Mode = st.Mode()
+	if !c.Mode.IsRegular() {
+		// Never opened: a FIFO or a device could block or act on open.
+		c.ReadErr = fmt.Errorf("%s/%s is a %s, not a regular file; only regular files are jobs", Incoming, name, KindName(c.Mode))
+		if c.Mode&os.ModeSymlink != 0 {
+			c.ReadErr = fmt.Errorf("%s/%s is a symlink, not a regular file; symlinks are refused", Incoming, name)
+		}
+		return c, nil
+	}
 	c.Data, c.ReadErr = readJobFile(p)
 	return c, nil
 }
@@ -399,7 +493,7 @@ func readJobFile(p string) ([]byte, error) {
 		return nil, fmt.Errorf("reading the spool file: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("the spool file is not a regular file (%s)", st.Mode().Type())
+		return nil, fmt.Errorf("the spool file is a %s, not a regular file", KindName(st.Mode()))
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
 		// A writer could link a file it may not read (where the kernel
@@ -446,7 +540,34 @@ func (s *Spool) Finished(c *Claimed, id string) (result.Result, bool) {
 			return r, true
 		}
 	}
+	if b, err := os.ReadFile(s.ForeignResultPath(id, c.UID)); err == nil {
+		var r result.Result
+		if json.Unmarshal(b, &r) == nil && r.Claim == c.Token {
+			return r, true
+		}
+	}
 	return result.Result{}, false
+}
+
+// ResultOwner returns the submitter's uid of id's newest final result: the
+// one the result records, else (a result of an older agent) the owner of
+// its file. ok is false when id has no result.
+func (s *Spool) ResultOwner(id string) (uid uint32, ok bool) {
+	r, found := s.Lookup(id)
+	if !found {
+		return 0, false
+	}
+	if r.Submitter != nil {
+		return r.Submitter.UID, true
+	}
+	fi, err := os.Lstat(s.ResultPath(id, r.State))
+	if err != nil {
+		return 0, false
+	}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return sys.Uid, true
+	}
+	return 0, false
 }
 
 // ReadResult reads the result file of id in the given final state.
@@ -521,7 +642,7 @@ func (s *Spool) Complete(c *Claimed, r result.Result) error {
 	if c.UID != 0 && os.Geteuid() == 0 {
 		owner, perm = int(c.UID), OwnedResultMode
 	}
-	if s.ForeignID(c, r.ID) {
+	if c.Foreign || s.ForeignID(c, r.ID) {
 		if err := writeFileAtomicOwned(s.ForeignResultPath(r.ID, c.UID), append(b, '\n'), perm, owner); err != nil {
 			return fmt.Errorf("writing result of %s: %w", r.ID, err)
 		}
@@ -550,6 +671,9 @@ func (s *Spool) retire(c *Claimed, r result.Result) error {
 			return fmt.Errorf("keeping failed job %s: %w", r.ID, err)
 		}
 	}
+	if c.Mode != 0 && !c.Mode.IsRegular() {
+		return s.moveAside(c)
+	}
 	// No sync of processing/ after the removal: if a crash undoes it, the
 	// job is found in processing/ at the next start, its result already
 	// carries this claim's token, and it is only retired (see Finished).
@@ -557,6 +681,40 @@ func (s *Spool) retire(c *Claimed, r result.Result) error {
 		return fmt.Errorf("removing finished job %s: %w", c.Path, err)
 	}
 	return nil
+}
+
+// moveAside moves a claimed entry that is not a regular file from
+// processing/ into rejected/, under its name, its claim's inode and time
+// and a counter: a name no other entry has (the rename never replaces).
+// A directory with files in it cannot be removed, and the agent has no
+// business deleting what a writer put inside; an operator (or the result
+// retention) removes it from rejected/.
+func (s *Spool) moveAside(c *Claimed) error {
+	if _, err := os.Lstat(c.Path); errors.Is(err, os.ErrNotExist) {
+		return nil // moved already (a crash after the move)
+	}
+	base := c.Name
+	if sum := strings.LastIndexByte(c.Token, '@'); sum >= 0 {
+		base += "." + strings.NewReplacer("/", "-").Replace(c.Token[sum+1:])
+	}
+	for i := 0; ; i++ {
+		dst := filepath.Join(s.Dir(Rejected), base)
+		if i > 0 {
+			dst = fmt.Sprintf("%s.%d", dst, i)
+		}
+		err := renameEntry(c.Path, dst)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			if _, lerr := os.Lstat(c.Path); errors.Is(lerr, os.ErrNotExist) {
+				return nil
+			}
+		}
+		if !errors.Is(err, unix.EEXIST) || i >= 1000 {
+			return fmt.Errorf("moving %s (a %s) aside into %s: %w", c.Path, KindName(c.Mode), s.Dir(Rejected), err)
+		}
+	}
 }
 
 // Put writes a job into incoming/ the way writers must: a dot temp file in

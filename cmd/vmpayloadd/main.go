@@ -20,6 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api"
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/agent/metrics"
+	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
@@ -50,7 +51,8 @@ func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.
 		DefaultFormat: job.Format(c.DefaultFormat), Bus: bus, ImageMode: c.ImageMode(), ImageGID: gid, Log: log,
 		Policy: access.NewPolicy(adminGID), LibvirtTimeout: c.LibvirtTimeout, PrebuiltDirs: c.PrebuiltDirList(),
 		GuestReport: c.GuestReport, GuestTimeout: c.GuestTimeout,
-		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0, HostID: owner.HostID()}, nil
+		SpoolGroup: spoolGID, HasSpoolGroup: spoolGID >= 0, HostID: owner.HostID(),
+		ResultRetention: spool.Retention{MaxCount: c.ResultRetentionCount, MaxAge: c.ResultRetentionAge}}, nil
 }
 
 func main() {
