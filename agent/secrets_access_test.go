@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -228,6 +229,35 @@ func TestSecretsByPermissionAsRealUsers(t *testing.T) {
 		body = strings.ReplaceAll(body, "s-gid", "s-gid-admin")
 		if r := dropAs(t, "s-gid-admin", admin.uid, admin.gid, body); r.State != result.StateDone {
 			t.Fatalf("admin's file: %+v %+v", r, r.Error)
+		}
+	})
+	t.Run("spool: leaving the admin group revokes a file made before", func(t *testing.T) {
+		if _, err := exec.LookPath("gpasswd"); err != nil {
+			t.Skip("needs gpasswd")
+		}
+		// a file the admin made while a member, with the admin group's gid
+		body := fmt.Sprintf(`{"version":1,"id":"s-left","domain":"left-defined","hostname":"h","action":"attach","domain_xml":%q}`,
+			domainXML("left-defined", "pc", ""))
+		tmp := filepath.Join(h.spool.Dir(spool.Incoming), ".s-left.tmp")
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(tmp, admin.uid, adminGID); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("gpasswd", "-d", admin.name, adminGroup).CombinedOutput(); err != nil {
+			t.Fatalf("gpasswd -d: %v: %s", err, out)
+		}
+		if err := os.Rename(tmp, filepath.Join(h.spool.Dir(spool.Incoming), "s-left.json")); err != nil {
+			t.Fatal(err)
+		}
+		r := h.result("s-left")
+		if r.State != result.StateFailed || r.Error == nil || r.Error.Code != result.CodeForbidden || r.Error.Field != "domain_xml" {
+			t.Fatalf("result %+v %+v; want failed forbidden on domain_xml", r, r.Error)
+		}
+		code, ans := postAs(t, admin, h.sock, pwJob("a-left", "rootpw"))
+		if code != http.StatusForbidden {
+			t.Errorf("a former admin's root-only secret: status %d %v; want 403", code, ans)
 		}
 	})
 }
