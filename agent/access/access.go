@@ -98,14 +98,22 @@ func NewPolicy(adminGID int) Policy {
 // a non-member can have (chgrp to a group one left, setgid programs), and
 // membership must end when the group database says so.
 func (p Policy) Privileged(s result.Submitter) bool {
+	return p.privileged(s, func() []uint32 {
+		gids, _ := p.groups(s.UID) // a uid the database does not know is in no group
+		return gids
+	})
+}
+
+// privileged is Privileged with the submitter's groups from groups, called
+// only when they are needed.
+func (p Policy) privileged(s result.Submitter, groups func() []uint32) bool {
 	if s.UID == 0 || int(s.UID) == os.Geteuid() {
 		return true
 	}
 	if !p.HasAdmin || p.AdminGID < 0 {
 		return false
 	}
-	gids, err := p.groups(s.UID)
-	return err == nil && slices.Contains(gids, uint32(p.AdminGID))
+	return slices.Contains(groups(), uint32(p.AdminGID))
 }
 
 // groups returns the group ids of uid from the group database.
@@ -144,11 +152,21 @@ func userGroups(uid uint32) ([]string, error) {
 // job's secrets, so that a refused job learns nothing about them.
 func (p Policy) Check(j *job.Job, s result.Submitter, secretsDir string) []job.FieldError {
 	var errs []job.FieldError
+	// the group database is asked once, and only when needed
+	var gids []uint32
+	looked := false
+	groups := func() []uint32 {
+		if !looked {
+			gids, _ = p.groups(s.UID) // a uid the database does not know is in no group
+			looked = true
+		}
+		return gids
+	}
 	privileged := -1 // unknown until a privileged field or a secret is seen
 	isPrivileged := func() bool {
 		if privileged < 0 {
 			privileged = 0
-			if p.Privileged(s) {
+			if p.privileged(s, groups) {
 				privileged = 1
 			}
 		}
@@ -165,9 +183,8 @@ func (p Policy) Check(j *job.Job, s result.Submitter, secretsDir string) []job.F
 	if len(refs) == 0 || isPrivileged() {
 		return errs
 	}
-	groups, _ := p.groups(s.UID) // a uid the database does not know has no groups
 	for _, r := range refs {
-		if MayUseSecret(secretsDir, r.Name, s.UID, groups) {
+		if MayUseSecret(secretsDir, r.Name, s.UID, groups()) {
 			continue
 		}
 		// the same words whether the secret is missing, not a regular
