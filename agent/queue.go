@@ -33,6 +33,9 @@ type task struct {
 	// fails forbidden on id, its result goes to its own file and the
 	// registry keeps the other's status.
 	foreign bool
+	// secretsDir is the secrets_dir the job's secrets resolve in, for
+	// the policy's check of who may use them
+	secretsDir string
 }
 
 // poke asks the intake loop for a rescan.
@@ -186,12 +189,23 @@ func (a *Agent) prepare(c *spool.Claimed, source string) *task {
 		if j != nil && j.ID != "" && rep.OK() {
 			t.base.ID = j.ID
 		}
-		payload.CheckParsed(j, &rep, opt)
-		t.job, t.report = j, rep
 		if s, ok := a.socketSubmitter(c, t.base.ID); ok {
 			t.base.Source = result.SourceSocket
 			t.base.Submitter = &s
 		}
+		if t.base.Submitter == nil {
+			s := access.FileOwner(c.UID, c.GID)
+			t.base.Submitter = &s
+		}
+		t.job, t.secretsDir = j, opt.SecretsDir
+		// The job's secrets are read (and checked) only when its
+		// submitter may use them all: a refused job learns nothing
+		// about a secret, not even from an invalid_job report. It fails
+		// with forbidden when it runs (execute asks the policy again).
+		if j == nil || t.forbidden() == nil {
+			payload.CheckParsed(j, &rep, opt)
+		}
+		t.report = rep
 		if j != nil {
 			t.base.Domain, t.base.Action = j.Domain, string(j.Apply(opt.Defaults).Action)
 		}
@@ -286,13 +300,14 @@ func (a *Agent) worker(ctx context.Context) {
 	}
 }
 
-// forbidden returns the privileged fields of t's job its submitter may not
-// use (agent/access); the job then fails before libvirt is asked anything.
+// forbidden returns the privileged fields and the secrets of t's job its
+// submitter may not use (agent/access); the job then fails before libvirt
+// is asked anything.
 func (t *task) forbidden() []job.FieldError {
 	if t.job == nil || t.base.Submitter == nil {
 		return nil
 	}
-	return t.policy.Check(t.job, *t.base.Submitter)
+	return t.policy.Check(t.job, *t.base.Submitter, t.secretsDir)
 }
 
 func (a *Agent) execute(ctx context.Context, t *task) {

@@ -18,7 +18,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/payload"
-	pjob "github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 // Submit is SubmitAs on behalf of the agent's own user.
@@ -27,19 +27,28 @@ func (a *Agent) Submit(data []byte) (string, error) {
 }
 
 // SubmitAs checks a job posted to the API by who (payload.Check, with the
-// engine's CheckOptions: every problem at once) and queues it through
+// engine's CheckOptions: every problem at once; the access policy before
+// any secret is read) and queues it through
 // the spool, so that it survives a crash like any dropped file. It returns
 // the job id; a *job.ValidationError for an invalid job, an
 // *access.ForbiddenError when who may not use a field of it.
 func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	opt := a.eng.Load().CheckOptions()
-	j, _, rep := payload.Check(data, opt)
+	// payload.Check in two steps: the policy (privileged fields, and the
+	// secrets who may use) decides between the job's own fields and the
+	// reading of its secrets, so that a refused job learns nothing about a
+	// secret (whether it exists, is empty, parses) and nothing is built.
+	j, rep := job.ParseWith(data, opt.Defaults)
 	if err := rep.Err(); err != nil {
 		return "", err
 	}
-	if errs := a.opt.Policy.Check(j, who); errs != nil {
+	if errs := a.opt.Policy.Check(j, who, opt.SecretsDir); errs != nil {
 		a.log.Warn("job refused", "domain", j.Domain, "field", errs[0].Field, "uid", who.UID, "user", who.User, "gid", who.GID, "pid", who.PID)
 		return "", &access.ForbiddenError{Errors: errs}
+	}
+	payload.CheckParsed(j, &rep, opt)
+	if err := rep.Err(); err != nil {
+		return "", err
 	}
 	id := j.ID
 	if id == "" {
@@ -103,7 +112,7 @@ var ErrIDTaken = errors.New("the id is another submitter's job; choose another i
 type IDError struct {
 	ID     string
 	Err    error
-	Errors []pjob.FieldError
+	Errors []job.FieldError
 }
 
 func (e *IDError) Error() string { return fmt.Sprintf("job id %q: %v", e.ID, e.Err) }
@@ -111,11 +120,11 @@ func (e *IDError) Error() string { return fmt.Sprintf("job id %q: %v", e.ID, e.E
 func (e *IDError) Unwrap() error { return e.Err }
 
 func idError(id string, err error, what string) *IDError {
-	code := pjob.CodeDuplicate
+	code := job.CodeDuplicate
 	if errors.Is(err, ErrIDTaken) {
-		code = pjob.CodeConflict
+		code = job.CodeConflict
 	}
-	return &IDError{ID: id, Err: err, Errors: []pjob.FieldError{{Field: "id", Code: code,
+	return &IDError{ID: id, Err: err, Errors: []job.FieldError{{Field: "id", Code: code,
 		Message: fmt.Sprintf("job id %q %s; choose another id", id, what)}}}
 }
 
