@@ -62,11 +62,14 @@ if ! command -v go >/dev/null; then
 fi
 want=$(sed -n 's/^toolchain go//p' go.mod)
 [ -n "$want" ] || want=$(sed -n 's/^go //p' go.mod)
-if [ "$(go env GOTOOLCHAIN)" = local ] && [ "$(printf '%s\n' "$want" "$(go env GOVERSION | sed 's/^go//')" | sort -V | head -1)" != "$want" ]; then
+# (asked outside the module: inside it, go would already try to switch)
+have=$(cd / && go env GOVERSION | sed 's/^go//')
+if [ "$(cd / && go env GOTOOLCHAIN)" = local ] && [ "$(printf '%s\n' "$want" "$have" | sort -V | head -1)" != "$want" ]; then
   # go.mod asks for a newer Go than this one: let it fetch that toolchain
   # (golang.org/toolchain, through GOPROXY) for every later go command too
-  echo "deps: $(go version) is older than go.mod's go $want: go env -w GOTOOLCHAIN=auto (go fetches go$want through $(go env GOPROXY))"
-  go env -w GOTOOLCHAIN=auto
+  echo "deps: go $have is older than go.mod's go $want: go env -w GOTOOLCHAIN=auto (go fetches go$want through $(cd / && go env GOPROXY))"
+  (cd / && go env -w GOTOOLCHAIN=auto)
 fi
+[ "$have" = "$(go env GOVERSION | sed 's/^go//')" ] || echo "deps: go $have runs go.mod's toolchain $(go env GOVERSION) (GOTOOLCHAIN)"
 go mod download
 echo "deps: ok ($(go version))"

@@ -47,7 +47,12 @@ func newStatusCmd() *cobra.Command {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return completeJobIDs(at.resolved().socket), cobra.ShellCompDirectiveNoFileComp
+			// (cobra parses the flags twice when it completes: a
+			// repeatable flag's values come twice)
+			if ts, code := at.targets("status", io.Discard); code == exitOK && len(ts) > 0 {
+				return completeJobIDs(client.Connect(ts[0], client.Options{ConnectTimeout: completeTimeout})), cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeJobIDs(client.New(at.resolved().socket)), cobra.ShellCompDirectiveNoFileComp
 		},
 	}
 	at.add(cmd)

@@ -53,6 +53,13 @@ git -C "$repo" ls-files -co --exclude-standard -z | tar -C "$repo" --null -T - -
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 0755 "$root/usr/sbin/policy-rc.d"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# The machine's own extra CAs (a TLS-intercepting egress proxy on CI machines)
+# come along with its network: the fresh root trusts what the host trusts.
+extra_ca=0
+for c in /usr/local/share/ca-certificates/*.crt; do
+	[ -e "$c" ] || continue
+	cp "$c" "$root/usr/local/share/ca-certificates/" && extra_ca=1
+done
 t1=$(now)
 log "root ready in $((t1 - t0)) s; running make demo in it"
 
@@ -68,8 +75,8 @@ unshare --mount --pid --fork --propagation private /bin/bash -c '
 	mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
 	exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		/bin/bash -c "cd /src && command -v go && exit 3; make demo"
-' freshhost "$root" "$cache" || status=$?
+		/bin/bash -c "cd /src && command -v go && exit 3; [ \"\$0\" = 0 ] || update-ca-certificates >/dev/null; make demo" "$3"
+' freshhost "$root" "$cache" "$extra_ca" || status=$?
 t2=$(now)
 if [ "$status" = 3 ]; then
 	log "the fresh root had a go on PATH before make demo"

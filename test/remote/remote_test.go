@@ -385,6 +385,17 @@ exec %[2]s "$@"
 		}
 	})
 
+	t.Run("status ID and its completion over ssh", func(t *testing.T) {
+		code, out, _ := r.vmpayload(t, nil, "status", "--connect", r.uri(r.admin, "command="+r.bin), "rmt-1")
+		if code != 0 || !strings.Contains(out, `"state": "done"`) {
+			t.Errorf("status rmt-1: exit %d\n%s", code, out)
+		}
+		_, out, _ = r.vmpayload(t, nil, "__complete", "status", "--connect", r.uri(r.admin, "command="+r.bin), "")
+		if !strings.Contains(out, "rmt-1\n") {
+			t.Errorf("status ID does not complete to the remote agent's rmt-1:\n%s", out)
+		}
+	})
+
 	t.Run("status of several hosts: one table, a dead host is a row", func(t *testing.T) {
 		dead := freePort(t)
 		deadURI := fmt.Sprintf("ssh://%s@127.0.0.1:%d", r.admin, dead)
