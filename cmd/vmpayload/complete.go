@@ -55,7 +55,7 @@ func completeJobIDs(cl *client.Client) []string {
 	defer cl.CloseIdleConnections()
 	jobs, err := cl.Jobs(ctx)
 	if err != nil {
-		cobra.CompDebugln("vmpayload: listing the agent's jobs: "+err.Error(), true)
+		cobra.CompDebugln("vmpayload: listing the agent's jobs: "+err.Error(), false)
 		return nil
 	}
 	ids := make([]string, 0, len(jobs))
