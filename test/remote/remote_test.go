@@ -121,7 +121,7 @@ func setup(t *testing.T) *rig {
 
 	// the agent: socket group and admin group as a host would set them
 	r.agent = agenttest.Start(t, agenttest.Options{Bin: r.bin, URI: "test:///default", Dir: filepath.Join(r.dir, "agent"),
-		Args: []string{"--socket-group", sockGroup, "--admin-group", adminGroup, }})
+		Args: []string{"--socket-group", sockGroup, "--admin-group", adminGroup}})
 	r.sock = r.agent.Socket
 
 	// keys: the host's, and the client's (authorized for every user but nokey)
