@@ -11,8 +11,11 @@
 # Cache (like the guest images'): ${VMPAYLOAD_FRESHHOST_CACHE:-/var/cache/vmpayload/freshhost}
 # holds the base root's tarball (rebuilt when older than 7 days) and the .deb
 # files apt downloads (bind-mounted as the root's /var/cache/apt/archives), so
-# that later runs do not download the packages again; they still install
-# them. The Go toolchain and modules are not cached: every run fetches them.
+# that later runs do not download the packages again (they still install
+# them), and Go's build cache (the root's /root/.cache/go-build). Go itself,
+# its toolchain and the modules are not cached: every run installs Debian's Go
+# and fetches the toolchain and modules through the proxy. Each line of
+# make demo's output is prefixed with the seconds since it started.
 #
 # Prints each stage's duration; exits non-zero when `make demo` fails or
 # when the root had a Go before deps.sh ran.
@@ -25,7 +28,7 @@ now() { date +%s; }
 t0=$(now)
 
 [ "$(id -u)" = 0 ] || { log "run as root"; exit 1; }
-mkdir -p "$cache/apt-archives/partial"
+mkdir -p "$cache/apt-archives/partial" "$cache/go-build"
 base="$cache/bookworm-minbase.tar"
 exec 9>"$cache/.lock"
 flock 9
@@ -73,9 +76,11 @@ unshare --mount --pid --fork --propagation private /bin/bash -c '
 	mount -t sysfs sysfs "$root/sys"
 	mount -t tmpfs tmpfs "$root/tmp"
 	mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+	mkdir -p "$root/root/.cache/go-build"
+	mount --bind "$cache/go-build" "$root/root/.cache/go-build"
 	exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		/bin/bash -c "cd /src && command -v go && exit 3; [ \"\$0\" = 0 ] || update-ca-certificates >/dev/null; make demo" "$3"
+		/bin/bash -c "cd /src && command -v go && exit 3; [ \"\$0\" = 0 ] || update-ca-certificates >/dev/null 2>&1; set -o pipefail; make demo 2>&1 | while IFS= read -r l; do printf \"[%4ss] %s\\n\" \"\$SECONDS\" \"\$l\"; done" "$3"
 ' freshhost "$root" "$cache" "$extra_ca" || status=$?
 t2=$(now)
 if [ "$status" = 3 ]; then
