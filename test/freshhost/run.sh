@@ -52,7 +52,11 @@ for p in usr/local/go usr/bin/go usr/lib/go; do
 done
 mkdir -p "$root/src"
 # the working tree as a clone has it (tracked and untracked, not ignored files)
-git -C "$repo" ls-files -co --exclude-standard -z | tar -C "$repo" --null -T - -c | tar -C "$root/src" -x
+if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
+	git -C "$repo" ls-files -co --exclude-standard -z | tar -C "$repo" --null -T - -c | tar -C "$root/src" -x
+else
+	tar -C "$repo" --exclude=./bin --exclude=./dist -c . | tar -C "$root/src" -x
+fi
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 0755 "$root/usr/sbin/policy-rc.d"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
