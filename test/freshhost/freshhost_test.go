@@ -4,7 +4,7 @@
 // `make demo` in a chroot, where test/deps.sh installs Debian's Go from
 // bookworm-backports and has it fetch go.mod's toolchain through the module
 // proxy. It needs root and the network; `make test` runs it (VMPAYLOAD_E2E),
-// or VMPAYLOAD_FRESHHOST=1 alone.
+// or VMPAYLOAD_FRESHHOST=1 alone; VMPAYLOAD_FRESHHOST=0 skips it.
 package freshhost
 
 import (
@@ -18,7 +18,10 @@ import (
 )
 
 func TestFreshDebianHostMakeDemo(t *testing.T) {
-	if os.Getenv("VMPAYLOAD_E2E") == "" && os.Getenv("VMPAYLOAD_FRESHHOST") == "" {
+	switch fh := os.Getenv("VMPAYLOAD_FRESHHOST"); {
+	case fh == "0":
+		t.Skip("VMPAYLOAD_FRESHHOST=0")
+	case fh == "" && os.Getenv("VMPAYLOAD_E2E") == "":
 		t.Skip("set VMPAYLOAD_FRESHHOST=1 (make test sets VMPAYLOAD_E2E): minutes, root and the network")
 	}
 	if os.Geteuid() != 0 {
