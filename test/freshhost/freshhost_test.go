@@ -3,8 +3,7 @@
 // bookworm root with mmdebstrap, copies the working tree in and runs
 // `make demo` in a chroot, where test/deps.sh installs Debian's Go from
 // bookworm-backports and has it fetch go.mod's toolchain through the module
-// proxy. It needs root and the network; `make test` runs it (VMPAYLOAD_E2E),
-// or VMPAYLOAD_FRESHHOST=1 alone; VMPAYLOAD_FRESHHOST=0 skips it.
+// proxy. It needs root and the network; it runs with VMPAYLOAD_FRESHHOST=1.
 package freshhost
 
 import (
@@ -18,11 +17,10 @@ import (
 )
 
 func TestFreshDebianHostMakeDemo(t *testing.T) {
-	switch fh := os.Getenv("VMPAYLOAD_FRESHHOST"); {
-	case fh == "0":
-		t.Skip("VMPAYLOAD_FRESHHOST=0")
-	case fh == "" && os.Getenv("VMPAYLOAD_E2E") == "":
-		t.Skip("set VMPAYLOAD_FRESHHOST=1 (make test sets VMPAYLOAD_E2E): minutes, root and the network")
+	// Not in make test by default: measured 15-25 min on a loaded 2-core
+	// machine (docs/install.md), over the 8 min this suite can spare.
+	if os.Getenv("VMPAYLOAD_FRESHHOST") != "1" {
+		t.Skip("set VMPAYLOAD_FRESHHOST=1: make demo in a fresh Debian 12 root, 15-25 min, root and the network (docs/install.md)")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root (mmdebstrap, chroot, unshare)")
