@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 PKGS=(
   # build
   gcc pkg-config libvirt-dev git ca-certificates
+  # --connect ssh:// (test/remote: a real sshd on 127.0.0.1, and the client's ssh)
+  openssh-server openssh-client
   # Ignition's own binary, built by test/e2e's TestAgentIgnitionFwCfgE2E (cgo, libblkid)
   libblkid-dev
   # judges and peers of payload images
@@ -40,7 +42,37 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Go: the one on PATH or in /usr/local/go; else, on Debian 12, Debian's own
+# from bookworm-backports (Go 1.23: bookworm's golang-go is 1.19, which predates
+# toolchain switching), which then fetches the toolchain go.mod names through
+# the module proxy (GOTOOLCHAIN=auto; Debian's go.env says local).
 export PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "deps: Go is not installed (expected /usr/local/go)" >&2; exit 1; }
+if ! command -v go >/dev/null; then
+  . /etc/os-release
+  if [ "${VERSION_CODENAME:-}" != bookworm ]; then
+    echo "deps: Go is not installed (expected /usr/local/go, or Debian 12 to install it from bookworm-backports)" >&2
+    exit 1
+  fi
+  src=/etc/apt/sources.list.d/vmpayload-bookworm-backports.sources
+  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "deps: adding bookworm-backports ($src) for Debian's Go 1.23"
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' >"$src"
+  fi
+  echo "deps: installing golang-go from bookworm-backports (Go 1.23; no go on PATH nor in /usr/local/go)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends -t bookworm-backports golang-go >/dev/null
+fi
+want=$(sed -n 's/^toolchain go//p' go.mod)
+[ -n "$want" ] || want=$(sed -n 's/^go //p' go.mod)
+# (asked outside the module: inside it, go would already try to switch)
+have=$(cd / && go env GOVERSION | sed 's/^go//')
+if [ "$(cd / && go env GOTOOLCHAIN)" = local ] && [ "$(printf '%s\n' "$want" "$have" | sort -V | head -1)" != "$want" ]; then
+  # go.mod asks for a newer Go than this one: let it fetch that toolchain
+  # (golang.org/toolchain, through GOPROXY) for every later go command too
+  echo "deps: go $have is older than go.mod's go $want: go env -w GOTOOLCHAIN=auto (go fetches go$want through $(cd / && go env GOPROXY))"
+  (cd / && go env -w GOTOOLCHAIN=auto)
+fi
+[ "$have" = "$(go env GOVERSION | sed 's/^go//')" ] || echo "deps: go $have runs go.mod's toolchain $(go env GOVERSION) (GOTOOLCHAIN)"
 go mod download
-echo "deps: ok"
+echo "deps: ok ($(go version))"

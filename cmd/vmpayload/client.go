@@ -41,13 +41,18 @@ func newStatusCmd() *cobra.Command {
 		Short: "show a job's result, or the agent's recent jobs",
 		Args:  posArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runStatus(at.resolved(), asJSON, args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return cli.Code(runStatus(at, asJSON, args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return completeJobIDs(at.resolved().socket), cobra.ShellCompDirectiveNoFileComp
+			// (cobra parses the flags twice when it completes: a
+			// repeatable flag's values come twice)
+			if ts, code := at.targets("status", io.Discard); code == exitOK && len(ts) > 0 {
+				return completeJobIDs(client.Connect(ts[0], client.Options{ConnectTimeout: completeTimeout})), cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeJobIDs(client.New(at.resolved().socket)), cobra.ShellCompDirectiveNoFileComp
 		},
 	}
 	at.add(cmd)
@@ -56,16 +61,18 @@ func newStatusCmd() *cobra.Command {
 }
 
 // agentFlags say where the agent is: its socket, and the spool directory
-// used when no agent answers there.
+// used when no agent answers there; or connection URIs (remote.go).
 type agentFlags struct {
 	socket, spoolDir string
+	connect          []string
 }
 
-// add defines --socket and --spool-dir on cmd.
+// add defines --socket, --spool-dir and --connect on cmd.
 func (a *agentFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&a.socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
 	cmd.Flags().StringVar(&a.spoolDir, "spool-dir", "", "spool `DIR` used when the socket is unreachable (default from /etc/vmpayload/agent.yaml)")
 	_ = cmd.MarkFlagDirname("spool-dir")
+	addConnectFlag(cmd, &a.connect)
 }
 
 // resolved fills in what the flags left empty from the agent's
@@ -120,9 +127,20 @@ func runSubmit(o *submitOptions, name string, stdout, stderr io.Writer) int {
 // It returns the command's exit code; name prefixes its messages.
 func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report func(io.Writer, []job.FieldError),
 	stdout, stderr io.Writer) int {
+	targets, code := o.targets(name, stderr)
+	if code != exitOK {
+		return code
+	}
+	if len(targets) > 1 {
+		fmt.Fprintf(stderr, "vmpayload %s: one --connect at a time (got %d)\n", name, len(targets))
+		return exitUsage
+	}
 	at := o.resolved()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
+	if len(targets) == 1 {
+		return submitRemote(ctx, name, o, targets[0], j, data, report, stdout, stderr)
+	}
 	cl := client.New(at.socket)
 	ans, status, err := cl.Submit(ctx, data)
 	if err != nil && status == 0 {
@@ -186,12 +204,28 @@ func printResult(w io.Writer, res result.Result) int {
 }
 
 func runStatus(at agentFlags, asJSON bool, pos []string, stdout, stderr io.Writer) int {
+	targets, code := at.targets("status", stderr)
+	if code != exitOK {
+		return code
+	}
+	at = at.resolved()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if len(targets) > 1 {
+		if len(pos) == 1 {
+			fmt.Fprintf(stderr, "vmpayload status: a job id takes one --connect (got %d)\n", len(targets))
+			return exitUsage
+		}
+		return statusHosts(ctx, targets, asJSON, stdout)
+	}
 	cl := client.New(at.socket)
+	if len(targets) == 1 {
+		cl = client.Connect(targets[0], client.Options{})
+		defer cl.CloseIdleConnections()
+	}
 	if len(pos) == 1 {
 		res, status, err := cl.Job(ctx, pos[0], client.JobQuery{})
-		if err != nil && status == 0 {
+		if err != nil && status == 0 && len(targets) == 0 {
 			r, ok := (&spool.Spool{Root: at.spoolDir}).Lookup(pos[0])
 			if !ok {
 				fmt.Fprintf(stderr, "vmpayload status: agent unreachable (%v) and no result for %q in %s\n", err, pos[0], at.spoolDir)

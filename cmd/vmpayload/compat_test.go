@@ -203,6 +203,10 @@ func TestCompletion(t *testing.T) {
 		{[]string{"run", "web1", "--format", ""}, []string{"nocloud", "configdrive", "ignition"}},
 		{[]string{"submit", "--wait="}, []string{"job", "guest"}},
 		{[]string{"agent", "--libvirt-u"}, []string{"--libvirt-uri"}},
+		{[]string{"dial"}, []string{"dial-stdio"}},
+		{[]string{"status", "--conn"}, []string{"--connect"}},
+		{[]string{"submit", "--connect", ""}, []string{"ssh://", "unix:///"}},
+		{[]string{"run", "web1", "--connect", ""}, []string{"ssh://", "unix:///"}},
 	} {
 		if got := complete(c.args...); !slices.Equal(got, c.want) {
 			t.Errorf("complete %q = %q, want %q", c.args, got, c.want)

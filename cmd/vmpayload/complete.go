@@ -47,13 +47,15 @@ func completeDomains(_ *cobra.Command, args []string, toComplete string) ([]stri
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeJobIDs returns the IDs of the agent's recent jobs (none when no
-// agent answers on socket).
-func completeJobIDs(socket string) []string {
+// completeJobIDs returns the IDs of the recent jobs of the agent cl reaches
+// (none when no agent answers).
+func completeJobIDs(cl *client.Client) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
 	defer cancel()
-	jobs, err := client.New(socket).Jobs(ctx)
+	defer cl.CloseIdleConnections()
+	jobs, err := cl.Jobs(ctx)
 	if err != nil {
+		cobra.CompDebugln("vmpayload: listing the agent's jobs: "+err.Error(), false)
 		return nil
 	}
 	ids := make([]string, 0, len(jobs))

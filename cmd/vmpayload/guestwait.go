@@ -118,8 +118,14 @@ func (p *progress) clear() {
 // prefixes its messages.
 func waitAPI(ctx context.Context, cl *client.Client, name, id string, guest bool, stdout, stderr io.Writer) int {
 	p := &progress{w: stderr, id: id, guest: guest, tty: guest && isTerminal(stderr)}
+	drops := 0
 	for {
-		res, _, err := cl.Job(ctx, id, client.JobQuery{Wait: 2 * time.Second, Guest: guest})
+		res, status, err := cl.Job(ctx, id, client.JobQuery{Wait: 2 * time.Second, Guest: guest})
+		if err != nil && status == 0 && cl.Target().Scheme == "ssh" && retryable(err) && drops < submitRetries && ctx.Err() == nil {
+			drops++ // a remote connection dropped: ask again on a new one
+			cl.CloseIdleConnections()
+			continue
+		}
 		if err != nil {
 			p.clear()
 			if ctx.Err() != nil {

@@ -30,7 +30,7 @@ const (
 var subcommands = map[string]func() *cobra.Command{
 	"validate": newValidateCmd, "build": newBuildCmd, "inspect": newInspectCmd, "recipe": newRecipeCmd,
 	"hook": newHookCmd, "submit": newSubmitCmd, "status": newStatusCmd, "run": newRunCmd,
-	"agent": newAgentCmd, "version": newVersionCmd,
+	"agent": newAgentCmd, "version": newVersionCmd, "dial-stdio": newDialStdioCmd,
 }
 
 func main() {

@@ -93,7 +93,7 @@ expected=(
 	"-rw-r--r-- /usr/share/vmpayload/monitoring/vmpayload-dashboard.json"
 )
 # a page and completions for each command and both binaries
-for c in agent build hook inspect recipe run status submit validate version; do
+for c in agent build dial-stdio hook inspect recipe run status submit validate version; do
 	expected+=("-rw-r--r-- /usr/share/man/man1/vmpayload-$c.1.gz")
 done
 for b in vmpayload vmpayloadd; do

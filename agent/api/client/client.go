@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +30,7 @@ const MaxAnswerBytes = 8 << 20
 // call New.
 type Client struct {
 	socket string
+	target Target // set by Connect
 	http   *http.Client
 }
 
@@ -85,7 +87,7 @@ func (c *Client) Raw(ctx context.Context, method, path string, body []byte) (int
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, c.transportError(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes))
@@ -93,6 +95,24 @@ func (c *Client) Raw(ctx context.Context, method, path string, body []byte) (int
 		return resp.StatusCode, b, err
 	}
 	return resp.StatusCode, b, nil
+}
+
+// transportError is err as the caller shows it: for a client made by
+// Connect, the *RemoteError or the dial error itself, prefixed with the
+// target, rather than the URL the transport names.
+func (c *Client) transportError(err error) error {
+	if c.target.Scheme == "" {
+		return err
+	}
+	var re *RemoteError
+	if errors.As(err, &re) {
+		return re
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("%s: %w", c.target.Name(), err)
 }
 
 // Do sends one request and decodes the JSON answer into out (when not nil)
