@@ -122,3 +122,14 @@ func BenchmarkParseDuplicateKeys1MB(b *testing.B) {
 		Parse(doc)
 	}
 }
+
+// BenchmarkParseWorstJSON1MB is the costliest 1 MB job for the JSON reader:
+// meta_data holding a list of half a million numbers.
+func BenchmarkParseWorstJSON1MB(b *testing.B) {
+	doc := []byte(`{"version":1,"name":"w","meta_data":{"a":[0` + strings.Repeat(",0", MaxJobBytes/2-40) + `]}}`)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		Parse(doc)
+	}
+}

@@ -140,7 +140,7 @@ func parseTree(data []byte, r *Report) (any, *FieldError) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	p := &parser{dec: dec, data: data}
-	v, ferr := p.value("", 0)
+	v, ferr := p.value("", "", self, 0)
 	if ferr != nil {
 		return nil, ferr
 	}
@@ -184,7 +184,10 @@ func syntaxError(data []byte, dec *json.Decoder, err error) *FieldError {
 	return &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("%s at line %d, column %d", msg, line, col)}
 }
 
-func (p *parser) value(path string, depth int) (any, *FieldError) {
+// value reads the value at parent's key (or, for idx ≥ 0, parent's
+// element idx). Its path is built only for an object or array: a document
+// of half a million numbers makes no path strings.
+func (p *parser) value(parent, key string, idx, depth int) (any, *FieldError) {
 	dec, data := p.dec, p.data
 	tok, err := dec.Token()
 	if err != nil {
@@ -194,6 +197,7 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 	if !ok {
 		return tok, nil
 	}
+	path := childPath(parent, key, idx)
 	if depth >= MaxDepth {
 		return nil, &FieldError{Field: path, Code: CodeTooDeep, Message: fmt.Sprintf("JSON nesting is deeper than %d levels", MaxDepth)}
 	}
@@ -206,9 +210,8 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 				return nil, syntaxError(data, dec, err)
 			}
 			key, _ := kt.(string)
-			child := join(path, key)
 			keyEnd := dec.InputOffset()
-			v, ferr := p.value(child, depth+1)
+			v, ferr := p.value(path, key, -1, depth+1)
 			if ferr != nil {
 				return nil, ferr
 			}
@@ -217,7 +220,7 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 				// few that are reported come from one pass at the end.
 				p.ndups++
 				if len(p.duplicates) <= MaxProblems {
-					p.duplicates = append(p.duplicates, duplicate{off: keyStart(data, keyEnd), field: child, key: key})
+					p.duplicates = append(p.duplicates, duplicate{off: keyStart(data, keyEnd), field: join(path, key), key: key})
 				}
 				continue // the first occurrence wins
 			}
@@ -231,7 +234,7 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 	default: // '['
 		var list []any
 		for i := 0; dec.More(); i++ {
-			v, ferr := p.value(index(path, i), depth+1)
+			v, ferr := p.value(path, "", i, depth+1)
 			if ferr != nil {
 				return nil, ferr
 			}
@@ -246,6 +249,21 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 		return list, nil
 	}
 }
+
+// childPath is join(parent, key) for idx -1, index(parent, idx) for
+// idx ≥ 0 and parent itself for idx self.
+func childPath(parent, key string, idx int) string {
+	switch {
+	case idx >= 0:
+		return index(parent, idx)
+	case idx == self:
+		return parent
+	}
+	return join(parent, key)
+}
+
+// self is the idx of childPath that names parent itself.
+const self = -2
 
 // valueDecoder is implemented by types with their own JSON shape rules.
 type valueDecoder interface {
@@ -338,7 +356,7 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 			r.Add(path, CodeType, "expected an object, got %s", describe(v))
 			return
 		}
-		dst.Set(reflect.ValueOf(toPlain(obj, path, r).(map[string]any)))
+		dst.Set(reflect.ValueOf(toPlain(obj, path, "", self, r).(map[string]any)))
 	default:
 		r.Add(path, CodeType, "cannot decode into %s", dst.Type())
 	}
@@ -375,18 +393,23 @@ func (c Command) MarshalJSON() ([]byte, error) {
 // string, bool, json.Number turned into int64 or float64).
 // A number that fits neither int64 nor a finite float64 is reported as
 // out of range.
-func toPlain(v any, path string, r *Report) any {
+//
+// The value is at childPath(parent, key, idx), a path built only when it
+// is needed.
+func toPlain(v any, parent, key string, idx int, r *Report) any {
 	switch t := v.(type) {
 	case *object:
+		path := childPath(parent, key, idx)
 		m := make(map[string]any, len(t.keys))
 		for _, k := range t.keys {
-			m[k] = toPlain(t.values[k], join(path, k), r)
+			m[k] = toPlain(t.values[k], path, k, -1, r)
 		}
 		return m
 	case []any:
+		path := childPath(parent, key, idx)
 		out := make([]any, len(t))
 		for i, e := range t {
-			out[i] = toPlain(e, index(path, i), r)
+			out[i] = toPlain(e, path, "", i, r)
 		}
 		return out
 	case json.Number:
@@ -395,7 +418,7 @@ func toPlain(v any, path string, r *Report) any {
 		}
 		f, err := t.Float64()
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			r.Add(path, CodeOutOfRange, "number %s is out of range", t.String())
+			r.Add(childPath(parent, key, idx), CodeOutOfRange, "number %s is out of range", t.String())
 			return nil
 		}
 		return f
