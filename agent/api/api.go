@@ -87,12 +87,20 @@ type Server struct {
 	Log     *slog.Logger
 	// MaxSubmits bounds concurrent POST /v1/jobs (DefaultMaxSubmits when 0).
 	MaxSubmits int
+	// SubmitBudget bounds the estimated memory of the POST /v1/jobs in
+	// progress at once (DefaultSubmitBudget when 0; see admit.go).
+	SubmitBudget int64
+	// RootSubmits is how many more POSTs than MaxSubmits root may have in
+	// progress, and RootReserve the part of SubmitBudget only root may use
+	// (4 and RootSubmitReserve when 0; negative for none).
+	RootSubmits int
+	RootReserve int64
 	// SlotWait and BodyTimeout override SubmitSlotWait and BodyTimeout
 	// when not 0.
 	SlotWait, BodyTimeout time.Duration
 
 	initOnce sync.Once
-	slots    chan struct{}
+	admit    *admission
 	srv      *http.Server
 }
 
@@ -102,7 +110,23 @@ func (s *Server) init() {
 		if n <= 0 {
 			n = DefaultMaxSubmits
 		}
-		s.slots = make(chan struct{}, n)
+		budget, reserve, rootN := s.SubmitBudget, s.RootReserve, s.RootSubmits
+		if budget <= 0 {
+			budget = DefaultSubmitBudget
+		}
+		switch {
+		case reserve == 0:
+			reserve = RootSubmitReserve
+		case reserve < 0:
+			reserve = 0
+		}
+		switch {
+		case rootN == 0:
+			rootN = 4
+		case rootN < 0:
+			rootN = 0
+		}
+		s.admit = newAdmission(budget, min(reserve, budget), n, rootN)
 		if s.SlotWait <= 0 {
 			s.SlotWait = SubmitSlotWait
 		}
@@ -237,22 +261,27 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		tooLarge(w) // without reading a byte of it
 		return
 	}
-	// At most MaxSubmits bodies are read and parsed at once: a flood of
-	// clients costs goroutines waiting here, not memory.
+	who, err := peer(r)
+	if err != nil {
+		// Fail closed: a job without a known submitter is not taken.
+		s.log().Error("refusing job: unknown client", "err", err)
+		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: err.Error()})
+		return
+	}
+	// Bodies are read and parsed within a memory budget, weighed by size
+	// (admit.go): a flood of clients costs goroutines waiting here, not
+	// memory, and root's POST has a reserve no tenant can take.
 	s.init()
-	wait := time.NewTimer(s.SlotWait)
-	select {
-	case s.slots <- struct{}{}:
-		wait.Stop()
-	case <-wait.C:
+	release, ok := s.admit.acquire(r.Context(), who.UID, submitCost(r.ContentLength), s.SlotWait)
+	if !ok {
+		if r.Context().Err() != nil {
+			return
+		}
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: ErrTooManySubmits.Error()})
 		return
-	case <-r.Context().Done():
-		wait.Stop()
-		return
 	}
-	defer func() { <-s.slots }()
+	defer release()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, job.MaxJobBytes))
@@ -271,13 +300,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	who, err := peer(r)
-	if err != nil {
-		// Fail closed: a job without a known submitter is not taken.
-		s.log().Error("refusing job: unknown client", "err", err)
-		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: err.Error()})
-		return
-	}
 	id, err := s.Backend.SubmitAs(body, who)
 	var ve *job.ValidationError
 	var fe *access.ForbiddenError
