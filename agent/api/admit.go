@@ -27,8 +27,10 @@ const (
 	submitCostPerByte = 32
 	// DefaultSubmitBudget is the estimated memory all submissions being
 	// read and checked at once may cost: 512 MiB, which with the agent's
-	// own use (about 60 MB) and the Go runtime's headroom stays below the
-	// packaged unit's MemoryMax of 1 GiB (GOMEMLIMIT 768 MiB).
+	// own use and the Go runtime's headroom stays below a MemoryMax of
+	// 1 GiB: 32 of the worst submissions posted at once peak at 485 MiB
+	// RSS (824 MiB when all 32 are admitted at once;
+	// BenchmarkConcurrentWorstCase, docs/reliability.md).
 	DefaultSubmitBudget = 512 << 20
 	// RootSubmitReserve is the part of the budget only root (uid 0) may
 	// use: room for one submission of the largest size, so that root is
