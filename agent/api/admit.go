@@ -8,10 +8,13 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// Admission of POST /v1/jobs weighs each submission by what reading and
-// checking it may cost in memory, so that the submissions in progress at
-// once stay within SubmitBudget whatever they hold, and root's own POST is
-// admitted while tenants hold everything they may.
+// Admission of POST /v1/jobs is in two steps, each a weighted semaphore
+// with a reserve for root and a share per tenant uid (admission): reading
+// the body, weighed by its length within BodyBudget (a slow client holds
+// only its bytes), then checking the job, weighed by what it may cost in
+// memory within SubmitBudget — so that the submissions in progress at once
+// stay within both whatever they hold, and root's own POST is admitted
+// while tenants hold everything they may.
 //
 // The estimate (submitCost) is a fixed part for what any job may inflate
 // to whatever its size — gzip user-data decompressed (at most
@@ -37,6 +40,21 @@ const (
 	// admitted however many tenants' submissions are in progress.
 	RootSubmitReserve = submitBaseCost + submitCostPerByte*job.MaxJobBytes
 )
+
+// BodyBudget is how many bytes of bodies n submission slots may be
+// reading at once: n of the largest bodies, as the slots of ef40b13 held.
+// Reading a body costs its bytes, for as long as the client takes
+// (BodyTimeout at most); checking the job (SubmitBudget) comes after, once
+// the body is in, and takes no longer than the check.
+func BodyBudget(n int) int64 { return int64(n) * job.MaxJobBytes }
+
+// bodyWeight is what reading a body of n bytes (-1 unknown) holds.
+func bodyWeight(n int64) int64 {
+	if n < 0 || n > job.MaxJobBytes {
+		return job.MaxJobBytes
+	}
+	return max(n, 4<<10)
+}
 
 // submitCost estimates what a submission whose body is n bytes (-1 for
 // unknown, taken as job.MaxJobBytes) may cost in memory.

@@ -100,7 +100,8 @@ type Server struct {
 	SlotWait, BodyTimeout time.Duration
 
 	initOnce sync.Once
-	admit    *admission
+	bodies   *admission // reading bodies: weighed by their length
+	admit    *admission // checking jobs: weighed by estimated memory
 	srv      *http.Server
 }
 
@@ -127,6 +128,11 @@ func (s *Server) init() {
 			rootN = 0
 		}
 		s.admit = newAdmission(budget, min(reserve, budget), n, rootN)
+		bodyReserve := int64(job.MaxJobBytes)
+		if s.RootReserve < 0 {
+			bodyReserve = 0
+		}
+		s.bodies = newAdmission(BodyBudget(n), bodyReserve, n, rootN)
 		if s.SlotWait <= 0 {
 			s.SlotWait = SubmitSlotWait
 		}
@@ -268,17 +274,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: err.Error()})
 		return
 	}
-	// Bodies are read and parsed within a memory budget, weighed by size
+	// Bodies are read, then checked, within budgets weighed by size
 	// (admit.go): a flood of clients costs goroutines waiting here, not
 	// memory, and root's POST has a reserve no tenant can take.
 	s.init()
-	release, ok := s.admit.acquire(r.Context(), who.UID, submitCost(r.ContentLength), s.SlotWait)
+	release, ok := s.bodies.acquire(r.Context(), who.UID, bodyWeight(r.ContentLength), s.SlotWait)
 	if !ok {
-		if r.Context().Err() != nil {
-			return
-		}
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: ErrTooManySubmits.Error()})
+		s.busy(w, r)
 		return
 	}
 	defer release()
@@ -300,6 +302,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
+	// Checking the job is what costs memory; the body is here, so it is
+	// weighed exactly, and held only while it is checked.
+	releaseCheck, ok := s.admit.acquire(r.Context(), who.UID, submitCost(int64(len(body))), s.SlotWait)
+	if !ok {
+		s.busy(w, r)
+		return
+	}
+	defer releaseCheck()
 	id, err := s.Backend.SubmitAs(body, who)
 	var ve *job.ValidationError
 	var fe *access.ForbiddenError
@@ -320,6 +330,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.log().Error("queueing job", "err", err)
 		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: "queueing the job failed: " + err.Error()})
 	}
+}
+
+// busy answers 503 "too many job submissions" (nothing to a client that
+// is gone).
+func (s *Server) busy(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Err() != nil {
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: ErrTooManySubmits.Error()})
 }
 
 func (s *Server) log() *slog.Logger {
