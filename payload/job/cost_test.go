@@ -6,6 +6,10 @@ import (
 	"testing"
 )
 
+// maxProblems is MaxProblems, written out so that the test also runs (and
+// fails) against code without it.
+const maxProblems = 100
+
 // Duplicate keys are reported with the line and column of the repeated
 // key, in document order of discovery, however they nest and whatever
 // characters come before them.
@@ -60,7 +64,7 @@ func dupJob(size int) []byte {
 	return []byte(b.String())
 }
 
-// A document with thousands of problems is answered with MaxProblems of
+// A document with thousands of problems is answered with maxProblems of
 // them, the last saying that there were more and how many.
 func TestParseStopsAfterMaxProblems(t *testing.T) {
 	tests := []struct {
@@ -68,18 +72,18 @@ func TestParseStopsAfterMaxProblems(t *testing.T) {
 		doc  []byte
 		more int // at least this many said to be left out
 	}{
-		{name: "duplicate keys", doc: dupJob(60000), more: strings.Count(string(dupJob(60000)), `"a":0`) - 1 - MaxProblems},
+		{name: "duplicate keys", doc: dupJob(60000), more: strings.Count(string(dupJob(60000)), `"a":0`) - 1 - maxProblems},
 		{name: "unknown keys", doc: []byte(`{"version":1,` + unknownKeys(500) + `}`)},
 		{name: "invalid list entries", doc: []byte(`{"version":1,"name":"v","users":[` + strings.TrimSuffix(strings.Repeat(`{"name":"0bad"},`, 300), ",") + `]}`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, r := Parse(tt.doc)
-			if len(r.Errors) != MaxProblems {
-				t.Fatalf("%d problems reported, want %d", len(r.Errors), MaxProblems)
+			if len(r.Errors) != maxProblems {
+				t.Fatalf("%d problems reported, want %d", len(r.Errors), maxProblems)
 			}
 			last := r.Errors[len(r.Errors)-1].Message
-			want := fmt.Sprintf(" more; stopped after %d problems)", MaxProblems)
+			want := fmt.Sprintf(" more; stopped after %d problems)", maxProblems)
 			var more int
 			_, tail, _ := strings.Cut(last, "(… and ")
 			if _, err := fmt.Sscanf(tail, "%d", &more); err != nil || more < max(tt.more, 1) || !strings.HasSuffix(last, want) {
@@ -92,10 +96,10 @@ func TestParseStopsAfterMaxProblems(t *testing.T) {
 			}
 		})
 	}
-	// Exactly MaxProblems problems: all reported, none said to be missing.
-	_, r := Parse([]byte(`{"version":1,` + unknownKeys(MaxProblems-1) + `}`))
-	if len(r.Errors) < MaxProblems-1 {
-		t.Fatalf("%d problems, want at least %d", len(r.Errors), MaxProblems-1)
+	// Exactly maxProblems problems: all reported, none said to be missing.
+	_, r := Parse([]byte(`{"version":1,` + unknownKeys(maxProblems-1) + `}`))
+	if len(r.Errors) < maxProblems-1 {
+		t.Fatalf("%d problems, want at least %d", len(r.Errors), maxProblems-1)
 	}
 	for _, e := range r.Errors {
 		if strings.Contains(e.Message, "stopped after") {
