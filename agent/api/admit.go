@@ -31,8 +31,8 @@ const (
 	// DefaultSubmitBudget is the estimated memory all submissions being
 	// read and checked at once may cost: 512 MiB, which with the agent's
 	// own use and the Go runtime's headroom stays below a MemoryMax of
-	// 1 GiB: 32 of the worst submissions posted at once peak at 485 MiB
-	// RSS (824 MiB when all 32 are admitted at once;
+	// 1 GiB: 32 of the worst submissions posted at once peak at 579 MiB
+	// RSS (834 MiB when all 32 are checked at once;
 	// BenchmarkConcurrentWorstCase, docs/reliability.md).
 	DefaultSubmitBudget = 512 << 20
 	// RootSubmitReserve is the part of the budget only root (uid 0) may
