@@ -188,7 +188,9 @@ func rawPost(t *testing.T, sock string, n int, part string) net.Conn {
 // is answered 413 before it is read; a stalled body is cut off at
 // BodyTimeout; freed slots take jobs again.
 func TestSubmitSlotsAndSlowClients(t *testing.T) {
-	srv := &api.Server{MaxSubmits: 2, SlotWait: 200 * time.Millisecond, BodyTimeout: time.Hour}
+	// The test's clients are all root: no reserve for root, so that its
+	// slow POSTs fill the slots (TestAdmissionByWeight has tenants).
+	srv := &api.Server{MaxSubmits: 2, SlotWait: 200 * time.Millisecond, BodyTimeout: time.Hour, RootSubmits: -1, RootReserve: -1}
 	_, g, c, dir := limitsAgent(t, 100, srv)
 	g.open()
 	sock := filepath.Join(dir, "agent.sock")

@@ -87,12 +87,21 @@ type Server struct {
 	Log     *slog.Logger
 	// MaxSubmits bounds concurrent POST /v1/jobs (DefaultMaxSubmits when 0).
 	MaxSubmits int
+	// SubmitBudget bounds the estimated memory of the POST /v1/jobs in
+	// progress at once (DefaultSubmitBudget when 0; see admit.go).
+	SubmitBudget int64
+	// RootSubmits is how many more POSTs than MaxSubmits root may have in
+	// progress, and RootReserve the part of SubmitBudget only root may use
+	// (4 and RootSubmitReserve when 0; negative for none).
+	RootSubmits int
+	RootReserve int64
 	// SlotWait and BodyTimeout override SubmitSlotWait and BodyTimeout
 	// when not 0.
 	SlotWait, BodyTimeout time.Duration
 
 	initOnce sync.Once
-	slots    chan struct{}
+	bodies   *admission // reading bodies: weighed by their length
+	admit    *admission // checking jobs: weighed by estimated memory
 	srv      *http.Server
 }
 
@@ -102,7 +111,28 @@ func (s *Server) init() {
 		if n <= 0 {
 			n = DefaultMaxSubmits
 		}
-		s.slots = make(chan struct{}, n)
+		budget, reserve, rootN := s.SubmitBudget, s.RootReserve, s.RootSubmits
+		if budget <= 0 {
+			budget = DefaultSubmitBudget
+		}
+		switch {
+		case reserve == 0:
+			reserve = RootSubmitReserve
+		case reserve < 0:
+			reserve = 0
+		}
+		switch {
+		case rootN == 0:
+			rootN = 4
+		case rootN < 0:
+			rootN = 0
+		}
+		s.admit = newAdmission(budget, min(reserve, budget), n, rootN)
+		bodyReserve := int64(job.MaxJobBytes)
+		if s.RootReserve < 0 {
+			bodyReserve = 0
+		}
+		s.bodies = newAdmission(BodyBudget(n), bodyReserve, n, rootN)
 		if s.SlotWait <= 0 {
 			s.SlotWait = SubmitSlotWait
 		}
@@ -237,22 +267,23 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		tooLarge(w) // without reading a byte of it
 		return
 	}
-	// At most MaxSubmits bodies are read and parsed at once: a flood of
-	// clients costs goroutines waiting here, not memory.
-	s.init()
-	wait := time.NewTimer(s.SlotWait)
-	select {
-	case s.slots <- struct{}{}:
-		wait.Stop()
-	case <-wait.C:
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: ErrTooManySubmits.Error()})
-		return
-	case <-r.Context().Done():
-		wait.Stop()
+	who, err := peer(r)
+	if err != nil {
+		// Fail closed: a job without a known submitter is not taken.
+		s.log().Error("refusing job: unknown client", "err", err)
+		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: err.Error()})
 		return
 	}
-	defer func() { <-s.slots }()
+	// Bodies are read, then checked, within budgets weighed by size
+	// (admit.go): a flood of clients costs goroutines waiting here, not
+	// memory, and root's POST has a reserve no tenant can take.
+	s.init()
+	release, ok := s.bodies.acquire(r.Context(), who.UID, bodyWeight(r.ContentLength), s.SlotWait)
+	if !ok {
+		s.busy(w, r)
+		return
+	}
+	defer release()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, job.MaxJobBytes))
@@ -271,13 +302,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	who, err := peer(r)
-	if err != nil {
-		// Fail closed: a job without a known submitter is not taken.
-		s.log().Error("refusing job: unknown client", "err", err)
-		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: err.Error()})
+	// Checking the job is what costs memory; the body is here, so it is
+	// weighed exactly, and held only while it is checked.
+	releaseCheck, ok := s.admit.acquire(r.Context(), who.UID, submitCost(int64(len(body))), s.SlotWait)
+	if !ok {
+		s.busy(w, r)
 		return
 	}
+	defer releaseCheck()
 	id, err := s.Backend.SubmitAs(body, who)
 	var ve *job.ValidationError
 	var fe *access.ForbiddenError
@@ -303,6 +335,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.log().Error("queueing job", "err", err)
 		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: "queueing the job failed: " + err.Error()})
 	}
+}
+
+// busy answers 503 "too many job submissions" (nothing to a client that
+// is gone).
+func (s *Server) busy(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Err() != nil {
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: ErrTooManySubmits.Error()})
 }
 
 func (s *Server) log() *slog.Logger {

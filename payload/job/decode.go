@@ -8,12 +8,20 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
 
 // MaxDepth is the deepest JSON nesting accepted in a job document.
 const MaxDepth = 32
+
+// MaxProblems is the most problems Parse reports for one document. A job
+// that breaks more rules than this is reported with its first MaxProblems
+// (the last message says how many more there were): the answer stays small
+// and each problem costs its position and message only once, so a 1 MB
+// document of repeated keys is answered in one linear pass.
+const MaxProblems = 100
 
 // Parse decodes and validates a job document. It returns the job (possibly
 // partially filled when there are problems) and a report of every problem
@@ -24,34 +32,39 @@ func Parse(data []byte) (*Job, Report) {
 }
 
 func parse(data []byte, validate func(*Job) Report) (*Job, Report) {
-	var r Report
+	r := Report{max: MaxProblems}
 	j := decode(data, &r)
 	if j == nil {
-		return nil, r
+		return nil, r.capped()
 	}
 	// A field that failed to decode is left empty; do not also report it
 	// (or what is under it) as missing or invalid.
-	var broken []string
+	broken := map[string]bool{}
 	for _, e := range r.Errors {
-		if e.Code == CodeType || e.Code == CodeOutOfRange {
-			broken = append(broken, e.Field)
+		if (e.Code == CodeType || e.Code == CodeOutOfRange) && e.Field != "" {
+			broken[e.Field] = true
 		}
 	}
 	for _, e := range validate(j).Errors {
 		if !under(e.Field, broken) {
-			r.Errors = append(r.Errors, e)
+			r.add(e)
 		}
 	}
-	return j, r
+	return j, r.capped()
 }
 
-// under reports whether field is one of paths or lies inside one of them.
-func under(field string, paths []string) bool {
-	for _, p := range paths {
-		if p == "" {
-			continue
-		}
-		if field == p || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") {
+// under reports whether field is one of paths or lies inside one of them
+// ("a.b[2].c" is inside "a", "a.b" and "a.b[2]"). It looks up each of the
+// field's ancestors, so it costs the field's length, not the set's size.
+func under(field string, paths map[string]bool) bool {
+	if len(paths) == 0 {
+		return false
+	}
+	if paths[field] {
+		return true
+	}
+	for i := 1; i < len(field); i++ {
+		if (field[i] == '.' || field[i] == '[') && paths[field[:i]] {
 			return true
 		}
 	}
@@ -109,7 +122,15 @@ type object struct {
 type parser struct {
 	dec        *json.Decoder
 	data       []byte
-	duplicates []FieldError
+	duplicates []duplicate // the first MaxProblems+1, in the order found
+	ndups      int         // all of them
+}
+
+// duplicate is a repeated key found by the parser; its line and column are
+// worked out after parsing, for all duplicates in one pass (positions).
+type duplicate struct {
+	off        int64 // the opening quote of the repeated key
+	field, key string
 }
 
 // parseTree reads data through encoding/json's token stream into a tree
@@ -119,7 +140,7 @@ func parseTree(data []byte, r *Report) (any, *FieldError) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	p := &parser{dec: dec, data: data}
-	v, ferr := p.value("", 0)
+	v, ferr := p.value("", "", self, 0)
 	if ferr != nil {
 		return nil, ferr
 	}
@@ -131,7 +152,11 @@ func parseTree(data []byte, r *Report) (any, *FieldError) {
 		line, col := lineCol(data, end)
 		return nil, &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("unexpected data after the job object at line %d, column %d", line, col)}
 	}
-	r.Errors = append(r.Errors, p.duplicates...)
+	pos := positions(data, p.duplicates)
+	for i, d := range p.duplicates {
+		r.add(FieldError{Field: d.field, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(d.key), pos[i].line, pos[i].col)})
+	}
+	r.dropped += p.ndups - len(p.duplicates)
 	return v, nil
 }
 
@@ -159,7 +184,10 @@ func syntaxError(data []byte, dec *json.Decoder, err error) *FieldError {
 	return &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("%s at line %d, column %d", msg, line, col)}
 }
 
-func (p *parser) value(path string, depth int) (any, *FieldError) {
+// value reads the value at parent's key (or, for idx ≥ 0, parent's
+// element idx). Its path is built only for an object or array: a document
+// of half a million numbers makes no path strings.
+func (p *parser) value(parent, key string, idx, depth int) (any, *FieldError) {
 	dec, data := p.dec, p.data
 	tok, err := dec.Token()
 	if err != nil {
@@ -169,6 +197,7 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 	if !ok {
 		return tok, nil
 	}
+	path := childPath(parent, key, idx)
 	if depth >= MaxDepth {
 		return nil, &FieldError{Field: path, Code: CodeTooDeep, Message: fmt.Sprintf("JSON nesting is deeper than %d levels", MaxDepth)}
 	}
@@ -181,14 +210,18 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 				return nil, syntaxError(data, dec, err)
 			}
 			key, _ := kt.(string)
-			child := join(path, key)
 			keyEnd := dec.InputOffset()
-			v, ferr := p.value(child, depth+1)
+			v, ferr := p.value(path, key, -1, depth+1)
 			if ferr != nil {
 				return nil, ferr
 			}
 			if _, dup := o.values[key]; dup {
-				p.duplicates = append(p.duplicates, duplicateKey(data, keyStart(data, keyEnd), child, key))
+				// Only the offset is kept; the line and column of the
+				// few that are reported come from one pass at the end.
+				p.ndups++
+				if len(p.duplicates) <= MaxProblems {
+					p.duplicates = append(p.duplicates, duplicate{off: keyStart(data, keyEnd), field: join(path, key), key: key})
+				}
 				continue // the first occurrence wins
 			}
 			o.keys = append(o.keys, key)
@@ -201,7 +234,7 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 	default: // '['
 		var list []any
 		for i := 0; dec.More(); i++ {
-			v, ferr := p.value(index(path, i), depth+1)
+			v, ferr := p.value(path, "", i, depth+1)
 			if ferr != nil {
 				return nil, ferr
 			}
@@ -216,6 +249,21 @@ func (p *parser) value(path string, depth int) (any, *FieldError) {
 		return list, nil
 	}
 }
+
+// childPath is join(parent, key) for idx -1, index(parent, idx) for
+// idx ≥ 0 and parent itself for idx self.
+func childPath(parent, key string, idx int) string {
+	switch {
+	case idx >= 0:
+		return index(parent, idx)
+	case idx == self:
+		return parent
+	}
+	return join(parent, key)
+}
+
+// self is the idx of childPath that names parent itself.
+const self = -2
 
 // valueDecoder is implemented by types with their own JSON shape rules.
 type valueDecoder interface {
@@ -308,7 +356,7 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 			r.Add(path, CodeType, "expected an object, got %s", describe(v))
 			return
 		}
-		dst.Set(reflect.ValueOf(toPlain(obj, path, r).(map[string]any)))
+		dst.Set(reflect.ValueOf(toPlain(obj, path, "", self, r).(map[string]any)))
 	default:
 		r.Add(path, CodeType, "cannot decode into %s", dst.Type())
 	}
@@ -345,18 +393,23 @@ func (c Command) MarshalJSON() ([]byte, error) {
 // string, bool, json.Number turned into int64 or float64).
 // A number that fits neither int64 nor a finite float64 is reported as
 // out of range.
-func toPlain(v any, path string, r *Report) any {
+//
+// The value is at childPath(parent, key, idx), a path built only when it
+// is needed.
+func toPlain(v any, parent, key string, idx int, r *Report) any {
 	switch t := v.(type) {
 	case *object:
+		path := childPath(parent, key, idx)
 		m := make(map[string]any, len(t.keys))
 		for _, k := range t.keys {
-			m[k] = toPlain(t.values[k], join(path, k), r)
+			m[k] = toPlain(t.values[k], path, k, -1, r)
 		}
 		return m
 	case []any:
+		path := childPath(parent, key, idx)
 		out := make([]any, len(t))
 		for i, e := range t {
-			out[i] = toPlain(e, index(path, i), r)
+			out[i] = toPlain(e, path, "", i, r)
 		}
 		return out
 	case json.Number:
@@ -365,7 +418,7 @@ func toPlain(v any, path string, r *Report) any {
 		}
 		f, err := t.Float64()
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			r.Add(path, CodeOutOfRange, "number %s is out of range", t.String())
+			r.Add(childPath(parent, key, idx), CodeOutOfRange, "number %s is out of range", t.String())
 			return nil
 		}
 		return f
@@ -444,12 +497,36 @@ func lineCol(data []byte, off int64) (line, col int) {
 	return line, col
 }
 
-// duplicateKey reports the second occurrence of key, whose opening quote is
-// at off, in the object at field's parent. The position is computed only
-// here: lineCol is linear.
-func duplicateKey(data []byte, off int64, field, key string) FieldError {
-	line, col := lineCol(data, off)
-	return FieldError{Field: field, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(key), line, col)}
+type lineColumn struct{ line, col int }
+
+// positions returns the line and column of each duplicate's offset, as
+// lineCol would, in one forward pass over data: the offsets are visited in
+// increasing order (a duplicate inside a repeated key's value is found
+// before that key), each continuing from the one before.
+func positions(data []byte, dups []duplicate) []lineColumn {
+	out := make([]lineColumn, len(dups))
+	order := make([]int, len(dups))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return dups[order[a]].off < dups[order[b]].off })
+	var at int64
+	line, col := 1, 1
+	for _, i := range order {
+		off := min(dups[i].off, int64(len(data)))
+		for _, b := range data[at:off] {
+			switch {
+			case b == '\n':
+				line++
+				col = 1
+			case validRuneStart(b):
+				col++
+			}
+		}
+		at = off
+		out[i] = lineColumn{line, col}
+	}
+	return out
 }
 
 // keyStart finds the opening quote of the object key that ends just before

@@ -331,7 +331,13 @@ func jsonPath(p []any) string {
 // and column. A warning is refused too, as `butane --strict` does: it
 // names something Butane would translate in a way the author likely did
 // not mean (a key it ignores, a mode written in decimal).
+//
+// A config over the YAML limits (MaxYAMLBytes, MaxYAMLTokens) is refused
+// before Butane parses it.
 func TranslateButane(src string) ([]byte, []FieldError) {
+	if err := checkYAMLSize(src); err != nil {
+		return nil, []FieldError{{Field: "butane", Code: CodeTooLarge, Message: "the Butane config is refused: " + err.Error()}}
+	}
 	out, _, problems := butane.Translate([]byte(src))
 	var errs []FieldError
 	for _, p := range problems {

@@ -46,11 +46,43 @@ func (e FieldError) String() string {
 // Report collects the problems found in a job document.
 type Report struct {
 	Errors []FieldError `json:"errors"`
+
+	max     int // when not 0, the most Errors kept (Parse sets MaxProblems)
+	dropped int // problems not kept for max
 }
 
 // Add records a problem with the field at path.
 func (r *Report) Add(path, code, format string, args ...any) {
+	if r.max > 0 && len(r.Errors) >= r.max {
+		r.dropped++ // not even formatted
+		return
+	}
 	r.Errors = append(r.Errors, FieldError{Field: path, Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+// add records e, or counts it as dropped when the report is full.
+func (r *Report) add(e FieldError) {
+	if r.max > 0 && len(r.Errors) >= r.max {
+		r.dropped++
+		return
+	}
+	r.Errors = append(r.Errors, e)
+}
+
+// capped returns the report with at most max problems, the last message
+// saying how many more were found ("… and 7 more; stopped after 100
+// problems").
+func (r Report) capped() Report {
+	if r.max > 0 && len(r.Errors) > r.max {
+		r.dropped += len(r.Errors) - r.max
+		r.Errors = r.Errors[:r.max]
+	}
+	if r.dropped > 0 && len(r.Errors) > 0 {
+		last := &r.Errors[len(r.Errors)-1]
+		last.Message += fmt.Sprintf(" (… and %d more; stopped after %d problems)", r.dropped, len(r.Errors))
+	}
+	r.max, r.dropped = 0, 0
+	return r
 }
 
 // Merge appends the problems of another report.

@@ -589,8 +589,17 @@ func UserDataText(raw string) (string, error) {
 	return string(b), err
 }
 
+// gzipNote says, in a size message, that the size is the decompressed one.
+func gzipNote(gz bool) string {
+	if gz {
+		return " after gzip decompression"
+	}
+	return ""
+}
+
 func checkUserDataContent(p, s string, show func(string) string, detail func(error) string, r *Report) (cloudConfig *yaml.Node) {
-	if IsGzip([]byte(s)) {
+	gz := IsGzip([]byte(s))
+	if gz {
 		t, err := UserDataText(s)
 		if err != nil {
 			code := CodeInvalid
@@ -608,7 +617,9 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 	}
 	switch ClassifyUserData(s) {
 	case KindCloudConfig:
-		if d, _, err := LoadYAMLMapping(s); err != nil {
+		if d, _, err := LoadYAMLMapping(s); errors.Is(err, ErrYAMLLimit) {
+			r.Add(p, CodeTooLarge, "#cloud-config %s (%d bytes%s) is refused: %v", show(s), len(s), gzipNote(gz), err)
+		} else if err != nil {
 			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping (cloud-init would ignore it): %s", show(s), detail(err))
 		} else if err := checkAliasing(d); err != nil {
 			r.Add(p, CodeInvalid, "#cloud-config %s expands beyond reason (cloud-init's loader would expand every alias): %s", show(s), detail(err))
@@ -616,7 +627,9 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 			cloudConfig = d
 		}
 	case KindArchive:
-		if err := checkYAML(s); err != nil {
+		if err := checkYAML(s); errors.Is(err, ErrYAMLLimit) {
+			r.Add(p, CodeTooLarge, "#cloud-config-archive %s (%d bytes%s) is refused: %v", show(s), len(s), gzipNote(gz), err)
+		} else if err != nil {
 			r.Add(p, CodeInvalid, "#cloud-config-archive %s is not valid YAML: %s", show(s), detail(err))
 		}
 	case KindMultipart:
@@ -645,12 +658,18 @@ func checkAliasing(d *yaml.Node) error {
 }
 
 func checkYAML(s string) error {
+	if err := checkYAMLSize(s); err != nil {
+		return err
+	}
 	var v yaml.Node
 	err := yaml.NewDecoder(strings.NewReader(s)).Decode(&v)
 	if err != nil && err.Error() == "EOF" {
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return checkYAMLNodes(&v)
 }
 
 func kindOf(n *yaml.Node) string {
@@ -670,6 +689,10 @@ func validateNetworkConfig(j *Job, r *Report) {
 		r.Add("network_config", CodeConflict, "network_config replaces nics; give one or the other")
 	}
 	d, _, err := LoadYAMLMapping(j.NetworkConfig)
+	if errors.Is(err, ErrYAMLLimit) {
+		r.Add("network_config", CodeTooLarge, "%s is refused: %v", quote(j.NetworkConfig), err)
+		return
+	}
 	if err != nil {
 		r.Add("network_config", CodeInvalid, "%s is not a valid YAML mapping: %v", quote(j.NetworkConfig), err)
 		return

@@ -3,6 +3,7 @@ package job
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -325,7 +326,9 @@ func validateWindowsUserData(j *Job, p, s string, show func(string) string, deta
 		r.Add(p, CodeInvalid, "cloudbase-init would ignore %s (\"Unsupported user_data format\"): it does not start with \"#ps1_sysnative\", \"#ps1_x86\", \"#ps1\", \"rem cmd\", \"#!\", \"#cloud-config\" or \"## template: jinja\", holds no <powershell> or <script> section and has no \"Content-Type: multipart\" header", show(s))
 		return
 	case WinKindCloudConfig:
-		if d, _, err := LoadYAMLMapping(s); err != nil {
+		if d, _, err := LoadYAMLMapping(s); errors.Is(err, ErrYAMLLimit) {
+			r.Add(p, CodeTooLarge, "#cloud-config %s (%d bytes) is refused: %v", show(s), len(s), err)
+		} else if err != nil {
 			r.Add(p, CodeInvalid, "#cloud-config %s is not a valid YAML mapping (cloudbase-init would ignore it): %s", show(s), detail(err))
 		} else if err := checkAliasing(d); err != nil {
 			r.Add(p, CodeInvalid, "#cloud-config %s expands beyond reason: %s", show(s), detail(err))
