@@ -335,6 +335,7 @@ func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildSt
 			continue
 		}
 		t0 := time.Now()
+		opt.DomainUUID = d.UUID // a recipe names only its own domain's image
 		out, err := recipe.Rebuild(ctx, rc, opt)
 		if err != nil {
 			st.Failed++

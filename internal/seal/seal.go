@@ -121,6 +121,10 @@ func checkMode(path string, fi os.FileInfo) error {
 	return nil
 }
 
+// Parse reads key file content b (name is for messages), without Load's
+// checks of the file.
+func Parse(name string, b []byte) (*Keyring, error) { return parse(name, b) }
+
 func parse(path string, b []byte) (*Keyring, error) {
 	k := &Keyring{path: path}
 	sc := bufio.NewScanner(bytes.NewReader(b))

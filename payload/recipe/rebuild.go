@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -41,6 +42,15 @@ type RebuildOptions struct {
 	// the process group).
 	Mode os.FileMode
 	GID  int
+	// DomainUUID is the UUID of the domain whose recipe r is. When set,
+	// an image whose file name does not start with "UUID-" (how the agent
+	// and vmpayload recipe --domain-xml name images) is refused: a recipe
+	// in one domain must not rebuild, nor claim, another domain's image.
+	// The hook and the agent's start-up set it.
+	DomainUUID string
+	// Keys opens a sealed recipe; when nil, Rebuild reads
+	// KeyFile(SecretsDir) when it has to build a sealed recipe's image.
+	Keys *seal.Keyring
 }
 
 // ErrRefused marks a recipe whose image path Rebuild will not touch.
@@ -67,6 +77,9 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	if err := checkPath(r.Path, opt.PayloadDir); err != nil {
 		return "", err
 	}
+	if err := checkOwnName(r.Path, opt.DomainUUID); err != nil {
+		return "", err
+	}
 	if err := r.Check(); err != nil {
 		return "", fmt.Errorf("rebuilding the payload image %s: %w", r.Path, err)
 	}
@@ -76,6 +89,21 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	}
 	if intact {
 		return OutcomeIntact, nil
+	}
+	if r.Sealed() {
+		keys := opt.Keys
+		if keys == nil {
+			k, err := seal.Load(KeyFile(opt.SecretsDir))
+			if err != nil {
+				return "", fmt.Errorf("rebuilding the payload image %s: its recipe is sealed: %w", r.Path, err)
+			}
+			keys = k
+		}
+		o := *r
+		if err := o.Open(keys); err != nil {
+			return "", fmt.Errorf("rebuilding the payload image %s: %w", r.Path, err)
+		}
+		r = &o
 	}
 	if err := ensureDir(opt.PayloadDir); err != nil {
 		return "", err
@@ -122,6 +150,19 @@ func checkPath(p, dir string) error {
 	}
 	if b := filepath.Base(c); strings.HasPrefix(b, ".") {
 		return fmt.Errorf("rebuilding the payload image %s: %w: hidden file names are reserved for temporary files", p, ErrRefused)
+	}
+	return nil
+}
+
+// checkOwnName refuses an image path whose file name does not start with
+// the domain's UUID and a "-" (nothing to check when uuid is "").
+func checkOwnName(p, uuid string) error {
+	if uuid == "" {
+		return nil
+	}
+	b := filepath.Base(p)
+	if len(b) <= len(uuid) || !strings.EqualFold(b[:len(uuid)], uuid) || b[len(uuid)] != '-' {
+		return fmt.Errorf("rebuilding the payload image %s: %w: the image name does not start with this domain's UUID %s (a recipe may only name its own domain's images, %s-…)", p, ErrRefused, uuid, uuid)
 	}
 	return nil
 }
