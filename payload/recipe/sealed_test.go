@@ -10,8 +10,8 @@ import (
 
 	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
-	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
 const (
@@ -184,7 +184,9 @@ func TestSealedRecipeTampered(t *testing.T) {
 	must(t, err)
 	el1, _ := rc1.Element(keys)
 	el2, _ := rc2.Element(keys)
-	blob := func(el string) string { return el[strings.Index(el, "<vmpayload:sealed"):strings.Index(el, "</vmpayload:recipe>")] }
+	blob := func(el string) string {
+		return el[strings.Index(el, "<vmpayload:sealed"):strings.Index(el, "</vmpayload:recipe>")]
+	}
 	moved := strings.Replace(el1, blob(el1), blob(el2), 1)
 	back, ok, err := FromDomainXML(domainXML(moved))
 	if err != nil || !ok {
