@@ -19,6 +19,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/golden"
 )
@@ -149,7 +150,11 @@ func TestWindowsSecretsStayInTheImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			elem, err := rc.Element()
+			keys, err := seal.LoadOrCreate(recipe.KeyFile(secretsDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			elem, err := rc.Element(keys)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -321,6 +321,9 @@ type RebuildStats struct {
 func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildStats, error) {
 	var st RebuildStats
 	opt := recipe.RebuildOptions{PayloadDir: e.PayloadDir, SecretsDir: e.SecretsDir, Mode: e.ImageMode, GID: e.ImageGID}
+	if e.SecretsDir == "" {
+		opt.Keys = noSecretsDirKeys
+	}
 	for _, d := range defs.Domains {
 		if ctx.Err() != nil {
 			return st, ctx.Err()

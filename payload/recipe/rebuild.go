@@ -92,6 +92,9 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	}
 	if r.Sealed() {
 		keys := opt.Keys
+		if keys == nil && opt.SecretsDir == "" {
+			return "", fmt.Errorf("rebuilding the payload image %s: its recipe is sealed and no secrets directory holds the recipe key", r.Path)
+		}
 		if keys == nil {
 			k, err := seal.Load(KeyFile(opt.SecretsDir))
 			if err != nil {

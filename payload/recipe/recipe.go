@@ -123,11 +123,13 @@ func (r *Recipe) Open(keys *seal.Keyring) error {
 }
 
 // associatedData binds a sealed job to the image attributes it is stored
-// with: a blob moved to another recipe (another domain's image) does not
-// open.
+// with: a blob moved to another recipe (another image) does not open. The
+// path is not bound: hosts that migrate to each other may hold the image
+// under other payload directories' paths in tests and tools that rewrite it;
+// which domain may name which image is Rebuild's DomainUUID check.
 func (r *Recipe) associatedData() []byte {
 	return []byte(strings.Join([]string{
-		"vmpayload recipe " + strconv.Itoa(Version), r.Path, r.SHA256, strconv.FormatInt(r.Size, 10),
+		"vmpayload recipe " + strconv.Itoa(Version), r.SHA256, strconv.FormatInt(r.Size, 10),
 		string(r.Format), string(r.Media), r.Label, r.InstanceID, r.ContentHash, strconv.Itoa(int(r.ISOLayout)),
 	}, "\x00"))
 }
