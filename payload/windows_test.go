@@ -16,10 +16,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
-	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/golden"
 )
