@@ -67,9 +67,12 @@ var ErrContentChanged = errors.New("content changed")
 // sha256 in the recorded ISO layout (r.ISOLayout), writes them atomically at r.Path (temporary file, fsync, read
 // back and verified, rename) and returns OutcomeRebuilt. Errors are one
 // line naming the path: a path outside opt.PayloadDir, with "..", or
-// naming a symlink or other non-regular file (ErrRefused); a secret that
-// vanished; content that would differ (ErrContentChanged, naming the
-// secrets the job uses), in which case nothing is written.
+// naming a symlink or other non-regular file, or whose name does not start
+// with opt.DomainUUID when that is set (ErrRefused); a sealed recipe whose
+// key is missing (seal.ErrNoKey, naming the key file; only when the image
+// must be built); a secret that vanished; content that would differ
+// (ErrContentChanged, naming the secrets the job uses), in which case
+// nothing is written.
 func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error) {
 	if r == nil {
 		return "", fmt.Errorf("rebuilding a payload image: no recipe")
