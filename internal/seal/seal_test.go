@@ -108,3 +108,32 @@ func TestLoadRefuses(t *testing.T) {
 		t.Error("LoadOrCreate replaced a key file without keys")
 	}
 }
+
+// BenchmarkSealOpen seals and opens a 2 KiB job with one key.
+func BenchmarkSealOpen(b *testing.B) {
+	k, err := Parse("bench", []byte("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pt := bytes.Repeat([]byte("x"), 2048)
+	ad := []byte("attributes")
+	for b.Loop() {
+		id, blob := k.Seal(pt, ad)
+		if _, err := k.Open(id, blob, ad); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoad reads a key file with one key, as the hook does per run.
+func BenchmarkLoad(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "k")
+	if err := Create(p); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Load(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
