@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	jobpkg "github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
@@ -72,7 +73,13 @@ func TestStartupRebuildFromRecipes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			el, err := rc.Element()
+			// sealed with the agent's key (secrets next to the payload
+			// directory, startAgentWith), made here as the agent makes it
+			keys, err := seal.LoadOrCreate(recipe.KeyFile(filepath.Join(filepath.Dir(payloadDir), "secrets")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			el, err := rc.Element(keys)
 			if err != nil {
 				t.Fatal(err)
 			}

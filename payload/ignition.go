@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/vmpayload/vmpayload/internal/atomicfile"
 	"github.com/vmpayload/vmpayload/payload/image"
@@ -119,7 +121,7 @@ func (r *Rendered) reuseIgnitionFile(path string) (Result, error) {
 	if !fi.Mode().IsRegular() || fi.Size() != int64(len(want)) {
 		return Result{}, fmt.Errorf("existing Ignition config %s is a %s of %d bytes, want a regular file of %d", path, image.FileKind(fi.Mode()), fi.Size(), len(want))
 	}
-	got, err := os.ReadFile(path)
+	got, err := readNoFollow(path, len(want))
 	if err != nil {
 		return Result{}, fmt.Errorf("reusing the Ignition config: %w", err)
 	}
@@ -127,4 +129,19 @@ func (r *Rendered) reuseIgnitionFile(path string) (Result, error) {
 		return Result{}, fmt.Errorf("existing Ignition config %s holds other bytes", path)
 	}
 	return r.ignitionResult(path, want), nil
+}
+
+// readNoFollow reads up to max+1 bytes of the regular file at path, never
+// through a symlink (images live in the payload directory, which the hook
+// writes as root).
+func readNoFollow(path string, max int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, int64(max)+1))
 }

@@ -221,6 +221,10 @@ func (r *Rendered) Reuse(path string) (Result, error) {
 	if IsIgnitionFile(r.Job) {
 		return r.reuseIgnitionFile(path)
 	}
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		// never inspect (nor reuse) through a symlink in the payload directory
+		return Result{}, fmt.Errorf("existing image %s is a %s, not a regular file", path, image.FileKind(fi.Mode()))
+	}
 	info, err := image.Inspect(path)
 	if err != nil {
 		return Result{}, fmt.Errorf("inspecting existing image %s: %w", path, err)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
@@ -149,7 +150,11 @@ func TestWindowsSecretsStayInTheImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			elem, err := rc.Element()
+			keys, err := seal.LoadOrCreate(recipe.KeyFile(secretsDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			elem, err := rc.Element(keys)
 			if err != nil {
 				t.Fatal(err)
 			}

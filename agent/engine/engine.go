@@ -20,6 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -350,7 +351,10 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 			}
 		}
 		if err == nil {
-			recipeEl, err = rc.Element()
+			var keys *seal.Keyring
+			if keys, err = e.recipeKeys(); err == nil {
+				recipeEl, err = rc.Element(keys)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("recording how the payload image of %s was built: %w", dom.Name, err)
@@ -617,7 +621,9 @@ func withRecipe(ed *domxml.Edit, domainXML, recipeEl string, guest bool) error {
 	// the recipe there is the one domainXML has.
 	if strings.Contains(domainXML, recipe.Namespace) {
 		if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
-			if el, err := cur.Element(); err == nil && el == recipeEl {
+			// cur renders as it was read (sealed, or in clear if written
+			// before sealing, which is then rewritten sealed)
+			if el, err := cur.Element(nil); err == nil && el == recipeEl {
 				return nil
 			}
 		}

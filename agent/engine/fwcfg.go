@@ -13,6 +13,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -82,7 +83,10 @@ func (e *Engine) attachFwCfg(ctx context.Context, dom libvirtx.DomainInfo, rd *p
 	rc, err := recipe.New(rd, res)
 	el := ""
 	if err == nil {
-		el, err = rc.Element()
+		var keys *seal.Keyring
+		if keys, err = e.recipeKeys(); err == nil {
+			el, err = rc.Element(keys)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("recording how the Ignition config of %s was built: %w", dom.Name, err)

@@ -12,7 +12,6 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
-	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 // TestGuestChannel: the report channel goes into the domain's definition
@@ -67,10 +66,7 @@ func TestGuestChannel(t *testing.T) {
 		if err != nil || has != s.wantChanel {
 			t.Errorf("%s: channel in the definition %v (%v), want %v", s.name, has, err, s.wantChanel)
 		}
-		rc, ok, err := recipe.FromDomainXML(d.InactiveXML)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc, ok := openedRecipe(t, d.InactiveXML)
 		if s.action == "detach" {
 			if ok {
 				t.Errorf("%s: recipe left", s.name)

@@ -80,7 +80,7 @@ func TestMigratedImageOwnership(t *testing.T) {
 			imgB := filepath.Join(dirB, filepath.Base(img))
 			rcB := *rc
 			rcB.Path = imgB // the same path on a real host; here the directories differ when local
-			out, err := recipe.Rebuild(ctx, &rcB, recipe.RebuildOptions{PayloadDir: dirB, Mode: 0o640, GID: -1})
+			out, err := recipe.Rebuild(ctx, &rcB, recipe.RebuildOptions{PayloadDir: dirB, Mode: 0o640, GID: -1, Keys: noSecretsDirKeys, DomainUUID: dom.UUID})
 			must(t, err)
 			if want := map[bool]recipe.Outcome{true: recipe.OutcomeIntact, false: recipe.OutcomeRebuilt}[tc.shared]; out != want {
 				t.Errorf("B's hook: %s, want %s", out, want)

@@ -321,6 +321,9 @@ type RebuildStats struct {
 func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildStats, error) {
 	var st RebuildStats
 	opt := recipe.RebuildOptions{PayloadDir: e.PayloadDir, SecretsDir: e.SecretsDir, Mode: e.ImageMode, GID: e.ImageGID}
+	if e.SecretsDir == "" {
+		opt.Keys = noSecretsDirKeys
+	}
 	for _, d := range defs.Domains {
 		if ctx.Err() != nil {
 			return st, ctx.Err()
@@ -335,6 +338,7 @@ func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildSt
 			continue
 		}
 		t0 := time.Now()
+		opt.DomainUUID = d.UUID // a recipe names only its own domain's image
 		out, err := recipe.Rebuild(ctx, rc, opt)
 		if err != nil {
 			st.Failed++

@@ -665,9 +665,10 @@ func (s *Spool) Complete(c *Claimed, r result.Result) error {
 func (s *Spool) retire(c *Claimed, r result.Result) error {
 	if r.State == result.StateFailed && c.ReadErr == nil {
 		// Keep a copy the agent owns with mode 0600 (the dropped file may
-		// belong to another user, and chmod of it would need CAP_FOWNER).
+		// belong to another user, and chmod of it would need CAP_FOWNER),
+		// without its passwords (RedactJob).
 		keep := filepath.Join(s.Dir(Failed), r.ID+".job.json")
-		if err := WriteFileAtomic(keep, c.Data, 0o600); err != nil {
+		if err := WriteFileAtomic(keep, RedactJob(c.Data), 0o600); err != nil {
 			return fmt.Errorf("keeping failed job %s: %w", r.ID, err)
 		}
 	}

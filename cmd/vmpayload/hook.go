@@ -169,8 +169,18 @@ func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error
 	if err != nil {
 		return "", r.Path, fmt.Errorf("reading the configuration: %w", err)
 	}
+	// A recipe names only its own domain's image (<uuid>-…): one written
+	// into vm1's metadata must neither replace nor claim vm2's.
+	uuid, err := domxml.DomainUUID(string(data))
+	if err == nil && !domxml.IsUUID(uuid) {
+		err = fmt.Errorf("the domain XML has no valid <uuid> (%q)", uuid)
+	}
+	if err != nil {
+		return "", r.Path, fmt.Errorf("reading the domain's UUID: %w", err)
+	}
 	o, err := recipe.Rebuild(ctx, r, recipe.RebuildOptions{
 		PayloadDir: cfg.PayloadDir, SecretsDir: cfg.SecretsDir, Mode: cfg.ImageMode(), GID: gid,
+		DomainUUID: domxml.CanonicalUUID(uuid),
 	})
 	if err == nil {
 		// The domain is about to run here (start, incoming migration,

@@ -392,6 +392,8 @@ func recipeOfMetadataContent(el string) (*recipe.Recipe, bool, error) {
 	prefixed = strings.ReplaceAll(prefixed, "<image ", "<vmpayload:image ")
 	prefixed = strings.ReplaceAll(prefixed, "<job>", "<vmpayload:job>")
 	prefixed = strings.ReplaceAll(prefixed, "</job>", "</vmpayload:job>")
+	prefixed = strings.ReplaceAll(prefixed, "<sealed ", "<vmpayload:sealed ")
+	prefixed = strings.ReplaceAll(prefixed, "</sealed>", "</vmpayload:sealed>")
 	prefixed = strings.ReplaceAll(prefixed, "</recipe>", "</vmpayload:recipe>")
 	x, err := domxml.SetMetadata(testDomainXML, recipe.Namespace, prefixed)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/config"
 	"github.com/vmpayload/vmpayload/cmd/internal/cli"
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -106,7 +107,8 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		if uuid == "" {
 			return fail(exitInvalid, "the domain XML %s has no <uuid>: add one (e.g. <uuid>$(uuidgen)</uuid>) so that the image name and the domain agree", o.domainXML)
 		}
-		prefix = uuid
+		// libvirt's spelling, which the hook compares the image name with
+		prefix = domxml.CanonicalUUID(uuid)
 	}
 	if prefix == "" {
 		prefix = j.Domain
@@ -153,9 +155,18 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	el, err := rc.Element()
+	// the job is sealed with the secrets directory's recipe key (made on
+	// first need), which the hook reads there (docs/security.md)
+	keys, err := seal.LoadOrCreate(recipe.KeyFile(o.secretsDir))
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	el, err := rc.Element(keys)
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
+	}
+	if !domxml.IsUUID(prefix) {
+		fmt.Fprintf(stderr, "vmpayload recipe: note: the hook rebuilds only images whose name starts with their domain's UUID; give --name $(virsh domuuid DOMAIN) (or --domain-xml) for a domain whose image it should rebuild\n")
 	}
 
 	if payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery != job.DeliveryBlockdev {

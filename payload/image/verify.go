@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Verification (issue 14). Write promises that what is on disk is exactly
@@ -36,7 +37,7 @@ const readBackChunk = 64 << 10
 // readBack reads the file p and compares it with img. Errors wrap
 // ErrVerify.
 func readBack(p string, img []byte) error {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0) // never through a symlink put in its place
 	if err != nil {
 		return fmt.Errorf("%w: read back: %w", ErrVerify, err)
 	}

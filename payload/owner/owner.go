@@ -21,13 +21,16 @@
 package owner
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/vmpayload/vmpayload/internal/atomicfile"
+	"golang.org/x/sys/unix"
 )
 
 // Dir is the name of the directory of markers inside a payload directory.
@@ -61,13 +64,78 @@ func Path(image string) string {
 	return filepath.Join(filepath.Dir(image), Dir, filepath.Base(image))
 }
 
+// markerDir opens the marker directory of image without following a
+// symlink at the payload directory's last component or at .owners (a
+// symlinked .owners is refused, never followed: the hook runs as root and
+// writes there). With create, a missing .owners is made (mode 0700); without
+// it, a missing one is (-1, nil).
+func markerDir(image string, create bool) (int, error) {
+	pd, err := unix.Open(filepath.Dir(image), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, refusedDir(filepath.Dir(image), err)
+	}
+	defer unix.Close(pd)
+	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(pd, Dir, flags, 0)
+	if errors.Is(err, unix.ENOENT) {
+		if !create {
+			return -1, nil
+		}
+		if err := unix.Mkdirat(pd, Dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, err
+		}
+		fd, err = unix.Openat(pd, Dir, flags, 0)
+	}
+	if err != nil {
+		return -1, refusedDir(filepath.Join(filepath.Dir(image), Dir), err)
+	}
+	return fd, nil
+}
+
+// refusedDir names why a directory was not opened: a symlink (ELOOP with
+// O_NOFOLLOW, or ENOTDIR for a symlink to a file) is refused.
+func refusedDir(dir string, err error) error {
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symlink; refused (owner markers are never written through a symlink)", dir)
+		}
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return fmt.Errorf("opening %s: %w", dir, err)
+}
+
 // Of returns the host id recorded for image, and "" with a nil error when
-// the image has no marker.
+// the image has no marker. A marker that is a symlink or not a regular
+// file is an error (it is not followed or read).
 func Of(image string) (string, error) {
-	b, err := os.ReadFile(Path(image))
-	if errors.Is(err, os.ErrNotExist) {
+	dfd, err := markerDir(image, false)
+	if err != nil {
+		return "", fmt.Errorf("reading the owner of %s: %w", image, err)
+	}
+	if dfd < 0 {
 		return "", nil
 	}
+	defer unix.Close(dfd)
+	return readMarker(dfd, image)
+}
+
+func readMarker(dfd int, image string) (string, error) {
+	fd, err := unix.Openat(dfd, filepath.Base(image), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return "", nil
+	}
+	if errors.Is(err, unix.ELOOP) {
+		return "", fmt.Errorf("reading the owner of %s: the marker %s is a symlink; refused", image, Path(image))
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the owner of %s: %w", image, err)
+	}
+	f := os.NewFile(uintptr(fd), Path(image))
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("reading the owner of %s: the marker %s is not a regular file", image, Path(image))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxID+2))
 	if err != nil {
 		return "", fmt.Errorf("reading the owner of %s: %w", image, err)
 	}
@@ -75,21 +143,45 @@ func Of(image string) (string, error) {
 }
 
 // Claim records host as the owner of image, unless it is already. An empty
-// host records nothing.
+// host records nothing. The marker is written atomically (a temporary file
+// created exclusively, fsynced, renamed; the directory fsynced), relative to
+// the marker directory opened without following symlinks.
 func Claim(image, host string) error {
 	if host == "" {
 		return nil
 	}
-	if cur, err := Of(image); err == nil && cur == host {
+	dfd, err := markerDir(image, true)
+	if err != nil {
+		return fmt.Errorf("recording the owner of %s: %w", image, err)
+	}
+	defer unix.Close(dfd)
+	if cur, err := readMarker(dfd, image); err == nil && cur == host {
 		return nil
 	}
-	dir := filepath.Join(filepath.Dir(image), Dir)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	name := filepath.Base(image)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := "." + name + ".tmp-" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
 		return fmt.Errorf("recording the owner of %s: %w", image, err)
 	}
-	if err := atomicfile.WriteFile(Path(image), []byte(host+"\n"), 0o600, -1); err != nil {
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.WriteString(host + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
 		return fmt.Errorf("recording the owner of %s: %w", image, err)
 	}
+	_ = unix.Fsync(dfd)
 	return nil
 }
 
@@ -111,7 +203,15 @@ func MayRemove(image, host string) (ok bool, owner string, err error) {
 // Forget removes the marker of image (after the image itself was removed).
 // A missing marker is not an error.
 func Forget(image string) error {
-	if err := os.Remove(Path(image)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	dfd, err := markerDir(image, false)
+	if err != nil {
+		return fmt.Errorf("removing the owner marker of %s: %w", image, err)
+	}
+	if dfd < 0 {
+		return nil
+	}
+	defer unix.Close(dfd)
+	if err := unix.Unlinkat(dfd, filepath.Base(image), 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("removing the owner marker of %s: %w", image, err)
 	}
 	return nil
@@ -121,10 +221,16 @@ func Forget(image string) error {
 // (removed by another host after it claimed the image back, or by hand), as
 // image paths for Forget.
 func Stale(payloadDir, host string) ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(payloadDir, Dir))
-	if errors.Is(err, os.ErrNotExist) {
+	dfd, err := markerDir(filepath.Join(payloadDir, "x"), false)
+	if err != nil {
+		return nil, fmt.Errorf("listing owner markers: %w", err)
+	}
+	if dfd < 0 {
 		return nil, nil
 	}
+	d := os.NewFile(uintptr(dfd), filepath.Join(payloadDir, Dir))
+	ents, err := d.ReadDir(-1)
+	d.Close()
 	if err != nil {
 		return nil, fmt.Errorf("listing owner markers: %w", err)
 	}

@@ -41,7 +41,7 @@ func TestButaneRecipeHoldsIgnition(t *testing.T) {
 	}
 	back := roundTrip(t, el)
 	must(t, os.Remove(res.Path))
-	out, err := Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: secretsDir, GID: -1})
+	out, err := Rebuild(context.Background(), back, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: secretsDir, GID: -1})
 	if err != nil || out != OutcomeRebuilt {
 		t.Fatalf("Rebuild: %q %v", out, err)
 	}

@@ -61,13 +61,17 @@ func TestRecipeRecordsISOLayout(t *testing.T) {
 			// the layout is what the rebuild builds: each recipe rebuilds its
 			// own bytes, and one that names the other layout fails safe
 			rebuild := func(rc *Recipe, dir string) (Outcome, error) {
-				return Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, SecretsDir: t.TempDir(), Mode: 0o640, GID: -1})
+				return Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: t.TempDir(), Mode: 0o640, GID: -1})
 			}
 			must(t, os.Remove(res.Path))
 			if out, err := rebuild(back, dir); err != nil || out != OutcomeRebuilt || fileSHA256(t, res.Path) != res.SHA256 {
 				t.Errorf("Rebuild of the new recipe: %q %v", out, err)
 			}
-			noAttr, ok, err := FromDomainXML(domainXML(strings.Replace(el, tc.attr, "", 1)))
+			// in clear: a sealed job is bound to the attributes (removing
+			// one makes it refuse to open, TestSealedRecipeTampered)
+			clearEl, err := rc.render(nil, true)
+			must(t, err)
+			noAttr, ok, err := FromDomainXML(domainXML(strings.Replace(clearEl, tc.attr, "", 1)))
 			if err != nil || !ok || noAttr.ISOLayout != image.ISOLayoutGoDiskfs {
 				t.Fatalf("recipe without iso-layout: %+v %v %v", noAttr, ok, err)
 			}
@@ -112,7 +116,7 @@ func TestReusedImageKeepsItsLayout(t *testing.T) {
 		t.Errorf("recipe of the reused go-diskfs image: %s", el)
 	}
 	must(t, os.Remove(p))
-	if out, err := Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, Mode: 0o640, GID: -1}); err != nil || out != OutcomeRebuilt || fileSHA256(t, p) != written.SHA256 {
+	if out, err := Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, Mode: 0o640, GID: -1}); err != nil || out != OutcomeRebuilt || fileSHA256(t, p) != written.SHA256 {
 		t.Errorf("Rebuild: %q %v", out, err)
 	}
 }
@@ -145,7 +149,7 @@ func TestISOLayoutAttributeRejects(t *testing.T) {
 	if err != nil || !ok || rc.ISOLayout != image.ISOLayoutGoDiskfs {
 		t.Fatalf("iso-layout=\"1\": %+v %v %v", rc, ok, err)
 	}
-	if again, _ := rc.Element(); strings.Contains(again, "iso-layout") {
+	if again, _ := rc.Element(testKeys); strings.Contains(again, "iso-layout") {
 		t.Errorf("a go-diskfs recipe renders with iso-layout: %s", again)
 	}
 }
@@ -171,8 +175,18 @@ func TestReleaseRecipesRenderUnchanged(t *testing.T) {
 		if rc.ISOLayout != want {
 			t.Errorf("%s: ISOLayout %d, want %d", p, rc.ISOLayout, want)
 		}
-		if again, err := rc.Element(); err != nil || again != el {
+		// in clear it renders as recorded; sealed, it opens to the same job
+		if again, err := rc.render(nil, true); err != nil || again != el {
 			t.Errorf("%s renders differently (%v):\n%s\n%s", p, err, el, again)
+		}
+		sealed, err := rc.Element(testKeys)
+		must(t, err)
+		back, ok, err := FromDomainXML(domainXML(sealed))
+		if err != nil || !ok || back.Open(testKeys) != nil {
+			t.Fatalf("%s sealed: %v %v", p, ok, err)
+		}
+		if again, err := back.render(nil, true); err != nil || again != el {
+			t.Errorf("%s sealed and opened renders differently (%v):\n%s\n%s", p, err, el, again)
 		}
 	}
 }

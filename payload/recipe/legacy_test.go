@@ -37,7 +37,7 @@ func loadLegacyRecipe(t *testing.T) (*Recipe, string) {
 // isoinfo lists); a changed content is refused with ErrContentChanged.
 func TestRebuildLegacyJolietRecipe(t *testing.T) {
 	rc, dir := loadLegacyRecipe(t)
-	out, err := Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, Mode: 0o640, GID: -1})
+	out, err := Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, Mode: 0o640, GID: -1})
 	if err != nil || out != OutcomeRebuilt {
 		t.Fatalf("Rebuild of the pre-fix recipe: %q %v", out, err)
 	}
@@ -47,7 +47,7 @@ func TestRebuildLegacyJolietRecipe(t *testing.T) {
 	if got := hex.EncodeToString(sum[:]); got != rc.SHA256 || int64(len(b)) != rc.Size {
 		t.Fatalf("rebuilt image has sha256 %s and %d bytes, recorded %s and %d", got, len(b), rc.SHA256, rc.Size)
 	}
-	if out, err := Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, GID: -1}); err != nil || out != OutcomeIntact {
+	if out, err := Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, GID: -1}); err != nil || out != OutcomeIntact {
 		t.Errorf("second Rebuild: %q %v", out, err)
 	}
 
@@ -91,7 +91,7 @@ func TestRebuildLegacyJolietRecipe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rc, dir := loadLegacyRecipe(t)
 			change(rc)
-			_, err := Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, GID: -1})
+			_, err := Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, GID: -1})
 			if !errors.Is(err, ErrContentChanged) {
 				t.Errorf("Rebuild: %v, want ErrContentChanged", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -41,6 +42,15 @@ type RebuildOptions struct {
 	// the process group).
 	Mode os.FileMode
 	GID  int
+	// DomainUUID is the UUID of the domain whose recipe r is. When set,
+	// an image whose file name does not start with "UUID-" (how the agent
+	// and vmpayload recipe --domain-xml name images) is refused: a recipe
+	// in one domain must not rebuild, nor claim, another domain's image.
+	// The hook and the agent's start-up set it.
+	DomainUUID string
+	// Keys opens a sealed recipe; when nil, Rebuild reads
+	// KeyFile(SecretsDir) when it has to build a sealed recipe's image.
+	Keys *seal.Keyring
 }
 
 // ErrRefused marks a recipe whose image path Rebuild will not touch.
@@ -57,14 +67,20 @@ var ErrContentChanged = errors.New("content changed")
 // sha256 in the recorded ISO layout (r.ISOLayout), writes them atomically at r.Path (temporary file, fsync, read
 // back and verified, rename) and returns OutcomeRebuilt. Errors are one
 // line naming the path: a path outside opt.PayloadDir, with "..", or
-// naming a symlink or other non-regular file (ErrRefused); a secret that
-// vanished; content that would differ (ErrContentChanged, naming the
-// secrets the job uses), in which case nothing is written.
+// naming a symlink or other non-regular file, or whose name does not start
+// with opt.DomainUUID when that is set (ErrRefused); a sealed recipe whose
+// key is missing (seal.ErrNoKey, naming the key file; only when the image
+// must be built); a secret that vanished; content that would differ
+// (ErrContentChanged, naming the secrets the job uses), in which case
+// nothing is written.
 func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error) {
 	if r == nil {
 		return "", fmt.Errorf("rebuilding a payload image: no recipe")
 	}
 	if err := checkPath(r.Path, opt.PayloadDir); err != nil {
+		return "", err
+	}
+	if err := checkOwnName(r.Path, opt.DomainUUID); err != nil {
 		return "", err
 	}
 	if err := r.Check(); err != nil {
@@ -76,6 +92,24 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	}
 	if intact {
 		return OutcomeIntact, nil
+	}
+	if r.Sealed() {
+		keys := opt.Keys
+		if keys == nil && opt.SecretsDir == "" {
+			return "", fmt.Errorf("rebuilding the payload image %s: its recipe is sealed and no secrets directory holds the recipe key", r.Path)
+		}
+		if keys == nil {
+			k, err := seal.Load(KeyFile(opt.SecretsDir))
+			if err != nil {
+				return "", fmt.Errorf("rebuilding the payload image %s: its recipe is sealed: %w", r.Path, err)
+			}
+			keys = k
+		}
+		o := *r
+		if err := o.Open(keys); err != nil {
+			return "", fmt.Errorf("rebuilding the payload image %s: %w", r.Path, err)
+		}
+		r = &o
 	}
 	if err := ensureDir(opt.PayloadDir); err != nil {
 		return "", err
@@ -122,6 +156,19 @@ func checkPath(p, dir string) error {
 	}
 	if b := filepath.Base(c); strings.HasPrefix(b, ".") {
 		return fmt.Errorf("rebuilding the payload image %s: %w: hidden file names are reserved for temporary files", p, ErrRefused)
+	}
+	return nil
+}
+
+// checkOwnName refuses an image path whose file name does not start with
+// the domain's UUID and a "-" (nothing to check when uuid is "").
+func checkOwnName(p, uuid string) error {
+	if uuid == "" {
+		return nil
+	}
+	b := filepath.Base(p)
+	if len(b) <= len(uuid) || !strings.EqualFold(b[:len(uuid)], uuid) || b[len(uuid)] != '-' {
+		return fmt.Errorf("rebuilding the payload image %s: %w: the image name does not start with this domain's UUID %s (a recipe may only name its own domain's images, %s-…)", p, ErrRefused, uuid, uuid)
 	}
 	return nil
 }

@@ -13,7 +13,11 @@
 // administrator password). A random_seed generated at build time
 // is recorded as the base64 data that went into the image, so a rebuild
 // gives the same bytes; the guest has consumed it by then. Domain
-// metadata is readable by read-only libvirt clients.
+// metadata is readable by read-only libvirt clients, so the job (password
+// hashes, inline file contents and user-data, the seed) is written sealed
+// (package internal/seal) with the key file KeyFile(secrets_dir); only the
+// image's attributes stay in clear. Recipes written before sealing (the job
+// in clear) are still read and rebuilt.
 package recipe
 
 import (
@@ -22,8 +26,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -67,6 +73,65 @@ type Recipe struct {
 	// attribute carries it; a recipe without one (every recipe written
 	// before issue 35) is image.ISOLayoutGoDiskfs.
 	ISOLayout image.ISOLayout
+
+	// sealedKey and sealedBlob are the sealed job of a recipe read from a
+	// domain XML and not opened yet (Open): Job is then zero.
+	sealedKey  string
+	sealedBlob []byte
+}
+
+// KeyFileName is the name of the recipe key file in the secrets directory.
+// It starts with a dot, so that no job can name it as a secret.
+const KeyFileName = ".recipe.key"
+
+// KeyFile returns the recipe key file of a secrets directory.
+func KeyFile(secretsDir string) string { return filepath.Join(secretsDir, KeyFileName) }
+
+// Sealed reports whether r's job is sealed and not opened yet.
+func (r *Recipe) Sealed() bool { return r.sealedBlob != nil }
+
+// SealedKey returns the id of the key r's job is sealed with ("" when r
+// was not read sealed).
+func (r *Recipe) SealedKey() string { return r.sealedKey }
+
+// Open decrypts a sealed recipe's job with keys and checks it as
+// FromDomainXML checks a job in clear. A recipe that is not sealed is left
+// as it is. A key keys does not hold is an error wrapping seal.ErrNoKey
+// that names the key file.
+func (r *Recipe) Open(keys *seal.Keyring) error {
+	if !r.Sealed() {
+		return nil
+	}
+	if keys == nil {
+		return fmt.Errorf("opening the sealed recipe of %s: no key file", r.Path)
+	}
+	js, err := keys.Open(r.sealedKey, r.sealedBlob, r.associatedData())
+	if err != nil {
+		return fmt.Errorf("opening the sealed recipe of %s: %w", r.Path, err)
+	}
+	j, err := parseJob(js)
+	if err != nil {
+		return err
+	}
+	o := *r
+	o.Job, o.sealedKey, o.sealedBlob = j, "", nil
+	if err := o.Check(); err != nil {
+		return err
+	}
+	*r = o
+	return nil
+}
+
+// associatedData binds a sealed job to the image attributes it is stored
+// with: a blob moved to another recipe (another image) does not open. The
+// path is not bound: hosts that migrate to each other may hold the image
+// under other payload directories' paths in tests and tools that rewrite it;
+// which domain may name which image is Rebuild's DomainUUID check.
+func (r *Recipe) associatedData() []byte {
+	return []byte(strings.Join([]string{
+		"vmpayload recipe " + strconv.Itoa(Version), r.SHA256, strconv.FormatInt(r.Size, 10),
+		string(r.Format), string(r.Media), r.Label, r.InstanceID, r.ContentHash, strconv.Itoa(int(r.ISOLayout)),
+	}, "\x00"))
 }
 
 // ErrPrebuilt is returned by New for a prebuilt_image job: vmpayload did not
@@ -190,7 +255,7 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@format", "%q is not nocloud, configdrive, ignition or sysprep", r.Format)
 	case r.Media != job.MediaISO && r.Media != job.MediaVFAT:
 		return fieldErr("image@media", "%q is not iso or vfat", r.Media)
-	case r.Label != recipeLabel(r):
+	case r.Label != recipeLabel(r) && !(r.Sealed() && r.Format == job.FormatIgnition): // an Ignition label is the job's delivery's, checked when opened
 		return fieldErr("image@label", "%q is not the label of format %s (%q)", r.Label, r.Format, recipeLabel(r))
 	case r.InstanceID == "" || hasControl(r.InstanceID):
 		return fieldErr("image@instance-id", "%q is not an instance-id", r.InstanceID)
@@ -200,6 +265,9 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@iso-layout", "%d is not an ISO layout this vmpayload builds (%d, or %d when absent)", r.ISOLayout, image.ISOLayoutJolietTree, image.ISOLayoutGoDiskfs)
 	case !r.isISOImage() && r.ISOLayout != 0:
 		return fieldErr("image@iso-layout", "a %s image has no ISO layout", describeMedia(r))
+	}
+	if r.Sealed() {
+		return nil // the job is checked when it is opened
 	}
 	j := r.Job
 	switch {

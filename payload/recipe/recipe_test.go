@@ -102,15 +102,24 @@ func TestSeedsRecipe(t *testing.T) {
 	if j.RandomSeed.GenerateBytes != 48 || j.RandomSeed.Data != "" {
 		t.Errorf("New changed the caller's job: %+v", j.RandomSeed)
 	}
-	el, err := rc.Element()
+	el, err := rc.Element(testKeys)
 	must(t, err)
 	priv, err := os.ReadFile(filepath.Join(secrets, "host-ed25519"))
 	must(t, err)
 	if strings.Contains(el, "PRIVATE KEY") || strings.Contains(el, strings.Split(string(priv), "\n")[1]) {
 		t.Fatalf("recipe holds the private key: %s", el)
 	}
-	if !strings.Contains(el, "host-ed25519") || !strings.Contains(el, r.Docs.RandomSeed) {
-		t.Errorf("recipe lacks the secret reference or the seed: %s", el)
+	// sealed: neither the secret's name nor the seed in clear; opened,
+	// both are there
+	if strings.Contains(el, "host-ed25519") || strings.Contains(el, r.Docs.RandomSeed) {
+		t.Errorf("recipe holds the seed or the job in clear: %s", el)
+	}
+	back, ok, err := FromDomainXML(domainXML(el))
+	if err != nil || !ok || back.Open(testKeys) != nil {
+		t.Fatalf("reading the sealed recipe back: %v %v", ok, err)
+	}
+	if back.Job.SSHHostKeys[0].PrivateKeySecret != "host-ed25519" || back.Job.RandomSeed.Data != r.Docs.RandomSeed {
+		t.Errorf("opened recipe lacks the secret reference or the seed: %+v", back.Job)
 	}
 	// the same job built again generates another seed but keeps the
 	// content hash and instance-id (no first-boot churn)
@@ -137,7 +146,7 @@ func TestSeedsRecipe(t *testing.T) {
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(secrets, "host-ed25519"), b, 0o600))
 	must(t, os.Remove(rc.Path))
-	_, err = Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, SecretsDir: secrets, GID: -1})
+	_, err = Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: secrets, GID: -1})
 	if err == nil || !strings.Contains(err.Error(), "ssh_host_keys[0].private_key_secret") || strings.Contains(err.Error(), "PRIVATE") {
 		t.Errorf("Rebuild with another key in the secret: %v", err)
 	}
@@ -152,7 +161,7 @@ func TestSeedsRecipe(t *testing.T) {
 	b, err = os.ReadFile(other)
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(secrets, "host-ed25519"), b, 0o600))
-	_, err = Rebuild(context.Background(), rc, RebuildOptions{PayloadDir: dir, SecretsDir: secrets, GID: -1})
+	_, err = Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: secrets, GID: -1})
 	if !errors.Is(err, ErrContentChanged) || !strings.Contains(err.Error(), "host-ed25519") {
 		t.Errorf("Rebuild with another ed25519 key: %v", err)
 	}
@@ -212,7 +221,7 @@ func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
 			if err := os.Remove(res.Path); err != nil {
 				t.Fatal(err)
 			}
-			out, err := Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: secretsDir, Mode: 0o640, GID: -1})
+			out, err := Rebuild(context.Background(), back, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: secretsDir, Mode: 0o640, GID: -1})
 			if err != nil || out != OutcomeRebuilt {
 				t.Fatalf("Rebuild: %q %v", out, err)
 			}
@@ -226,7 +235,7 @@ func TestRoundTripRebuildsIdenticalImages(t *testing.T) {
 			if back.InstanceID != res.InstanceID {
 				t.Errorf("instance-id %q, original %q", back.InstanceID, res.InstanceID)
 			}
-			if out, err := Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: secretsDir, GID: -1}); err != nil || out != OutcomeIntact {
+			if out, err := Rebuild(context.Background(), back, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: secretsDir, GID: -1}); err != nil || out != OutcomeIntact {
 				t.Errorf("second Rebuild: %q %v", out, err)
 			}
 		})
@@ -254,7 +263,7 @@ func TestIgnitionFwCfgRecipe(t *testing.T) {
 	must(t, err)
 	rc, err := New(r, res)
 	must(t, err)
-	el, err := rc.Element()
+	el, err := rc.Element(testKeys)
 	must(t, err)
 	for _, want := range []string{`format="ignition"`, `media="iso"`, `label=""`, `path="` + res.Path + `"`, `sha256="` + res.SHA256 + `"`} {
 		if !strings.Contains(el, want) {
@@ -266,7 +275,7 @@ func TestIgnitionFwCfgRecipe(t *testing.T) {
 		t.Fatalf("FromDomainXML: %v %v", ok, err)
 	}
 	must(t, os.Remove(res.Path))
-	opt := RebuildOptions{PayloadDir: dir, SecretsDir: secrets, Mode: 0o640, GID: -1}
+	opt := RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: secrets, Mode: 0o640, GID: -1}
 	if out, err := Rebuild(context.Background(), back, opt); err != nil || out != OutcomeRebuilt {
 		t.Fatalf("Rebuild: %q %v", out, err)
 	}
@@ -310,7 +319,9 @@ func TestNewRefusesPrebuilt(t *testing.T) {
 func TestFromDomainXMLForms(t *testing.T) {
 	dir := t.TempDir()
 	r, res := build(t, &job.Job{Version: 1, Hostname: "h", Users: []job.User{{Name: "u", Password: "pw-secret-1"}}}, dir, "")
-	rc, el := newElement(t, r, res)
+	rc, _ := newElement(t, r, res)
+	el, err := rc.render(nil, true) // the form before sealing
+	must(t, err)
 	js, _ := rc.jobJSON()
 	img := el[strings.Index(el, "<vmpayload:image"):strings.Index(el, "<vmpayload:job>")]
 	for _, c := range []struct {
@@ -365,7 +376,7 @@ func TestFromDomainXMLRejectsGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, _ := rc.Element()
+	el, _ := rc.render(nil, true) // the form before sealing
 	js, _ := rc.jobJSON()
 	jobEl := el[strings.Index(el, "<vmpayload:job>"):strings.Index(el, "</vmpayload:recipe>")]
 	swap := func(old, new string) string { return domainXML(strings.Replace(el, old, new, 1)) }
@@ -505,7 +516,7 @@ func TestRebuildBranches(t *testing.T) {
 			if c.prepare != nil {
 				c.prepare(t, e)
 			}
-			out, err := Rebuild(context.Background(), e.rc, RebuildOptions{PayloadDir: e.payloadDir, SecretsDir: e.secrets, Mode: 0o640, GID: -1})
+			out, err := Rebuild(context.Background(), e.rc, RebuildOptions{Keys: testKeys, PayloadDir: e.payloadDir, SecretsDir: e.secrets, Mode: 0o640, GID: -1})
 			if c.errIs != nil || c.errHas != "" {
 				if err == nil {
 					t.Fatalf("outcome %q, want an error", out)
@@ -600,7 +611,7 @@ func benchRebuild(b *testing.B, jobFile string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if out, err := Rebuild(context.Background(), got, RebuildOptions{PayloadDir: parent, SecretsDir: secretsDir, GID: -1}); err != nil || out != OutcomeRebuilt {
+		if out, err := Rebuild(context.Background(), got, RebuildOptions{Keys: testKeys, PayloadDir: parent, SecretsDir: secretsDir, GID: -1}); err != nil || out != OutcomeRebuilt {
 			b.Fatal(out, err)
 		}
 	}
@@ -613,7 +624,9 @@ func TestElementText(t *testing.T) {
 	content := "quotes \" ' <tag> & ]]> cr\r\nnon-characters \uFFFE \uFFFF, U+FFFD \uFFFD, U+EFBF \uEFBF, astral \U0001F600"
 	j := &job.Job{Version: 1, Hostname: "h", Files: []job.File{{Path: "/etc/x", Content: content}}}
 	r, res := build(t, j, t.TempDir(), "")
-	_, el := newElement(t, r, res)
+	rc, _ := newElement(t, r, res)
+	el, err := rc.render(nil, true) // the job's text in clear (sealed, it is base64)
+	must(t, err)
 	text := el[strings.Index(el, "<vmpayload:job>"):]
 	for _, bad := range []string{"&#34;", "&#39;", "<tag>", "\r", "\uFFFE", "\uFFFF"} {
 		if strings.Contains(text, bad) {
@@ -668,7 +681,7 @@ func newElement(t testing.TB, r *payload.Rendered, res payload.Result) (*Recipe,
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := rc.Element()
+	el, err := rc.Element(testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,7 +696,11 @@ func roundTrip(t *testing.T, el string) *Recipe {
 	if err != nil || !ok {
 		t.Fatalf("FromDomainXML: %v %v\n%s", ok, err, el)
 	}
-	if again, _ := back.Element(); again != el {
+	again, _ := back.Element(testKeys)
+	if !back.Sealed() { // a recipe in clear (the form before sealing)
+		again, _ = back.render(nil, true)
+	}
+	if again != el {
 		t.Errorf("element changed in the round trip:\n%s\n%s", el, again)
 	}
 	return back

@@ -34,7 +34,7 @@ func TestRebuildReleaseRecipes(t *testing.T) {
 			media[string(rc.Media)+" "+rc.Label]++
 			dir := t.TempDir()
 			rc.Path = filepath.Join(dir, filepath.Base(rc.Path))
-			opt := RebuildOptions{PayloadDir: dir, SecretsDir: "testdata/release/secrets", Mode: 0o640, GID: -1}
+			opt := RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: "testdata/release/secrets", Mode: 0o640, GID: -1}
 			out, err := Rebuild(context.Background(), rc, opt)
 			if err != nil || out != OutcomeRebuilt {
 				t.Fatalf("Rebuild: %q %v", out, err)

@@ -66,7 +66,7 @@ func TestSysprepRecipe(t *testing.T) {
 			if err := os.Remove(res.Path); err != nil {
 				t.Fatal(err)
 			}
-			out, err := Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: secretsDir, GID: -1})
+			out, err := Rebuild(context.Background(), back, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: secretsDir, GID: -1})
 			if err != nil || out != OutcomeRebuilt {
 				t.Fatalf("Rebuild: %q %v", out, err)
 			}
@@ -81,7 +81,7 @@ func TestSysprepRecipe(t *testing.T) {
 			}
 			os.WriteFile(filepath.Join(sd, "sysprep-admin-password"), []byte("Changed-Pa55\n"), 0o600)
 			os.Remove(res.Path)
-			_, err = Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: sd, GID: -1})
+			_, err = Rebuild(context.Background(), back, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: sd, GID: -1})
 			if !errors.Is(err, ErrContentChanged) || !strings.Contains(err.Error(), `"sysprep-admin-password" (admin_password_secret)`) || strings.Contains(err.Error(), "Changed-Pa55") {
 				t.Errorf("Rebuild with another password: %v", err)
 			}

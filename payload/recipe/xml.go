@@ -2,6 +2,8 @@ package recipe
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
@@ -19,20 +22,48 @@ import (
 //	<vmpayload:recipe xmlns:vmpayload="NS" version="1">
 //	  <vmpayload:image path="…" sha256="…" size="…" format="…" media="…"
 //	      label="…" instance-id="…" content-hash="…" iso-layout="2"/>
-//	  <vmpayload:job>{the job as JSON, XML-escaped}</vmpayload:job>
+//	  <vmpayload:sealed key="KEY-ID">{base64 of the sealed job JSON}</vmpayload:sealed>
 //	</vmpayload:recipe>
+//
+// The job is sealed with keys' current key, bound to the image attributes
+// (package internal/seal): domain metadata is readable by read-only libvirt
+// clients, and the job holds password hashes, inline contents and seeds.
+// A recipe read sealed and not opened renders its blob as it was read.
+// keys may be nil only for such a recipe.
 //
 // iso-layout is written for an ISO image of a layout after
 // image.ISOLayoutGoDiskfs, which its absence means (so a recipe of that
 // layout renders as it did before issue 35). The output is deterministic:
-// the same recipe gives the same text.
-func (r *Recipe) Element() (string, error) {
+// the same recipe and key give the same text.
+func (r *Recipe) Element(keys *seal.Keyring) (string, error) {
+	return r.render(keys, false)
+}
+
+// render is Element; with clear it writes the job in clear, as every
+// recipe before sealing was written (tests of that form).
+func (r *Recipe) render(keys *seal.Keyring, clear bool) (string, error) {
 	if err := r.Check(); err != nil {
 		return "", fmt.Errorf("rendering the recipe element: %w", err)
 	}
-	js, err := r.jobJSON()
-	if err != nil {
-		return "", err
+	keyID, blob := r.sealedKey, r.sealedBlob
+	var js []byte
+	if clear {
+		if r.Sealed() {
+			return "", fmt.Errorf("rendering the recipe element: the job is sealed")
+		}
+		var err error
+		if js, err = r.jobJSON(); err != nil {
+			return "", err
+		}
+	} else if !r.Sealed() {
+		if keys == nil {
+			return "", fmt.Errorf("rendering the recipe element: no key to seal the job with")
+		}
+		js, err := r.jobJSON()
+		if err != nil {
+			return "", err
+		}
+		keyID, blob = keys.Seal(js, r.associatedData())
 	}
 	var b strings.Builder
 	attr := func(name, v string) {
@@ -54,9 +85,17 @@ func (r *Recipe) Element() (string, error) {
 		attr("iso-layout", strconv.Itoa(int(r.ISOLayout)))
 	}
 	b.WriteString("/>")
-	b.WriteString("<" + Prefix + ":job>")
-	writeText(&b, js)
-	b.WriteString("</" + Prefix + ":job>")
+	if clear {
+		b.WriteString("<" + Prefix + ":job>")
+		writeText(&b, js)
+		b.WriteString("</" + Prefix + ":job>")
+	} else {
+		b.WriteString("<" + Prefix + ":sealed")
+		attr("key", keyID)
+		b.WriteString(">")
+		b.WriteString(base64.StdEncoding.EncodeToString(blob))
+		b.WriteString("</" + Prefix + ":sealed>")
+	}
 	b.WriteString("</" + Prefix + ":recipe>")
 	return b.String(), nil
 }
@@ -209,7 +248,7 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 		return nil, fieldErr("recipe@version", "version %q is not supported; this vmpayload reads version %d", version, Version)
 	}
 	r := &Recipe{}
-	var haveImage, haveJob bool
+	var haveImage, haveJob, haveSealed bool
 	var jobText []byte
 	for {
 		tok, err := d.Token()
@@ -221,24 +260,21 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 			switch {
 			case !haveImage:
 				return nil, fieldErr("image", "missing")
-			case !haveJob:
+			case !haveJob && !haveSealed:
 				return nil, fieldErr("job", "missing")
 			}
-			j, rep := job.Parse(jobText)
-			if !rep.OK() {
-				e := rep.Errors[0]
-				f := "job"
-				if e.Field != "" {
-					f += "." + e.Field
+			if haveSealed {
+				// the job is checked when opened (Open)
+				if err := r.Check(); err != nil {
+					return nil, err
 				}
-				return nil, fieldErr(f, "%s", e.Message)
+				return r, nil
 			}
-			for _, f := range []struct{ name, v string }{{"id", j.ID}, {"action", string(j.Action)}, {"domain_xml", j.DomainXML}} {
-				if f.v != "" {
-					return nil, fieldErr("job."+f.name, "a recipe's job carries no %s", f.name)
-				}
+			j, err := parseJob(jobText)
+			if err != nil {
+				return nil, err
 			}
-			r.Job = normalise(*j)
+			r.Job = j
 			if err := r.Check(); err != nil {
 				return nil, err
 			}
@@ -263,9 +299,17 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 				if err := expectEnd(d, "image"); err != nil {
 					return nil, err
 				}
+			case "sealed":
+				if haveSealed || haveJob {
+					return nil, fieldErr("sealed", "appears more than once, or with a job in clear")
+				}
+				haveSealed = true
+				if err := parseSealed(r, d, t); err != nil {
+					return nil, err
+				}
 			case "job":
-				if haveJob {
-					return nil, fieldErr("job", "appears more than once")
+				if haveJob || haveSealed {
+					return nil, fieldErr("job", "appears more than once, or with a sealed job")
 				}
 				haveJob = true
 				for _, a := range t.Attr {
@@ -273,7 +317,7 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 						return nil, fieldErr("job@"+a.Name.Local, "unknown attribute")
 					}
 				}
-				if jobText, err = readText(d); err != nil {
+				if jobText, err = readText(d, "job", job.MaxJobBytes); err != nil {
 					return nil, err
 				}
 			default:
@@ -281,6 +325,57 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 			}
 		}
 	}
+}
+
+// parseJob reads a recipe's job JSON (in clear, or opened): valid, without
+// id, action or domain_xml, normalised.
+func parseJob(text []byte) (job.Job, error) {
+	j, rep := job.Parse(text)
+	if !rep.OK() {
+		e := rep.Errors[0]
+		f := "job"
+		if e.Field != "" {
+			f += "." + e.Field
+		}
+		return job.Job{}, fieldErr(f, "%s", e.Message)
+	}
+	for _, f := range []struct{ name, v string }{{"id", j.ID}, {"action", string(j.Action)}, {"domain_xml", j.DomainXML}} {
+		if f.v != "" {
+			return job.Job{}, fieldErr("job."+f.name, "a recipe's job carries no %s", f.name)
+		}
+	}
+	return normalise(*j), nil
+}
+
+// parseSealed reads the sealed element started by t: attribute key (a key
+// id, 16 lowercase hex digits) and the base64 blob as text.
+func parseSealed(r *Recipe, d *xml.Decoder, t xml.StartElement) error {
+	for _, a := range t.Attr {
+		switch {
+		case isNamespaceDecl(a):
+		case a.Name.Space == "" && a.Name.Local == "key":
+			r.sealedKey = a.Value
+		default:
+			return fieldErr("sealed@"+a.Name.Local, "unknown attribute")
+		}
+	}
+	if len(r.sealedKey) != 16 || strings.ToLower(r.sealedKey) != r.sealedKey {
+		return fieldErr("sealed@key", "%q is not a key id (16 lowercase hex digits)", abbreviate(r.sealedKey))
+	}
+	if _, err := hex.DecodeString(r.sealedKey); err != nil {
+		return fieldErr("sealed@key", "%q is not a key id (16 lowercase hex digits)", abbreviate(r.sealedKey))
+	}
+	// base64 of a job of at most job.MaxJobBytes, the nonce and the tag
+	text, err := readText(d, "sealed", (job.MaxJobBytes+64)/3*4+8)
+	if err != nil {
+		return err
+	}
+	blob, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(text)))
+	if err != nil || len(blob) == 0 {
+		return fieldErr("sealed", "the text is not base64")
+	}
+	r.sealedBlob = blob
+	return nil
 }
 
 func parseImage(r *Recipe, t xml.StartElement) error {
@@ -338,21 +433,21 @@ func parseImage(r *Recipe, t xml.StartElement) error {
 // readText returns the text content of the current element (character data
 // and CDATA sections) and consumes its end element; child elements are an
 // error.
-func readText(d *xml.Decoder) ([]byte, error) {
+func readText(d *xml.Decoder, name string, limit int) ([]byte, error) {
 	var b []byte
 	for {
 		tok, err := d.Token()
 		if err != nil {
-			return nil, fmt.Errorf("reading the recipe's job element: %w", err)
+			return nil, fmt.Errorf("reading the recipe's %s element: %w", name, err)
 		}
 		switch t := tok.(type) {
 		case xml.CharData:
 			b = append(b, t...)
-			if len(b) > job.MaxJobBytes {
-				return nil, fieldErr("job", "more than %d bytes", job.MaxJobBytes)
+			if len(b) > limit {
+				return nil, fieldErr(name, "more than %d bytes", limit)
 			}
 		case xml.StartElement:
-			return nil, fieldErr("job", "unexpected element <%s> inside the job", t.Name.Local)
+			return nil, fieldErr(name, "unexpected element <%s> inside it", t.Name.Local)
 		case xml.EndElement:
 			return b, nil
 		}

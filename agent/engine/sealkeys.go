@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vmpayload/vmpayload/internal/seal"
+	"github.com/vmpayload/vmpayload/payload/recipe"
+)
+
+// noSecretsDirKeys seal and open the recipes of an engine without a secrets
+// directory. The agent always has one (secrets_dir has a default); the
+// package's tests set this instead of writing a key file into the working
+// directory.
+var noSecretsDirKeys *seal.Keyring
+
+// recipeKeys returns the keys that seal the recipes the engine writes
+// (recipe.KeyFile of the secrets directory), creating the key file with a
+// new key on first need (docs/security.md, "Recipe key").
+func (e *Engine) recipeKeys() (*seal.Keyring, error) {
+	if e.SecretsDir == "" {
+		if noSecretsDirKeys != nil {
+			return noSecretsDirKeys, nil
+		}
+		return nil, errors.New("sealing the recipe: no secrets directory to keep the recipe key in")
+	}
+	k, err := seal.LoadOrCreate(recipe.KeyFile(e.SecretsDir))
+	if err != nil {
+		return nil, fmt.Errorf("sealing the recipe: %w", err)
+	}
+	return k, nil
+}
