@@ -31,5 +31,7 @@ func (j *Job) SecretRefs() []SecretRef {
 	add("user_data_secret", j.UserDataSecret)
 	add("admin_password_secret", j.AdminPasswordSecret)
 	add("sysprep_secret", j.SysprepSecret)
+	add("domain_admin_password_secret", j.DomainAdminPasswordSecret)
+	add("product_key_secret", j.ProductKeySecret)
 	return refs
 }
