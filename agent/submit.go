@@ -39,9 +39,12 @@ func (a *Agent) SubmitAs(data []byte, who result.Submitter) (string, error) {
 	// reading of its secrets, so that a refused job learns nothing about a
 	// secret (whether it exists, is empty, parses) and nothing is built.
 	j, rep := job.ParseWith(data, opt.Defaults)
-	if err := rep.Err(); err != nil {
-		return "", err
+	if j == nil {
+		return "", rep.Err()
 	}
+	// An invalid job still goes through the policy and then the whole
+	// check, so that its answer names every problem at once, as validate
+	// and the spool do (TestOneCheckEverywhere).
 	if errs := a.opt.Policy.Check(j, who, opt.SecretsDir); errs != nil {
 		a.log.Warn("job refused", "domain", j.Domain, "field", errs[0].Field, "uid", who.UID, "user", who.User, "gid", who.GID, "pid", who.PID)
 		return "", &access.ForbiddenError{Errors: errs}
