@@ -12,8 +12,10 @@
 //
 // Extensions (not part of the original contract, may still change):
 // rescan_interval (how often the spool directory is rescanned in addition to
-// file-system notifications) and queue_limit (the most jobs waiting for a
-// worker; intake refuses more).
+// file-system notifications), queue_limit (the most jobs waiting for a
+// worker; intake refuses more) and the API's connection caps
+// (max_connections, max_connections_per_uid, max_event_subscribers,
+// max_event_subscribers_per_uid).
 //
 // Keys read by "vmpayload hook" (the libvirt qemu hook), not by the agent:
 // hook_timeout (how long one hook run may take before it counts as failed)
@@ -62,6 +64,10 @@ const (
 	DefaultGuestTimeout = 15 * time.Minute
 	MinGuestTimeout     = time.Minute
 	MaxGuestTimeout     = 24 * time.Hour
+	// MinMaxConnections and MaxMaxConnections bound max_connections and
+	// max_event_subscribers (a cap per uid must stay below half of them).
+	MinMaxConnections = 3
+	MaxMaxConnections = 1 << 20
 	// maxSocketPath is the longest unix socket path Linux accepts
 	// (sun_path is 108 bytes including the terminating NUL).
 	maxSocketPath = 107
@@ -138,6 +144,18 @@ type Config struct {
 	// GuestTimeout bounds the wait for a guest's first report after its
 	// domain started; then the job's guest status is timeout (1m..24h).
 	GuestTimeout time.Duration `yaml:"guest_timeout"`
+	// MaxConnections caps the API socket's open connections; of them,
+	// MaxConnectionsPerUID are kept for root (docs/reliability.md).
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerUID caps each non-root uid's open connections
+	// (SO_PEERCRED); less than half of MaxConnections.
+	MaxConnectionsPerUID int `yaml:"max_connections_per_uid"`
+	// MaxEventSubscribers caps the open GET /v1/events streams; of them,
+	// MaxEventSubscribersPerUID are kept for root.
+	MaxEventSubscribers int `yaml:"max_event_subscribers"`
+	// MaxEventSubscribersPerUID caps each non-root uid's event streams;
+	// less than half of MaxEventSubscribers.
+	MaxEventSubscribersPerUID int `yaml:"max_event_subscribers_per_uid"`
 }
 
 // Allowed values of the enumerated keys.
@@ -182,6 +200,13 @@ func Default() Config {
 		// TCG guests here finish cloud-init in 1-3 minutes; a slow
 		// first boot (package installs) takes longer.
 		GuestTimeout: DefaultGuestTimeout,
+		// 1024 connections (one descriptor, ~20 KB each) fit LimitNOFILE
+		// 8192 of the packaged unit with the workers' share to spare
+		// (docs/reliability.md, "Connection caps").
+		MaxConnections:            1024,
+		MaxConnectionsPerUID:      64,
+		MaxEventSubscribers:       256,
+		MaxEventSubscribersPerUID: 16,
 	}
 }
 
@@ -217,6 +242,10 @@ var keys = []key{
 	{"libvirt_timeout", "longest wait for one libvirt call before its job fails with libvirt_timeout", func(c *Config) any { return &c.LibvirtTimeout }},
 	{"guest_report", "default of a job's guest_report: cloud-init's outcome reported back over a virtio-serial channel", func(c *Config) any { return &c.GuestReport }},
 	{"guest_timeout", "longest wait for a guest's first report after its domain started", func(c *Config) any { return &c.GuestTimeout }},
+	{"max_connections", "most API socket connections open at once; max_connections_per_uid of them are kept for root", func(c *Config) any { return &c.MaxConnections }},
+	{"max_connections_per_uid", "most API socket connections one non-root uid may hold (less than half of max_connections)", func(c *Config) any { return &c.MaxConnectionsPerUID }},
+	{"max_event_subscribers", "most GET /v1/events streams open at once; max_event_subscribers_per_uid of them are kept for root", func(c *Config) any { return &c.MaxEventSubscribers }},
+	{"max_event_subscribers_per_uid", "most GET /v1/events streams one non-root uid may hold (less than half of max_event_subscribers)", func(c *Config) any { return &c.MaxEventSubscribersPerUID }},
 }
 
 // FlagName returns the command-line flag name of a configuration key.
@@ -492,6 +521,23 @@ func (c Config) Validate() error {
 	}
 	if c.GuestTimeout < MinGuestTimeout || c.GuestTimeout > MaxGuestTimeout {
 		bad("guest_timeout", c.GuestTimeout.String(), fmt.Sprintf("want %s..%s", MinGuestTimeout, MaxGuestTimeout))
+	}
+	// A cap and its per-uid cap: the per-uid one is under half the cap, so
+	// that one uid at its cap leaves the reserve kept for root (the per-uid
+	// cap again) and room for other uids.
+	caps := func(key string, n int, perKey string, per int) {
+		ok := n >= MinMaxConnections && n <= MaxMaxConnections
+		if !ok {
+			bad(key, strconv.Itoa(n), fmt.Sprintf("want %d..%d", MinMaxConnections, MaxMaxConnections))
+		}
+		if per < 1 || ok && 2*per >= n {
+			bad(perKey, strconv.Itoa(per), fmt.Sprintf("want 1..%d (less than half of %s %d: as many again are kept for root, the rest for other uids)", max((n-1)/2, 1), key, n))
+		}
+	}
+	caps("max_connections", c.MaxConnections, "max_connections_per_uid", c.MaxConnectionsPerUID)
+	caps("max_event_subscribers", c.MaxEventSubscribers, "max_event_subscribers_per_uid", c.MaxEventSubscribersPerUID)
+	if c.MaxEventSubscribers > c.MaxConnections && c.MaxConnections >= MinMaxConnections {
+		bad("max_event_subscribers", strconv.Itoa(c.MaxEventSubscribers), fmt.Sprintf("want at most max_connections %d (each stream is a connection)", c.MaxConnections))
 	}
 	return errors.Join(errs...)
 }
