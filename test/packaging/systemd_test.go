@@ -106,8 +106,7 @@ func TestSystemdPackage(t *testing.T) {
 	}
 	pid1 := show["MainPID"]
 	// the resource limits docs/reliability.md justifies, on the running
-	// unit and its process (the agent cannot raise its open-file limit:
-	// SystemCallFilter=~@resources)
+	// unit and on its process (soft and hard open-file limit)
 	if m := c.show("LimitNOFILE", "LimitNOFILESoft", "MemoryMax", "TasksMax"); m["LimitNOFILE"] != "8192" || m["LimitNOFILESoft"] != "8192" ||
 		m["MemoryMax"] != strconv.Itoa(1<<30) || m["TasksMax"] != "512" {
 		t.Errorf("resource limits of the running unit: %v; want LimitNOFILE 8192 (soft too), MemoryMax 1G, TasksMax 512", m)
