@@ -98,11 +98,27 @@ type Server struct {
 	// SlotWait and BodyTimeout override SubmitSlotWait and BodyTimeout
 	// when not 0.
 	SlotWait, BodyTimeout time.Duration
+	// MaxConnections caps the connections open at once, of which
+	// MaxConnectionsPerUID are kept for root and the agent's own uid;
+	// MaxConnectionsPerUID caps each other uid's (SO_PEERCRED). 0: the
+	// defaults (DefaultMaxConnections, DefaultMaxConnectionsPerUID).
+	MaxConnections, MaxConnectionsPerUID int
+	// MaxEventSubscribers and MaxEventSubscribersPerUID cap GET /v1/events
+	// streams the same way (0: the defaults).
+	MaxEventSubscribers, MaxEventSubscribersPerUID int
+	// FDReserve is how many file descriptors MaxConnections leaves free
+	// below the open-file limit (DefaultFDReserve when 0); see
+	// FDReserveFor.
+	FDReserve int
 
-	initOnce sync.Once
-	bodies   *admission // reading bodies: weighed by their length
-	admit    *admission // checking jobs: weighed by estimated memory
-	srv      *http.Server
+	initOnce   sync.Once
+	bodies     *admission // reading bodies: weighed by their length
+	admit      *admission // checking jobs: weighed by estimated memory
+	srv        *http.Server
+	conns      *limiter // connections
+	subs       *limiter // /v1/events subscriptions
+	refusedMu  sync.Mutex
+	refusedLog map[string]time.Time
 }
 
 func (s *Server) init() {
@@ -139,6 +155,7 @@ func (s *Server) init() {
 		if s.BodyTimeout <= 0 {
 			s.BodyTimeout = BodyTimeout
 		}
+		s.initLimits()
 		// No server-wide ReadTimeout/WriteTimeout: ?wait= and /v1/events
 		// hold a request for minutes, and a read deadline expiring under a
 		// handler cancels its context. Bodies and answers get per-request
@@ -185,6 +202,9 @@ type peerInfo struct {
 
 // withPeer records the connection's SO_PEERCRED credentials in its context.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = w.NetConn() // a limitedConn
+	}
 	who, err := access.PeerCred(c)
 	return context.WithValue(ctx, peerKey{}, peerInfo{who, err})
 }
@@ -231,10 +251,10 @@ func Listen(path string, gid int) (net.Listener, error) {
 	return l, nil
 }
 
-// Serve serves on l until Shutdown.
+// Serve serves on l until Shutdown, within the connection caps.
 func (s *Server) Serve(l net.Listener) error {
 	s.init()
-	err := s.srv.Serve(l)
+	err := s.srv.Serve(&limitListener{Listener: l, s: s})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -406,6 +426,22 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, client.Answer{Error: "streaming unsupported"})
 		return
 	}
+	// Each subscriber costs the agent a goroutine and an event buffer,
+	// and every event is copied to each: capped per uid and in all.
+	s.init()
+	who, err := peer(r)
+	uid := who.UID
+	if err != nil {
+		uid = unknownUID
+	}
+	if reason := s.subs.acquire(uid); reason != "" {
+		s.Metrics.ConnectionRefused(subsReason(reason))
+		s.warnRefused(uid, reason, "event subscription")
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: s.refusal("event subscribers", uid, reason, s.subs)})
+		return
+	}
+	defer s.subs.release(uid)
 	ch, cancel := s.Backend.Subscribe()
 	defer cancel()
 	w.Header().Set("Content-Type", "application/x-ndjson")

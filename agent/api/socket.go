@@ -32,7 +32,7 @@ func (s *Server) ServeKeeping(l net.Listener, path string, gid int, recreated fu
 	done := make(chan error, 1)
 	serve := func(l net.Listener) {
 		go func() {
-			err := s.srv.Serve(l)
+			err := s.srv.Serve(&limitListener{Listener: l, s: s})
 			mu.Lock()
 			r := retired[l]
 			mu.Unlock()

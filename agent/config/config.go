@@ -13,9 +13,11 @@
 // Extensions (not part of the original contract, may still change):
 // rescan_interval (how often the spool directory is rescanned in addition to
 // file-system notifications), queue_limit (the most jobs waiting for a
-// worker; intake refuses more) and result_retention_count and
+// worker; intake refuses more), result_retention_count and
 // result_retention_age (how many results done/ and failed/ keep, and how
-// long).
+// long) and the API's connection caps (max_connections,
+// max_connections_per_uid, max_event_subscribers,
+// max_event_subscribers_per_uid).
 //
 // Keys read by "vmpayload hook" (the libvirt qemu hook), not by the agent:
 // hook_timeout (how long one hook run may take before it counts as failed)
@@ -71,6 +73,10 @@ const (
 	DefaultResultRetentionAge   = 30 * 24 * time.Hour
 	MinResultRetentionAge       = time.Minute
 	MaxResultRetentionAge       = 10 * 365 * 24 * time.Hour
+	// MinMaxConnections and MaxMaxConnections bound max_connections and
+	// max_event_subscribers (a cap per uid must stay below half of them).
+	MinMaxConnections = 3
+	MaxMaxConnections = 1 << 20
 	// maxSocketPath is the longest unix socket path Linux accepts
 	// (sun_path is 108 bytes including the terminating NUL).
 	maxSocketPath = 107
@@ -154,6 +160,18 @@ type Config struct {
 	// ResultRetentionAge is how long a result is kept after it was written
 	// (0: forever; else 1m..87600h).
 	ResultRetentionAge time.Duration `yaml:"result_retention_age"`
+	// MaxConnections caps the API socket's open connections; of them,
+	// MaxConnectionsPerUID are kept for root (docs/reliability.md).
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerUID caps each non-root uid's open connections
+	// (SO_PEERCRED); less than half of MaxConnections.
+	MaxConnectionsPerUID int `yaml:"max_connections_per_uid"`
+	// MaxEventSubscribers caps the open GET /v1/events streams; of them,
+	// MaxEventSubscribersPerUID are kept for root.
+	MaxEventSubscribers int `yaml:"max_event_subscribers"`
+	// MaxEventSubscribersPerUID caps each non-root uid's event streams;
+	// less than half of MaxEventSubscribers.
+	MaxEventSubscribersPerUID int `yaml:"max_event_subscribers_per_uid"`
 }
 
 // Allowed values of the enumerated keys.
@@ -203,6 +221,13 @@ func Default() Config {
 		// the start-up scan of done/ (about 2 KB per result).
 		ResultRetentionCount: DefaultResultRetentionCount,
 		ResultRetentionAge:   DefaultResultRetentionAge,
+		// 1024 connections (one descriptor, ~20 KB each) fit LimitNOFILE
+		// 8192 of the packaged unit with the workers' share to spare
+		// (docs/reliability.md, "Connection caps").
+		MaxConnections:            1024,
+		MaxConnectionsPerUID:      64,
+		MaxEventSubscribers:       256,
+		MaxEventSubscribersPerUID: 16,
 	}
 }
 
@@ -240,6 +265,10 @@ var keys = []key{
 	{"guest_timeout", "longest wait for a guest's first report after its domain started", func(c *Config) any { return &c.GuestTimeout }},
 	{"result_retention_count", "most results kept in each of done/ and failed/, oldest removed first (0: no limit)", func(c *Config) any { return &c.ResultRetentionCount }},
 	{"result_retention_age", "how long results in done/ and failed/ are kept (0: forever)", func(c *Config) any { return &c.ResultRetentionAge }},
+	{"max_connections", "most API socket connections open at once; max_connections_per_uid of them are kept for root", func(c *Config) any { return &c.MaxConnections }},
+	{"max_connections_per_uid", "most API socket connections one non-root uid may hold (less than half of max_connections)", func(c *Config) any { return &c.MaxConnectionsPerUID }},
+	{"max_event_subscribers", "most GET /v1/events streams open at once; max_event_subscribers_per_uid of them are kept for root", func(c *Config) any { return &c.MaxEventSubscribers }},
+	{"max_event_subscribers_per_uid", "most GET /v1/events streams one non-root uid may hold (less than half of max_event_subscribers)", func(c *Config) any { return &c.MaxEventSubscribersPerUID }},
 }
 
 // FlagName returns the command-line flag name of a configuration key.
@@ -521,6 +550,23 @@ func (c Config) Validate() error {
 	}
 	if a := c.ResultRetentionAge; a != 0 && (a < MinResultRetentionAge || a > MaxResultRetentionAge) {
 		bad("result_retention_age", a.String(), fmt.Sprintf("want 0 (forever) or %s..%s", MinResultRetentionAge, MaxResultRetentionAge))
+	}
+	// A cap and its per-uid cap: the per-uid one is under half the cap, so
+	// that one uid at its cap leaves the reserve kept for root (the per-uid
+	// cap again) and room for other uids.
+	caps := func(key string, n int, perKey string, per int) {
+		ok := n >= MinMaxConnections && n <= MaxMaxConnections
+		if !ok {
+			bad(key, strconv.Itoa(n), fmt.Sprintf("want %d..%d", MinMaxConnections, MaxMaxConnections))
+		}
+		if per < 1 || ok && 2*per >= n {
+			bad(perKey, strconv.Itoa(per), fmt.Sprintf("want 1..%d (less than half of %s %d: as many again are kept for root, the rest for other uids)", max((n-1)/2, 1), key, n))
+		}
+	}
+	caps("max_connections", c.MaxConnections, "max_connections_per_uid", c.MaxConnectionsPerUID)
+	caps("max_event_subscribers", c.MaxEventSubscribers, "max_event_subscribers_per_uid", c.MaxEventSubscribersPerUID)
+	if c.MaxEventSubscribers > c.MaxConnections && c.MaxConnections >= MinMaxConnections {
+		bad("max_event_subscribers", strconv.Itoa(c.MaxEventSubscribers), fmt.Sprintf("want at most max_connections %d (each stream is a connection)", c.MaxConnections))
 	}
 	return errors.Join(errs...)
 }

@@ -43,6 +43,7 @@ func TestDefault(t *testing.T) {
 		HookTimeout: 20 * time.Second, HookFailure: "refuse", AdminGroup: "", SpoolGroup: "", PrebuiltDirs: "", LibvirtTimeout: 2 * time.Minute,
 		GuestReport: true, GuestTimeout: 15 * time.Minute,
 		ResultRetentionCount: 10000, ResultRetentionAge: 720 * time.Hour,
+		MaxConnections: 1024, MaxConnectionsPerUID: 64, MaxEventSubscribers: 256, MaxEventSubscribersPerUID: 16,
 	}
 	if d != want {
 		t.Fatalf("Default() = %+v, want %+v", d, want)
@@ -80,7 +81,8 @@ func TestKeysMatchTags(t *testing.T) {
 	want := []string{"libvirt_uri", "spool_dir", "payload_dir", "socket", "socket_group", "secrets_dir",
 		"workers", "default_format", "cdrom_bus", "image_mode", "image_group", "log_format", "log_level",
 		"rescan_interval", "queue_limit", "hook_timeout", "hook_failure", "admin_group", "spool_group", "prebuilt_dirs", "libvirt_timeout", "guest_report", "guest_timeout",
-		"result_retention_count", "result_retention_age"}
+		"result_retention_count", "result_retention_age",
+		"max_connections", "max_connections_per_uid", "max_event_subscribers", "max_event_subscribers_per_uid"}
 	if got := Keys(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Keys() = %v, want %v", got, want)
 	}
@@ -323,6 +325,8 @@ func TestValidate(t *testing.T) {
 		// negative, and too short to read a result
 		ResultRetentionCount: -1,
 		ResultRetentionAge:   time.Second,
+		MaxConnections:       2, MaxConnectionsPerUID: 0,
+		MaxEventSubscribers: 10, MaxEventSubscribersPerUID: 5,
 	}
 	err := c.Validate()
 	if err == nil {
@@ -353,6 +357,9 @@ func TestValidate(t *testing.T) {
 		`result_retention_count: invalid value "-1"`,
 		`result_retention_age: invalid value "1s": want 0 (forever) or 1m0s..`,
 		`guest_timeout: invalid value "1s": want 1m0s..24h0m0s`,
+		`max_connections: invalid value "2": want 3..1048576`,
+		`max_connections_per_uid: invalid value "0": want 1..1 (less than half of max_connections 2`,
+		`max_event_subscribers_per_uid: invalid value "5": want 1..4 (less than half of max_event_subscribers 10`,
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) {

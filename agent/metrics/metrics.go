@@ -50,6 +50,15 @@ const (
 	AreaSpool      = "spool"       // a spool directory cannot be recreated or watched
 	AreaPayloadDir = "payload_dir" // the payload directory cannot be recreated or is not a directory
 	AreaCleanup    = "cleanup"     // superseded or orphaned images could not be removed
+
+	// Reasons of vmpayload_connections_refused_total: the cap a refused
+	// API connection or /v1/events subscription met (agent.yaml
+	// max_connections_per_uid, max_connections,
+	// max_event_subscribers_per_uid, max_event_subscribers).
+	RefusedPerUID            = "per_uid"
+	RefusedTotal             = "total"
+	RefusedSubscribersPerUID = "subscribers_per_uid"
+	RefusedSubscribersTotal  = "subscribers_total"
 )
 
 // Areas are the values of vmpayload_health_degraded's area label, in the
@@ -78,6 +87,9 @@ const (
 	libvirtConnected
 	healthDegraded
 	goroutines
+	connsRefused
+	apiConnections
+	eventSubscribers
 	numDefs
 )
 
@@ -128,6 +140,11 @@ var Defs = [numDefs]Def{
 		Help:   "1 while /healthz reports the agent degraded for a reason in the area, else 0.",
 		Labels: []string{"area"}, Values: Areas},
 	goroutines: {Name: "goroutines", Type: Gauge, Help: "Goroutines of the agent process."},
+	connsRefused: {Name: "connections_refused_total", Type: Counter,
+		Help:   "API connections and /v1/events subscriptions refused over a cap, by the cap (per_uid, total, subscribers_per_uid, subscribers_total).",
+		Labels: []string{"reason"}, Values: []string{RefusedPerUID, RefusedTotal, RefusedSubscribersPerUID, RefusedSubscribersTotal}},
+	apiConnections:   {Name: "api_connections", Type: Gauge, Help: "API connections open (admitted within max_connections)."},
+	eventSubscribers: {Name: "event_subscribers", Type: Gauge, Help: "Open /v1/events streams (within max_event_subscribers)."},
 }
 
 // Agent records the agent's metrics (Defs). Create it with New; a nil
@@ -212,6 +229,21 @@ func (a *Agent) SetGoroutines(fn func() int) {
 	}
 	a.reg[goroutines].setFunc(func() float64 { return float64(fn()) })
 }
+
+// SetConnections sets the function vmpayload_api_connections and
+// vmpayload_event_subscribers read at exposition time: the API's open
+// connections and event streams.
+func (a *Agent) SetConnections(fn func() (conns, subscribers int)) {
+	if a == nil || fn == nil {
+		return
+	}
+	a.reg[apiConnections].setFunc(func() float64 { c, _ := fn(); return float64(c) })
+	a.reg[eventSubscribers].setFunc(func() float64 { _, s := fn(); return float64(s) })
+}
+
+// ConnectionRefused counts an API connection or event subscription refused
+// over a cap (Refused*).
+func (a *Agent) ConnectionRefused(reason string) { a.inc(connsRefused, reason) }
 
 // JobReceived counts a job received from source (SourceSpool or
 // SourceSocket).

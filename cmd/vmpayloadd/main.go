@@ -125,7 +125,10 @@ func serveAgent(cfg config.Config, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &api.Server{Backend: a, Log: log, Metrics: met}
+	srv := &api.Server{Backend: a, Log: log, Metrics: met,
+		MaxConnections: cfg.MaxConnections, MaxConnectionsPerUID: cfg.MaxConnectionsPerUID,
+		MaxEventSubscribers: cfg.MaxEventSubscribers, MaxEventSubscribersPerUID: cfg.MaxEventSubscribersPerUID,
+		FDReserve: api.FDReserveFor(cfg.Workers)}
 	srvErr := make(chan error, 1)
 	go func() {
 		srvErr <- srv.ServeKeeping(l, cfg.Socket, sockGID, func() { met.DirRecreated(metrics.DirSocket) })

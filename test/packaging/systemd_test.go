@@ -105,6 +105,16 @@ func TestSystemdPackage(t *testing.T) {
 		t.Errorf("the packaged socket does not answer right after systemctl start: %v\n%s", err, out)
 	}
 	pid1 := show["MainPID"]
+	// the resource limits docs/reliability.md justifies, on the running
+	// unit and on its process (soft and hard open-file limit)
+	if m := c.show("LimitNOFILE", "LimitNOFILESoft", "MemoryMax", "TasksMax"); m["LimitNOFILE"] != "8192" || m["LimitNOFILESoft"] != "8192" ||
+		m["MemoryMax"] != strconv.Itoa(1<<30) || m["TasksMax"] != "512" {
+		t.Errorf("resource limits of the running unit: %v; want LimitNOFILE 8192 (soft too), MemoryMax 1G, TasksMax 512", m)
+	}
+	if lim := c.out("sh", "-c", "grep '^Max open files' /proc/"+pid1+"/limits"); len(strings.Fields(lim)) < 5 ||
+		strings.Fields(lim)[3] != "8192" || strings.Fields(lim)[4] != "8192" {
+		t.Errorf("the agent's open-file limit: %q; want 8192 8192", lim)
+	}
 
 	// a job through the packaged socket path (the defaults of agent.yaml)
 	domXML := "<domain type='test'><name>systemd-vm</name><memory unit='MiB'>64</memory><os><type arch='x86_64'>hvm</type></os></domain>"
