@@ -45,7 +45,7 @@ exec 9>"$cache/.lock"
 flock 9
 if [ ! -s "$base" ] || [ -n "$(find "$base" -mtime +7)" ]; then
 	log "building the base root with mmdebstrap into $base"
-	mmdebstrap --quiet --variant=minbase --include=make,git,ca-certificates bookworm "$base.tmp" \
+	mmdebstrap --quiet --format=tar --variant=minbase --include=make,git,ca-certificates bookworm "$base.tmp" \
 		"deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
 		"deb http://deb.debian.org/debian-security bookworm-security main"
 	mv "$base.tmp" "$base"
