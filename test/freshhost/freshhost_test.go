@@ -42,7 +42,7 @@ func runFresh(t *testing.T, mode string, timeout time.Duration) string {
 	err := cmd.Run()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	for _, l := range lines {
-		if strings.HasPrefix(l, "freshhost:") || strings.Contains(l, "deps:") || strings.Contains(l, "go: downloading go") {
+		if strings.HasPrefix(l, "freshhost:") || strings.Contains(l, "deps:") || strings.Contains(l, "go: downloading go1") {
 			t.Log(l)
 		}
 	}
