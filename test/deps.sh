@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Installs what vmpayload's build, tests and demo need on Debian 12: apt
 # packages (only the missing ones) and the Go modules. Idempotent; run as root.
+#
+# --go-only (or DEPS_GO_ONLY=1): only the Go step below (find Go, else install
+# Debian's from bookworm-backports, let it fetch go.mod's toolchain); no other
+# apt package and no go mod download. test/freshhost's quick check uses it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+go_only=${DEPS_GO_ONLY:-0}
+[ "${1:-}" != --go-only ] || go_only=1
 
 PKGS=(
   # build
@@ -32,7 +38,7 @@ PKGS=(
   systemd-container
 )
 missing=()
-for p in "${PKGS[@]}"; do
+((go_only)) || for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -47,7 +53,9 @@ fi
 # toolchain switching), which then fetches the toolchain go.mod names through
 # the module proxy (GOTOOLCHAIN=auto; Debian's go.env says local).
 export PATH="$PATH:/usr/local/go/bin"
-if ! command -v go >/dev/null; then
+if command -v go >/dev/null; then
+  ((!go_only)) || echo "deps: go on PATH: $(command -v go) (installing nothing)"
+else
   . /etc/os-release
   if [ "${VERSION_CODENAME:-}" != bookworm ]; then
     echo "deps: Go is not installed (expected /usr/local/go, or Debian 12 to install it from bookworm-backports)" >&2
@@ -74,5 +82,5 @@ if [ "$(cd / && go env GOTOOLCHAIN)" = local ] && [ "$(printf '%s\n' "$want" "$h
   (cd / && go env -w GOTOOLCHAIN=auto)
 fi
 [ "$have" = "$(go env GOVERSION | sed 's/^go//')" ] || echo "deps: go $have runs go.mod's toolchain $(go env GOVERSION) (GOTOOLCHAIN)"
-go mod download
+((go_only)) || go mod download
 echo "deps: ok ($(go version))"

@@ -17,9 +17,20 @@
 # and fetches the toolchain and modules through the proxy. Each line of
 # make demo's output is prefixed with the seconds since it started.
 #
-# Prints each stage's duration; exits non-zero when `make demo` fails or
-# when the root had a Go before deps.sh ran.
+# `run.sh go` is the quick variant (TestFreshDebianHostGoBootstrap, in make
+# test): the same root, but instead of `make demo` only deps.sh's Go step
+# (`test/deps.sh --go-only`: no other apt package), then `go version` and
+# `CGO_ENABLED=0 go build ./cmd/vmpayload` and the binary's `version`.
+#
+# Prints each stage's duration; exits non-zero when `make demo` (or the quick
+# variant's steps) fails or when the root had a Go before deps.sh ran.
 set -euo pipefail
+mode=${1:-demo}
+case $mode in
+demo) inner='make demo' ;;
+go) inner='bash test/deps.sh --go-only && go version && CGO_ENABLED=0 go build -trimpath -o /tmp/vmpayload ./cmd/vmpayload && /tmp/vmpayload version' ;;
+*) echo "usage: $0 [demo|go]" >&2; exit 2 ;;
+esac
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${VMPAYLOAD_FRESHHOST_CACHE:-/var/cache/vmpayload/freshhost}
 mirror=${VMPAYLOAD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -34,7 +45,7 @@ exec 9>"$cache/.lock"
 flock 9
 if [ ! -s "$base" ] || [ -n "$(find "$base" -mtime +7)" ]; then
 	log "building the base root with mmdebstrap into $base"
-	mmdebstrap --quiet --variant=minbase --include=make,git,ca-certificates bookworm "$base.tmp" \
+	mmdebstrap --quiet --format=tar --variant=minbase --include=make,git,ca-certificates bookworm "$base.tmp" \
 		"deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
 		"deb http://deb.debian.org/debian-security bookworm-security main"
 	mv "$base.tmp" "$base"
@@ -68,7 +79,7 @@ for c in /usr/local/share/ca-certificates/*.crt; do
 	cp "$c" "$root/usr/local/share/ca-certificates/" && extra_ca=1
 done
 t1=$(now)
-log "root ready in $((t1 - t0)) s; running make demo in it"
+log "root ready in $((t1 - t0)) s; running $inner in it"
 
 # Everything the demo starts dies with the namespace's PID 1 (the chroot's shell).
 status=0
@@ -84,12 +95,12 @@ unshare --mount --pid --fork --propagation private /bin/bash -c '
 	mount --bind "$cache/go-build" "$root/root/.cache/go-build"
 	exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		/bin/bash -c "cd /src && command -v go && exit 3; [ \"\$0\" = 0 ] || update-ca-certificates >/dev/null 2>&1; set -o pipefail; make demo 2>&1 | while IFS= read -r l; do printf \"[%4ss] %s\\n\" \"\$SECONDS\" \"\$l\"; done" "$3"
-' freshhost "$root" "$cache" "$extra_ca" || status=$?
+		/bin/bash -c "cd /src && command -v go && exit 3; [ \"\$0\" = 0 ] || update-ca-certificates >/dev/null 2>&1; set -o pipefail; { $4; } 2>&1 | while IFS= read -r l; do printf \"[%4ss] %s\\n\" \"\$SECONDS\" \"\$l\"; done" "$3"
+' freshhost "$root" "$cache" "$extra_ca" "$inner" || status=$?
 t2=$(now)
 if [ "$status" = 3 ]; then
-	log "the fresh root had a go on PATH before make demo"
+	log "the fresh root had a go on PATH before $mode"
 	exit 1
 fi
-log "make demo in the fresh root: exit $status in $((t2 - t1)) s (total $((t2 - t0)) s)"
+log "$inner in the fresh root: exit $status in $((t2 - t1)) s (total $((t2 - t0)) s)"
 exit "$status"
