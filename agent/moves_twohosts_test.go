@@ -24,6 +24,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/testenv"
@@ -81,6 +82,19 @@ func startTwoHosts(t *testing.T) *twoHosts {
 		if err := os.WriteFile(p, []byte("s3cret\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Hosts that move domains between them share the recipe key
+	// (docs/security.md, "Recipe key"): host 1's, copied to host 2.
+	key1 := recipe.KeyFile(filepath.Join(h.dir, "h1", "secrets"))
+	if _, err := seal.LoadOrCreate(key1); err != nil {
+		t.Fatal(err)
+	}
+	k, err := os.ReadFile(key1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(recipe.KeyFile(filepath.Join(h.dir, "h2", "secrets")), k, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	return h
 }

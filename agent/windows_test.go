@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
@@ -69,8 +71,17 @@ func TestAgentWindowsConfigDrive(t *testing.T) {
 			t.Errorf("the administrator password is in the %s", what)
 		}
 	}
-	if !strings.Contains(persistent, "win-admin") {
-		t.Errorf("the recipe in the persistent XML does not name the secret:\n%s", persistent)
+	// the recipe is sealed; opened with the agent's key it names the secret
+	rc, ok, err := recipe.FromDomainXML(persistent)
+	if err != nil || !ok {
+		t.Fatalf("no recipe in the persistent XML (%v):\n%s", err, persistent)
+	}
+	keys, err := seal.Load(recipe.KeyFile(a.SecretsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Open(keys); err != nil || rc.Job.AdminPasswordSecret != "win-admin" {
+		t.Errorf("the recipe in the persistent XML does not name the secret (%v): %+v", err, rc.Job)
 	}
 	for what, text := range map[string]string{"live XML": live, "persistent XML": persistent} {
 		if strings.Contains(text, guestreport.Channel) {

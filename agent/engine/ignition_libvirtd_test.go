@@ -20,7 +20,6 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
@@ -174,9 +173,9 @@ func TestLibvirtdIgnitionBlockdev(t *testing.T) {
 			}
 			// the recipe records the delivery: the hook and the start-up
 			// rebuild make the same file again
-			rc, ok, err := recipe.FromDomainXML(virshOut(t, "dumpxml", "--inactive", name))
-			if err != nil || !ok || rc.Path != r.Payload.Path || rc.Job.IgnitionDelivery != "blockdev" {
-				t.Errorf("recipe %+v %v %v", rc, ok, err)
+			rc, ok := openedRecipe(t, virshOut(t, "dumpxml", "--inactive", name))
+			if !ok || rc.Path != r.Payload.Path || rc.Job.IgnitionDelivery != "blockdev" {
+				t.Errorf("recipe %+v %v", rc, ok)
 			}
 			if err := h.Destroy(ctx, d.UUID); err != nil {
 				t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/owner"
-	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 // archDomainXML is a domain of architecture arch and machine, with
@@ -152,7 +151,7 @@ func TestIgnitionDeliveryOnFakeHost(t *testing.T) {
 			}
 			ents, _ := domxml.FwCfgEntries(x)
 			p, found, _ := domxml.FindPayload(x)
-			rc, _, _ := recipe.FromDomainXML(x)
+			rc, _ := openedRecipe(t, x)
 			switch {
 			case c.blockdev:
 				if !found || p.Bus != domxml.BusVirtio || p.Kind != domxml.KindDisk || p.Path != r.Payload.Path || len(ents) != 0 ||

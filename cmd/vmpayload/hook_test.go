@@ -459,7 +459,7 @@ func TestRecipeIgnitionByArchitecture(t *testing.T) {
 			}
 			jobPath := filepath.Join(dir, "job.json")
 			must(t, os.WriteFile(jobPath, []byte(jb+"}"), 0o600))
-			code, out, stderr := runCLI(t, "recipe", "--payload-dir", filepath.Join(dir, "payload"), "--domain-xml", dom, jobPath)
+			code, out, stderr := runCLI(t, "recipe", "--payload-dir", filepath.Join(dir, "payload"), "--secrets-dir", filepath.Join(dir, "secrets"), "--domain-xml", dom, jobPath)
 			if code != c.code || !strings.Contains(out+stderr, c.want) {
 				t.Fatalf("exit %d, want %d and %q:\n%s%s", code, c.code, c.want, out, stderr)
 			}

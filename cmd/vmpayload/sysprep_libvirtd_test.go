@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
@@ -67,6 +68,15 @@ func TestLibvirtdSysprep(t *testing.T) {
 			r, ok, err := recipe.FromDomainXML(string(out))
 			if err != nil || !ok {
 				t.Fatalf("no recipe in the output: %v", err)
+			}
+			// the job is sealed in the recipe: open it with the key the
+			// recipe command made in the secrets directory
+			keys, err := seal.Load(recipe.KeyFile(secretsDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Open(keys); err != nil {
+				t.Fatalf("opening the sealed recipe: %v", err)
 			}
 			p, found, err := domxml.FindPayload(string(out))
 			if err != nil || !found || p.Kind != c.kind || p.Path != r.Path {
