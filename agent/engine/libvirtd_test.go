@@ -95,6 +95,10 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 				p, found, err := settledPayload(ctx, t, h, dom.UUID)
 				if err != nil || !found || p.Path != r.Payload.Path || p.TrayOpen {
 					t.Errorf("change %d: live drive %+v (found %v, %v), want %s with its tray shut", i, p, found, err, r.Payload.Path)
+					// What QEMU itself says (libvirt's XML is only its record of
+					// QEMU's tray events), so a failure here tells a tray QEMU
+					// really holds open from a stale libvirt record.
+					t.Logf("QEMU's drives (HMP info block):\n%s", virshOut(t, "qemu-monitor-command", "--hmp", name, "info block"))
 					failures++
 				}
 			}
