@@ -275,117 +275,24 @@ func (e *Engine) staleTray(ctx context.Context, uuid string) (bool, error) {
 
 // replaceDrive swaps a hot-pluggable payload drive whose medium cannot be
 // changed for a new drive holding the new medium; cause is why.
-//
-// Two libvirt behaviours make a bare detach + attach unsafe. A detach only
-// asks QEMU to unplug the drive: libvirt returns once its own wait for
-// QEMU's DEVICE_DELETED event ends, even when the event has not come yet
-// (the drive then leaves the live definition later). And an attach of a
-// CD-ROM at a target the live definition still has is, for compatibility,
-// a media change of that drive (virDomainAttachDeviceFlags), the very change
-// that just failed on libvirt's stale tray record: it can then "succeed"
-// with the new path while the record still says tray='open'. So the attach
-// waits until the old drive is gone from the live definition, and the
-// replacement is checked: the new drive must hold the new medium with its
-// tray shut (settled within trayCloseWait), else the drive is replaced once
-// more, and after maxReplaces the change fails with media_locked.
 func (e *Engine) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags, cause error) error {
-	for attempt := 1; ; attempt++ {
-		oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
-		if cur.Path == "" {
-			oldDisk, perr = domxml.PayloadDeviceXML(filepath.Join(e.PayloadDir, "empty"), cur.Device, e.domOpts()...)
-		}
-		if perr != nil {
-			return fmt.Errorf("%w (and rendering the drive to replace it: %v)", cause, perr)
-		}
-		e.Metrics.MediaRecovery(metrics.RecoveryReplace)
-		flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | config
-		if derr := e.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
-			return fmt.Errorf("%w (replacing the drive: detach: %v)", cause, derr)
-		}
-		if gerr := e.waitDriveGone(ctx, dom, cur.Target); gerr != nil {
-			return fmt.Errorf("%w (replacing the drive: %v)", cause, gerr)
-		}
-		if aerr := e.Host.AttachDevice(ctx, dom.UUID, newDisk, flags); aerr != nil {
-			return fmt.Errorf("replacing the payload drive: the old drive was detached but attaching the new one failed: %w", aerr)
-		}
-		p, ok, err := e.settledDrive(ctx, dom, cur.Target)
-		if err != nil {
-			return fmt.Errorf("replacing the payload drive: %w", err)
-		}
-		if ok {
-			e.log().Info("replaced the payload drive (its medium could not be changed)", "domain", dom.Name, "cause", cause, "attempt", attempt)
-			return nil
-		}
-		if attempt >= maxReplaces {
-			return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("replaced payload drive %s (%s) of %s %d times, but libvirt still records the new drive's tray as open: stop the domain, then resubmit: %w", cur.Target, cur.Bus, dom.Name, attempt, cause)}
-		}
-		e.log().Warn("the replacement payload drive's tray is recorded open; replacing it again", "domain", dom.Name, "target", cur.Target, "attempt", attempt)
-		cur = p
+	oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
+	if cur.Path == "" {
+		oldDisk, perr = domxml.PayloadDeviceXML(filepath.Join(e.PayloadDir, "empty"), cur.Device, e.domOpts()...)
 	}
-}
-
-// maxReplaces bounds replaceDrive's attempts.
-const maxReplaces = 3
-
-// waitDriveGone waits up to driveGoneWait for the drive at target to leave
-// the live definition of dom after a detach (see replaceDrive).
-func (e *Engine) waitDriveGone(ctx context.Context, dom libvirtx.DomainInfo, target string) error {
-	deadline := time.Now().Add(driveGoneWait)
-	for {
-		x, err := e.Host.LiveXML(ctx, dom.UUID)
-		if err != nil {
-			return fmt.Errorf("reading the live definition of %s after the detach: %w", dom.Name, err)
-		}
-		p, found, err := domxml.FindPayload(x)
-		if err != nil {
-			return fmt.Errorf("reading the live definition of %s after the detach: %w", dom.Name, err)
-		}
-		if !found || p.Target != target {
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			return fmt.Errorf("payload drive %s of %s still in the live definition %s after its detach (QEMU did not confirm the unplug)", target, dom.Name, driveGoneWait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(trayPoll):
-		}
+	if perr != nil {
+		return fmt.Errorf("%w (and rendering the drive to replace it: %v)", cause, perr)
 	}
-}
-
-// driveGoneWait bounds waitDriveGone.
-const driveGoneWait = 30 * time.Second
-
-// settledDrive waits up to trayCloseWait for the live payload drive at
-// target of dom to be recorded with its tray shut; it returns the drive and
-// whether it is.
-func (e *Engine) settledDrive(ctx context.Context, dom libvirtx.DomainInfo, target string) (domxml.PayloadDisk, bool, error) {
-	deadline := time.Now().Add(trayCloseWait)
-	for {
-		x, err := e.Host.LiveXML(ctx, dom.UUID)
-		if err != nil {
-			return domxml.PayloadDisk{}, false, fmt.Errorf("reading the live definition of %s: %w", dom.Name, err)
-		}
-		p, found, err := domxml.FindPayload(x)
-		if err != nil {
-			return domxml.PayloadDisk{}, false, fmt.Errorf("reading the live definition of %s: %w", dom.Name, err)
-		}
-		if !found || p.Target != target {
-			return p, false, fmt.Errorf("the new payload drive %s of %s is not in its live definition after the attach", target, dom.Name)
-		}
-		if !p.TrayOpen {
-			return p, true, nil
-		}
-		if !time.Now().Before(deadline) {
-			return p, false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return p, false, ctx.Err()
-		case <-time.After(trayPoll):
-		}
+	e.Metrics.MediaRecovery(metrics.RecoveryReplace)
+	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | config
+	if derr := e.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
+		return fmt.Errorf("%w (replacing the drive: detach: %v)", cause, derr)
 	}
+	if aerr := e.Host.AttachDevice(ctx, dom.UUID, newDisk, flags); aerr != nil {
+		return fmt.Errorf("replacing the payload drive: the old drive was detached but attaching the new one failed: %w", aerr)
+	}
+	e.log().Info("replaced the payload drive (its medium could not be changed)", "domain", dom.Name, "cause", cause)
+	return nil
 }
 
 func hasSCSI(xml string) bool {

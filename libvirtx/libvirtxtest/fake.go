@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/beevik/etree"
 	"libvirt.org/go/libvirt"
 
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -380,58 +379,14 @@ func (f *Fake) UpdateDevice(_ context.Context, uuid, deviceXML string, flags lib
 	return f.act("UpdateDevice", uuid, deviceXML, flags, nil)
 }
 
-// AttachDevice records the change; a live attach of a disk adds it to the
-// live XML (the persistent XML does not change).
+// AttachDevice records the change; it changes nothing.
 func (f *Fake) AttachDevice(_ context.Context, uuid, deviceXML string, flags libvirtx.DomainDeviceModifyFlags) error {
-	return f.act("AttachDevice", uuid, deviceXML, flags, func(d *domain) error {
-		if d.active && flags&libvirtx.DOMAIN_DEVICE_MODIFY_LIVE != 0 {
-			d.live = editLiveDisk(d.live, deviceXML, true)
-		}
-		return nil
-	})
+	return f.act("AttachDevice", uuid, deviceXML, flags, nil)
 }
 
-// DetachDevice records the change; a live detach of a disk takes the disk
-// at its target out of the live XML (the persistent XML does not change).
+// DetachDevice records the change; it changes nothing.
 func (f *Fake) DetachDevice(_ context.Context, uuid, deviceXML string, flags libvirtx.DomainDeviceModifyFlags) error {
-	return f.act("DetachDevice", uuid, deviceXML, flags, func(d *domain) error {
-		if d.active && flags&libvirtx.DOMAIN_DEVICE_MODIFY_LIVE != 0 {
-			d.live = editLiveDisk(d.live, deviceXML, false)
-		}
-		return nil
-	})
-}
-
-// editLiveDisk adds the <disk> deviceXML to the domain XML live, or takes
-// the disk at its target out of it; anything it cannot read stays as is.
-func editLiveDisk(live, deviceXML string, add bool) string {
-	dev := etree.NewDocument()
-	dom := etree.NewDocument()
-	if dev.ReadFromString(deviceXML) != nil || dom.ReadFromString(live) != nil || dev.Root() == nil || dev.Root().Tag != "disk" {
-		return live
-	}
-	devices := dom.FindElement("/domain/devices")
-	if devices == nil {
-		return live
-	}
-	if add {
-		devices.AddChild(dev.Root().Copy())
-	} else {
-		t := dev.Root().FindElement("target")
-		if t == nil {
-			return live
-		}
-		for _, d := range devices.SelectElements("disk") {
-			if dt := d.FindElement("target"); dt != nil && dt.SelectAttrValue("dev", "") == t.SelectAttrValue("dev", "-") {
-				devices.RemoveChild(d)
-			}
-		}
-	}
-	out, err := dom.WriteToString()
-	if err != nil {
-		return live
-	}
-	return out
+	return f.act("DetachDevice", uuid, deviceXML, flags, nil)
 }
 
 // ListDomains lists every domain.
