@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -75,7 +76,7 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 			if r := run("boot", "start"); r.State != result.StateDone || r.Device == nil || r.Device.Bus != c.bus {
 				t.Fatalf("start job: %+v device %+v error %+v", r.State, r.Device, r.Error)
 			}
-			failures := 0
+			failures, staleRecords := 0, 0
 			for i := range n {
 				if i > 0 {
 					if err := h.Destroy(ctx, dom.UUID); err != nil {
@@ -93,19 +94,30 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 					continue
 				}
 				p, found, err := settledPayload(ctx, t, h, dom.UUID)
+				if err == nil && found && p.TrayOpen && c.bus == "scsi" {
+					// A SCSI change whose closing step raced the firmware's
+					// reset of the drive leaves libvirt recording the tray as
+					// open while QEMU's is shut with the new medium in (the
+					// engine replaces such a drive at the next change, see
+					// changeMedia). The record never corrects itself, so
+					// the drive is judged by QEMU's own state.
+					if q := qemuTray(t, name); !q.open && q.file == p.Path {
+						staleRecords++
+						p.TrayOpen = false
+					}
+				}
 				if err != nil || !found || p.Path != r.Payload.Path || p.TrayOpen {
 					t.Errorf("change %d: live drive %+v (found %v, %v), want %s with its tray shut", i, p, found, err, r.Payload.Path)
 					// What QEMU itself says (libvirt's XML is only its record of
-					// QEMU's tray events), so a failure here tells a tray QEMU
-					// really holds open from a stale libvirt record.
+					// QEMU's tray events).
 					t.Logf("QEMU's drives (HMP info block):\n%s", virshOut(t, "qemu-monitor-command", "--hmp", name, "info block"))
 					failures++
 				}
 			}
-			t.Logf("%s: %d immediate media changes after start, %d failures, %s resets, %s drive replacements",
+			t.Logf("%s: %d immediate media changes after start, %d failures, %s resets, %s drive replacements, %d tray records libvirt left open (QEMU's shut)",
 				c.bus, n, failures,
 				sample(t, met, `vmpayload_media_recoveries_total{action="reset"}`),
-				sample(t, met, `vmpayload_media_recoveries_total{action="replace"}`))
+				sample(t, met, `vmpayload_media_recoveries_total{action="replace"}`), staleRecords)
 		})
 	}
 }
@@ -131,6 +143,42 @@ func settledPayload(ctx context.Context, t *testing.T, h *libvirtx.LibvirtHost, 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// qemuState is QEMU's own view of the payload drive (query-block).
+type qemuState struct {
+	open bool   // tray_open
+	file string // the inserted medium's file, "" for none
+}
+
+// qemuTray asks QEMU (QMP query-block through libvirt) for the state of the
+// payload drive (qdev domxml.PayloadAlias) of the running domain name.
+func qemuTray(t *testing.T, name string) qemuState {
+	t.Helper()
+	out := virshOut(t, "qemu-monitor-command", name, `{"execute":"query-block"}`)
+	var v struct {
+		Return []struct {
+			Qdev     string `json:"qdev"`
+			TrayOpen bool   `json:"tray_open"`
+			Inserted *struct {
+				File string `json:"file"`
+			} `json:"inserted"`
+		} `json:"return"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("query-block of %s: %v\n%s", name, err, out)
+	}
+	for _, b := range v.Return {
+		if b.Qdev == domxml.PayloadAlias {
+			q := qemuState{open: b.TrayOpen}
+			if b.Inserted != nil {
+				q.file = b.Inserted.File
+			}
+			return q
+		}
+	}
+	t.Fatalf("query-block of %s: no payload drive\n%s", name, out)
+	return qemuState{}
 }
 
 // trayEventWait bounds settledPayload's wait for libvirt to record a
