@@ -23,7 +23,8 @@ import (
 // TestLibvirtdMediaChangeStress changes the payload medium of a real QEMU
 // domain (TCG, no OS: SeaBIOS probes the drives) immediately after each
 // start, on IDE, SATA and SCSI: every change must succeed and the live drive
-// must hold the new image. VMPAYLOAD_MEDIA_STRESS sets the changes per bus
+// must hold the new image with its tray shut (on SCSI, by QEMU's own state
+// where libvirt's record of the tray went stale). VMPAYLOAD_MEDIA_STRESS sets the changes per bus
 // (default 6, the form make test runs; 50 for the full stress run).
 func TestLibvirtdMediaChangeStress(t *testing.T) {
 	testenv.NeedLibvirtd(t)
