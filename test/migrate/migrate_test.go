@@ -29,7 +29,9 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/owner"
+	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/guest"
 	"github.com/vmpayload/vmpayload/test/testenv"
@@ -145,6 +147,27 @@ func startSet(t *testing.T) *set {
 		s.hosts[i] = &host{n: i, uri: s.env[p+"URI"], dir: s.env[p+"DIR"], machineID: s.env[p+"MACHINE_ID"], agent: a}
 		if s.hosts[i].uri == "" || s.hosts[i].machineID == "" {
 			t.Fatalf("twohosts.sh start printed no %sURI/MACHINE_ID:\n%s", p, out)
+		}
+	}
+	// Hosts that migrate to each other share the recipe key
+	// (docs/security.md, "Recipe key"): host 1's, copied to host 2.
+	var key []byte
+	for i := 1; i <= 2; i++ {
+		sd := filepath.Join(s.hosts[i].dir, "secrets")
+		if err := os.MkdirAll(sd, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if _, err := seal.LoadOrCreate(recipe.KeyFile(sd)); err != nil {
+				t.Fatal(err)
+			}
+			if key, err = os.ReadFile(recipe.KeyFile(sd)); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(recipe.KeyFile(sd), key, 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return s

@@ -228,7 +228,7 @@ fi
 # ---------------------------------------------------------------- unit
 unit=packaging/systemd/vmpayload.service
 for d in Type=notify "ExecReload=/bin/sh -c 'kill -HUP \$MAINPID'" Restart=on-failure ProtectSystem=strict \
-	"ReadWritePaths=/run/payload /var/spool/vmpayload /run/vmpayload -/run/libvirt" PrivateTmp=yes \
+	"ReadWritePaths=/run/payload /var/spool/vmpayload /run/vmpayload -/run/libvirt -/etc/vmpayload/secrets" PrivateTmp=yes \
 	NoNewPrivileges=yes ProtectHome=yes RestrictAddressFamilies=AF_UNIX SystemCallFilter=@system-service \
 	CapabilityBoundingSet=CAP_CHOWN UMask=0077 LimitNOFILE=8192 MemoryMax=1G TasksMax=512; do
 	check "unit sets $d" grep -qxF "$d" "$unit"
