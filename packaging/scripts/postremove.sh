@@ -47,9 +47,13 @@ if [ "$1" = purge ]; then
 	# the agent's guest-report tracking (spool/guest, made at run time) is
 	# its own state, not jobs or results: it goes with the package
 	rm -rf /var/spool/vmpayload/guest
+	# the recipe key the agent made on its first job (docs/security.md,
+	# "Recipe key") is its own state too: purging forgets it, so recipes
+	# sealed with it no longer rebuild (keep a copy to reinstall later)
+	rm -f /etc/vmpayload/secrets/.recipe.key
 	# dpkg has removed the conffile; remove what is left only when empty
 	for d in /var/spool/vmpayload/incoming /var/spool/vmpayload/processing \
-		/var/spool/vmpayload/done /var/spool/vmpayload/failed /var/spool/vmpayload \
+		/var/spool/vmpayload/done /var/spool/vmpayload/failed /var/spool/vmpayload/rejected /var/spool/vmpayload \
 		/etc/vmpayload/secrets /etc/vmpayload; do
 		rmdir "$d" 2>/dev/null || true
 	done
