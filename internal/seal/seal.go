@@ -189,7 +189,10 @@ func LoadOrCreate(path string) (*Keyring, error) {
 		return k, err
 	}
 	if _, serr := os.Lstat(path); serr == nil {
-		return nil, err // exists but holds no key: an operator's to fix
+		// Another process or goroutine linked it in since the Load above
+		// (it is complete once linked), or it exists but holds no key,
+		// which is an operator's to fix: Load again says which.
+		return Load(path)
 	}
 	if err := Create(path); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -134,6 +135,43 @@ func BenchmarkLoad(b *testing.B) {
 	for b.Loop() {
 		if _, err := Load(p); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestLoadOrCreateConcurrent: the agent's workers seal their first recipes
+// at once, so several goroutines find the key file missing together. Every
+// one must get the key the winner wrote (TestCrashSafety in CI once saw a
+// loser return "the file does not exist" after the winner had linked it).
+func TestLoadOrCreateConcurrent(t *testing.T) {
+	for round := 0; round < 200; round++ {
+		p := filepath.Join(t.TempDir(), "secrets", ".recipe.key")
+		const n = 8
+		ids := make([]string, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-start
+				k, err := LoadOrCreate(p)
+				errs[i] = err
+				if err == nil {
+					ids[i] = k.Current()
+				}
+			}(i)
+		}
+		close(start)
+		wg.Wait()
+		for i := 0; i < n; i++ {
+			if errs[i] != nil {
+				t.Fatalf("round %d, goroutine %d: %v", round, i, errs[i])
+			}
+			if ids[i] != ids[0] {
+				t.Fatalf("round %d: goroutines got different keys %s and %s", round, ids[0], ids[i])
+			}
 		}
 	}
 }
