@@ -13,7 +13,7 @@ GO_TEST_TIMEOUT ?= 75m
 GOTAGS ?= libvirt_dlopen
 FUZZTIME ?= 60s
 
-.PHONY: all build deps demo test test-fast bench bench-hook soak packages test-packages clean
+.PHONY: all build deps demo judges test test-fast bench bench-hook soak packages test-packages clean
 
 all: build
 
@@ -32,16 +32,23 @@ demo: deps build
 # test (real libvirtd, real guests, the libvirtd-restart tests), every fuzz
 # target for FUZZTIME, and the packaging checks (with the .deb under a real
 # systemd in a systemd-nspawn container: VMPAYLOAD_SYSTEMD), and cloudbase-init's
-# reader over the Windows payloads when VMPAYLOAD_CLOUDBASE_INIT names its
-# checkout (docs/windows.md; it says so when it is skipped). -p 1: the packages share
-# one libvirtd, and some tests kill and restart it.
-test: deps build
+# reader over the Windows payloads: its source is the checkout
+# VMPAYLOAD_CLOUDBASE_INIT names, else the pinned tarball
+# ../shared/third_party/cloudbase-init-c48d759.tar.gz unpacked into a cache
+# (test/cloudbaseinit/source.sh, docs/windows.md); without either make test
+# fails first thing. VMPAYLOAD_JUDGES=required: a test whose judge is missing
+# fails instead of skipping. -p 1: the packages share one libvirtd, and some
+# tests kill and restart it.
+test: judges deps build
 	@bash test/libvirtd.sh
-	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_E2E=1 VMPAYLOAD_SYSTEMD=1 VMPAYLOAD_FRESHHOST_GO=1 go test -tags '$(GOTAGS)' -p 1 -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+	cbi=$$(bash test/cloudbaseinit/source.sh) && VMPAYLOAD_CLOUDBASE_INIT="$$cbi" VMPAYLOAD_JUDGES=required VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_E2E=1 VMPAYLOAD_SYSTEMD=1 VMPAYLOAD_FRESHHOST_GO=1 go test -tags '$(GOTAGS)' -p 1 -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 	@bash test/monitoring.sh
 	@FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
 	@bash test/packaging/check.sh
-	@[ -n "$$VMPAYLOAD_CLOUDBASE_INIT" ] || echo "make test: SKIPPED the cloudbase-init judge of Windows payloads (payload TestWindowsExamplesJudgedByCloudbaseInit): set VMPAYLOAD_CLOUDBASE_INIT to a checkout of https://github.com/cloudbase/cloudbase-init (git clone; see docs/windows.md)"
+
+# The judges' sources, checked before anything else is installed or run.
+judges:
+	@bash test/cloudbaseinit/source.sh >/dev/null
 
 # Unit tests only (no libvirtd, no guests).
 test-fast:

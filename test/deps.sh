@@ -28,7 +28,8 @@ PKGS=(
   # s390x and ppc64 domains for the Ignition blockdev delivery (issue 41): qemu-system-s390x, qemu-system-ppc64;
   # ppc64 pseries is also the machine without a floppy controller for the sysprep medium choice
   qemu-system-misc qemu-system-ppc
-  # cloudbase-init's reader (its source comes from a checkout, VMPAYLOAD_CLOUDBASE_INIT: docs/windows.md)
+  # cloudbase-init's reader (its source: the pinned tarball or a checkout, test/cloudbaseinit/source.sh;
+  # these bring every module it imports, none from PyPI: docs/windows.md)
   python3 python3-oslo.config python3-oslo.log python3-netaddr python3-yaml python3-jinja2 python3-requests python3-six
   # guest images
   mmdebstrap e2fsprogs
