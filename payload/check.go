@@ -289,7 +289,7 @@ func resolveSysprep(j *job.Job, sd secrets.Dir, in *cloudinit.Input, r *job.Repo
 	}
 	if j.ProductKeySecret != "" {
 		if k := readPasswordSecret(sd, "product_key_secret", j.ProductKeySecret, "the product key", r); k != "" {
-			if job.ProductKeyRE.MatchString(k) {
+			if job.ProductKeyRE().MatchString(k) {
 				in.ProductKey = k
 			} else {
 				r.Add("product_key_secret", job.CodeInvalid, "secret %q is not a Windows product key: five groups of five letters and digits separated by hyphens", j.ProductKeySecret)

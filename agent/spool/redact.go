@@ -3,6 +3,7 @@ package spool
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Redacted replaces a secret value in a kept failed job.
@@ -10,10 +11,10 @@ const Redacted = "<redacted>"
 
 // jsonPair matches a JSON member whose value is a string: the key, the
 // separator and the value (escapes kept).
-var jsonPair = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"(\s*:\s*)"((?:[^"\\]|\\.)*)"`)
+var jsonPair = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"((?:[^"\\]|\\.)*)"(\s*:\s*)"((?:[^"\\]|\\.)*)"`) })
 
 // seedData matches random_seed's inline data.
-var seedData = regexp.MustCompile(`("random_seed"\s*:\s*\{[^{}]*?"data"\s*:\s*)"(?:[^"\\]|\\.)*"`)
+var seedData = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`("random_seed"\s*:\s*\{[^{}]*?"data"\s*:\s*)"(?:[^"\\]|\\.)*"`) })
 
 // secretKey reports whether a member named key holds a secret value in
 // clear: a password or its hash in any spelling (users[].password and
@@ -35,12 +36,12 @@ func secretKey(key string) bool {
 // with it. It works on text, not on a parse: a job kept because it did not
 // parse is redacted as well.
 func RedactJob(b []byte) []byte {
-	out := jsonPair.ReplaceAllFunc(b, func(m []byte) []byte {
-		sub := jsonPair.FindSubmatch(m)
+	out := jsonPair().ReplaceAllFunc(b, func(m []byte) []byte {
+		sub := jsonPair().FindSubmatch(m)
 		if !secretKey(string(sub[1])) || string(sub[3]) == "" {
 			return m
 		}
 		return []byte(`"` + string(sub[1]) + `"` + string(sub[2]) + `"` + Redacted + `"`)
 	})
-	return seedData.ReplaceAll(out, []byte(`${1}"`+Redacted+`"`))
+	return seedData().ReplaceAll(out, []byte(`${1}"`+Redacted+`"`))
 }

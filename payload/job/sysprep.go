@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -331,11 +330,11 @@ func SysprepValues(j *Job) map[string]string {
 // languageTagRE is a Windows language tag as the answer file's locale
 // settings take it ("en-US", "sr-Latn-RS", "zh-CN"): a language of two or
 // three letters, then subtags of letters and digits.
-var languageTagRE = regexp.MustCompile(`^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
+var languageTagRE = lazyRegexp(`^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
 
 // keyboardLayoutRE is a keyboard layout as InputLocale takes it besides a
 // language tag: a language id and a layout id in hex ("0409:00000409").
-var keyboardLayoutRE = regexp.MustCompile(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{8}$`)
+var keyboardLayoutRE = lazyRegexp(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{8}$`)
 
 // MaxSysprepValueBytes bounds the plain sysprep value fields (org_name,
 // machine_object_ou, …).
@@ -366,7 +365,7 @@ func validateSysprepValues(j *Job, r *Report) {
 	if j.DomainAdminPasswordSecret != "" {
 		validateSecretName("domain_admin_password_secret", j.DomainAdminPasswordSecret, r)
 	}
-	if v := j.MachineObjectOU; v != "" && plain("machine_object_ou", v) && !distinguishedNameRE.MatchString(v) {
+	if v := j.MachineObjectOU; v != "" && plain("machine_object_ou", v) && !distinguishedNameRE().MatchString(v) {
 		r.Add("machine_object_ou", CodeInvalid, "%s is not the distinguished name of an OU, such as \"OU=Servers,DC=ad,DC=example,DC=com\"", quote(v))
 	}
 	if j.ProductKeySecret != "" {
@@ -377,14 +376,14 @@ func validateSysprepValues(j *Job, r *Report) {
 	}
 	if v := j.InputLocale; v != "" && plain("input_locale", v) {
 		for _, l := range strings.Split(v, ";") {
-			if !languageTagRE.MatchString(l) && !keyboardLayoutRE.MatchString(l) {
+			if !languageTagRE().MatchString(l) && !keyboardLayoutRE().MatchString(l) {
 				r.Add("input_locale", CodeInvalid, "%s is not a list of input locales: each, separated by \";\", a language tag (\"de-DE\") or a language and keyboard layout id (\"0407:00000407\")", quote(v))
 				break
 			}
 		}
 	}
 	for _, f := range []struct{ name, v string }{{"ui_language", j.UILanguage}, {"system_locale", j.SystemLocale}, {"user_locale", j.UserLocale}} {
-		if f.v != "" && plain(f.name, f.v) && !languageTagRE.MatchString(f.v) {
+		if f.v != "" && plain(f.name, f.v) && !languageTagRE().MatchString(f.v) {
 			r.Add(f.name, CodeInvalid, "%s is not a language tag such as \"en-US\" or \"de-DE\"", quote(f.v))
 		}
 	}
@@ -392,11 +391,11 @@ func validateSysprepValues(j *Job, r *Report) {
 
 // distinguishedNameRE is an LDAP distinguished name, loosely: attribute=value
 // pairs separated by commas, the first an OU (escaped commas allowed).
-var distinguishedNameRE = regexp.MustCompile(`^(?i:OU)=([^,\\]|\\.)+(,\s*[A-Za-z][A-Za-z0-9-]*=([^,\\]|\\.)+)*$`)
+var distinguishedNameRE = lazyRegexp(`^(?i:OU)=([^,\\]|\\.)+(,\s*[A-Za-z][A-Za-z0-9-]*=([^,\\]|\\.)+)*$`)
 
-// ProductKeyRE is a Windows product key: five groups of five letters and
+// ProductKeyRE returns the pattern of a Windows product key (compiled on first use): five groups of five letters and
 // digits separated by hyphens.
-var ProductKeyRE = regexp.MustCompile(`^[A-Za-z0-9]{5}(-[A-Za-z0-9]{5}){4}$`)
+var ProductKeyRE = lazyRegexp(`^[A-Za-z0-9]{5}(-[A-Za-z0-9]{5}){4}$`)
 
 // lineOf returns line n (1-based) of text, trimmed.
 func lineOf(text string, n int) string {

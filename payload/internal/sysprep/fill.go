@@ -73,7 +73,7 @@ func scan(text string) ([]occurrence, []element, error) {
 	var elems []element
 	var stack []int
 	find := func(from, to int, where context, elem int) {
-		for _, m := range placeholderRE.FindAllStringSubmatchIndex(text[from:to], -1) {
+		for _, m := range placeholderRE().FindAllStringSubmatchIndex(text[from:to], -1) {
 			sub := []string{text[from+m[0] : from+m[1]], "", ""}
 			if m[2] >= 0 {
 				sub[1] = text[from+m[2] : from+m[3]]

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -109,15 +110,15 @@ func Spelling(name string) string {
 
 // placeholderRE matches a placeholder: "{{", a name, "}}" (spaces inside
 // the braces are allowed: "{{ hostname }}"), or one of oVirt's names
-// between dollars.
-var placeholderRE = func() *regexp.Regexp {
+// between dollars. Compiled on first use.
+var placeholderRE = sync.OnceValue(func() *regexp.Regexp {
 	var ov []string
 	for o := range OvirtNames {
 		ov = append(ov, regexp.QuoteMeta(o))
 	}
 	slices.Sort(ov)
 	return regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}|\$(` + strings.Join(ov, "|") + `)\$`)
-}()
+})
 
 // nameOf returns the vmpayload name of the placeholder match m (the
 // submatches of placeholderRE).
@@ -155,7 +156,7 @@ func Placeholders(text string) ([]string, error) {
 			names = append(names, o.name)
 		}
 	} else {
-		for _, m := range placeholderRE.FindAllStringSubmatch(text, -1) {
+		for _, m := range placeholderRE().FindAllStringSubmatch(text, -1) {
 			names = append(names, nameOf(m))
 		}
 	}

@@ -1,6 +1,9 @@
 package sysprep
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 //go:generate go test -run TestWindowsZonesMatchCLDR -update
 
@@ -10,24 +13,26 @@ import "strings"
 // mapping of the Unicode CLDR (supplemental/windowsZones.xml: every zone
 // of every territory). false when tz is neither.
 func WindowsZone(tz string) (string, bool) {
-	if w, ok := windowsByLower[strings.ToLower(tz)]; ok {
+	if w, ok := windowsByLower()[strings.ToLower(tz)]; ok {
 		return w, true
 	}
-	w, ok := windowsOfIANA[tz]
+	w, ok := windowsOfIANA()[tz]
 	return w, ok
 }
 
 // IsWindowsZone reports whether name is a Windows time zone name (any
 // case).
 func IsWindowsZone(name string) bool {
-	_, ok := windowsByLower[strings.ToLower(name)]
+	_, ok := windowsByLower()[strings.ToLower(name)]
 	return ok
 }
 
-var windowsByLower = func() map[string]string {
+// windowsByLower maps the lower-case Windows zone names to theirs, built on
+// first use.
+var windowsByLower = sync.OnceValue(func() map[string]string {
 	m := make(map[string]string, len(windowsZones))
 	for _, w := range windowsZones {
 		m[strings.ToLower(w)] = w
 	}
 	return m
-}()
+})
