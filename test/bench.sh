@@ -6,9 +6,11 @@
 #
 # Sections: build (in-process vs `vmpayload build` vs cloud-localds vs
 # genisoimage), proc (process start: two Go floor programs (test/bench/floor,
-# with and without cgo), `vmpayload version` (pure Go: goal ≤ 1.5× the no-cgo
-# floor) and `build` of the typical (goal ≥ 8× faster than cloud-localds) and
-# large jobs vs /bin/true, cloud-localds, genisoimage), burst
+# with and without cgo, and the no-cgo one linking every library vmpayload
+# links), `vmpayload version` (pure Go: goal ≤ 1.5× the no-cgo floor, wall
+# and CPU time; its package init by GODEBUG=inittrace=1) and `build` of the
+# typical (goal ≥ 8× faster than cloud-localds) and large jobs vs /bin/true,
+# cloud-localds, genisoimage), burst
 # (1000 jobs, libvirt test driver), startup (launch → READY=1 with an empty
 # done/, with 10 000 kept results, and on 1000 defined domains that carry a
 # recipe), idle (60 s), real
