@@ -825,7 +825,7 @@ func libvirtdPID(t testing.TB) int {
 // must finish done with exactly one result, vmpayload_libvirt_connected must
 // be 0 while libvirtd is dead and 1 again after, and the agent must count
 // the reconnection. libvirtd is shared with other tests, so this runs only with
-// VMPAYLOAD_LIBVIRTD_RESTART=1 (test/agent/sandbox.sh runs it against a
+// VMPAYLOAD_LIBVIRTD_RESTART=1 (test/hosts.sh sandbox runs it against a
 // private libvirtd).
 func TestAgentLibvirtdRestart(t *testing.T) {
 	testenv.NeedLibvirtdRestart(t, "kills and restarts")

@@ -97,7 +97,7 @@ func soakVirsh(uri string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// inSandbox reports whether the soak runs in test/agent/sandbox.sh's
+// inSandbox reports whether the soak runs in `test/hosts.sh sandbox`'s
 // namespaces, where /run/libvirtd.pid names the private libvirtd; only
 // there does it restart libvirtd.
 func inSandbox() bool { return os.Getenv("VMPAYLOAD_SANDBOX") == "1" }
@@ -107,7 +107,7 @@ func inSandbox() bool { return os.Getenv("VMPAYLOAD_SANDBOX") == "1" }
 // sandbox: the pid file is the private daemon's there.
 func restartLibvirtd() error {
 	if !inSandbox() {
-		return errors.New("refusing to restart libvirtd outside test/agent/sandbox.sh (VMPAYLOAD_SANDBOX=1)")
+		return errors.New("refusing to restart libvirtd outside test/hosts.sh sandbox (VMPAYLOAD_SANDBOX=1)")
 	}
 	pid := libvirtdPID()
 	if pid == 0 {

@@ -31,13 +31,13 @@ func NeedLibvirtd(tb testing.TB) {
 // NeedLibvirtdRestart skips tb unless VMPAYLOAD_LIBVIRTD_RESTART=1 as well
 // (make test sets both and runs packages one at a time): a test that stops,
 // kills or restarts the shared libvirtd would break every test running
-// against it at the same time. test/agent/sandbox.sh runs such tests against
+// against it at the same time. test/hosts.sh sandbox runs such tests against
 // a private libvirtd. what says what the test does to libvirtd.
 func NeedLibvirtdRestart(tb testing.TB, what string) {
 	tb.Helper()
 	NeedLibvirtd(tb)
 	if os.Getenv("VMPAYLOAD_LIBVIRTD_RESTART") != "1" {
-		tb.Skip(what + " the shared libvirtd: set VMPAYLOAD_LIBVIRTD_RESTART=1 (or run test/agent/sandbox.sh, which uses a private libvirtd)")
+		tb.Skip(what + " the shared libvirtd: set VMPAYLOAD_LIBVIRTD_RESTART=1 (or run test/hosts.sh sandbox, which uses a private libvirtd)")
 	}
 }
 
