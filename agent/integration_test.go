@@ -151,13 +151,10 @@ func (a *agentProc) images() []string {
 
 // --- virsh ---
 
+// virsh runs virsh on the system URI (testenv.VirshT) and returns stdout.
 func virsh(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", systemURI}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testenv.VirshT(t, systemURI, args...)
 }
 
 // qemuXML is a small TCG domain that sits in SeaBIOS with nothing to boot.
@@ -190,8 +187,8 @@ func domainName(t testing.TB, test string) string {
 
 // removeDomain destroys and undefines name if it exists.
 func removeDomain(name string) {
-	_ = exec.Command("virsh", "-q", "-c", systemURI, "destroy", name).Run()
-	_ = exec.Command("virsh", "-q", "-c", systemURI, "undefine", name).Run()
+	_, _ = testenv.VirshTry(systemURI, "destroy", name)
+	_, _ = testenv.VirshTry(systemURI, "undefine", name)
 }
 
 // defineDomain defines a stopped qemu domain through virsh.

@@ -167,12 +167,6 @@ func (d *movedDomain) checkRunning(t *testing.T, when string) {
 	d.checkImage(t, when)
 }
 
-// virshTry runs virsh on the system URI and returns its output and error.
-func virshTry(args ...string) (string, error) {
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", systemURI}, args...)...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
 // refusedBy asserts that err/out are a failed operation carrying the hook's
 // one line for d: a rebuild that needs the hidden secret.
 func (d *movedDomain) refusedBy(t *testing.T, op, out string, err error) {
@@ -289,7 +283,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		save()
 		d.removeImage(t)
 		back := e.hideSecret(t)
-		out, err := virshTry("restore", state)
+		out, err := testenv.VirshTry(systemURI, "restore", state)
 		d.refusedBy(t, "restore", out, err)
 		if s := domstate(t, d.name); s != "shut off" {
 			t.Fatalf("after the refused restore %s is %q", d.name, s)
@@ -344,7 +338,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		// CD-ROM emptied under it (startupPolicy='optional').
 		save()
 		d.removeImage(t)
-		out, err = virshTry("restore", state, "--xml", noMeta)
+		out, err = testenv.VirshTry(systemURI, "restore", state, "--xml", noMeta)
 		if err == nil {
 			t.Fatalf("restore --xml without the recipe and with the image gone succeeded:\n%s", out)
 		}
@@ -409,7 +403,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		msave()
 		d.removeImage(t)
 		back := e.hideSecret(t)
-		out, err := virshTry("start", d.name)
+		out, err := testenv.VirshTry(systemURI, "start", d.name)
 		d.refusedBy(t, "start from the managed save", out, err)
 		if !strings.Contains(out, d.name+" restore begin") {
 			t.Errorf("the refused start's hook call was not restore begin:\n%s", out)
@@ -501,7 +495,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		virsh(t, "destroy", d.name)
 		d.removeImage(t)
 		back := e.hideSecret(t)
-		out, err := virshTry("start", d.name)
+		out, err := testenv.VirshTry(systemURI, "start", d.name)
 		d.refusedBy(t, "start of the renamed domain", out, err)
 		back()
 		virsh(t, "start", d.name)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -63,11 +62,7 @@ func defineReal(t *testing.T, h *libvirtx.LibvirtHost, x string) libvirtx.Domain
 
 func virshOut(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("virsh", append([]string{"-c", "qemu:///system"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testenv.VirshT(t, testenv.SystemURI, args...)
 }
 
 // TestLibvirtdIgnitionBlockdev: on s390x and ppc64 (TCG domains with no OS,

@@ -25,29 +25,10 @@ import (
 
 const hookTestURI = "qemu:///system"
 
-// virsh runs virsh on the system URI, retrying connection errors (another
-// suite may be restarting libvirtd).
+// virsh runs virsh on the system URI (testenv.VirshTry: it retries while
+// another suite restarts libvirtd) and returns stdout and stderr together.
 func virsh(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out []byte
-	var err error
-	for i := 0; i < 30; i++ {
-		out, err = exec.Command("virsh", append([]string{"-c", hookTestURI}, args...)...).CombinedOutput()
-		if err == nil || !isTransient(string(out)) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	return string(out), err
-}
-
-func isTransient(out string) bool {
-	for _, s := range []string{"failed to connect", "Failed to connect", "End of file while reading data", "Cannot recv data", "Broken pipe"} {
-		if strings.Contains(out, s) {
-			return true
-		}
-	}
-	return false
+	return testenv.VirshTry(hookTestURI, args...)
 }
 
 func TestLibvirtdHook(t *testing.T) {

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 )
@@ -26,11 +27,8 @@ func realDomainXML(name string) string {
 }
 
 func virsh(args ...string) error {
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", realURI}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("virsh %v: %w: %s", args, err, out)
-	}
-	return nil
+	_, err := testenv.Virsh(context.Background(), realURI, args...)
+	return err
 }
 
 // realDomain alternates, rounds times, between a plain `virsh start` of the

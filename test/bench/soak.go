@@ -22,6 +22,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/test/agenttest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // soakOptions configure the soak (issue 36): jobs at a steady rate through
@@ -90,11 +91,7 @@ func soakDomainXML(domType, name string) string {
 
 // soakVirsh runs virsh on uri; its output comes back with the error.
 func soakVirsh(uri string, args ...string) (string, error) {
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", uri}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
+	return testenv.Virsh(context.Background(), uri, args...)
 }
 
 // inSandbox reports whether the soak runs in `test/hosts.sh sandbox`'s
