@@ -11,8 +11,6 @@ package agent_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -677,8 +675,8 @@ func TestAgentLibvirtd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r.Payload.SHA256 {
-			t.Fatalf("rebuilt image sha256 %x, want %s", sum, r.Payload.SHA256)
+		if sum := testenv.SHA256(data); sum != r.Payload.SHA256 {
+			t.Fatalf("rebuilt image sha256 %s, want %s", sum, r.Payload.SHA256)
 		}
 		checkImage(t, r.Payload.Path, "recipe-host")
 

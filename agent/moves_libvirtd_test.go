@@ -16,8 +16,6 @@ package agent_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -141,8 +139,7 @@ func (d *movedDomain) checkImage(t *testing.T, when string) {
 	if err != nil {
 		t.Fatalf("%s: payload image of %s: %v", when, d.name, err)
 	}
-	s := sha256.Sum256(b)
-	if got := hex.EncodeToString(s[:]); got != d.sha {
+	if got := testenv.SHA256(b); got != d.sha {
 		t.Fatalf("%s: payload image of %s has sha256 %s, the agent built %s", when, d.name, got, d.sha)
 	}
 }

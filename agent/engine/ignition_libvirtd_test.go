@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -116,8 +115,7 @@ func TestLibvirtdIgnitionBlockdev(t *testing.T) {
 			if _, rpt, err := ignconfig.Parse(cfg); err != nil || len(rpt.Entries) != 0 || !strings.Contains(string(cfg), `"path":"/etc/hostname"`) {
 				t.Fatalf("config %s: %v %s", cfg, err, rpt.String())
 			}
-			sum := sha256.Sum256(cfg)
-			if r.Payload.SHA256 != hex.EncodeToString(sum[:]) || !strings.HasPrefix(filepath.Base(r.Payload.Path), d.UUID+"-") || !strings.HasSuffix(r.Payload.Path, ".ign") {
+			if r.Payload.SHA256 != testenv.SHA256(cfg) || !strings.HasPrefix(filepath.Base(r.Payload.Path), d.UUID+"-") || !strings.HasSuffix(r.Payload.Path, ".ign") {
 				t.Errorf("payload %+v", r.Payload)
 			}
 			// the live definition: the disk with serial ignition naming the file

@@ -143,7 +143,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	if o, err := virsh(t, "start", name); err != nil {
 		t.Fatalf("virsh start with the config deleted: %v %s", err, o)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Fatalf("rebuilt config sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
@@ -189,7 +189,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	if int(st.Gid) != gid || st.Mode&0o777 != 0o640 || st.Uid != 0 {
 		t.Errorf("rebuilt config %d:%d %#o, want 0:%d 0640 (not relabelled)", st.Uid, st.Gid, st.Mode&0o777, gid)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Errorf("rebuilt config sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {

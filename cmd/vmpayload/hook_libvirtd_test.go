@@ -92,7 +92,7 @@ func TestLibvirtdHook(t *testing.T) {
 	if o, err := virsh(t, "start", name); err != nil {
 		t.Fatalf("virsh start with the image deleted: %v %s", err, o)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Fatalf("rebuilt image sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
@@ -113,7 +113,7 @@ func TestLibvirtdHook(t *testing.T) {
 		must(t, os.Remove(r.Path))
 		if o, err := virsh(t, "restore", saved); err != nil {
 			t.Errorf("virsh restore with the image deleted: %v %s", err, o)
-		} else if got := fileSHA256(t, r.Path); got != r.SHA256 {
+		} else if got := testenv.SumOf(r.Path); got != r.SHA256 {
 			t.Errorf("image after restore: sha256 %q, recorded %s", got, r.SHA256)
 		}
 		os.Remove(saved)
@@ -182,7 +182,7 @@ func TestLibvirtdHook(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Fatalf("image after autostart: sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "dumpxml", name); !strings.Contains(o, "<source file='"+r.Path+"'") {
@@ -254,7 +254,7 @@ func TestLibvirtdRecipeMetadataSet(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("no recipe in the definition after virsh metadata --set (%v):\n%s", err, x)
 	}
-	if !strings.HasPrefix(r.Path, payloadDir+"/") || fileSHA256(t, r.Path) != r.SHA256 || !strings.Contains(x, r.Path) {
+	if !strings.HasPrefix(r.Path, payloadDir+"/") || testenv.SumOf(r.Path) != r.SHA256 || !strings.Contains(x, r.Path) {
 		t.Errorf("recipe names %s (sha256 %s); the definition:\n%s", r.Path, r.SHA256, x)
 	}
 }

@@ -114,7 +114,7 @@ func TestLibvirtdSysprep(t *testing.T) {
 			if o, err := hook.CombinedOutput(); err != nil {
 				t.Fatalf("vmpayload hook: %v %s", err, o)
 			}
-			if got := fileSHA256(t, r.Path); got != r.SHA256 {
+			if got := testenv.SumOf(r.Path); got != r.SHA256 {
 				t.Fatalf("the hook's image has sha256 %s, the recipe %s", got, r.SHA256)
 			}
 			var text []byte

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // realResult is what the real-domain benchmark measured.

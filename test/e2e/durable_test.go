@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -96,8 +94,7 @@ func TestAgentDurableE2E(t *testing.T) {
 			sum := ""
 			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 				if b, err := os.ReadFile(r1.Payload.Path); err == nil {
-					h := sha256.Sum256(b)
-					if sum = hex.EncodeToString(h[:]); sum == r1.Payload.SHA256 {
+					if sum = testenv.SHA256(b); sum == r1.Payload.SHA256 {
 						break
 					}
 				}

@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,7 +117,7 @@ func TestAgentIgnitionFwCfgE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum := sha256.Sum256(built); hex.EncodeToString(sum[:]) != r.Payload.SHA256 {
+	if testenv.SHA256(built) != r.Payload.SHA256 {
 		t.Fatalf("the built config does not have the result's sha256")
 	}
 

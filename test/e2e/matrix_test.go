@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -232,8 +230,8 @@ func checkJoliet(t *testing.T, rep *guest.Report, img string) {
 		if err != nil {
 			t.Fatalf("Joliet: %v", err)
 		}
-		if h := sha256.Sum256(b); seen[f.Path] != hex.EncodeToString(h[:]) {
-			t.Errorf("Joliet: the guest kernel sees %q with sha256 %q, the image holds %x", f.Path, seen[f.Path], h)
+		if h := testenv.SHA256(b); seen[f.Path] != h {
+			t.Errorf("Joliet: the guest kernel sees %q with sha256 %q, the image holds %s", f.Path, seen[f.Path], h)
 		}
 	}
 	if len(seen) != len(info.Files) {

@@ -7,7 +7,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"github.com/vmpayload/vmpayload/test/testenv"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // DefaultURI is the libvirt connection the harness uses.

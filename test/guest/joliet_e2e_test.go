@@ -2,8 +2,6 @@ package guest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	pimage "github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestJolietKernelE2E: the guest kernel reads the Joliet tree of a config-2
@@ -96,9 +95,8 @@ func TestJolietKernelE2E(t *testing.T) {
 		}
 	}
 	for p, c := range files {
-		h := sha256.Sum256([]byte(c))
-		if got[p] != hex.EncodeToString(h[:]) {
-			t.Errorf("the guest kernel reading Joliet sees %q with sha256 %q, want %x", p, got[p], h)
+		if h := testenv.SHA256([]byte(c)); got[p] != h {
+			t.Errorf("the guest kernel reading Joliet sees %q with sha256 %q, want %s", p, got[p], h)
 		}
 	}
 	if len(got) != len(files) {
