@@ -33,14 +33,7 @@ func uniqueName(t *testing.T) string {
 // files, removed at the end of the test.
 func mediaDir(t *testing.T, names ...string) map[string]string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "vmpx-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.TempDir(t, "", "vmpx-test-", 0o755)
 	paths := map[string]string{}
 	for _, n := range names {
 		p := filepath.Join(dir, n)

@@ -32,14 +32,7 @@ func ignHost(t *testing.T, prefix string) (*libvirtx.LibvirtHost, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	dir, err := os.MkdirTemp("/var/tmp", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the files
-		t.Fatal(err)
-	}
+	dir := testenv.TempDir(t, "/var/tmp", prefix, 0o755) // libvirt-qemu must reach the files
 	return h, dir
 }
 

@@ -50,14 +50,7 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 	} {
 		t.Run(c.bus, func(t *testing.T) {
 			ctx := context.Background()
-			dir, err := os.MkdirTemp("/var/tmp", "vmpx-stress-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
-				t.Fatal(err)
-			}
+			dir := testenv.TempDir(t, "/var/tmp", "vmpx-stress-", 0o755) // libvirt-qemu must reach the images
 			name := fmt.Sprintf("vmpx-stress-%s-%d", c.bus, os.Getpid())
 			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory><vcpu>1</vcpu>
 <os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os><features><acpi/></features><on_poweroff>destroy</on_poweroff>
@@ -216,14 +209,7 @@ func TestLibvirtdReattachRunning(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			dir, err := os.MkdirTemp("/var/tmp", "vmpx-reattach-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
-				t.Fatal(err)
-			}
+			dir := testenv.TempDir(t, "/var/tmp", "vmpx-reattach-", 0o755) // libvirt-qemu must reach the images
 			name := fmt.Sprintf("vmpx-reattach-%s-%d-%d", c.name, os.Getpid(), reattachSeq.Add(1))
 			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory><vcpu>1</vcpu>
 <os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os><features><acpi/></features><on_poweroff>destroy</on_poweroff>

@@ -45,14 +45,7 @@ func TestLibvirtdSysprepMediumByMachine(t *testing.T) {
 				t.Fatalf("%s is missing (test/deps.sh installs it): %v", c.emulator, err)
 			}
 			ctx := context.Background()
-			dir, err := os.MkdirTemp("/var/tmp", "hwin-medium-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
-				t.Fatal(err)
-			}
+			dir := testenv.TempDir(t, "/var/tmp", "hwin-medium-", 0o755) // libvirt-qemu must reach the images
 			name := fmt.Sprintf("hwin-medium-%s-%d", c.name, os.Getpid())
 			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory><vcpu>1</vcpu>
 <os><type arch='%s' machine='%s'>hvm</type></os><on_poweroff>destroy</on_poweroff>

@@ -57,14 +57,24 @@ func RandHex(tb testing.TB, n int) string {
 // when tb ends.
 func WorkDir(tb testing.TB, prefix string) string {
 	tb.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", prefix)
+	return TempDir(tb, "/var/tmp", prefix, 0o711)
+}
+
+// TempDir makes a directory named prefix* in parent (os.TempDir when
+// empty) with mode (0700, as os.MkdirTemp makes it, when 0), removed when
+// tb ends.
+func TempDir(tb testing.TB, parent, prefix string, mode os.FileMode) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		tb.Fatal(err)
-	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if mode != 0 {
+		if err := os.Chmod(dir, mode); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	return dir
 }
 
