@@ -23,6 +23,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // harness runs an in-process agent against a libvirt URI.
@@ -214,7 +215,7 @@ func (h *harness) domainXML(name string) string {
 }
 
 func domainXML(name, machine string, extra string) string {
-	return fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>128</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='%s'>hvm</type></os><devices>%s</devices></domain>`, name, machine, extra)
+	return testenv.Domain{Type: "test", Name: name, MemoryMiB: 128, Machine: machine, Devices: extra}.XML()
 }
 
 func blkidLabel(t *testing.T, p string) string {

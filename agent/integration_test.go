@@ -157,19 +157,7 @@ func virsh(t testing.TB, args ...string) string {
 
 // qemuXML is a small TCG domain that sits in SeaBIOS with nothing to boot.
 func qemuXML(name, machine, extraDevices string) string {
-	return fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os>
-  <features><acpi/></features>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    %s
-    <memballoon model='none'/>
-  </devices>
-</domain>`, name, machine, extraDevices)
+	return testenv.Domain{Name: name, MemoryMiB: 64, Machine: machine, Boot: "cdrom", ACPI: true, Devices: extraDevices}.XML()
 }
 
 const virtioSCSI = "<controller type='scsi' index='0' model='virtio-scsi'/>"
@@ -923,7 +911,7 @@ func testNode(t testing.TB, dir string) string {
 }
 
 func testDomainXML(name string) string {
-	return fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`, name)
+	return testenv.Domain{Type: "test", Name: name, MemoryMiB: 64}.XML()
 }
 
 // TestAgentKilledMidBurst kills the agent with SIGKILL while ~50 jobs are

@@ -53,22 +53,7 @@ func qemuDomainXML(name, machine string, virtioSCSI bool) string {
 	if virtioSCSI {
 		ctrl = "<controller type='scsi' index='0' model='virtio-scsi'/>"
 	}
-	return fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='%s'>hvm</type>
-    <boot dev='hd'/>
-  </os>
-  <features><acpi/></features>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    %s
-    <memballoon model='none'/>
-  </devices>
-</domain>`, name, machine, ctrl)
+	return testenv.Domain{Name: name, Machine: machine, Boot: "hd", ACPI: true, Devices: ctrl}.XML()
 }
 
 // cleanupDomain destroys and undefines the named domain through its own

@@ -51,21 +51,7 @@ func TestLibvirtdHook(t *testing.T) {
 
 	// A tiny OS-less TCG domain with the payload drive and the recipe.
 	uuid := fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012x", tag, time.Now().UnixNano()&0xffffffffffff)
-	dom := fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <uuid>%s</uuid>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <boot dev='hd'/>
-  </os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <memballoon model='none'/>
-  </devices>
-</domain>`, name, uuid)
+	dom := testenv.Domain{Name: name, UUID: uuid, Boot: "hd"}.XML()
 	domPath, jobPath := filepath.Join(base, "dom.xml"), filepath.Join(base, "job.json")
 	must(t, os.WriteFile(domPath, []byte(dom), 0o644))
 	must(t, os.WriteFile(jobPath, []byte(strings.Replace(testJob, "hooktest", name, 2)), 0o644))
@@ -234,8 +220,7 @@ func TestLibvirtdRecipeMetadataSet(t *testing.T) {
 		t.Fatalf("vmpayload recipe: %v", err)
 	}
 	dom := filepath.Join(base, "dom.xml")
-	must(t, os.WriteFile(dom, []byte(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory>
-<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`, name)), 0o644))
+	must(t, os.WriteFile(dom, []byte(testenv.Domain{Name: name}.XML()), 0o644))
 	if o, err := virsh(t, "define", dom); err != nil {
 		t.Fatalf("virsh define: %v %s", err, o)
 	}

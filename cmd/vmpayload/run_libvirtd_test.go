@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,14 +36,7 @@ func TestLibvirtdRun(t *testing.T) {
 
 	// input files, as an operator has them
 	domXML := filepath.Join(base, "dom.xml")
-	writeFile(t, domXML, fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><memballoon model='none'/></devices>
-</domain>`, name))
+	writeFile(t, domXML, testenv.Domain{Name: name, Boot: "hd"}.XML())
 	pw, motd := filepath.Join(base, "alice.pw"), filepath.Join(base, "motd")
 	writeFile(t, pw, "run-test-password\n")
 	writeFile(t, motd, "provisioned by vmpayload run\n")

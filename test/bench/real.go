@@ -22,9 +22,7 @@ const realURI = "qemu:///system"
 // realDomainXML is a tiny TCG domain with no disk: it boots into SeaBIOS
 // and stays there, which is enough to be "running".
 func realDomainXML(name string) string {
-	return fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>`+
-		`<os><type arch='x86_64' machine='pc'>hvm</type><boot dev='cdrom'/></os>`+
-		`<devices><video><model type='none'/></video><memballoon model='none'/></devices></domain>`, name)
+	return testenv.Domain{Name: name, MemoryMiB: 64, Boot: "cdrom", Devices: "<video><model type='none'/></video>"}.XML()
 }
 
 func virsh(args ...string) error {

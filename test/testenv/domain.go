@@ -20,6 +20,7 @@ type Domain struct {
 	ACPI      bool   // <features><acpi/></features>
 	Metadata  string // inner XML of <metadata>, none when empty
 	Devices   string // device XML, before the memballoon
+	Tail      string // top-level elements after <devices> (a <seclabel>)
 }
 
 // XML renders d on one line. QEMU domains (qemu, kvm) get
@@ -56,9 +57,9 @@ func (d Domain) XML() string {
 		fmt.Fprintf(&b, "<metadata>%s</metadata>", d.Metadata)
 	}
 	if typ == "test" {
-		fmt.Fprintf(&b, "<devices>%s</devices></domain>", d.Devices)
+		fmt.Fprintf(&b, "<devices>%s</devices>%s</domain>", d.Devices, d.Tail)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "<on_poweroff>destroy</on_poweroff><devices><emulator>/usr/bin/qemu-system-%s</emulator>%s<memballoon model='none'/></devices></domain>", arch, d.Devices)
+	fmt.Fprintf(&b, "<on_poweroff>destroy</on_poweroff><devices><emulator>/usr/bin/qemu-system-%s</emulator>%s<memballoon model='none'/></devices>%s</domain>", arch, d.Devices, d.Tail)
 	return b.String()
 }
