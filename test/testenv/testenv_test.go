@@ -36,9 +36,9 @@ func TestDomainXML(t *testing.T) {
 func TestTransientVirsh(t *testing.T) {
 	for msg, want := range map[string]bool{
 		"error: failed to connect to the hypervisor\nerror: Failed to connect socket to '/run/libvirt/libvirt-sock': No such file or directory": true,
-		"error: End of file while reading data: Input/output error": true,
-		"error: failed to get domain 'x'":                            false,
-		"error: Hook script execution failed: internal error":        false,
+		"error: End of file while reading data: Input/output error":                                                                             true,
+		"error: failed to get domain 'x'":                     false,
+		"error: Hook script execution failed: internal error": false,
 	} {
 		if got := TransientVirsh(msg); got != want {
 			t.Errorf("TransientVirsh(%q) = %v, want %v", msg, got, want)
