@@ -138,25 +138,32 @@ func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set 
 	}
 	srv.Backend, srv.Log, srv.Metrics = a, log, h.met
 	go srv.Serve(l)
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	h.done = make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { h.done <- a.Run(ctx, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-h.done:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not become ready")
-	}
+	h.cancel, h.done = runAgent(t, a)
 	t.Cleanup(func() {
-		cancel()
+		h.cancel()
 		<-h.done
 		srv.Shutdown(context.Background())
 		host.Close()
 	})
 	return h
+}
+
+// runAgent runs a until cancel and waits until it is ready; the agent
+// stopping first fails t. done receives Run's error.
+func runAgent(t testing.TB, a *agent.Agent) (cancel func(), done chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { done <- a.Run(ctx, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(30 * time.Second): // a deadline for a stuck start
+		t.Fatal("agent did not become ready")
+	}
+	return cancel, done
 }
 
 type testWriter struct{ t *testing.T }
