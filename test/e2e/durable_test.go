@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/guest"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
@@ -35,21 +34,7 @@ func TestAgentDurableE2E(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 			defer cancel()
-			a, err := newAgent()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cleanups := agenttest.ForTest(t)
-			cleanups.Add(func() error {
-				if !t.Failed() && os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
-					return os.RemoveAll(a.Dir)
-				}
-				return nil
-			})
-			cleanups.Add(func() error { _ = a.Stop(); return nil })
-			if err := a.Start(); err != nil {
-				t.Fatal(err)
-			}
+			a := startOwnAgent(t)
 			tok := testenv.RandHex(t, 6)
 			mac := "52:54:00:e3:30:0" + string(rune('1'+i))
 			const hostKey = "/etc/ssh/ssh_host_ed25519_key.pub"

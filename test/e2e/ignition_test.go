@@ -57,21 +57,7 @@ func TestAgentIgnitionFwCfgE2E(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 	defer cancel()
-	a, err := newAgent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanups := agenttest.ForTest(t)
-	cleanups.Add(func() error {
-		if !t.Failed() && os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
-			return os.RemoveAll(a.Dir)
-		}
-		return nil
-	})
-	cleanups.Add(func() error { _ = a.Stop(); return nil })
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
+	a := startOwnAgent(t)
 	tok := testenv.RandHex(t, 6)
 	// Built (or taken from the cache) before the guest exists: a build
 	// failure fails the test here, clearly.
