@@ -238,28 +238,8 @@ func TestBootE2E(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			g, err := Boot(ctx, img, Options{Machine: tc.machine, DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, tc.bus)
-			if g != nil {
-				t.Cleanup(func() {
-					if t.Failed() {
-						keep := filepath.Join("/var/tmp/vmpayload-e2e", "failed-"+tc.name+".serial.log")
-						if b, err := os.ReadFile(g.SerialLog); err == nil {
-							_ = os.WriteFile(keep, b, 0o644)
-							t.Logf("serial log kept at %s", keep)
-						}
-					}
-					if err := g.Cleanup(context.Background()); err != nil {
-						t.Errorf("cleanup: %v", err)
-					}
-				})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := g.WaitReport(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g, rep := bootReport(ctx, t, img, Options{Machine: tc.machine, DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, tc.bus,
+				filepath.Join("/var/tmp/vmpayload-e2e", "failed-"+tc.name+".serial.log"))
 			toReport := time.Since(start)
 			if err := g.WaitShutdown(ctx); err != nil {
 				t.Errorf("guest did not power off after its report: %v", err)
@@ -398,4 +378,33 @@ func checkReport(t *testing.T, rep *Report, host string, s secrets, n netAddrs, 
 		t.Logf("report details:\n%s", b)
 	}
 	t.Logf("resolv.conf: %q; failed units: %q; cloud-init log problems: %d lines", rep.ResolvConf, rep.FailedUnits, strings.Count(rep.LogProblems, "\n"))
+}
+
+// bootReport boots img with iso on bus (Boot), removes the guest when t
+// ends (first keeping its serial log at keep, when set and t failed) and
+// waits for the guest's report.
+func bootReport(ctx context.Context, t *testing.T, img *Image, opts Options, iso, bus, keep string) (*Guest, *Report) {
+	t.Helper()
+	g, err := Boot(ctx, img, opts, iso, bus)
+	if g != nil {
+		t.Cleanup(func() {
+			if t.Failed() && keep != "" {
+				if b, err := os.ReadFile(g.SerialLog); err == nil {
+					_ = os.WriteFile(keep, b, 0o644)
+					t.Logf("serial log kept at %s", keep)
+				}
+			}
+			if err := g.Cleanup(context.Background()); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := g.WaitReport(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, rep
 }

@@ -58,21 +58,7 @@ func TestJolietKernelE2E(t *testing.T) {
 	if info.ISOLayout != pimage.ISOLayoutJolietTree || !info.Joliet {
 		t.Fatalf("image: layout %d, Joliet %v", info.ISOLayout, info.Joliet)
 	}
-	g, err := Boot(ctx, img, Options{Machine: "q35", DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, BusSATA)
-	if g != nil {
-		t.Cleanup(func() {
-			if err := g.Cleanup(context.Background()); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := g.WaitReport(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rep := bootReport(ctx, t, img, Options{Machine: "q35", DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, BusSATA, "")
 	checkReport(t, rep, host, s, n, "ConfigDrive")
 	var mounts, sums string
 	for _, f := range rep.Files {
