@@ -202,16 +202,7 @@ const jolietListing = "/var/lib/vmpayload-e2e/joliet-sha256"
 // tree alone (mount -o norock) with every file of the image at img.
 func checkJoliet(t *testing.T, rep *guest.Report, img string) {
 	t.Helper()
-	var mounts, sums string
-	for _, f := range rep.Files {
-		c, _ := f.Content()
-		switch f.Path {
-		case jolietListing:
-			sums = string(c)
-		case jolietListing + ".mount":
-			mounts = string(c)
-		}
-	}
+	mounts, sums := rep.Text(jolietListing+".mount"), rep.Text(jolietListing)
 	if !strings.Contains(mounts, "norock") {
 		t.Errorf("Joliet: the guest did not mount the payload with norock: %q", mounts)
 	}

@@ -60,16 +60,7 @@ func TestJolietKernelE2E(t *testing.T) {
 	}
 	_, rep := bootReport(ctx, t, img, Options{Machine: "q35", DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, BusSATA, "")
 	checkReport(t, rep, host, s, n, "ConfigDrive")
-	var mounts, sums string
-	for _, f := range rep.Files {
-		c, _ := f.Content()
-		switch f.Path {
-		case listing:
-			sums = string(c)
-		case listing + ".mount":
-			mounts = string(c)
-		}
-	}
+	mounts, sums := rep.Text(listing+".mount"), rep.Text(listing)
 	t.Logf("guest mount: %s", strings.TrimSpace(mounts))
 	if !strings.Contains(mounts, "norock") {
 		t.Errorf("the guest did not mount the image with norock: %q", mounts)
