@@ -21,17 +21,25 @@ import (
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
-// ignHost opens the shared system libvirtd and a payload directory QEMU's
-// user can reach, for the Ignition tests on the real libvirtd.
-func ignHost(t *testing.T, prefix string) (*libvirtx.LibvirtHost, string) {
+// systemHost opens the shared system libvirtd (VMPAYLOAD_LIBVIRTD=1), closed
+// when t ends.
+func systemHost(t *testing.T, log *slog.Logger) *libvirtx.LibvirtHost {
 	t.Helper()
 	testenv.NeedLibvirtd(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
+	h, err := libvirtx.OpenHost(testenv.SystemURI, libvirtx.HostOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// ignHost opens the shared system libvirtd and a payload directory QEMU's
+// user can reach, for the Ignition tests on the real libvirtd.
+func ignHost(t *testing.T, prefix string) (*libvirtx.LibvirtHost, string) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := systemHost(t, quiet)
 	dir := testenv.TempDir(t, "/var/tmp", prefix, 0o755) // libvirt-qemu must reach the files
 	return h, dir
 }
