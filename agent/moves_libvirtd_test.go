@@ -71,6 +71,23 @@ func newMovesEnv(t *testing.T) *movesEnv {
 }
 
 // setPolicy writes the hook's configuration with hook_failure policy.
+// restartAgent restarts the agent (with d's image removed meanwhile when
+// removeImage) and runs a probe job for a domain that does not exist: once
+// it has a result, the start-up (rebuild, orphan collection) is over. Then
+// d's image must be the one its job built.
+func (e *movesEnv) restartAgent(t *testing.T, d *movedDomain, removeImage bool, when string) {
+	t.Helper()
+	e.a.stop()
+	if removeImage {
+		d.removeImage(t)
+	}
+	e.a.start()
+	if r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start")); r.State != result.StateFailed {
+		t.Fatalf("probe %+v", r)
+	}
+	d.checkImage(t, when)
+}
+
 func (e *movesEnv) setPolicy(t *testing.T, policy string) {
 	t.Helper()
 	cf := fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\nhook_failure: %s\n", e.a.PayloadDir, e.a.SecretsDir, policy)
@@ -293,14 +310,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		// gone: its start-up rebuild puts it back from the persistent
 		// definition's recipe and orphan collection keeps it.
 		save()
-		e.a.stop()
-		d.removeImage(t)
-		e.a.start()
-		r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if r.State != result.StateFailed {
-			t.Fatalf("probe %+v", r)
-		}
-		d.checkImage(t, "agent restarted while the domain was saved")
+		e.restartAgent(t, d, true, "agent restarted while the domain was saved")
 		virsh(t, "restore", state)
 		d.checkRunning(t, "restored after the agent restarted")
 
@@ -386,14 +396,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		// The agent restarts while the domain is managed-saved and its
 		// image is gone: start-up rebuild, orphan collection keeps it.
 		msave()
-		e.a.stop()
-		d.removeImage(t)
-		e.a.start()
-		r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if r.State != result.StateFailed {
-			t.Fatalf("probe %+v", r)
-		}
-		d.checkImage(t, "agent restarted while the domain was managed-saved")
+		e.restartAgent(t, d, true, "agent restarted while the domain was managed-saved")
 		virsh(t, "start", d.name)
 		d.checkRunning(t, "started from the managed save after the agent restarted")
 
@@ -446,13 +449,7 @@ func TestMovesLibvirtd(t *testing.T) {
 
 		// The agent restarts while the resumed domain runs with the old
 		// image: orphan collection keeps both.
-		e.a.stop()
-		e.a.start()
-		pr := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if pr.State != result.StateFailed {
-			t.Fatalf("probe %+v", pr)
-		}
-		d.checkImage(t, "agent restarted while the resumed domain runs with the old image")
+		e.restartAgent(t, d, false, "agent restarted while the resumed domain runs with the old image")
 
 		// A cold boot takes the new payload.
 		virsh(t, "destroy", d.name)
@@ -499,18 +496,12 @@ func TestMovesLibvirtd(t *testing.T) {
 		d.checkRunning(t, "renamed, started after the secret came back")
 
 		// The agent restarts: the renamed domain's image is kept.
-		e.a.stop()
-		e.a.start()
-		r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if r.State != result.StateFailed {
-			t.Fatalf("probe %+v", r)
-		}
-		d.checkImage(t, "renamed, agent restarted")
+		e.restartAgent(t, d, false, "renamed, agent restarted")
 
 		// A job for the new name changes its media.
 		j := job(d.name, "hm-ren2", "attach")
 		j["users"] = []map[string]any{{"name": "ops", "password_secret": "pw"}}
-		r = e.a.run("job2-"+d.name, j)
+		r := e.a.run("job2-"+d.name, j)
 		mustDone(t, r)
 		if r.DomainUUID != d.uuid || r.Payload == nil || r.Payload.SHA256 == d.sha {
 			t.Fatalf("job on the renamed domain: %+v", r)
