@@ -138,6 +138,22 @@ func (h *twoHosts) checkRunning(t *testing.T, i int, name, img, file, sum, when 
 	}
 }
 
+// startRebuilt starts domain name on host i and checks it runs with the
+// image (checkRunning); then, as after a reboot of host i that emptied its
+// payload directory, destroys it, removes the image file and starts it
+// again: the hook (prepare begin) rebuilds the image.
+func (h *twoHosts) startRebuilt(t *testing.T, i int, name, img, file, sum, when string) {
+	t.Helper()
+	h.virsh(t, i, "start", name)
+	h.checkRunning(t, i, name, img, file, sum, when)
+	h.virsh(t, i, "destroy", name)
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	h.virsh(t, i, "start", name)
+	h.checkRunning(t, i, name, img, file, sum, when+" with the image deleted")
+}
+
 // refused asserts a start or migration failed with the hook's line for a
 // rebuild that needs the hidden secret.
 func refused(t *testing.T, name, img, out string, err error) {
@@ -193,17 +209,7 @@ func TestMovesTwoHosts(t *testing.T) {
 			t.Fatalf("the recipe did not travel: host 2's metadata:\n%s", md)
 		}
 		t.Logf("after the offline migration: host 2's image %s (migrate begin), host 1's copy %s", testenv.SumOf(dst), testenv.SumOf(src))
-		h.virsh(t, 2, "start", name)
-		h.checkRunning(t, 2, name, img, dst, sum, "started on host 2")
-
-		// Host 2 rebooted (payload directory emptied): prepare begin
-		// rebuilds.
-		h.virsh(t, 2, "destroy", name)
-		if err := os.Remove(dst); err != nil {
-			t.Fatal(err)
-		}
-		h.virsh(t, 2, "start", name)
-		h.checkRunning(t, 2, name, img, dst, sum, "started on host 2 with the image deleted")
+		h.startRebuilt(t, 2, name, img, dst, sum, "started on host 2")
 
 		// Host 2's agent restarts: it adopts the domain (orphan
 		// collection keeps the image).
@@ -276,13 +282,6 @@ func TestMovesTwoHosts(t *testing.T) {
 		if got := testenv.SumOf(f); got != s {
 			t.Fatalf("shared image after the offline migration: %s, want %s", got, s)
 		}
-		h.virsh(t, 2, "start", n)
-		h.checkRunning(t, 2, n, im, f, s, "started on host 2 (shared)")
-		h.virsh(t, 2, "destroy", n)
-		if err := os.Remove(f); err != nil {
-			t.Fatal(err)
-		}
-		h.virsh(t, 2, "start", n)
-		h.checkRunning(t, 2, n, im, f, s, "started on host 2 (shared) with the image deleted")
+		h.startRebuilt(t, 2, n, im, f, s, "started on host 2 (shared)")
 	})
 }
