@@ -182,6 +182,22 @@ func startOwnAgent(t *testing.T) *agentProc {
 	return a
 }
 
+// hostReboot does to a what a host reboot does: the agent stops and the
+// payload directory (a tmpfs) is empty.
+func hostReboot(t *testing.T, a *agentProc) {
+	t.Helper()
+	_ = a.Stop()
+	ents, err := os.ReadDir(a.PayloadDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // stopAgent stops the shared agent (SIGTERM) and removes its directory
 // unless VMPAYLOAD_E2E_KEEP is set.
 func stopAgent() {

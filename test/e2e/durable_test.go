@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,16 +61,7 @@ func TestAgentDurableE2E(t *testing.T) {
 			}
 
 			// The host "reboots": agent gone, payload tmpfs empty.
-			_ = a.Stop()
-			ents, err := os.ReadDir(a.PayloadDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range ents {
-				if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
-					t.Fatal(err)
-				}
-			}
+			hostReboot(t, a)
 			if err := a.Start(); err != nil {
 				t.Fatal(err)
 			}

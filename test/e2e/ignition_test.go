@@ -122,16 +122,7 @@ func TestAgentIgnitionFwCfgE2E(t *testing.T) {
 
 	// The host "reboots": the agent is gone and the payload directory
 	// empty; the hook rebuilds the config before QEMU reads it.
-	_ = a.Stop()
-	ents, err := os.ReadDir(a.PayloadDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hostReboot(t, a)
 	v.start = time.Now()
 	if o, err := guest.Virsh(ctx, v.g.URI, "start", v.g.Name); err != nil {
 		t.Fatalf("virsh start after the payload directory was emptied: %v %s", err, o)

@@ -214,15 +214,8 @@ func TestBootE2E(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			img := image(t, tc.suite)
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-			defer cancel()
-			accel, err := Accel(ctx, img)
-			if err != nil {
-				t.Logf("KVM probe: %v (using TCG)", err)
-			}
-			dir := t.TempDir()
-			s := newSecrets(t, dir)
+			ctx, img, accel, dir, s := bootSetup(t, tc.suite, 15*time.Minute)
+			var err error
 			host := fmt.Sprintf("vmpx-%d-%s", i, s.token[:6])
 			n := netAddrs{mac: fmt.Sprintf("52:54:00:e2:e0:%02x", i+1), v4: fmt.Sprintf("192.0.2.%d", 10+i), v6: fmt.Sprintf("2001:db8::%x", 0x10+i)}
 			iso := filepath.Join(dir, "seed.iso")
@@ -407,4 +400,20 @@ func bootReport(ctx context.Context, t *testing.T, img *Image, opts Options, iso
 		t.Fatal(err)
 	}
 	return g, rep
+}
+
+// bootSetup is what a boot test needs first: suite's image, a context
+// ending after wait (or with t), the accelerator (TCG when the KVM probe
+// fails), a directory and the secrets in it.
+func bootSetup(t *testing.T, suite string, wait time.Duration) (context.Context, *Image, string, string, secrets) {
+	t.Helper()
+	img := image(t, suite)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	accel, err := Accel(ctx, img)
+	if err != nil {
+		t.Logf("KVM probe: %v (using TCG)", err)
+	}
+	dir := t.TempDir()
+	return ctx, img, accel, dir, newSecrets(t, dir)
 }

@@ -1,7 +1,6 @@
 package guest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,15 +26,7 @@ func TestJolietKernelE2E(t *testing.T) {
 	if os.Getenv("VMPAYLOAD_E2E_JOLIET") != "1" {
 		t.Skip("set VMPAYLOAD_E2E_JOLIET=1 for this extra boot; test/e2e TestAgentFullE2E checks the agent's payloads' Joliet trees in its own boots")
 	}
-	img := image(t, Bookworm)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	accel, err := Accel(ctx, img)
-	if err != nil {
-		t.Logf("KVM probe: %v (using TCG)", err)
-	}
-	dir := t.TempDir()
-	s := newSecrets(t, dir)
+	ctx, img, accel, dir, s := bootSetup(t, Bookworm, 20*time.Minute)
 	host := "vmpx-joliet-" + s.token[:6]
 	n := netAddrs{mac: "52:54:00:e2:e0:3a", v4: "192.0.2.58", v6: "2001:db8::3a"}
 	files := configDriveFiles(host, s, n)
