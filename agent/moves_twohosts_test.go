@@ -81,17 +81,7 @@ func (h *twoHosts) domain(t *testing.T, i int, what string) (name, img, sum stri
 	j := job(name, "hm-"+what, "attach")
 	j["id"] = "job-" + name
 	j["users"] = []map[string]any{{"name": "ops", "password_secret": "pw"}}
-	b, err := json.Marshal(j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.New(h.Host(i).AgentSock)
-	ctx, cancel := context.WithTimeout(context.Background(), resultWait)
-	defer cancel()
-	if _, code, err := c.Submit(ctx, b); err != nil || code/100 != 2 {
-		t.Fatalf("submitting to host %d: %d %v", i, code, err)
-	}
-	r, err := agenttest.WaitFinal(ctx, c, "job-"+name, 10*time.Second, 18)
+	r, err := h.submit(t, i, j)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +98,16 @@ func (h *twoHosts) domain(t *testing.T, i int, what string) (name, img, sum stri
 func (h *twoHosts) probe(t *testing.T, i int) {
 	t.Helper()
 	id := "probe-" + testenv.RandHex(t, 4)
-	b, err := json.Marshal(map[string]any{"version": 1, "id": id, "domain": movesPrefix + "nonexistent", "action": "start"})
+	if r, err := h.submit(t, i, map[string]any{"version": 1, "id": id, "domain": movesPrefix + "nonexistent", "action": "start"}); err != nil || r.State != result.StateFailed {
+		t.Fatalf("probe on host %d: %+v %v", i, r, err)
+	}
+}
+
+// submit submits job j through host i's agent socket and waits for its
+// final result.
+func (h *twoHosts) submit(t *testing.T, i int, j map[string]any) (result.Result, error) {
+	t.Helper()
+	b, err := json.Marshal(j)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +115,9 @@ func (h *twoHosts) probe(t *testing.T, i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), resultWait)
 	defer cancel()
 	if _, code, err := c.Submit(ctx, b); err != nil || code/100 != 2 {
-		t.Fatalf("submitting the probe to host %d: %d %v", i, code, err)
+		t.Fatalf("submitting %v to host %d: %d %v", j["id"], i, code, err)
 	}
-	if r, err := agenttest.WaitFinal(ctx, c, id, 10*time.Second, 18); err != nil || r.State != result.StateFailed {
-		t.Fatalf("probe on host %d: %+v %v", i, r, err)
-	}
+	return agenttest.WaitFinal(ctx, c, j["id"].(string), 10*time.Second, 18)
 }
 
 // checkRunning asserts domain name runs on host i with img in its live
