@@ -14,6 +14,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api"
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	pjob "github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // holdPosts is run as a tenant: it opens n connections to the socket, on
@@ -47,14 +48,7 @@ func TestAdmissionByWeight(t *testing.T) {
 	group := "vmpcs" + sfx
 	gid := addGroup(t, group)
 	alice, bob := addUser(t, "vmpca"+sfx, group), addUser(t, "vmpcb"+sfx, group)
-	sockDir, err := os.MkdirTemp("/var/tmp", "vmpx-cost-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	if err := os.Chmod(sockDir, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	sockDir := testenv.WorkDir(t, "vmpx-cost-")
 	// SlotWait short so that refusals come quickly; bodies are never cut
 	// off, so the held POSTs stay held for the whole test.
 	srv := &api.Server{SlotWait: 300 * time.Millisecond, BodyTimeout: time.Hour}

@@ -23,6 +23,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // harness runs an in-process agent against a libvirt URI.
@@ -137,25 +138,32 @@ func startAgentWith(t *testing.T, uri string, prep func(payloadDir string), set 
 	}
 	srv.Backend, srv.Log, srv.Metrics = a, log, h.met
 	go srv.Serve(l)
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	h.done = make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { h.done <- a.Run(ctx, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-h.done:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not become ready")
-	}
+	h.cancel, h.done = runAgent(t, a)
 	t.Cleanup(func() {
-		cancel()
+		h.cancel()
 		<-h.done
 		srv.Shutdown(context.Background())
 		host.Close()
 	})
 	return h
+}
+
+// runAgent runs a until cancel and waits until it is ready; the agent
+// stopping first fails t. done receives Run's error.
+func runAgent(t testing.TB, a *agent.Agent) (cancel func(), done chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { done <- a.Run(ctx, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(30 * time.Second): // a deadline for a stuck start
+		t.Fatal("agent did not become ready")
+	}
+	return cancel, done
 }
 
 type testWriter struct{ t *testing.T }
@@ -214,7 +222,7 @@ func (h *harness) domainXML(name string) string {
 }
 
 func domainXML(name, machine string, extra string) string {
-	return fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>128</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='%s'>hvm</type></os><devices>%s</devices></domain>`, name, machine, extra)
+	return testenv.Domain{Type: "test", Name: name, MemoryMiB: 128, Machine: machine, Devices: extra}.XML()
 }
 
 func blkidLabel(t *testing.T, p string) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api"
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // holderEnv makes the test binary a connection holder (TestConnHolder):
@@ -185,14 +186,7 @@ func TestConnectionCapsAsRealUsers(t *testing.T) {
 	sockGID := addGroup(t, sockGroup)
 	ua, ub := addUser(t, "connsa"+sfx, sockGroup), addUser(t, "connsb"+sfx, sockGroup)
 
-	dir, err := os.MkdirTemp("/var/tmp", "conns-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.WorkDir(t, "conns-")
 	// The test binary, where the other uids can run it.
 	bin := filepath.Join(dir, "holder.test")
 	self, err := os.Executable()

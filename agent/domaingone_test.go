@@ -77,12 +77,8 @@ func TestDomainGoneDuringJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			ready := make(chan struct{})
-			go func() { done <- a.Run(ctx, func() { close(ready) }) }()
+			cancel, done := runAgent(t, a)
 			defer func() { cancel(); <-done }()
-			<-ready
 			h := &harness{t: t, dir: dir, host: host, agent: a, spool: a.Spool(), payload: payload}
 			action := "attach"
 			if tt.start {

@@ -11,8 +11,6 @@ package agent_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -151,30 +149,15 @@ func (a *agentProc) images() []string {
 
 // --- virsh ---
 
+// virsh runs virsh on the system URI (testenv.VirshT) and returns stdout.
 func virsh(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", systemURI}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testenv.VirshT(t, systemURI, args...)
 }
 
 // qemuXML is a small TCG domain that sits in SeaBIOS with nothing to boot.
 func qemuXML(name, machine, extraDevices string) string {
-	return fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os>
-  <features><acpi/></features>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    %s
-    <memballoon model='none'/>
-  </devices>
-</domain>`, name, machine, extraDevices)
+	return testenv.Domain{Name: name, MemoryMiB: 64, Machine: machine, Boot: "cdrom", ACPI: true, Devices: extraDevices}.XML()
 }
 
 const virtioSCSI = "<controller type='scsi' index='0' model='virtio-scsi'/>"
@@ -190,8 +173,8 @@ func domainName(t testing.TB, test string) string {
 
 // removeDomain destroys and undefines name if it exists.
 func removeDomain(name string) {
-	_ = exec.Command("virsh", "-q", "-c", systemURI, "destroy", name).Run()
-	_ = exec.Command("virsh", "-q", "-c", systemURI, "undefine", name).Run()
+	_, _ = testenv.VirshTry(systemURI, "destroy", name)
+	_, _ = testenv.VirshTry(systemURI, "undefine", name)
 }
 
 // defineDomain defines a stopped qemu domain through virsh.
@@ -680,8 +663,8 @@ func TestAgentLibvirtd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r.Payload.SHA256 {
-			t.Fatalf("rebuilt image sha256 %x, want %s", sum, r.Payload.SHA256)
+		if sum := testenv.SHA256(data); sum != r.Payload.SHA256 {
+			t.Fatalf("rebuilt image sha256 %s, want %s", sum, r.Payload.SHA256)
 		}
 		checkImage(t, r.Payload.Path, "recipe-host")
 
@@ -825,7 +808,7 @@ func libvirtdPID(t testing.TB) int {
 // must finish done with exactly one result, vmpayload_libvirt_connected must
 // be 0 while libvirtd is dead and 1 again after, and the agent must count
 // the reconnection. libvirtd is shared with other tests, so this runs only with
-// VMPAYLOAD_LIBVIRTD_RESTART=1 (test/agent/sandbox.sh runs it against a
+// VMPAYLOAD_LIBVIRTD_RESTART=1 (test/hosts.sh sandbox runs it against a
 // private libvirtd).
 func TestAgentLibvirtdRestart(t *testing.T) {
 	testenv.NeedLibvirtdRestart(t, "kills and restarts")
@@ -928,7 +911,7 @@ func testNode(t testing.TB, dir string) string {
 }
 
 func testDomainXML(name string) string {
-	return fmt.Sprintf(`<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>`, name)
+	return testenv.Domain{Type: "test", Name: name, MemoryMiB: 64}.XML()
 }
 
 // TestAgentKilledMidBurst kills the agent with SIGKILL while ~50 jobs are

@@ -17,6 +17,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // memberAgent runs the agent on the test driver with a socket and a spool
@@ -35,14 +36,7 @@ func memberAgent(t *testing.T, opts func(*agent.Options), names ...string) (*har
 	for _, n := range names {
 		users = append(users, addUser(t, "spool"+n+sfx, group))
 	}
-	top, err := os.MkdirTemp("/var/tmp", "spool-jam-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	if err := os.Chmod(top, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	top := testenv.WorkDir(t, "spool-jam-")
 	sp := filepath.Join(top, "spool")
 	h := startAgentWith(t, "", nil, agentSetup{spool: sp, sock: filepath.Join(top, "agent.sock"), sockGID: gid,
 		opts: func(o *agent.Options) {

@@ -304,15 +304,7 @@ func TestRecoveryBeyondQueueLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	}
+	cancel, done := runAgent(t, a)
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("rec-%d", i)
 		r, ok := a.Wait(context.Background(), id)

@@ -58,12 +58,8 @@ func TestMigratedAwayImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			ready := make(chan struct{})
-			go func() { done <- a.Run(ctx, func() { close(ready) }) }()
+			cancel, done := runAgent(t, a)
 			defer func() { cancel(); <-done }()
-			<-ready
 			// After the start-up's orphan collection: the image of the
 			// running domain, as its job left it.
 			img := filepath.Join(payload, d.UUID+"-0123456789abcdef.iso")

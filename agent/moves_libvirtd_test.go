@@ -16,8 +16,6 @@ package agent_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -73,6 +71,23 @@ func newMovesEnv(t *testing.T) *movesEnv {
 }
 
 // setPolicy writes the hook's configuration with hook_failure policy.
+// restartAgent restarts the agent (with d's image removed meanwhile when
+// removeImage) and runs a probe job for a domain that does not exist: once
+// it has a result, the start-up (rebuild, orphan collection) is over. Then
+// d's image must be the one its job built.
+func (e *movesEnv) restartAgent(t *testing.T, d *movedDomain, removeImage bool, when string) {
+	t.Helper()
+	e.a.stop()
+	if removeImage {
+		d.removeImage(t)
+	}
+	e.a.start()
+	if r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start")); r.State != result.StateFailed {
+		t.Fatalf("probe %+v", r)
+	}
+	d.checkImage(t, when)
+}
+
 func (e *movesEnv) setPolicy(t *testing.T, policy string) {
 	t.Helper()
 	cf := fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\nhook_failure: %s\n", e.a.PayloadDir, e.a.SecretsDir, policy)
@@ -141,8 +156,7 @@ func (d *movedDomain) checkImage(t *testing.T, when string) {
 	if err != nil {
 		t.Fatalf("%s: payload image of %s: %v", when, d.name, err)
 	}
-	s := sha256.Sum256(b)
-	if got := hex.EncodeToString(s[:]); got != d.sha {
+	if got := testenv.SHA256(b); got != d.sha {
 		t.Fatalf("%s: payload image of %s has sha256 %s, the agent built %s", when, d.name, got, d.sha)
 	}
 }
@@ -165,12 +179,6 @@ func (d *movedDomain) checkRunning(t *testing.T, when string) {
 	}
 	checkDrive(t, d.name, false, "ide", d.img)
 	d.checkImage(t, when)
-}
-
-// virshTry runs virsh on the system URI and returns its output and error.
-func virshTry(args ...string) (string, error) {
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", systemURI}, args...)...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
 }
 
 // refusedBy asserts that err/out are a failed operation carrying the hook's
@@ -289,7 +297,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		save()
 		d.removeImage(t)
 		back := e.hideSecret(t)
-		out, err := virshTry("restore", state)
+		out, err := testenv.VirshTry(systemURI, "restore", state)
 		d.refusedBy(t, "restore", out, err)
 		if s := domstate(t, d.name); s != "shut off" {
 			t.Fatalf("after the refused restore %s is %q", d.name, s)
@@ -302,14 +310,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		// gone: its start-up rebuild puts it back from the persistent
 		// definition's recipe and orphan collection keeps it.
 		save()
-		e.a.stop()
-		d.removeImage(t)
-		e.a.start()
-		r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if r.State != result.StateFailed {
-			t.Fatalf("probe %+v", r)
-		}
-		d.checkImage(t, "agent restarted while the domain was saved")
+		e.restartAgent(t, d, true, "agent restarted while the domain was saved")
 		virsh(t, "restore", state)
 		d.checkRunning(t, "restored after the agent restarted")
 
@@ -344,7 +345,7 @@ func TestMovesLibvirtd(t *testing.T) {
 		// CD-ROM emptied under it (startupPolicy='optional').
 		save()
 		d.removeImage(t)
-		out, err = virshTry("restore", state, "--xml", noMeta)
+		out, err = testenv.VirshTry(systemURI, "restore", state, "--xml", noMeta)
 		if err == nil {
 			t.Fatalf("restore --xml without the recipe and with the image gone succeeded:\n%s", out)
 		}
@@ -395,21 +396,14 @@ func TestMovesLibvirtd(t *testing.T) {
 		// The agent restarts while the domain is managed-saved and its
 		// image is gone: start-up rebuild, orphan collection keeps it.
 		msave()
-		e.a.stop()
-		d.removeImage(t)
-		e.a.start()
-		r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if r.State != result.StateFailed {
-			t.Fatalf("probe %+v", r)
-		}
-		d.checkImage(t, "agent restarted while the domain was managed-saved")
+		e.restartAgent(t, d, true, "agent restarted while the domain was managed-saved")
 		virsh(t, "start", d.name)
 		d.checkRunning(t, "started from the managed save after the agent restarted")
 
 		msave()
 		d.removeImage(t)
 		back := e.hideSecret(t)
-		out, err := virshTry("start", d.name)
+		out, err := testenv.VirshTry(systemURI, "start", d.name)
 		d.refusedBy(t, "start from the managed save", out, err)
 		if !strings.Contains(out, d.name+" restore begin") {
 			t.Errorf("the refused start's hook call was not restore begin:\n%s", out)
@@ -455,13 +449,7 @@ func TestMovesLibvirtd(t *testing.T) {
 
 		// The agent restarts while the resumed domain runs with the old
 		// image: orphan collection keeps both.
-		e.a.stop()
-		e.a.start()
-		pr := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if pr.State != result.StateFailed {
-			t.Fatalf("probe %+v", pr)
-		}
-		d.checkImage(t, "agent restarted while the resumed domain runs with the old image")
+		e.restartAgent(t, d, false, "agent restarted while the resumed domain runs with the old image")
 
 		// A cold boot takes the new payload.
 		virsh(t, "destroy", d.name)
@@ -501,25 +489,19 @@ func TestMovesLibvirtd(t *testing.T) {
 		virsh(t, "destroy", d.name)
 		d.removeImage(t)
 		back := e.hideSecret(t)
-		out, err := virshTry("start", d.name)
+		out, err := testenv.VirshTry(systemURI, "start", d.name)
 		d.refusedBy(t, "start of the renamed domain", out, err)
 		back()
 		virsh(t, "start", d.name)
 		d.checkRunning(t, "renamed, started after the secret came back")
 
 		// The agent restarts: the renamed domain's image is kept.
-		e.a.stop()
-		e.a.start()
-		r := e.a.run("probe-"+d.name, job(movesPrefix+"nonexistent", "x", "start"))
-		if r.State != result.StateFailed {
-			t.Fatalf("probe %+v", r)
-		}
-		d.checkImage(t, "renamed, agent restarted")
+		e.restartAgent(t, d, false, "renamed, agent restarted")
 
 		// A job for the new name changes its media.
 		j := job(d.name, "hm-ren2", "attach")
 		j["users"] = []map[string]any{{"name": "ops", "password_secret": "pw"}}
-		r = e.a.run("job2-"+d.name, j)
+		r := e.a.run("job2-"+d.name, j)
 		mustDone(t, r)
 		if r.DomainUUID != d.uuid || r.Payload == nil || r.Payload.SHA256 == d.sha {
 			t.Fatalf("job on the renamed domain: %+v", r)

@@ -2,8 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	jobpkg "github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // recipeDomain is a test-driver domain whose definition carries the recipe
@@ -27,16 +26,6 @@ type recipeDomain struct {
 	removeImg  bool // the image is gone when the agent starts
 	want       string
 	res        payload.Result
-}
-
-func sha256File(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // TestStartupRebuildFromRecipes: when the agent starts, a missing image
@@ -103,7 +92,7 @@ func TestStartupRebuildFromRecipes(t *testing.T) {
 	for _, d := range doms {
 		switch d.want {
 		case "rebuilt", "kept":
-			if sum := sha256File(t, d.res.Path); sum != d.res.SHA256 {
+			if sum := testenv.FileSHA256(t, d.res.Path); sum != d.res.SHA256 {
 				t.Errorf("%s: image sha256 %s, want %s", d.name, sum, d.res.SHA256)
 			}
 		case "error":

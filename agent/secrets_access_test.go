@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestSecretsByPermissionAsRealUsers runs real throwaway users against the
@@ -37,14 +38,7 @@ func TestSecretsByPermissionAsRealUsers(t *testing.T) {
 	admin := addUser(t, "secd"+sfx, sockGroup, adminGroup)
 	nonMember := addUser(t, "secn"+sfx)
 
-	sockDir, err := os.MkdirTemp("/var/tmp", "vmpx-secrets-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	if err := os.Chmod(sockDir, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	sockDir := testenv.WorkDir(t, "vmpx-secrets-")
 	h := startAgentWith(t, "", nil, agentSetup{sock: filepath.Join(sockDir, "agent.sock"), sockGID: sockGID,
 		opts: func(o *agent.Options) { o.Policy = access.NewPolicy(adminGID) }})
 	root := client.New(h.sock).HTTP()

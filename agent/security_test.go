@@ -194,14 +194,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 	admin := addUser(t, "vmpxa"+sfx+"u", sockGroup, adminGroup)
 	outsider := addUser(t, "vmpxo"+sfx)
 
-	sockDir, err := os.MkdirTemp("/var/tmp", "vmpx-sec-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	if err := os.Chmod(sockDir, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	sockDir := testenv.WorkDir(t, "vmpx-sec-")
 	seeds := filepath.Join(sockDir, "seeds")
 	if err := os.Mkdir(seeds, 0o755); err != nil {
 		t.Fatal(err)
@@ -381,14 +374,7 @@ func TestSpoolGroupAsRealUsers(t *testing.T) {
 	group := "vmpxg" + sfx
 	gid := addGroup(t, group)
 	alice, bob := addUser(t, "vmpxa"+sfx, group), addUser(t, "vmpxb"+sfx, group)
-	top, err := os.MkdirTemp("/var/tmp", "vmpx-spool-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	if err := os.Chmod(top, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	top := testenv.WorkDir(t, "vmpx-spool-")
 	sp := filepath.Join(top, "spool")
 	h := startAgentWith(t, "", nil, agentSetup{spool: sp,
 		opts: func(o *agent.Options) { o.SpoolGroup, o.HasSpoolGroup = gid, true }})

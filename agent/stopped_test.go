@@ -17,7 +17,7 @@ import (
 // libvirt_timeout, /metrics counts it, and after SIGCONT the agent has
 // reconnected and the next job is done. libvirtd is shared with other
 // tests, so this runs only with VMPAYLOAD_LIBVIRTD_RESTART=1
-// (test/agent/sandbox.sh -test.run TestAgentLibvirtdStopped runs it
+// (test/hosts.sh sandbox -test.run TestAgentLibvirtdStopped runs it
 // against a private libvirtd).
 func TestAgentLibvirtdStopped(t *testing.T) {
 	testenv.NeedLibvirtdRestart(t, "stops")

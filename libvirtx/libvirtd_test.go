@@ -33,14 +33,7 @@ func uniqueName(t *testing.T) string {
 // files, removed at the end of the test.
 func mediaDir(t *testing.T, names ...string) map[string]string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "vmpx-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.TempDir(t, "", "vmpx-test-", 0o755)
 	paths := map[string]string{}
 	for _, n := range names {
 		p := filepath.Join(dir, n)
@@ -60,22 +53,7 @@ func qemuDomainXML(name, machine string, virtioSCSI bool) string {
 	if virtioSCSI {
 		ctrl = "<controller type='scsi' index='0' model='virtio-scsi'/>"
 	}
-	return fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='%s'>hvm</type>
-    <boot dev='hd'/>
-  </os>
-  <features><acpi/></features>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    %s
-    <memballoon model='none'/>
-  </devices>
-</domain>`, name, machine, ctrl)
+	return testenv.Domain{Name: name, Machine: machine, Boot: "hd", ACPI: true, Devices: ctrl}.XML()
 }
 
 // cleanupDomain destroys and undefines the named domain through its own

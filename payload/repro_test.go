@@ -14,6 +14,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // reproEnv names the output directory when the test binary runs as a
@@ -85,11 +86,7 @@ func TestReproducibleAcrossProcesses(t *testing.T) {
 	if os.Geteuid() == 0 {
 		// The go test binary sits in a root-only build directory: give the
 		// other user a copy it can execute.
-		bin, err := os.MkdirTemp("", "vmpayload-repro-bin-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(bin) })
+		bin := testenv.TempDir(t, "", "vmpayload-repro-bin-", 0)
 		b, err := os.ReadFile(exe)
 		if err == nil {
 			err = os.Chmod(bin, 0o755)
@@ -108,14 +105,7 @@ func TestReproducibleAcrossProcesses(t *testing.T) {
 		if i > 0 {
 			time.Sleep(1100 * time.Millisecond) // a different second on every clock
 		}
-		dir, err := os.MkdirTemp("", "vmpayload-repro-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
+		dir := testenv.TempDir(t, "", "vmpayload-repro-", 0o777)
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(filteredEnv(), reproEnv+"="+dir)
 		cmd.Env = append(cmd.Env, r.env...)

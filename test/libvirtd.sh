@@ -41,7 +41,7 @@ fi
 
 # A daemon of ours runs when its pid file (in /run, as libvirtd and virtlogd
 # write it) names a live process of that name. Not pgrep: it also sees
-# daemons in other pid namespaces (test/agent/sandbox.sh's private libvirtd),
+# daemons in other pid namespaces (`test/hosts.sh sandbox`'s private libvirtd),
 # which do not serve this /run.
 running() {
 	pid=$(cat "/run/$1.pid" 2>/dev/null) || return 1

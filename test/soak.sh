@@ -14,7 +14,7 @@
 #                      stopped TCG domains, libvirtd restarted every
 #                      SOAK_RESTART (default 3m); 20 jobs/s
 #
-# Both run inside test/agent/sandbox.sh's mount, network and pid namespaces:
+# Both run inside `test/hosts.sh sandbox`'s mount, network and pid namespaces:
 # the private libvirtd there is the only one the soak sees and the only one
 # it restarts (by its pid file); the host's libvirtd and its guests are never
 # touched. Runs `nice`; other SOAK_* variables: SOAK_DOMAINS, SOAK_CHURN,
@@ -49,4 +49,4 @@ doc=${SOAK_DOC-docs/reliability.md}
 # shellcheck disable=SC2206 # SOAK_EXTRA is split on purpose
 [[ -n ${SOAK_EXTRA:-} ]] && args+=($SOAK_EXTRA)
 echo "soak: $variant, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
-SANDBOX_EXEC=1 exec nice -n 10 bash test/agent/sandbox.sh bin/vmpayload-bench "${args[@]}"
+exec nice -n 10 bash test/hosts.sh sandbox -x bin/vmpayload-bench "${args[@]}"

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +21,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/recipe"
 
 	ignconfig "github.com/coreos/ignition/v2/config"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // fwEnv is one TestFwCfgOnFakeHost case: the host, the engine and the
@@ -340,8 +339,7 @@ func wantFwCfg(t *testing.T, domainXML string, r result.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
-	if hex.EncodeToString(sum[:]) != r.Payload.SHA256 {
+	if testenv.SHA256(b) != r.Payload.SHA256 {
 		t.Errorf("file sha256 differs from the result's")
 	}
 	if _, rpt, err := ignconfig.Parse(b); err != nil || len(rpt.Entries) != 0 {
@@ -399,7 +397,7 @@ func TestFwCfgRebuildAndOrphans(t *testing.T) {
 	if err != nil || st != (RebuildStats{Rebuilt: 1}) {
 		t.Fatalf("rebuild %+v %v", st, err)
 	}
-	if sum := fileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
+	if sum := testenv.FileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
 		t.Errorf("rebuilt config sha256 %s, want %s", sum, r.Payload.SHA256)
 	}
 	if fi, err := os.Stat(r.Payload.Path); err != nil || fi.Mode().Perm() != 0o640 {

@@ -2,13 +2,11 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,25 +21,26 @@ import (
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
-// ignHost opens the shared system libvirtd and a payload directory QEMU's
-// user can reach, for the Ignition tests on the real libvirtd.
-func ignHost(t *testing.T, prefix string) (*libvirtx.LibvirtHost, string) {
+// systemHost opens the shared system libvirtd (VMPAYLOAD_LIBVIRTD=1), closed
+// when t ends.
+func systemHost(t *testing.T, log *slog.Logger) *libvirtx.LibvirtHost {
 	t.Helper()
 	testenv.NeedLibvirtd(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
+	h, err := libvirtx.OpenHost(testenv.SystemURI, libvirtx.HostOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	dir, err := os.MkdirTemp("/var/tmp", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the files
-		t.Fatal(err)
-	}
+	return h
+}
+
+// ignHost opens the shared system libvirtd and a payload directory QEMU's
+// user can reach, for the Ignition tests on the real libvirtd.
+func ignHost(t *testing.T, prefix string) (*libvirtx.LibvirtHost, string) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := systemHost(t, quiet)
+	dir := testenv.TempDir(t, "/var/tmp", prefix, 0o755) // libvirt-qemu must reach the files
 	return h, dir
 }
 
@@ -63,11 +62,7 @@ func defineReal(t *testing.T, h *libvirtx.LibvirtHost, x string) libvirtx.Domain
 
 func virshOut(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("virsh", append([]string{"-c", "qemu:///system"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("virsh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testenv.VirshT(t, testenv.SystemURI, args...)
 }
 
 // TestLibvirtdIgnitionBlockdev: on s390x and ppc64 (TCG domains with no OS,
@@ -121,8 +116,7 @@ func TestLibvirtdIgnitionBlockdev(t *testing.T) {
 			if _, rpt, err := ignconfig.Parse(cfg); err != nil || len(rpt.Entries) != 0 || !strings.Contains(string(cfg), `"path":"/etc/hostname"`) {
 				t.Fatalf("config %s: %v %s", cfg, err, rpt.String())
 			}
-			sum := sha256.Sum256(cfg)
-			if r.Payload.SHA256 != hex.EncodeToString(sum[:]) || !strings.HasPrefix(filepath.Base(r.Payload.Path), d.UUID+"-") || !strings.HasSuffix(r.Payload.Path, ".ign") {
+			if r.Payload.SHA256 != testenv.SHA256(cfg) || !strings.HasPrefix(filepath.Base(r.Payload.Path), d.UUID+"-") || !strings.HasSuffix(r.Payload.Path, ".ign") {
 				t.Errorf("payload %+v", r.Payload)
 			}
 			// the live definition: the disk with serial ignition naming the file

@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/owner"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // archDomainXML is a domain of architecture arch and machine, with
@@ -299,7 +300,7 @@ func TestBlockdevRebuildAndOrphans(t *testing.T) {
 	if err != nil || st != (RebuildStats{Rebuilt: 1}) {
 		t.Fatalf("rebuild %+v %v", st, err)
 	}
-	if sum := fileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
+	if sum := testenv.FileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
 		t.Errorf("rebuilt config sha256 %s, want %s", sum, r.Payload.SHA256)
 	}
 	must(t, os.Chtimes(r.Payload.Path, old, old))

@@ -50,27 +50,9 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 	} {
 		t.Run(c.bus, func(t *testing.T) {
 			ctx := context.Background()
-			dir, err := os.MkdirTemp("/var/tmp", "vmpx-stress-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
-				t.Fatal(err)
-			}
+			dir := testenv.TempDir(t, "/var/tmp", "vmpx-stress-", 0o755) // libvirt-qemu must reach the images
 			name := fmt.Sprintf("vmpx-stress-%s-%d", c.bus, os.Getpid())
-			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory><vcpu>1</vcpu>
-<os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os><features><acpi/></features><on_poweroff>destroy</on_poweroff>
-<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>%s<memballoon model='none'/></devices></domain>`, name, c.machine, c.controller))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = h.Destroy(context.Background(), dom.UUID)
-				if err := h.Undefine(context.Background(), dom.UUID); err != nil {
-					t.Errorf("undefining %s: %v", name, err)
-				}
-			})
+			dom := defineReal(t, h, testenv.Domain{Name: name, Machine: c.machine, Boot: "cdrom", ACPI: true, Devices: c.controller}.XML())
 			met := metrics.New()
 			e := &Engine{Host: h, PayloadDir: dir, ImageMode: 0o644, ImageGID: -1, Log: quiet, Metrics: met, Starts: &Starts{}}
 			run := func(host, action string) result.Result { return runJob(t, e, name, host, action) }
@@ -198,13 +180,8 @@ const trayEventWait = 10 * time.Second
 var reattachSeq atomic.Int64 // unique domain names across -count runs
 
 func TestLibvirtdReattachRunning(t *testing.T) {
-	testenv.NeedLibvirtd(t)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := systemHost(t, quiet)
 	for _, c := range []struct {
 		name, bus, machine, controller string
 		hotplug                        bool // the first attach hot-plugs the drive into the running domain
@@ -216,27 +193,9 @@ func TestLibvirtdReattachRunning(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			dir, err := os.MkdirTemp("/var/tmp", "vmpx-reattach-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
-				t.Fatal(err)
-			}
+			dir := testenv.TempDir(t, "/var/tmp", "vmpx-reattach-", 0o755) // libvirt-qemu must reach the images
 			name := fmt.Sprintf("vmpx-reattach-%s-%d-%d", c.name, os.Getpid(), reattachSeq.Add(1))
-			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory><vcpu>1</vcpu>
-<os><type arch='x86_64' machine='%s'>hvm</type><boot dev='cdrom'/></os><features><acpi/></features><on_poweroff>destroy</on_poweroff>
-<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>%s<memballoon model='none'/></devices></domain>`, name, c.machine, c.controller))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = h.Destroy(context.Background(), dom.UUID)
-				if err := h.Undefine(context.Background(), dom.UUID); err != nil {
-					t.Errorf("undefining %s: %v", name, err)
-				}
-			})
+			dom := defineReal(t, h, testenv.Domain{Name: name, Machine: c.machine, Boot: "cdrom", ACPI: true, Devices: c.controller}.XML())
 			e := &Engine{Host: h, PayloadDir: dir, Bus: domxml.BusAuto, ImageMode: 0o644, ImageGID: -1, Log: quiet, Starts: &Starts{}}
 			job := func(host, action string, guest bool) result.Result {
 				return runDoc(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q,"action":%q,"guest_report":%v}`, name, host, action, guest), host)

@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestPrebuiltConfined: prebuilt_image is taken only as a regular file
@@ -106,8 +107,8 @@ func TestPrebuiltConfined(t *testing.T) {
 			if filepath.Dir(r.Payload.Path) != e.PayloadDir || !r.Payload.Prebuilt {
 				t.Fatalf("attached %+v; want a copy in the payload directory", r.Payload)
 			}
-			if got := fileSHA256(t, r.Payload.Path); got != fileSHA256(t, good) || got != r.Payload.SHA256 {
-				t.Errorf("copy sha256 %s, original %s, result %s", got, fileSHA256(t, good), r.Payload.SHA256)
+			if got := testenv.FileSHA256(t, r.Payload.Path); got != testenv.FileSHA256(t, good) || got != r.Payload.SHA256 {
+				t.Errorf("copy sha256 %s, original %s, result %s", got, testenv.FileSHA256(t, good), r.Payload.SHA256)
 			}
 			d, err := h.Domain(ctx, name)
 			if err != nil {
@@ -121,9 +122,9 @@ func TestPrebuiltConfined(t *testing.T) {
 	// Rewriting the original after the job does not touch what is attached.
 	e.PrebuiltDirs = []string{seeds}
 	r := runDone(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach","prebuilt_image":%q}`, name, good))
-	before := fileSHA256(t, r.Payload.Path)
+	before := testenv.FileSHA256(t, r.Payload.Path)
 	must(os.WriteFile(good, []byte("swapped after the check"), 0o644))
-	if fileSHA256(t, r.Payload.Path) != before {
+	if testenv.FileSHA256(t, r.Payload.Path) != before {
 		t.Error("the attached image changed with the original")
 	}
 }

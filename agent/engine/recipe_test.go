@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,16 +56,6 @@ func runDone(t *testing.T, e *Engine, js string) result.Result {
 		t.Fatalf("job %s: %s %+v", js, r.State, r.Error)
 	}
 	return r
-}
-
-func fileSHA256(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // TestRecipeFollowsAttachAndDetach runs a sequence of jobs on a stopped
@@ -284,7 +272,7 @@ func TestRebuildImages(t *testing.T) {
 		p := got[i].res.Payload
 		switch c.want {
 		case "rebuilt", "intact":
-			if sum := fileSHA256(t, p.Path); sum != p.SHA256 {
+			if sum := testenv.FileSHA256(t, p.Path); sum != p.SHA256 {
 				t.Errorf("%s: image sha256 %s, want the job result's %s", c.name, sum, p.SHA256)
 			}
 			if fi, err := os.Stat(p.Path); err != nil || fi.Mode().Perm() != 0o640 {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/internal/seal"
-	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
@@ -25,25 +24,11 @@ import (
 // the engine's secrets directory it opens to the job as built and rebuilds
 // the image byte-identical.
 func TestLibvirtdRecipeReadOnly(t *testing.T) {
-	testenv.NeedLibvirtd(t)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := systemHost(t, quiet)
 	ctx := context.Background()
 	name := fmt.Sprintf("seal-ro-%d", os.Getpid())
-	dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory><vcpu>1</vcpu>
-<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator><memballoon model='none'/></devices></domain>`, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Undefine(context.Background(), dom.UUID); err != nil {
-			t.Errorf("undefining %s: %v", name, err)
-		}
-	})
+	dom := defineReal(t, h, testenv.Domain{Name: name}.XML())
 	base := t.TempDir()
 	secrets := filepath.Join(base, "secrets")
 	e := &Engine{Host: h, PayloadDir: filepath.Join(base, "payload"), SecretsDir: secrets, ImageMode: 0o644, ImageGID: -1, Log: quiet, Starts: &Starts{}}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
@@ -24,13 +23,8 @@ import (
 // explicit sysprep_medium "floppy" there is refused by name with the
 // definition as it was.
 func TestLibvirtdSysprepMediumByMachine(t *testing.T) {
-	testenv.NeedLibvirtd(t)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := systemHost(t, quiet)
 	for _, c := range []struct {
 		name, arch, machine, emulator, action, extra string
 		kind                                         domxml.Kind
@@ -45,27 +39,9 @@ func TestLibvirtdSysprepMediumByMachine(t *testing.T) {
 				t.Fatalf("%s is missing (test/deps.sh installs it): %v", c.emulator, err)
 			}
 			ctx := context.Background()
-			dir, err := os.MkdirTemp("/var/tmp", "hwin-medium-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			if err := os.Chmod(dir, 0o755); err != nil { // libvirt-qemu must reach the images
-				t.Fatal(err)
-			}
+			dir := testenv.TempDir(t, "/var/tmp", "hwin-medium-", 0o755) // libvirt-qemu must reach the images
 			name := fmt.Sprintf("hwin-medium-%s-%d", c.name, os.Getpid())
-			dom, err := h.DefineXML(ctx, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory><vcpu>1</vcpu>
-<os><type arch='%s' machine='%s'>hvm</type></os><on_poweroff>destroy</on_poweroff>
-<devices><emulator>%s</emulator><controller type='scsi' index='0' model='virtio-scsi'/><memballoon model='none'/></devices></domain>`, name, c.arch, c.machine, c.emulator))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				_ = h.Destroy(context.Background(), dom.UUID)
-				if err := h.Undefine(context.Background(), dom.UUID); err != nil {
-					t.Errorf("undefining %s: %v", name, err)
-				}
-			})
+			dom := defineReal(t, h, testenv.Domain{Name: name, MemoryMiB: 256, Arch: c.arch, Machine: c.machine, Devices: "<controller type='scsi' index='0' model='virtio-scsi'/>"}.XML())
 			e := &Engine{Host: h, PayloadDir: dir, SecretsDir: exampleSecrets, ImageMode: 0o644, ImageGID: -1, Bus: domxml.BusAuto, Log: quiet, Metrics: metrics.New(), Starts: &Starts{}, Cleanups: &Cleanups{}}
 			r := runDoc(t, e, sysprepDoc(t, "sysprep-floppy", name, c.action, c.extra), "job")
 			after, err := h.Domain(ctx, dom.UUID)

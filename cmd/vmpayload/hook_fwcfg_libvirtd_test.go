@@ -48,21 +48,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 
 	uuid := fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012x", tag, time.Now().UnixNano()&0xffffffffffff)
 	domXML := func(seclabel string) string {
-		return fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <uuid>%s</uuid>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <boot dev='hd'/>
-  </os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <memballoon model='none'/>
-  </devices>%s
-</domain>`, name, uuid, seclabel)
+		return testenv.Domain{Name: name, UUID: uuid, Boot: "hd", Tail: seclabel}.XML()
 	}
 	const job = `{"version":1,"domain":"fc","format":"ignition","hostname":"fc.example.com","users":[{"name":"core","password":"plain-core","ssh_authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p core@x"]}]}`
 	jobPath := filepath.Join(base, "job.json")
@@ -143,7 +129,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	if o, err := virsh(t, "start", name); err != nil {
 		t.Fatalf("virsh start with the config deleted: %v %s", err, o)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Fatalf("rebuilt config sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
@@ -189,7 +175,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	if int(st.Gid) != gid || st.Mode&0o777 != 0o640 || st.Uid != 0 {
 		t.Errorf("rebuilt config %d:%d %#o, want 0:%d 0640 (not relabelled)", st.Uid, st.Gid, st.Mode&0o777, gid)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Errorf("rebuilt config sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {

@@ -25,29 +25,10 @@ import (
 
 const hookTestURI = "qemu:///system"
 
-// virsh runs virsh on the system URI, retrying connection errors (another
-// suite may be restarting libvirtd).
+// virsh runs virsh on the system URI (testenv.VirshTry: it retries while
+// another suite restarts libvirtd) and returns stdout and stderr together.
 func virsh(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out []byte
-	var err error
-	for i := 0; i < 30; i++ {
-		out, err = exec.Command("virsh", append([]string{"-c", hookTestURI}, args...)...).CombinedOutput()
-		if err == nil || !isTransient(string(out)) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	return string(out), err
-}
-
-func isTransient(out string) bool {
-	for _, s := range []string{"failed to connect", "Failed to connect", "End of file while reading data", "Cannot recv data", "Broken pipe"} {
-		if strings.Contains(out, s) {
-			return true
-		}
-	}
-	return false
+	return testenv.VirshTry(hookTestURI, args...)
 }
 
 func TestLibvirtdHook(t *testing.T) {
@@ -70,21 +51,7 @@ func TestLibvirtdHook(t *testing.T) {
 
 	// A tiny OS-less TCG domain with the payload drive and the recipe.
 	uuid := fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012x", tag, time.Now().UnixNano()&0xffffffffffff)
-	dom := fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <uuid>%s</uuid>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <boot dev='hd'/>
-  </os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <memballoon model='none'/>
-  </devices>
-</domain>`, name, uuid)
+	dom := testenv.Domain{Name: name, UUID: uuid, Boot: "hd"}.XML()
 	domPath, jobPath := filepath.Join(base, "dom.xml"), filepath.Join(base, "job.json")
 	must(t, os.WriteFile(domPath, []byte(dom), 0o644))
 	must(t, os.WriteFile(jobPath, []byte(strings.Replace(testJob, "hooktest", name, 2)), 0o644))
@@ -111,7 +78,7 @@ func TestLibvirtdHook(t *testing.T) {
 	if o, err := virsh(t, "start", name); err != nil {
 		t.Fatalf("virsh start with the image deleted: %v %s", err, o)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Fatalf("rebuilt image sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
@@ -132,7 +99,7 @@ func TestLibvirtdHook(t *testing.T) {
 		must(t, os.Remove(r.Path))
 		if o, err := virsh(t, "restore", saved); err != nil {
 			t.Errorf("virsh restore with the image deleted: %v %s", err, o)
-		} else if got := fileSHA256(t, r.Path); got != r.SHA256 {
+		} else if got := testenv.SumOf(r.Path); got != r.SHA256 {
 			t.Errorf("image after restore: sha256 %q, recorded %s", got, r.SHA256)
 		}
 		os.Remove(saved)
@@ -201,7 +168,7 @@ func TestLibvirtdHook(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if got := fileSHA256(t, r.Path); got != r.SHA256 {
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
 		t.Fatalf("image after autostart: sha256 %q, recorded %s", got, r.SHA256)
 	}
 	if o, _ := virsh(t, "dumpxml", name); !strings.Contains(o, "<source file='"+r.Path+"'") {
@@ -253,8 +220,7 @@ func TestLibvirtdRecipeMetadataSet(t *testing.T) {
 		t.Fatalf("vmpayload recipe: %v", err)
 	}
 	dom := filepath.Join(base, "dom.xml")
-	must(t, os.WriteFile(dom, []byte(fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory>
-<os><type arch='x86_64' machine='pc'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`, name)), 0o644))
+	must(t, os.WriteFile(dom, []byte(testenv.Domain{Name: name}.XML()), 0o644))
 	if o, err := virsh(t, "define", dom); err != nil {
 		t.Fatalf("virsh define: %v %s", err, o)
 	}
@@ -273,7 +239,7 @@ func TestLibvirtdRecipeMetadataSet(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("no recipe in the definition after virsh metadata --set (%v):\n%s", err, x)
 	}
-	if !strings.HasPrefix(r.Path, payloadDir+"/") || fileSHA256(t, r.Path) != r.SHA256 || !strings.Contains(x, r.Path) {
+	if !strings.HasPrefix(r.Path, payloadDir+"/") || testenv.SumOf(r.Path) != r.SHA256 || !strings.Contains(x, r.Path) {
 		t.Errorf("recipe names %s (sha256 %s); the definition:\n%s", r.Path, r.SHA256, x)
 	}
 }

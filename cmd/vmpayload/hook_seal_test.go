@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // sealJob carries a password, inline file content, inline user-data and a
@@ -40,8 +41,8 @@ func TestHookSealedRecipe(t *testing.T) {
 	}
 	must(t, os.Remove(f.image))
 	code, _, stderr, _ := runHookCLI(t, strings.NewReader(f.domainXML), "--config", f.config, "hooktest", "prepare", "begin", "-")
-	if code != 0 || fileSHA256(t, f.image) != f.sha256 {
-		t.Fatalf("hook: exit %d, sha256 %s, want %s: %s", code, fileSHA256(t, f.image), f.sha256, stderr)
+	if code != 0 || testenv.SumOf(f.image) != f.sha256 {
+		t.Fatalf("hook: exit %d, sha256 %s, want %s: %s", code, testenv.SumOf(f.image), f.sha256, stderr)
 	}
 
 	// a host the domain moved to without the key file
@@ -82,7 +83,7 @@ func TestHookRefusesOtherDomainsImage(t *testing.T) {
 	}
 	// vm2's own hook rebuilds it
 	code, _, stderr, _ := runHookCLI(t, strings.NewReader(f.domainXML), "--config", f.config, "hooktest", "prepare", "begin", "-")
-	if code != 0 || fileSHA256(t, f.image) != f.sha256 {
+	if code != 0 || testenv.SumOf(f.image) != f.sha256 {
 		t.Errorf("vm2's hook: exit %d %s", code, stderr)
 	}
 }
@@ -98,7 +99,7 @@ func TestHookOwnerMarkerSymlink(t *testing.T) {
 	must(t, os.Symlink(elsewhere, filepath.Join(f.payloadDir, owner.Dir)))
 	must(t, os.Remove(f.image))
 	code, _, stderr, logged := runHookCLI(t, strings.NewReader(f.domainXML), "--config", f.config, "hooktest", "prepare", "begin", "-")
-	if code != 0 || fileSHA256(t, f.image) != f.sha256 {
+	if code != 0 || testenv.SumOf(f.image) != f.sha256 {
 		t.Fatalf("hook: exit %d: %s", code, stderr)
 	}
 	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // testDomainXML is a small domain definition with a fixed UUID.
@@ -63,7 +62,7 @@ func newHookFixtureJob(t *testing.T, jobText string) *hookFixture {
 		t.Fatalf("recipe output has no recipe: %v %v\n%s", ok, err, out)
 	}
 	f.image, f.sha256 = r.Path, r.SHA256
-	if got := fileSHA256(t, f.image); got != f.sha256 {
+	if got := testenv.SumOf(f.image); got != f.sha256 {
 		t.Fatalf("built image sha256 %s, recipe %s", got, f.sha256)
 	}
 	return f
@@ -85,16 +84,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func fileSHA256(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return ""
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // failReader fails the test when the hook reads stdin.
@@ -209,7 +198,7 @@ func TestHook(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// start each case with the image in place
-			if fileSHA256(t, f.image) != f.sha256 {
+			if testenv.SumOf(f.image) != f.sha256 {
 				if code, _, se, _ := runHookCLI(t, strings.NewReader(f.domainXML), "--config", f.config, "h", "prepare", "begin", "-"); code != 0 {
 					t.Fatalf("restoring the image: %d %s", code, se)
 				}
@@ -251,7 +240,7 @@ func TestHook(t *testing.T) {
 					t.Errorf("image exists, want it missing")
 				}
 			case "rebuilt", "intact":
-				if got := fileSHA256(t, f.image); got != f.sha256 {
+				if got := testenv.SumOf(f.image); got != f.sha256 {
 					t.Errorf("image sha256 %q, want the recorded %s", got, f.sha256)
 				}
 				if tc.outcome == "intact" {
@@ -306,8 +295,8 @@ func TestRecipeWithoutDomainXML(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("recipe element does not parse: %v", err)
 	}
-	if want := filepath.Join(f.payloadDir, "hooktest-"); !strings.HasPrefix(r.Path, want) || fileSHA256(t, r.Path) != r.SHA256 {
-		t.Errorf("image %s (want prefix %s) sha256 %s, recipe %s", r.Path, want, fileSHA256(t, r.Path), r.SHA256)
+	if want := filepath.Join(f.payloadDir, "hooktest-"); !strings.HasPrefix(r.Path, want) || testenv.SumOf(r.Path) != r.SHA256 {
+		t.Errorf("image %s (want prefix %s) sha256 %s, recipe %s", r.Path, want, testenv.SumOf(r.Path), r.SHA256)
 	}
 	d, err := os.ReadFile(drive)
 	must(t, err)
@@ -369,7 +358,7 @@ func TestHookFwCfg(t *testing.T) {
 			}
 			switch c.want {
 			case "rebuilt":
-				if got := fileSHA256(t, f.image); got != f.sha256 {
+				if got := testenv.SumOf(f.image); got != f.sha256 {
 					t.Errorf("config sha256 %q after the hook, recorded %s", got, f.sha256)
 				}
 			case "missing":
@@ -427,7 +416,7 @@ func TestHookBlockdev(t *testing.T) {
 			if code != 0 || stdout != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 0 and no output", code, stdout, stderr)
 			}
-			if got := fileSHA256(t, f.image); got != f.sha256 {
+			if got := testenv.SumOf(f.image); got != f.sha256 {
 				t.Errorf("config sha256 %q after the hook, recorded %s", got, f.sha256)
 			}
 		})

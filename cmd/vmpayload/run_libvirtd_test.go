@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/test/agenttest"
@@ -32,20 +30,13 @@ func TestLibvirtdRun(t *testing.T) {
 	a := agenttest.Start(t, agenttest.Options{URI: "qemu:///system", Dir: base, Args: []string{"--rescan-interval", "1s", "--log-level", "debug"}})
 	bin, spoolDir, sock := a.Bin, a.SpoolDir, a.Socket
 	t.Cleanup(func() {
-		runVirsh("destroy", name)
-		runVirsh("undefine", name, "--managed-save")
+		virsh(t, "destroy", name)
+		virsh(t, "undefine", name, "--managed-save")
 	})
 
 	// input files, as an operator has them
 	domXML := filepath.Join(base, "dom.xml")
-	writeFile(t, domXML, fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><memballoon model='none'/></devices>
-</domain>`, name))
+	writeFile(t, domXML, testenv.Domain{Name: name, Boot: "hd"}.XML())
 	pw, motd := filepath.Join(base, "alice.pw"), filepath.Join(base, "motd")
 	writeFile(t, pw, "run-test-password\n")
 	writeFile(t, motd, "provisioned by vmpayload run\n")
@@ -61,10 +52,10 @@ func TestLibvirtdRun(t *testing.T) {
 	if !strings.Contains(errb, name+"-start done") {
 		t.Errorf("--wait showed no progress ending in done:\n%s", errb)
 	}
-	if st, _ := runVirsh("domstate", name); strings.TrimSpace(st) != "running" {
+	if st, _ := virsh(t, "domstate", name); strings.TrimSpace(st) != "running" {
 		t.Errorf("domstate %q, want running", st)
 	}
-	if bl, _ := runVirsh("domblklist", name); !strings.Contains(bl, res.Payload.Path) {
+	if bl, _ := virsh(t, "domblklist", name); !strings.Contains(bl, res.Payload.Path) {
 		t.Errorf("domblklist lacks the payload %s:\n%s", res.Payload.Path, bl)
 	}
 	// the image holds what the flags said, and the password only hashed
@@ -92,13 +83,13 @@ func TestLibvirtdRun(t *testing.T) {
 	if res.State != result.StateDone {
 		t.Fatalf("detach job: %+v\n%s", res, errb)
 	}
-	if bl, _ := runVirsh("domblklist", name); strings.Contains(bl, a.PayloadDir) {
+	if bl, _ := virsh(t, "domblklist", name); strings.Contains(bl, a.PayloadDir) {
 		t.Errorf("domblklist still shows a payload after --detach:\n%s", bl)
 	}
 
 	// 3. attach through the spool (no agent on the given socket) to the
 	// stopped domain
-	if o, err := runVirsh("destroy", name); err != nil {
+	if o, err := virsh(t, "destroy", name); err != nil {
 		t.Fatalf("virsh destroy: %v %s", err, o)
 	}
 	res, errb = runAndWait(t, "run", name, "--attach", "--socket", filepath.Join(base, "nobody.sock"), "--spool-dir", spoolDir,
@@ -106,7 +97,7 @@ func TestLibvirtdRun(t *testing.T) {
 	if res.State != result.StateDone || res.Payload == nil {
 		t.Fatalf("attach job through the spool: %+v\n%s", res, errb)
 	}
-	if bl, _ := runVirsh("domblklist", name); !strings.Contains(bl, res.Payload.Path) {
+	if bl, _ := virsh(t, "domblklist", name); !strings.Contains(bl, res.Payload.Path) {
 		t.Errorf("domblklist lacks the payload attached through the spool %s:\n%s", res.Payload.Path, bl)
 	}
 	if md := inspectCat(t, bin, res.Payload.Path, "meta-data"); !strings.Contains(md, "run2.example.com") {
@@ -147,19 +138,4 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// runVirsh runs virsh on the system URI, retrying while libvirtd is being
-// restarted by another suite.
-func runVirsh(args ...string) (string, error) {
-	var out []byte
-	var err error
-	for i := 0; i < 30; i++ {
-		out, err = exec.Command("virsh", append([]string{"-c", "qemu:///system"}, args...)...).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "connect") {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	return string(out), err
 }

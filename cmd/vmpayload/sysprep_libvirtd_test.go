@@ -45,18 +45,7 @@ func TestLibvirtdSysprep(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			name := "vmpx-sysprep-" + tag + "-" + c.name
-			dom := fmt.Sprintf(`<domain type='qemu'>
-  <name>%s</name>
-  <uuid>%s</uuid>
-  <memory unit='MiB'>48</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='%s'>hvm</type></os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <memballoon model='none'/>
-  </devices>
-</domain>`, name, fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012d", tag, i), c.machine)
+			dom := testenv.Domain{Name: name, UUID: fmt.Sprintf("%s-5a5a-4b4b-8c8c-%012d", tag, i), Machine: c.machine}.XML()
 			dir := t.TempDir()
 			domPath := filepath.Join(dir, "dom.xml")
 			must(t, os.WriteFile(domPath, []byte(dom), 0o644))
@@ -114,7 +103,7 @@ func TestLibvirtdSysprep(t *testing.T) {
 			if o, err := hook.CombinedOutput(); err != nil {
 				t.Fatalf("vmpayload hook: %v %s", err, o)
 			}
-			if got := fileSHA256(t, r.Path); got != r.SHA256 {
+			if got := testenv.SumOf(r.Path); got != r.SHA256 {
 				t.Fatalf("the hook's image has sha256 %s, the recipe %s", got, r.SHA256)
 			}
 			var text []byte

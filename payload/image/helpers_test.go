@@ -2,8 +2,6 @@ package image
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // needTool fails the test (it does not skip) when a judge tool is missing:
@@ -118,12 +118,7 @@ func compareTree(tb testing.TB, got map[string][]byte, want []Entry) {
 
 func fileSHA(tb testing.TB, p string) string {
 	tb.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	return testenv.FileSHA256(tb, p)
 }
 
 // dirNames lists a directory's entries (empty when it does not exist).

@@ -2,14 +2,14 @@ package recipe
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // legacyJolietRecipe is a recipe recorded by vmpayload before issue 14's
@@ -43,8 +43,7 @@ func TestRebuildLegacyJolietRecipe(t *testing.T) {
 	}
 	b, err := os.ReadFile(rc.Path)
 	must(t, err)
-	sum := sha256.Sum256(b)
-	if got := hex.EncodeToString(sum[:]); got != rc.SHA256 || int64(len(b)) != rc.Size {
+	if got := testenv.SHA256(b); got != rc.SHA256 || int64(len(b)) != rc.Size {
 		t.Fatalf("rebuilt image has sha256 %s and %d bytes, recorded %s and %d", got, len(b), rc.SHA256, rc.Size)
 	}
 	if out, err := Rebuild(context.Background(), rc, RebuildOptions{Keys: testKeys, PayloadDir: dir, GID: -1}); err != nil || out != OutcomeIntact {

@@ -51,7 +51,7 @@ func main() {
 	soakVirshURI := flag.String("soak-virsh-uri", "", "soak: the URI the soak undefines domains on (default: -soak-uri)")
 	soakAction := flag.String("soak-action", "attach", "soak: the jobs' action")
 	soakChurn := flag.Duration("soak-churn", 2*time.Second, "soak: every this long one domain is undefined under the agent")
-	soakRestart := flag.Duration("soak-restart", 0, "soak: restart libvirtd this often (only inside test/agent/sandbox.sh, VMPAYLOAD_SANDBOX=1; 0: never)")
+	soakRestart := flag.Duration("soak-restart", 0, "soak: restart libvirtd this often (only inside test/hosts.sh sandbox, VMPAYLOAD_SANDBOX=1; 0: never)")
 	soakSample := flag.Duration("soak-sample", 10*time.Second, "soak: sampling interval")
 	soakPayload := flag.String("soak-payload-dir", "", "soak: payload directory (default: under the work directory)")
 	soakCSV := flag.String("soak-csv", "", "soak: write every sample to this CSV file")

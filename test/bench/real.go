@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // realResult is what the real-domain benchmark measured.
@@ -20,17 +22,12 @@ const realURI = "qemu:///system"
 // realDomainXML is a tiny TCG domain with no disk: it boots into SeaBIOS
 // and stays there, which is enough to be "running".
 func realDomainXML(name string) string {
-	return fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>`+
-		`<os><type arch='x86_64' machine='pc'>hvm</type><boot dev='cdrom'/></os>`+
-		`<devices><video><model type='none'/></video><memballoon model='none'/></devices></domain>`, name)
+	return testenv.Domain{Name: name, MemoryMiB: 64, Boot: "cdrom", Devices: "<video><model type='none'/></video>"}.XML()
 }
 
 func virsh(args ...string) error {
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", realURI}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("virsh %v: %w: %s", args, err, out)
-	}
-	return nil
+	_, err := testenv.Virsh(context.Background(), realURI, args...)
+	return err
 }
 
 // realDomain alternates, rounds times, between a plain `virsh start` of the

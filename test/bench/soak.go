@@ -22,6 +22,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/test/agenttest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // soakOptions configure the soak (issue 36): jobs at a steady rate through
@@ -90,14 +91,10 @@ func soakDomainXML(domType, name string) string {
 
 // soakVirsh runs virsh on uri; its output comes back with the error.
 func soakVirsh(uri string, args ...string) (string, error) {
-	out, err := exec.Command("virsh", append([]string{"-q", "-c", uri}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
+	return testenv.Virsh(context.Background(), uri, args...)
 }
 
-// inSandbox reports whether the soak runs in test/agent/sandbox.sh's
+// inSandbox reports whether the soak runs in `test/hosts.sh sandbox`'s
 // namespaces, where /run/libvirtd.pid names the private libvirtd; only
 // there does it restart libvirtd.
 func inSandbox() bool { return os.Getenv("VMPAYLOAD_SANDBOX") == "1" }
@@ -107,7 +104,7 @@ func inSandbox() bool { return os.Getenv("VMPAYLOAD_SANDBOX") == "1" }
 // sandbox: the pid file is the private daemon's there.
 func restartLibvirtd() error {
 	if !inSandbox() {
-		return errors.New("refusing to restart libvirtd outside test/agent/sandbox.sh (VMPAYLOAD_SANDBOX=1)")
+		return errors.New("refusing to restart libvirtd outside test/hosts.sh sandbox (VMPAYLOAD_SANDBOX=1)")
 	}
 	pid := libvirtdPID()
 	if pid == 0 {

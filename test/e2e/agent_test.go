@@ -159,6 +159,45 @@ func newAgent() (*agentProc, error) {
 		"--log-level", "debug", "--cdrom-bus", "auto", "--default-format", "nocloud"}})
 }
 
+// startOwnAgent starts an agent of t's own (newAgent), stopped when t
+// ends and its directory removed unless t failed or VMPAYLOAD_E2E_KEEP is
+// set.
+func startOwnAgent(t *testing.T) *agentProc {
+	t.Helper()
+	a, err := newAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanups := agenttest.ForTest(t)
+	cleanups.Add(func() error {
+		if !t.Failed() && os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
+			return os.RemoveAll(a.Dir)
+		}
+		return nil
+	})
+	cleanups.Add(func() error { _ = a.Stop(); return nil })
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// hostReboot does to a what a host reboot does: the agent stops and the
+// payload directory (a tmpfs) is empty.
+func hostReboot(t *testing.T, a *agentProc) {
+	t.Helper()
+	_ = a.Stop()
+	ents, err := os.ReadDir(a.PayloadDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // stopAgent stops the shared agent (SIGTERM) and removes its directory
 // unless VMPAYLOAD_E2E_KEEP is set.
 func stopAgent() {

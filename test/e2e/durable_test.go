@@ -2,14 +2,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/guest"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
@@ -37,21 +33,7 @@ func TestAgentDurableE2E(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 			defer cancel()
-			a, err := newAgent()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cleanups := agenttest.ForTest(t)
-			cleanups.Add(func() error {
-				if !t.Failed() && os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
-					return os.RemoveAll(a.Dir)
-				}
-				return nil
-			})
-			cleanups.Add(func() error { _ = a.Stop(); return nil })
-			if err := a.Start(); err != nil {
-				t.Fatal(err)
-			}
+			a := startOwnAgent(t)
 			tok := testenv.RandHex(t, 6)
 			mac := "52:54:00:e3:30:0" + string(rune('1'+i))
 			const hostKey = "/etc/ssh/ssh_host_ed25519_key.pub"
@@ -79,16 +61,7 @@ func TestAgentDurableE2E(t *testing.T) {
 			}
 
 			// The host "reboots": agent gone, payload tmpfs empty.
-			_ = a.Stop()
-			ents, err := os.ReadDir(a.PayloadDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range ents {
-				if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
-					t.Fatal(err)
-				}
-			}
+			hostReboot(t, a)
 			if err := a.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -96,8 +69,7 @@ func TestAgentDurableE2E(t *testing.T) {
 			sum := ""
 			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 				if b, err := os.ReadFile(r1.Payload.Path); err == nil {
-					h := sha256.Sum256(b)
-					if sum = hex.EncodeToString(h[:]); sum == r1.Payload.SHA256 {
+					if sum = testenv.SHA256(b); sum == r1.Payload.SHA256 {
 						break
 					}
 				}

@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -59,21 +57,7 @@ func TestAgentIgnitionFwCfgE2E(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 	defer cancel()
-	a, err := newAgent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanups := agenttest.ForTest(t)
-	cleanups.Add(func() error {
-		if !t.Failed() && os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
-			return os.RemoveAll(a.Dir)
-		}
-		return nil
-	})
-	cleanups.Add(func() error { _ = a.Stop(); return nil })
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
+	a := startOwnAgent(t)
 	tok := testenv.RandHex(t, 6)
 	// Built (or taken from the cache) before the guest exists: a build
 	// failure fails the test here, clearly.
@@ -119,7 +103,7 @@ func TestAgentIgnitionFwCfgE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum := sha256.Sum256(built); hex.EncodeToString(sum[:]) != r.Payload.SHA256 {
+	if testenv.SHA256(built) != r.Payload.SHA256 {
 		t.Fatalf("the built config does not have the result's sha256")
 	}
 
@@ -138,16 +122,7 @@ func TestAgentIgnitionFwCfgE2E(t *testing.T) {
 
 	// The host "reboots": the agent is gone and the payload directory
 	// empty; the hook rebuilds the config before QEMU reads it.
-	_ = a.Stop()
-	ents, err := os.ReadDir(a.PayloadDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hostReboot(t, a)
 	v.start = time.Now()
 	if o, err := guest.Virsh(ctx, v.g.URI, "start", v.g.Name); err != nil {
 		t.Fatalf("virsh start after the payload directory was emptied: %v %s", err, o)

@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -204,16 +202,7 @@ const jolietListing = "/var/lib/vmpayload-e2e/joliet-sha256"
 // tree alone (mount -o norock) with every file of the image at img.
 func checkJoliet(t *testing.T, rep *guest.Report, img string) {
 	t.Helper()
-	var mounts, sums string
-	for _, f := range rep.Files {
-		c, _ := f.Content()
-		switch f.Path {
-		case jolietListing:
-			sums = string(c)
-		case jolietListing + ".mount":
-			mounts = string(c)
-		}
-	}
+	mounts, sums := rep.Text(jolietListing+".mount"), rep.Text(jolietListing)
 	if !strings.Contains(mounts, "norock") {
 		t.Errorf("Joliet: the guest did not mount the payload with norock: %q", mounts)
 	}
@@ -232,8 +221,8 @@ func checkJoliet(t *testing.T, rep *guest.Report, img string) {
 		if err != nil {
 			t.Fatalf("Joliet: %v", err)
 		}
-		if h := sha256.Sum256(b); seen[f.Path] != hex.EncodeToString(h[:]) {
-			t.Errorf("Joliet: the guest kernel sees %q with sha256 %q, the image holds %x", f.Path, seen[f.Path], h)
+		if h := testenv.SHA256(b); seen[f.Path] != h {
+			t.Errorf("Joliet: the guest kernel sees %q with sha256 %q, the image holds %s", f.Path, seen[f.Path], h)
 		}
 	}
 	if len(seen) != len(info.Files) {

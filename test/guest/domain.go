@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // DefaultURI is the libvirt connection the harness uses.
@@ -581,56 +583,9 @@ func ignoreNotExist(err error) error {
 	return err
 }
 
-// transient marks virsh failures caused by the daemon being away (another
-// engineer's reconnect test restarts libvirtd).
-var transient = []string{
-	"failed to connect to the hypervisor",
-	"Failed to connect socket",
-	"End of file while reading data",
-	"Cannot recv data",
-	"Connection reset by peer",
-	"Broken pipe",
-	"Cannot write data",
-	"client socket is closed",
-	"no connection driver available",
-}
-
-// Virsh runs `virsh -c uri args...` and returns stdout. Failures that look
-// like a briefly absent libvirtd are retried for up to 60 s.
+// Virsh runs `virsh -c uri args...` and returns stdout (testenv.Virsh:
+// failures that look like a briefly absent libvirtd are retried for up to
+// 60 s).
 func Virsh(ctx context.Context, uri string, args ...string) (string, error) {
-	var deadline time.Time // set at the first transient failure
-	for attempt := 1; ; attempt++ {
-		cmd := exec.CommandContext(ctx, "virsh", append([]string{"-q", "-c", uri}, args...)...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err == nil {
-			return string(out), nil
-		}
-		msg := strings.TrimSpace(stderr.String())
-		retry := false
-		for _, t := range transient {
-			if strings.Contains(msg, t) {
-				retry = true
-			}
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ProcessState != nil {
-			if ws, ok := ee.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				retry = false
-			}
-		}
-		if retry && deadline.IsZero() {
-			deadline = time.Now().Add(60 * time.Second)
-		}
-		if !retry || time.Now().After(deadline) || ctx.Err() != nil {
-			return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, msg)
-		}
-		slog.Warn("virsh: libvirtd unavailable, retrying", "args", args, "attempt", attempt, "err", msg)
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("virsh %s: %w", strings.Join(args, " "), ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
+	return testenv.Virsh(ctx, uri, args...)
 }

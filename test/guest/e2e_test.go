@@ -214,15 +214,8 @@ func TestBootE2E(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			img := image(t, tc.suite)
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-			defer cancel()
-			accel, err := Accel(ctx, img)
-			if err != nil {
-				t.Logf("KVM probe: %v (using TCG)", err)
-			}
-			dir := t.TempDir()
-			s := newSecrets(t, dir)
+			ctx, img, accel, dir, s := bootSetup(t, tc.suite, 15*time.Minute)
+			var err error
 			host := fmt.Sprintf("vmpx-%d-%s", i, s.token[:6])
 			n := netAddrs{mac: fmt.Sprintf("52:54:00:e2:e0:%02x", i+1), v4: fmt.Sprintf("192.0.2.%d", 10+i), v6: fmt.Sprintf("2001:db8::%x", 0x10+i)}
 			iso := filepath.Join(dir, "seed.iso")
@@ -238,28 +231,8 @@ func TestBootE2E(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			g, err := Boot(ctx, img, Options{Machine: tc.machine, DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, tc.bus)
-			if g != nil {
-				t.Cleanup(func() {
-					if t.Failed() {
-						keep := filepath.Join("/var/tmp/vmpayload-e2e", "failed-"+tc.name+".serial.log")
-						if b, err := os.ReadFile(g.SerialLog); err == nil {
-							_ = os.WriteFile(keep, b, 0o644)
-							t.Logf("serial log kept at %s", keep)
-						}
-					}
-					if err := g.Cleanup(context.Background()); err != nil {
-						t.Errorf("cleanup: %v", err)
-					}
-				})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := g.WaitReport(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g, rep := bootReport(ctx, t, img, Options{Machine: tc.machine, DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, tc.bus,
+				filepath.Join("/var/tmp/vmpayload-e2e", "failed-"+tc.name+".serial.log"))
 			toReport := time.Since(start)
 			if err := g.WaitShutdown(ctx); err != nil {
 				t.Errorf("guest did not power off after its report: %v", err)
@@ -398,4 +371,49 @@ func checkReport(t *testing.T, rep *Report, host string, s secrets, n netAddrs, 
 		t.Logf("report details:\n%s", b)
 	}
 	t.Logf("resolv.conf: %q; failed units: %q; cloud-init log problems: %d lines", rep.ResolvConf, rep.FailedUnits, strings.Count(rep.LogProblems, "\n"))
+}
+
+// bootReport boots img with iso on bus (Boot), removes the guest when t
+// ends (first keeping its serial log at keep, when set and t failed) and
+// waits for the guest's report.
+func bootReport(ctx context.Context, t *testing.T, img *Image, opts Options, iso, bus, keep string) (*Guest, *Report) {
+	t.Helper()
+	g, err := Boot(ctx, img, opts, iso, bus)
+	if g != nil {
+		t.Cleanup(func() {
+			if t.Failed() && keep != "" {
+				if b, err := os.ReadFile(g.SerialLog); err == nil {
+					_ = os.WriteFile(keep, b, 0o644)
+					t.Logf("serial log kept at %s", keep)
+				}
+			}
+			if err := g.Cleanup(context.Background()); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := g.WaitReport(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, rep
+}
+
+// bootSetup is what a boot test needs first: suite's image, a context
+// ending after wait (or with t), the accelerator (TCG when the KVM probe
+// fails), a directory and the secrets in it.
+func bootSetup(t *testing.T, suite string, wait time.Duration) (context.Context, *Image, string, string, secrets) {
+	t.Helper()
+	img := image(t, suite)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	accel, err := Accel(ctx, img)
+	if err != nil {
+		t.Logf("KVM probe: %v (using TCG)", err)
+	}
+	dir := t.TempDir()
+	return ctx, img, accel, dir, newSecrets(t, dir)
 }

@@ -1,9 +1,6 @@
 package guest
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +9,7 @@ import (
 	"time"
 
 	pimage "github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestJolietKernelE2E: the guest kernel reads the Joliet tree of a config-2
@@ -28,15 +26,7 @@ func TestJolietKernelE2E(t *testing.T) {
 	if os.Getenv("VMPAYLOAD_E2E_JOLIET") != "1" {
 		t.Skip("set VMPAYLOAD_E2E_JOLIET=1 for this extra boot; test/e2e TestAgentFullE2E checks the agent's payloads' Joliet trees in its own boots")
 	}
-	img := image(t, Bookworm)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	accel, err := Accel(ctx, img)
-	if err != nil {
-		t.Logf("KVM probe: %v (using TCG)", err)
-	}
-	dir := t.TempDir()
-	s := newSecrets(t, dir)
+	ctx, img, accel, dir, s := bootSetup(t, Bookworm, 20*time.Minute)
 	host := "vmpx-joliet-" + s.token[:6]
 	n := netAddrs{mac: "52:54:00:e2:e0:3a", v4: "192.0.2.58", v6: "2001:db8::3a"}
 	files := configDriveFiles(host, s, n)
@@ -59,32 +49,9 @@ func TestJolietKernelE2E(t *testing.T) {
 	if info.ISOLayout != pimage.ISOLayoutJolietTree || !info.Joliet {
 		t.Fatalf("image: layout %d, Joliet %v", info.ISOLayout, info.Joliet)
 	}
-	g, err := Boot(ctx, img, Options{Machine: "q35", DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, BusSATA)
-	if g != nil {
-		t.Cleanup(func() {
-			if err := g.Cleanup(context.Background()); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := g.WaitReport(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rep := bootReport(ctx, t, img, Options{Machine: "q35", DomainType: accel, NICs: []NIC{{MAC: n.mac}}}, iso, BusSATA, "")
 	checkReport(t, rep, host, s, n, "ConfigDrive")
-	var mounts, sums string
-	for _, f := range rep.Files {
-		c, _ := f.Content()
-		switch f.Path {
-		case listing:
-			sums = string(c)
-		case listing + ".mount":
-			mounts = string(c)
-		}
-	}
+	mounts, sums := rep.Text(listing+".mount"), rep.Text(listing)
 	t.Logf("guest mount: %s", strings.TrimSpace(mounts))
 	if !strings.Contains(mounts, "norock") {
 		t.Errorf("the guest did not mount the image with norock: %q", mounts)
@@ -96,9 +63,8 @@ func TestJolietKernelE2E(t *testing.T) {
 		}
 	}
 	for p, c := range files {
-		h := sha256.Sum256([]byte(c))
-		if got[p] != hex.EncodeToString(h[:]) {
-			t.Errorf("the guest kernel reading Joliet sees %q with sha256 %q, want %x", p, got[p], h)
+		if h := testenv.SHA256([]byte(c)); got[p] != h {
+			t.Errorf("the guest kernel reading Joliet sees %q with sha256 %q, want %s", p, got[p], h)
 		}
 	}
 	if len(got) != len(files) {

@@ -284,6 +284,14 @@ func (r *Report) File(path string) (File, bool) {
 	return File{}, false
 }
 
+// Text returns the content of the file at path in r.Files as a string,
+// or "" when the guest did not report it.
+func (r *Report) Text(path string) string {
+	f, _ := findFile(r.Files, path)
+	b, _ := f.Content()
+	return string(b)
+}
+
 func findFile(list []File, path string) (File, bool) {
 	for _, f := range list {
 		if f.Path == path {

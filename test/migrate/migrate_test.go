@@ -1,5 +1,5 @@
 // Package migrate live-migrates a real guest with a vmpayload CD-ROM between
-// two libvirtd "hosts" on this machine (test/twohosts.sh: each daemon in its
+// two libvirtd "hosts" on this machine (test/hosts.sh: each daemon in its
 // own mount namespace with its own /run, /etc/libvirt, /var/lib/libvirt,
 // host UUID and machine id, the packaged hook and its own agent) and checks
 // that the payload follows the domain, with the payload directory local to
@@ -12,8 +12,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,11 +26,10 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/owner"
-	"github.com/vmpayload/vmpayload/payload/recipe"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/guest"
+	"github.com/vmpayload/vmpayload/test/hosts"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
@@ -53,46 +49,13 @@ const cdReader = `systemd-run --unit=vmpx-cdread --collect /bin/sh -c 'n=0; mkdi
 
 var cdLine = regexp.MustCompile(`VMPXCD (\d+) ([0-9a-f]{64}) (\S+)`)
 
-// host is one of the script's hosts as the test sees it.
-type host struct {
-	n         int
-	uri       string
-	dir       string // DIR/hI
-	machineID string
-	agent     *agenttest.Agent // a handle on the script's agent: spool, socket, log
-}
+// host is one of the set's hosts.
+type host struct{ *hosts.Host }
 
-// set is a running test/twohosts.sh set.
+// set is a running test/hosts.sh set of two hosts.
 type set struct {
-	t      *testing.T
-	script string
-	dir    string
-	env    map[string]string
-	hosts  [3]*host // 1 and 2
-}
-
-func scriptPath(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "twohosts.sh")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// run runs the script with args and returns its stdout.
-func (s *set) run(args ...string) string {
-	s.t.Helper()
-	cmd := exec.Command("/bin/bash", append([]string{s.script}, args...)...)
-	cmd.Env = append(os.Environ(), "VMPAYLOAD_BIN_DIR="+s.env["BIN_DIR"])
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	t0 := time.Now()
-	if err := cmd.Run(); err != nil {
-		s.t.Fatalf("twohosts.sh %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
-	}
-	s.t.Logf("TIMING twohosts.sh %s: %.1fs", strings.Join(args, " "), time.Since(t0).Seconds())
-	return out.String()
+	*hosts.Set
+	hosts [3]*host // 1 and 2
 }
 
 func TestMain(m *testing.M) {
@@ -115,79 +78,14 @@ func gate(t *testing.T) {
 // startSet starts two hosts in layout local; t's clean-up stops them.
 func startSet(t *testing.T) *set {
 	t.Helper()
-	bin := agenttest.BinaryT(t)
 	if _, err := guest.FixKVMDevice(); err != nil {
 		t.Log(err)
 	}
-	dir, err := os.MkdirTemp("/var/tmp", "vmpx-mig-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &set{t: t, script: scriptPath(t), dir: dir, env: map[string]string{"BIN_DIR": filepath.Dir(bin)}}
-	t.Cleanup(func() {
-		s.run("stop", dir)
-		if !t.Failed() && os.Getenv("VMPAYLOAD_E2E_KEEP") == "" {
-			os.RemoveAll(dir)
-		} else {
-			t.Logf("kept %s (agent logs in h1/, h2/)", dir)
-		}
-	})
-	out := s.run("start", "-n", "2", dir)
-	for _, line := range strings.Split(out, "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			s.env[k] = v
-		}
-	}
+	s := &set{Set: hosts.Start(t, hosts.Options{Prefix: "vmpx-mig-"})}
 	for i := 1; i <= 2; i++ {
-		p := fmt.Sprintf("HOST%d_", i)
-		a, err := agenttest.New(agenttest.Options{Bin: bin, Dir: s.env[p+"DIR"]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.hosts[i] = &host{n: i, uri: s.env[p+"URI"], dir: s.env[p+"DIR"], machineID: s.env[p+"MACHINE_ID"], agent: a}
-		if s.hosts[i].uri == "" || s.hosts[i].machineID == "" {
-			t.Fatalf("twohosts.sh start printed no %sURI/MACHINE_ID:\n%s", p, out)
-		}
-	}
-	// Hosts that migrate to each other share the recipe key
-	// (docs/security.md, "Recipe key"): host 1's, copied to host 2.
-	var key []byte
-	for i := 1; i <= 2; i++ {
-		sd := filepath.Join(s.hosts[i].dir, "secrets")
-		if err := os.MkdirAll(sd, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if i == 1 {
-			if _, err := seal.LoadOrCreate(recipe.KeyFile(sd)); err != nil {
-				t.Fatal(err)
-			}
-			if key, err = os.ReadFile(recipe.KeyFile(sd)); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(recipe.KeyFile(sd), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		s.hosts[i] = &host{s.Host(i)}
 	}
 	return s
-}
-
-// storage is where host h keeps the file at payload path p in layout.
-func (s *set) storage(h *host, p, layout string) string {
-	if layout == "shared" {
-		return filepath.Join(s.dir, "shared", filepath.Base(p))
-	}
-	return filepath.Join(h.dir, "payload", filepath.Base(p))
-}
-
-func fileSHA256(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "<" + err.Error() + ">"
-	}
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
 }
 
 // events follows h's agent's event stream (/v1/events) until ctx ends.
@@ -197,9 +95,9 @@ func (h *host) events(ctx context.Context, t *testing.T) <-chan map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := h.agent.Client().HTTP().Do(req)
+	resp, err := h.Agent.Client().HTTP().Do(req)
 	if err != nil {
-		t.Fatalf("host %d: following events: %v", h.n, err)
+		t.Fatalf("host %d: following events: %v", h.N, err)
 	}
 	go func() {
 		defer resp.Body.Close()
@@ -240,9 +138,9 @@ func (h *host) healthy(t *testing.T, when string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code, body, err := h.agent.Client().Health(ctx)
+	code, body, err := h.Agent.Client().Health(ctx)
 	if err != nil || code != http.StatusOK || body["status"] != "ok" {
-		t.Errorf("%s: host %d agent health: HTTP %d %v %v", when, h.n, code, body, err)
+		t.Errorf("%s: host %d agent health: HTTP %d %v %v", when, h.N, code, body, err)
 	}
 }
 
@@ -254,18 +152,18 @@ func (h *host) submit(t *testing.T, job map[string]any) result.Result {
 		t.Fatal(err)
 	}
 	id := job["id"].(string)
-	if err := h.agent.Drop(id, b); err != nil {
+	if err := h.Agent.Drop(id, b); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stepWait)
 	defer cancel()
-	r, err := h.agent.WaitResult(ctx, id, "")
+	r, err := h.Agent.WaitResult(ctx, id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.State != result.StateDone {
 		rb, _ := json.Marshal(r)
-		t.Fatalf("host %d: job %s failed: %s\n--- agent log tail ---\n%s", h.n, id, rb, h.agent.Tail(30))
+		t.Fatalf("host %d: job %s failed: %s\n--- agent log tail ---\n%s", h.N, id, rb, h.Agent.Tail(30))
 	}
 	return r
 }
@@ -337,25 +235,25 @@ func (s *set) migrate(t *testing.T, dom string, a, b *host, tag string) {
 	// --unsafe: the root disk is on a local file system that both daemons
 	// see (same kernel, same page cache); libvirt only knows NFS and
 	// cluster file systems as shared and would refuse.
-	out, err := exec.CommandContext(ctx, "virsh", "-c", a.uri, "migrate", "--live", "--p2p", "--persistent", "--undefinesource",
-		"--unsafe", dom, b.uri, "--migrateuri", "unix://"+filepath.Join(s.dir, "mig", tag+".sock")).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "virsh", "-c", a.URI, "migrate", "--live", "--p2p", "--persistent", "--undefinesource",
+		"--unsafe", dom, b.URI, "--migrateuri", "unix://"+filepath.Join(s.Dir, "mig", tag+".sock")).CombinedOutput()
 	wall := time.Since(t0)
 	if err != nil {
-		t.Fatalf("migrating %s from host %d to host %d: %v: %s\n--- host %d libvirtd log tail ---\n%s", dom, a.n, b.n, err, out, b.n, tailFile(filepath.Join(b.dir, "log", "libvirtd.log"), 20))
+		t.Fatalf("migrating %s from host %d to host %d: %v: %s\n--- host %d libvirtd log tail ---\n%s", dom, a.N, b.N, err, out, b.N, tailFile(filepath.Join(b.Dir, "log", "libvirtd.log"), 20))
 	}
-	info, _ := guest.Virsh(ctx, b.uri, "domjobinfo", "--completed", dom)
+	info, _ := guest.Virsh(ctx, b.URI, "domjobinfo", "--completed", dom)
 	downtime := "?"
 	for _, line := range strings.Split(info, "\n") {
 		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Total downtime" {
 			downtime = strings.Join(strings.Fields(v), " ")
 		}
 	}
-	t.Logf("TIMING migration %s host %d -> host %d: %.2fs wall, downtime %s", tag, a.n, b.n, wall.Seconds(), downtime)
-	if st, err := guest.Virsh(ctx, b.uri, "domstate", dom); err != nil || strings.TrimSpace(st) != "running" {
-		t.Fatalf("after migration: state on host %d %q, %v", b.n, st, err)
+	t.Logf("TIMING migration %s host %d -> host %d: %.2fs wall, downtime %s", tag, a.N, b.N, wall.Seconds(), downtime)
+	if st, err := guest.Virsh(ctx, b.URI, "domstate", dom); err != nil || strings.TrimSpace(st) != "running" {
+		t.Fatalf("after migration: state on host %d %q, %v", b.N, st, err)
 	}
-	if out, err := guest.Virsh(ctx, a.uri, "list", "--all", "--name"); err != nil || strings.Contains(out, dom) {
-		t.Fatalf("after migration with --undefinesource host %d still lists %q (%v)", a.n, out, err)
+	if out, err := guest.Virsh(ctx, a.URI, "list", "--all", "--name"); err != nil || strings.Contains(out, dom) {
+		t.Fatalf("after migration with --undefinesource host %d still lists %q (%v)", a.N, out, err)
 	}
 }
 
@@ -366,21 +264,21 @@ func tailFile(p string, n int) string {
 
 // agentRunning counts the "agent running" lines of h's log: the start-up
 // work (rebuild, orphan collection) is done before that line.
-func (h *host) agentStarts() int { return h.agent.LogCount(`msg="agent running"`) }
+func (h *host) agentStarts() int { return h.Agent.LogCount(`msg="agent running"`) }
 
 // restartAgent restarts h's agent through the script and waits until its
 // start-up work is done.
 func (s *set) restartAgent(t *testing.T, h *host, what string) {
 	t.Helper()
 	n := h.agentStarts()
-	s.run("agent", what, strconv.Itoa(h.n), s.dir)
+	s.AgentCtl(what, h.N)
 	if what == "stop" {
 		return
 	}
 	deadline := time.Now().Add(stepWait)
 	for h.agentStarts() <= n {
 		if time.Now().After(deadline) {
-			t.Fatalf("host %d: agent start-up not finished\n%s", h.n, h.agent.Tail(20))
+			t.Fatalf("host %d: agent start-up not finished\n%s", h.N, h.Agent.Tail(20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -390,7 +288,7 @@ func (s *set) restartAgent(t *testing.T, h *host, what string) {
 // marker names host id (when id is not "").
 func checkImage(t *testing.T, what, p, sha, id string) {
 	t.Helper()
-	if got := fileSHA256(p); got != sha {
+	if got := testenv.SumOf(p); got != sha {
 		t.Fatalf("%s: %s has sha256 %s, want %s", what, p, got, sha)
 	}
 	if id == "" {
@@ -449,7 +347,7 @@ func TestLiveMigrationE2E(t *testing.T) {
 
 	// The guest: TCG, a named CPU model, root disk and serial log on plain
 	// paths both daemons see; it stays up after its report.
-	g, err := guest.Prepare(ctx, img, guest.Options{Dir: filepath.Join(s.dir, "guest"), ExtraCmdline: "vmpx.poweroff=0", URI: h1.uri})
+	g, err := guest.Prepare(ctx, img, guest.Options{Dir: filepath.Join(s.Dir, "guest"), ExtraCmdline: "vmpx.poweroff=0", URI: h1.URI})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,8 +365,8 @@ func TestLiveMigrationE2E(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("serial log tail:\n%s", tailFile(g.SerialLog, 40))
-			t.Logf("host 1 agent log tail:\n%s", h1.agent.Tail(40))
-			t.Logf("host 2 agent log tail:\n%s", h2.agent.Tail(40))
+			t.Logf("host 1 agent log tail:\n%s", h1.Agent.Tail(40))
+			t.Logf("host 2 agent log tail:\n%s", h2.Agent.Tail(40))
 		}
 	})
 	tok := testenv.RandHex(t, 4)
@@ -481,8 +379,8 @@ func TestLiveMigrationE2E(t *testing.T) {
 	tBoot := time.Now()
 	r1 := h1.submit(t, job("mig-1", "start", "vmpx-mig-one"))
 	p1 := r1.Payload.Path
-	if filepath.Dir(p1) != s.env["PAYLOAD_DIR"] {
-		t.Fatalf("image %s is not in the hosts' payload directory %s", p1, s.env["PAYLOAD_DIR"])
+	if filepath.Dir(p1) != s.Env["PAYLOAD_DIR"] {
+		t.Fatalf("image %s is not in the hosts' payload directory %s", p1, s.Env["PAYLOAD_DIR"])
 	}
 	rctx, rcancel := context.WithTimeout(ctx, reportWait)
 	rep, err := guest.WaitReport(rctx, g.SerialLog)
@@ -495,8 +393,8 @@ func TestLiveMigrationE2E(t *testing.T) {
 	if before.sha != r1.Payload.SHA256 || before.iid != r1.Payload.InstanceID {
 		t.Fatalf("before migrating, the guest read %s (instance-id %s) from its CD-ROM, want the image's %s (%s)", before.sha, before.iid, r1.Payload.SHA256, r1.Payload.InstanceID)
 	}
-	checkImage(t, "host 1 built it", s.storage(h1, p1, "local"), r1.Payload.SHA256, h1.machineID)
-	absent(t, "host 2 before the migration", s.storage(h2, p1, "local"))
+	checkImage(t, "host 1 built it", s.Storage(h1.N, p1, "local"), r1.Payload.SHA256, h1.MachineID)
+	absent(t, "host 2 before the migration", s.Storage(h2.N, p1, "local"))
 	uuid := r1.DomainUUID
 
 	// 1. Layout local: host 1 -> host 2.
@@ -504,23 +402,23 @@ func TestLiveMigrationE2E(t *testing.T) {
 	s.migrate(t, g.Name, h1, h2, "local")
 	afterMig := serialSize(g.SerialLog)
 	waitEvent(t, ev1, "stopped", uuid) // host 1's agent acted on the domain leaving
-	checkImage(t, "local: host 2's hook rebuilt it", s.storage(h2, p1, "local"), r1.Payload.SHA256, h2.machineID)
+	checkImage(t, "local: host 2's hook rebuilt it", s.Storage(h2.N, p1, "local"), r1.Payload.SHA256, h2.MachineID)
 	// libvirt removes the definition just after the stopped event; the
 	// agent's next rescan (1 s here) then removes its own copy.
-	waitAbsent(t, "local: host 1's own copy after the domain left", s.storage(h1, p1, "local"))
+	waitAbsent(t, "local: host 1's own copy after the domain left", s.Storage(h1.N, p1, "local"))
 	readCDWant(t, g.SerialLog, afterMig, r1.Payload.SHA256, r1.Payload.InstanceID, "local: after the migration")
 	h1.healthy(t, "local: after the migration")
 	h2.healthy(t, "local: after the migration")
 	// Host 2 adopts the domain: a restart keeps its image.
 	s.restartAgent(t, h2, "restart")
-	checkImage(t, "local: host 2 after its agent's restart", s.storage(h2, p1, "local"), r1.Payload.SHA256, h2.machineID)
+	checkImage(t, "local: host 2 after its agent's restart", s.Storage(h2.N, p1, "local"), r1.Payload.SHA256, h2.MachineID)
 	r2 := h2.submit(t, job("mig-2", "attach", "vmpx-mig-two"))
 	if r2.DomainState != "running" || r2.Payload.Path == p1 || r2.Payload.InstanceID == r1.Payload.InstanceID {
 		t.Fatalf("local: host 2's job: state %s, image %s, instance-id %s", r2.DomainState, r2.Payload.Path, r2.Payload.InstanceID)
 	}
 	readCDWant(t, g.SerialLog, serialSize(g.SerialLog), r2.Payload.SHA256, r2.Payload.InstanceID, "local: after host 2's medium change")
-	checkImage(t, "local: host 2's new image", s.storage(h2, r2.Payload.Path, "local"), r2.Payload.SHA256, h2.machineID)
-	absent(t, "local: host 2's superseded image", s.storage(h2, p1, "local"))
+	checkImage(t, "local: host 2's new image", s.Storage(h2.N, r2.Payload.Path, "local"), r2.Payload.SHA256, h2.MachineID)
+	absent(t, "local: host 2's superseded image", s.Storage(h2.N, p1, "local"))
 	if t.Failed() {
 		return
 	}
@@ -528,27 +426,27 @@ func TestLiveMigrationE2E(t *testing.T) {
 	// 2. Layout shared: the same path is one directory on both hosts.
 	s.restartAgent(t, h1, "stop")
 	s.restartAgent(t, h2, "stop")
-	s.run("layout", "shared", s.dir)
+	s.Layout("shared")
 	p2 := r2.Payload.Path
-	shared := s.storage(h2, p2, "shared")
+	shared := s.Storage(h2.N, p2, "shared")
 	s.restartAgent(t, h2, "start") // rebuilds its running domain's image into the shared directory
-	checkImage(t, "shared: host 2's start-up rebuilt its image", shared, r2.Payload.SHA256, h2.machineID)
+	checkImage(t, "shared: host 2's start-up rebuilt its image", shared, r2.Payload.SHA256, h2.MachineID)
 	old := time.Now().Add(-time.Minute) // older than any listing, so only ownership keeps it
 	if err := os.Chtimes(shared, old, old); err != nil {
 		t.Fatal(err)
 	}
 	s.restartAgent(t, h1, "start") // its orphan collection sees an image no domain of host 1 names
-	checkImage(t, "shared: after host 1's start-up orphan collection", shared, r2.Payload.SHA256, h2.machineID)
+	checkImage(t, "shared: after host 1's start-up orphan collection", shared, r2.Payload.SHA256, h2.MachineID)
 
 	ev2 := h2.events(ctx, t)
 	s.migrate(t, g.Name, h2, h1, "shared")
 	afterMig = serialSize(g.SerialLog)
 	waitEvent(t, ev2, "stopped", uuid) // host 2's agent acted on the domain leaving
-	checkImage(t, "shared: after host 2's agent saw the domain leave", shared, r2.Payload.SHA256, h1.machineID)
+	checkImage(t, "shared: after host 2's agent saw the domain leave", shared, r2.Payload.SHA256, h1.MachineID)
 	readCDWant(t, g.SerialLog, afterMig, r2.Payload.SHA256, r2.Payload.InstanceID, "shared: after the migration back")
 	s.restartAgent(t, h2, "restart")
 	s.restartAgent(t, h1, "restart")
-	checkImage(t, "shared: after both agents' restarts", shared, r2.Payload.SHA256, h1.machineID)
+	checkImage(t, "shared: after both agents' restarts", shared, r2.Payload.SHA256, h1.MachineID)
 	h1.healthy(t, "shared: after the migration")
 	h2.healthy(t, "shared: after the migration")
 	r3 := h1.submit(t, job("mig-3", "attach", "vmpx-mig-three"))
@@ -556,7 +454,7 @@ func TestLiveMigrationE2E(t *testing.T) {
 		t.Fatalf("shared: host 1's job: state %s, image %s", r3.DomainState, r3.Payload.Path)
 	}
 	readCDWant(t, g.SerialLog, serialSize(g.SerialLog), r3.Payload.SHA256, r3.Payload.InstanceID, "shared: after host 1's medium change")
-	checkImage(t, "shared: host 1's new image", s.storage(h1, r3.Payload.Path, "shared"), r3.Payload.SHA256, h1.machineID)
+	checkImage(t, "shared: host 1's new image", s.Storage(h1.N, r3.Payload.Path, "shared"), r3.Payload.SHA256, h1.MachineID)
 	absent(t, "shared: host 1's superseded image", shared)
 	t.Logf("TIMING whole test %.1fs", time.Since(tStart).Seconds())
 }

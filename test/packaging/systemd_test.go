@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // rootPackages are installed into the cached Debian 12 root: systemd as
@@ -52,11 +54,7 @@ func TestSystemdPackage(t *testing.T) {
 			t.Fatalf("%s is missing (apt-get install systemd-container mmdebstrap util-linux rpm)", tool)
 		}
 	}
-	work, err := os.MkdirTemp("/var/tmp", "vmpayload-systemd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
+	work := testenv.TempDir(t, "/var/tmp", "vmpayload-systemd-", 0)
 
 	// two builds: the one installed and the upgrade
 	v1, v2 := "0.0.1~systemdtest1", "0.0.1~systemdtest2"

@@ -1,11 +1,8 @@
 package reliability
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -18,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/payload/owner"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // envInt reads an integer override from the environment.
@@ -224,7 +222,7 @@ func TestCrashSafety(t *testing.T) {
 		if got := blkid(t, p); got != "TYPE=iso9660 LABEL=cidata" {
 			t.Errorf("%s: blkid -p says %q", e.Name(), got)
 		}
-		if sum := fileSHA256(t, p); sum != r.Payload.SHA256 {
+		if sum := testenv.FileSHA256(t, p); sum != r.Payload.SHA256 {
 			t.Errorf("%s: sha256 %s, result %s says %s", e.Name(), sum, r.ID, r.Payload.SHA256)
 		}
 	}
@@ -290,18 +288,4 @@ func blkid(t *testing.T, p string) string {
 		}
 	}
 	return "TYPE=" + typ + " LABEL=" + label
-}
-
-func fileSHA256(t *testing.T, p string) string {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

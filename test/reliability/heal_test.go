@@ -13,6 +13,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -127,7 +128,7 @@ func (a *agentProc) checkExactlyOnce(ids []string, checkImages bool) {
 			continue
 		}
 		if checkImages && r.Payload != nil {
-			if got := fileSHA256(a.t, r.Payload.Path); got != r.Payload.SHA256 {
+			if got := testenv.FileSHA256(a.t, r.Payload.Path); got != r.Payload.SHA256 {
 				a.t.Errorf("%s: image %s sha256 %s, result says %s", id, r.Payload.Path, got, r.Payload.SHA256)
 			}
 		}

@@ -3,8 +3,6 @@ package reliability
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +23,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/test/agenttest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -184,7 +183,7 @@ func TestFullPayloadFilesystem(t *testing.T) {
 			t.Errorf("%s: image %s: %v", id, r.Payload.Path, err)
 			continue
 		}
-		if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != r.Payload.SHA256 {
+		if testenv.SHA256(b) != r.Payload.SHA256 {
 			t.Errorf("%s: image %s does not have the reported sha256", id, r.Payload.Path)
 		}
 		images++

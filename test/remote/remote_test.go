@@ -259,7 +259,7 @@ func (r *rig) vmpayload(t *testing.T, env []string, args ...string) (int, string
 // privileged field) and returns its path.
 func (r *rig) job(t *testing.T, id, dom string) string {
 	t.Helper()
-	xml := fmt.Sprintf("<domain type='test'><name>%s</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>", dom)
+	xml := testenv.Domain{Type: "test", Name: dom, MemoryMiB: 64}.XML()
 	doc := map[string]any{"version": 1, "domain": dom, "action": "start", "domain_xml": xml, "hostname": dom,
 		"runcmd": []string{"echo remote"}}
 	if id != "" {
@@ -303,7 +303,7 @@ func TestRemoteSSH(t *testing.T) {
 
 	t.Run("run --wait through VMPAYLOAD_CONNECT with vmpayload on the remote PATH", func(t *testing.T) {
 		xml := filepath.Join(r.dir, "state", "rmt-dom2.xml")
-		writeFile(t, xml, "<domain type='test'><name>rmt-dom2</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os></domain>", 0o644)
+		writeFile(t, xml, testenv.Domain{Type: "test", Name: "rmt-dom2", MemoryMiB: 64}.XML(), 0o644)
 		code, out, errs := r.vmpayload(t, []string{"VMPAYLOAD_CONNECT=" + r.uri(r.admin, "")},
 			"run", "rmt-dom2", "--domain-xml", xml, "--hostname", "rmt-dom2", "--wait")
 		if code != 0 || !strings.Contains(out, "queued job-") || !strings.Contains(out, `"state": "done"`) {

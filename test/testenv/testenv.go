@@ -31,13 +31,13 @@ func NeedLibvirtd(tb testing.TB) {
 // NeedLibvirtdRestart skips tb unless VMPAYLOAD_LIBVIRTD_RESTART=1 as well
 // (make test sets both and runs packages one at a time): a test that stops,
 // kills or restarts the shared libvirtd would break every test running
-// against it at the same time. test/agent/sandbox.sh runs such tests against
+// against it at the same time. test/hosts.sh sandbox runs such tests against
 // a private libvirtd. what says what the test does to libvirtd.
 func NeedLibvirtdRestart(tb testing.TB, what string) {
 	tb.Helper()
 	NeedLibvirtd(tb)
 	if os.Getenv("VMPAYLOAD_LIBVIRTD_RESTART") != "1" {
-		tb.Skip(what + " the shared libvirtd: set VMPAYLOAD_LIBVIRTD_RESTART=1 (or run test/agent/sandbox.sh, which uses a private libvirtd)")
+		tb.Skip(what + " the shared libvirtd: set VMPAYLOAD_LIBVIRTD_RESTART=1 (or run test/hosts.sh sandbox, which uses a private libvirtd)")
 	}
 }
 
@@ -57,14 +57,24 @@ func RandHex(tb testing.TB, n int) string {
 // when tb ends.
 func WorkDir(tb testing.TB, prefix string) string {
 	tb.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", prefix)
+	return TempDir(tb, "/var/tmp", prefix, 0o711)
+}
+
+// TempDir makes a directory named prefix* in parent (os.TempDir when
+// empty) with mode (0700, as os.MkdirTemp makes it, when 0), removed when
+// tb ends.
+func TempDir(tb testing.TB, parent, prefix string, mode os.FileMode) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		tb.Fatal(err)
-	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if mode != 0 {
+		if err := os.Chmod(dir, mode); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	return dir
 }
 

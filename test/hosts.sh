@@ -1,18 +1,42 @@
 #!/usr/bin/env bash
-# Several "hosts" on one machine for migration tests: N private libvirtd
-# instances, each in its own mount namespace with its own /etc/libvirt, /run,
-# /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt, /etc/machine-id and
-# libvirt host_uuid, only the qemu driver, the PACKAGED libvirt qemu hook
-# (packaging/libvirt/qemu-hook.sh) and its own vmpayload agent with its own
-# spool, secrets, socket and log. They live next to the system libvirtd
-# (test/libvirtd.sh) and other tests' guests without touching them.
+# Private libvirtd "hosts" on this machine for tests that must not touch the
+# shared daemon (test/libvirtd.sh): N of them for migration tests, or one
+# in a sandbox for tests that kill and restart libvirtd. Every host is a
+# libvirtd in its own mount namespace over its own directory DIR/hI (its
+# /etc/libvirt, /run, /var/lib/libvirt, /var/cache/libvirt, /var/log/libvirt).
 #
-#   test/twohosts.sh start  [-n N] [--shared] [--no-agents] DIR
-#   test/twohosts.sh env    DIR        # the KEY=VALUE lines start printed
-#   test/twohosts.sh stop   DIR        # destroys this set's domains, stops its daemons
-#   test/twohosts.sh agent  start|stop|restart I DIR
-#   test/twohosts.sh layout local|shared DIR
-#   test/twohosts.sh exec   I DIR CMD [ARG...]   # CMD inside host I's mount namespace
+#   test/hosts.sh start  [-n N] [--shared] [--no-agents] DIR
+#   test/hosts.sh env    DIR        # the KEY=VALUE lines start printed
+#   test/hosts.sh stop   DIR        # destroys this set's domains, stops its daemons
+#   test/hosts.sh agent  start|stop|restart I DIR
+#   test/hosts.sh layout local|shared DIR
+#   test/hosts.sh exec   I DIR CMD [ARG...]   # CMD inside host I's mount namespace
+#   test/hosts.sh sandbox [-p PKG] [-k] [TEST-FLAGS...]
+#                                   # PKG's tests (default ./agent, -test.run
+#                                   # ^TestAgentLibvirtdRestart$ -test.v) in one
+#                                   # private host
+#   test/hosts.sh sandbox -x [-k] CMD [ARG...]  # any command, from the repository
+#                                   # root (test/soak.sh: the soak with restarts)
+#
+# start: N hosts (default 2) side by side, each with only the qemu driver,
+# the PACKAGED libvirt qemu hook (packaging/libvirt/qemu-hook.sh) and its own
+# vmpayload agent with its own spool, secrets, socket and log, plus its own
+# /etc/machine-id and libvirt host_uuid. They live next to the system
+# libvirtd and other tests' guests without touching them.
+#
+# sandbox: one host, DIR/h1 under a fresh /var/tmp directory, with the
+# system's /etc/libvirt copied (without its persistent domains, networks,
+# storage pools and autostart links), in its own mount, network and pid
+# namespaces as well (unshare --pid: pgrep and test/libvirtd.sh see only
+# the private daemons; the empty network namespace is enough for TCG guests
+# with no NIC). test/libvirtd.sh starts virtlogd and libvirtd there, so tests
+# see a separate qemu:///system they may kill and restart (VMPAYLOAD_LIBVIRTD=1
+# VMPAYLOAD_LIBVIRTD_RESTART=1; VMPAYLOAD_SANDBOX=1 tells them where they
+# are). PKG's test binary and bin/vmpayload{,d} are built first (outside:
+# the namespace has no network for the module proxy); with -x the caller
+# built what its command needs. -k keeps DIR. Everything the private daemons
+# started is gone when the namespace's processes exit; the daemons are
+# killed by pid on exit.
 #
 # DIR (made if missing; use a fresh one under /var/tmp) holds everything:
 #   DIR/hI/           host I (1..N): etc/ run/ lib/ cache/ log/ (bound over
@@ -35,11 +59,12 @@
 # start prints, per host, HOSTI_URI (a libvirt URI usable from outside the
 # namespace: qemu+unix:///system?socket=…), HOSTI_LIBVIRT_SOCK, HOSTI_AGENT_SOCK,
 # HOSTI_DIR, HOSTI_UUID, HOSTI_MACHINE_ID, and PAYLOAD_DIR, MIG_DIR, LAYOUT.
+# The Go side of start/stop/agent/layout is test/hosts (hosts.Start).
 #
 # The binaries are VMPAYLOAD_BIN_DIR/vmpayload and vmpayloadd (default:
 # the repository's bin/, from `make build`). Root only.
 #
-# Daemon set-up (read in libvirt's docs and sources; see REFERENCE.md):
+# Daemon set-up of start (read in libvirt's docs and sources; see REFERENCE.md):
 # qemu.conf with security_driver "none", dynamic_ownership 0, remember_owner
 # 0 (the source must not chown shared files back), stdio_handler "file" (no
 # virtlogd), namespaces [] (QEMU runs in the daemon's mount namespace, so it
@@ -58,12 +83,13 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+self=$here/$(basename "$0")
 bindir=${VMPAYLOAD_BIN_DIR:-$root/bin}
 hookscript=$root/packaging/libvirt/qemu-hook.sh
 driverdir_sys=/usr/lib/x86_64-linux-gnu/libvirt/connection-driver
 wait_s=${TWOHOSTS_WAIT:-120}
 
-log() { printf 'twohosts.sh: %s\n' "$*" >&2; }
+log() { printf 'hosts.sh: %s\n' "$*" >&2; }
 die() {
 	log "$*"
 	exit 1
@@ -189,7 +215,7 @@ EOF
 	printf '%s\n' "$s" >"$h/etc/hooks/qemu.d/vmpayload"
 	chmod 0755 "$h/etc/hooks/qemu.d/vmpayload"
 	cat >"$h/agent.yaml" <<EOF
-# vmpayload agent of twohosts.sh host $i (also read by its libvirt hook)
+# vmpayload agent of test/hosts.sh host $i (also read by its libvirt hook)
 libvirt_uri: qemu:///system
 spool_dir: $h/spool
 payload_dir: $dir/payload
@@ -209,18 +235,87 @@ start_daemon() {
 	# The namespace's first process sets up the mounts and execs libvirtd,
 	# which daemonises (its pid file lands in $h/run) and keeps the
 	# namespace alive.
-	LIBVIRT_DRIVER_DIR=$h/drivers unshare --mount --propagation private -- /bin/sh -euc '
-		h=$1 dir=$2 src=$3
-		mount --bind "$h/etc" /etc/libvirt
-		mount --bind "$h/run" /run
-		mount --bind "$h/lib" /var/lib/libvirt
-		mount --bind "$h/cache" /var/cache/libvirt
-		mount --bind "$h/log" /var/log/libvirt
-		mount --bind "$h/machine-id" /etc/machine-id
-		mount --bind "$src" "$dir/payload"
-		umount -l /sys/fs/cgroup 2>/dev/null || true
-		exec libvirtd -d -f /etc/libvirt/libvirtd.conf
-	' sh "$h" "$dir" "$src"
+	LIBVIRT_DRIVER_DIR=$h/drivers unshare --mount --propagation private -- "$self" _host "$h" "$dir" "$src"
+}
+
+# bind_host H: inside a new mount namespace, H's directories over the
+# libvirt ones (a host's whole private state; start and sandbox).
+bind_host() {
+	local h=$1
+	mount --bind "$h/etc" /etc/libvirt
+	mount --bind "$h/run" /run
+	mount --bind "$h/lib" /var/lib/libvirt
+	mount --bind "$h/cache" /var/cache/libvirt
+	mount --bind "$h/log" /var/log/libvirt
+}
+
+# _host H DIR SRC: the first process of a started host's namespace (see
+# start_daemon): mounts, then libvirtd, which daemonises (its pid file lands
+# in H/run) and keeps the namespace alive.
+cmd_host() {
+	local h=$1 dir=$2 src=$3
+	bind_host "$h"
+	mount --bind "$h/machine-id" /etc/machine-id
+	mount --bind "$src" "$dir/payload"
+	umount -l /sys/fs/cgroup 2>/dev/null || true
+	exec libvirtd -d -f /etc/libvirt/libvirtd.conf
+}
+
+# sandbox [-p PKG] [-x] [-k] ARGS...: see the head of this file.
+cmd_sandbox() {
+	local pkg=./agent exec=0 keep=0
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		-p) pkg=$2; shift 2 ;;
+		-x) exec=1; shift ;;
+		-k) keep=1; shift ;;
+		*) break ;;
+		esac
+	done
+	work=$(mktemp -d /var/tmp/vmpx-sandbox.XXXXXX) # global: the trap runs after return
+	[ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
+	if [ "$exec" = 0 ]; then
+		(cd "$root" && go test -tags libvirt_dlopen -c -o "$work/pkg.test" "$pkg")
+		# vmpayload runs the agent by exec'ing the vmpayloadd next to it
+		(cd "$root" && CGO_ENABLED=0 go build -o "$work/vmpayload" ./cmd/vmpayload)
+		(cd "$root" && go build -tags libvirt_dlopen -o "$work/vmpayloadd" ./cmd/vmpayloadd)
+	fi
+	local h=$work/h1
+	mkdir -p "$h"/{run,lib,cache,log}
+	cp -a /etc/libvirt "$h/etc"
+	rm -rf "$h/etc/qemu"/*.xml "$h/etc/qemu/autostart" \
+		"$h/etc/qemu/networks" "$h/etc/storage" "$h/etc/nwfilter"
+	local rc=0
+	VMPAYLOAD_SANDBOX=1 unshare --mount --net --pid --fork --mount-proc --propagation private \
+		"$self" _sandbox "$work" "$exec" "$pkg" "$@" || rc=$?
+	[ "$keep" = 0 ] || log "kept $work"
+	return "$rc"
+}
+
+# _sandbox WORK EXEC PKG ARGS...: inside the sandbox's namespaces.
+cmd_sandbox_inner() {
+	local work=$1 exec=$2 pkg=$3
+	shift 3
+	bind_host "$work/h1"
+	# /run a tmpfs, as a host's is (test/soak.sh keeps its images there).
+	mount -t tmpfs -o mode=0755 tmpfs /run
+	ip link set lo up 2>/dev/null || true
+	# Our private daemons, by pid (their pid files live in our /run).
+	trap 'for f in /run/libvirtd.pid /run/virtlogd.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done' EXIT
+	sh "$root/test/libvirtd.sh"
+	log "sandbox: private libvirtd pid $(cat /run/libvirtd.pid)"
+	if [ "$exec" = 1 ]; then
+		cd "$root"
+		"$@"
+		return $?
+	fi
+	local args=("$@")
+	if [ ${#args[@]} -eq 0 ]; then
+		args=(-test.run '^TestAgentLibvirtdRestart$' -test.v)
+	fi
+	cd "$root/$pkg"
+	VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_AGENT_BIN="$work/vmpayload" \
+		"$work/pkg.test" -test.count=1 -test.timeout 30m "${args[@]}"
 }
 
 wait_daemon() { # I DIR
@@ -245,7 +340,7 @@ agent_start() { # I DIR
 	fi
 	[ -x "$bindir/vmpayloadd" ] || die "no $bindir/vmpayloadd (make build, or set VMPAYLOAD_BIN_DIR)"
 	rm -f "$h/agent.sock"
-	echo "=== twohosts.sh: agent start $(date -u +%FT%TZ)" >>"$h/agent.log"
+	echo "=== hosts.sh: agent start $(date -u +%FT%TZ)" >>"$h/agent.log"
 	lpid=$(libvirtd_pid "$i" "$dir") || die "host $i: libvirtd is not running"
 	# nsenter execs the agent: $! is the agent's pid.
 	nsenter --mount="/proc/$lpid/ns/mnt" -- "$bindir/vmpayloadd" --config "$h/agent.yaml" </dev/null >>"$h/agent.log" 2>&1 &
@@ -395,6 +490,9 @@ env)
 	;;
 agent) cmd_agent "$@" ;;
 layout) cmd_layout "$@" ;;
+sandbox) cmd_sandbox "$@" ;;
+_sandbox) cmd_sandbox_inner "$@" ;;
+_host) cmd_host "$@" ;;
 exec)
 	[ $# -ge 3 ] || usage
 	i=$1 dir=$(cd "$2" && pwd)

@@ -1,0 +1,35 @@
+package testenv
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"testing"
+)
+
+// SHA256 returns the hex sha256 of b.
+func SHA256(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// FileSHA256 returns the hex sha256 of the file at p; it fails tb when the
+// file cannot be read.
+func FileSHA256(tb testing.TB, p string) string {
+	tb.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return SHA256(b)
+}
+
+// SumOf returns the hex sha256 of the file at p, or "(" + the error + ")"
+// when it cannot be read: for a comparison whose failure message says why.
+func SumOf(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return SHA256(b)
+}

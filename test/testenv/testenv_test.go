@@ -1,0 +1,67 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestDomainXML(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    Domain
+		want string
+	}{
+		{"test driver", Domain{Type: "test", Name: "a", MemoryMiB: 128, Machine: "q35"},
+			"<domain type='test'><name>a</name><memory unit='MiB'>128</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='q35'>hvm</type></os><devices></devices></domain>"},
+		{"qemu defaults", Domain{Name: "b"},
+			"<domain type='qemu'><name>b</name><memory unit='MiB'>48</memory><vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os><on_poweroff>destroy</on_poweroff><devices><emulator>/usr/bin/qemu-system-x86_64</emulator><memballoon model='none'/></devices></domain>"},
+		{"everything", Domain{Name: "c", UUID: "u", Arch: "ppc64", Machine: "pseries", Boot: "hd", ACPI: true, Metadata: "<m/>", Devices: "<d/>", Tail: "<seclabel type='none'/>"},
+			"<domain type='qemu'><name>c</name><uuid>u</uuid><memory unit='MiB'>48</memory><vcpu>1</vcpu><os><type arch='ppc64' machine='pseries'>hvm</type><boot dev='hd'/></os><features><acpi/></features><metadata><m/></metadata><on_poweroff>destroy</on_poweroff><devices><emulator>/usr/bin/qemu-system-ppc64</emulator><d/><memballoon model='none'/></devices><seclabel type='none'/></domain>"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.d.XML()
+			if got != c.want {
+				t.Errorf("XML():\n got %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestTransientVirsh(t *testing.T) {
+	away := []string{
+		"error: failed to connect to the hypervisor\nerror: Failed to connect socket to '/run/libvirt/libvirt-sock': No such file or directory",
+		"error: End of file while reading data: Input/output error",
+	}
+	failed := []string{"error: failed to get domain 'x'", "error: Hook script execution failed: internal error"}
+	for i, msg := range append(away, failed...) {
+		if got := TransientVirsh(msg); got != (i < len(away)) {
+			t.Errorf("TransientVirsh(%q) = %v", msg, got)
+		}
+	}
+}
+
+func TestTempDirAndHashes(t *testing.T) {
+	var dir string
+	t.Run("dir", func(t *testing.T) {
+		dir = TempDir(t, "", "testenv-", 0o711)
+		st, err := os.Stat(dir)
+		if ok, _ := filepath.Match("testenv-*", filepath.Base(dir)); err != nil || st.Mode().Perm() != 0o711 || !ok {
+			t.Fatalf("TempDir: %v %v", st, err)
+		}
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, []byte("abc"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		const abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+		if FileSHA256(t, p) != abc || SumOf(p) != abc || SHA256([]byte("abc")) != abc {
+			t.Errorf("sha256 of abc: %s %s", FileSHA256(t, p), SumOf(p))
+		}
+		if s := SumOf(filepath.Join(dir, "missing")); s[0] != '(' {
+			t.Errorf("SumOf of a missing file = %q", s)
+		}
+	})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("TempDir %s left after its test: %v", dir, err)
+	}
+}
