@@ -34,10 +34,10 @@ type diskView struct {
 	// File is the source file of a file disk (type 'file' or none).
 	File string
 	// HasTarget reports a <target>; Dev, Bus and Tray are its attributes.
-	HasTarget       bool
-	Dev, Bus, Tray  string
-	Alias           string
-	Address         *DriveAddress // from <address type='drive'>, nil for none, another type or out of range
+	HasTarget      bool
+	Dev, Bus, Tray string
+	Alias          string
+	Address        *DriveAddress // from <address type='drive'>, nil for none, another type or out of range
 }
 
 // controllerView is one <controller>: type, index (ok false when it does
