@@ -173,14 +173,23 @@ const MaxDomainXML = 16 << 20
 // (FromDocument). A definition that is not a well-formed <domain>
 // document is an error.
 func FromDomainXML(domainXML string) (*Recipe, bool, error) {
+	_, r, ok, err := ReadDomainXML(domainXML)
+	return r, ok, err
+}
+
+// ReadDomainXML is FromDomainXML that also returns the Document read, for
+// the other questions a caller asks of the definition (nil when it was
+// refused).
+func ReadDomainXML(domainXML string) (*domxml.Document, *Recipe, bool, error) {
 	if len(domainXML) > MaxDomainXML {
-		return nil, false, fmt.Errorf("reading the domain XML: %d bytes is more than the %d accepted", len(domainXML), MaxDomainXML)
+		return nil, nil, false, fmt.Errorf("reading the domain XML: %d bytes is more than the %d accepted", len(domainXML), MaxDomainXML)
 	}
 	d, err := domxml.Read(domainXML)
 	if err != nil {
-		return nil, false, readError(domainXML, err)
+		return nil, nil, false, readError(domainXML, err)
 	}
-	return FromDocument(d)
+	r, ok, err := FromDocument(d)
+	return d, r, ok, err
 }
 
 // readError words the error of a definition domxml.Read refused as the
