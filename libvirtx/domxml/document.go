@@ -35,9 +35,13 @@ type Document struct {
 // original document, byte for byte, when no edit changed anything.
 type Edit = Document
 
-// parses counts the documents parse read, for tests that count the
-// parses of a job.
+// parses counts the documents parse read.
 var parses atomic.Int64
+
+// Parses returns how many domain documents the process has parsed so far
+// (Read, NewEdit and each function that takes a document's text): tests
+// and benchmarks count the parses of a job or a hook run with it.
+func Parses() int64 { return parses.Load() }
 
 // Read parses domainXML, a <domain> document. Malformed input returns an
 // error wrapping ErrInvalidXML.
