@@ -187,10 +187,12 @@ func attrOr(el *etree.Element, key, def string) string {
 }
 
 // lookupAttr returns the value of el's attribute key (any prefix, the
-// last one) and whether there is one.
+// last one) and whether there is one. As for encoding/xml, whose
+// attribute fields match by local name, a prefix is any prefix, even
+// xmlns.
 func lookupAttr(el *etree.Element, key string) (string, bool) {
 	for i := len(el.Attr) - 1; i >= 0; i-- {
-		if a := el.Attr[i]; a.Key == key && a.Space != "xmlns" {
+		if a := el.Attr[i]; a.Key == key {
 			return a.Value, true
 		}
 	}

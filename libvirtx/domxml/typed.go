@@ -160,7 +160,7 @@ func readController(el *etree.Element) (controllerView, error) {
 // prefix), as libvirtxml reads a type attribute.
 func firstAttr(el *etree.Element, key string) (string, bool) {
 	for _, a := range el.Attr {
-		if a.Key == key && a.Space != "xmlns" {
+		if a.Key == key {
 			return a.Value, true
 		}
 	}

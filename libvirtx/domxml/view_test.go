@@ -128,6 +128,7 @@ var viewInputs = map[string]string{
 	"text in name":   "<domain><name>a<!-- c -->b<x>skipped</x>&amp;<![CDATA[<c>]]>&#x41;</name><uuid> 6f1c1a8e-55b0-4a4e-9d1e-3c1f0b8a9e01 </uuid></domain>",
 	"two names":      "<domain><name>a</name><name>b</name></domain>",
 	"ns attribute":   "<domain xmlns:q='urn:q' q:type='kvm'><devices><disk q:device='cdrom'><target q:dev='hdc'/></disk></devices></domain>",
+	"xmlns attrs":    "<domain xmlns:type='urn:t'><devices><disk xmlns:type='urn:d' xmlns:device='urn:c'><target dev='sda' xmlns:bus='urn:b'/></disk><controller xmlns:type='urn:x' xmlns:index='7'/></devices></domain>",
 	"boot and addrs": "<domain><devices><disk type='file' device='cdrom'><boot order='2'/><address type='drive' controller='0' bus='1' target='0' unit='1'/></disk></devices></domain>",
 }
 
