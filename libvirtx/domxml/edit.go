@@ -40,12 +40,12 @@ func (e *Edit) SetPayloadDrive(imagePath string, bus Bus, opts ...Option) (Devic
 		dev := payloadOf(cur).Device
 		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil && (o.serial == "" || dev.Bus == BusVirtio || bus != BusVirtio)
 		var addr *libvirtxml.DomainAddress
-		boot, err := typedBoot(old)
+		boot, err := typedChild[libvirtxml.DomainDeviceBoot](old, "boot")
 		if err != nil {
 			return Device{}, false, err
 		}
 		if keep {
-			if addr, err = typedAddress(old); err != nil {
+			if addr, err = typedChild[libvirtxml.DomainAddress](old, "address"); err != nil {
 				return Device{}, false, err
 			}
 		} else {

@@ -195,40 +195,24 @@ func payloadOf(d *diskView) PayloadDisk {
 	return p
 }
 
-// typedAddress and typedBoot read a disk's <address> and <boot> in
-// libvirt's typed model, for a payload drive rewritten in place (which
-// keeps both): each element of the one disk is decoded by encoding/xml,
-// in document order into one value, as a decoder of the whole disk does.
-func typedAddress(disk *etree.Element) (*libvirtxml.DomainAddress, error) {
-	var a *libvirtxml.DomainAddress
+// typedChild reads the <tag> children of a disk in libvirt's typed model
+// (its <address> and <boot>, which a payload drive rewritten in place
+// keeps): each is decoded by encoding/xml, in document order into one
+// value, as a decoder of the whole disk does; nil when there is none.
+func typedChild[T any](disk *etree.Element, tag string) (*T, error) {
+	var v *T
 	for _, c := range disk.ChildElements() {
-		if c.Tag != "address" {
+		if c.Tag != tag {
 			continue
 		}
-		if a == nil {
-			a = &libvirtxml.DomainAddress{}
+		if v == nil {
+			v = new(T)
 		}
-		if err := decodeElement(c, a); err != nil {
+		if err := decodeElement(c, v); err != nil {
 			return nil, err
 		}
 	}
-	return a, nil
-}
-
-func typedBoot(disk *etree.Element) (*libvirtxml.DomainDeviceBoot, error) {
-	var b *libvirtxml.DomainDeviceBoot
-	for _, c := range disk.ChildElements() {
-		if c.Tag != "boot" {
-			continue
-		}
-		if b == nil {
-			b = &libvirtxml.DomainDeviceBoot{}
-		}
-		if err := decodeElement(c, b); err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
+	return v, nil
 }
 
 // decodeElement decodes the one element el into v with encoding/xml.
