@@ -2,6 +2,7 @@ package domxml
 
 import (
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -200,5 +201,26 @@ func TestViewMatchesLibvirtxml(t *testing.T) {
 		case diff != "":
 			t.Errorf("%s: %s", name, diff)
 		}
+	}
+}
+
+// TestKeptDriveKeepsAddressAndBoot: a payload drive rewritten in place
+// keeps its <address> of any type and its <boot>, written as libvirt
+// writes them (decoded from the drive's own elements).
+func TestKeptDriveKeepsAddressAndBoot(t *testing.T) {
+	x := "<domain><devices><disk type='file' device='disk'><target dev='vdb' bus='virtio'/><boot order='2' loadparm='X'/><alias name='ua-vmpayload'/>" +
+		"<address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0' multifunction='on'/></disk></devices></domain>"
+	out, _, replaced, err := SetPayloadDrive(x, "/new.img", BusAuto, AsDisk())
+	if err != nil || !replaced {
+		t.Fatalf("replaced %v, %v", replaced, err)
+	}
+	for _, want := range []string{"<boot order='2' loadparm='X'/>", "<address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0' multifunction='on'/>", "<source file='/new.img' startupPolicy='optional'/>"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s not in\n%s", want, out)
+		}
+	}
+	bad := strings.Replace(x, "slot='0x07'", "slot='seven'", 1)
+	if _, _, _, err := SetPayloadDrive(bad, "/new.img", BusAuto, AsDisk()); !errors.Is(err, ErrInvalidXML) {
+		t.Errorf("a bad kept address: %v, want ErrInvalidXML", err)
 	}
 }
