@@ -97,7 +97,7 @@ func (e *Edit) ensureDevices() *etree.Element {
 	return devices
 }
 
-// disksChanged records an edit of the <disk> elements: the typed view no
+// disksChanged records an edit of the <disk> elements: the device view no
 // longer matches the tree.
 func (e *Edit) disksChanged() {
 	e.changed = true
