@@ -620,7 +620,7 @@ func withRecipe(ed *domxml.Edit, domainXML, recipeEl string, guest bool) error {
 	// session's edits so far (drive, channel) leave <metadata> alone, so
 	// the recipe there is the one domainXML has.
 	if strings.Contains(domainXML, recipe.Namespace) {
-		if cur, ok, err := recipe.FromDomainXML(domainXML); err == nil && ok {
+		if cur, ok, err := recipe.FromDocument(ed); err == nil && ok {
 			// cur renders as it was read (sealed, or in clear if written
 			// before sealing, which is then rewritten sealed)
 			if el, err := cur.Element(nil); err == nil && el == recipeEl {

@@ -232,15 +232,15 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 			if d.Active {
 				break
 			}
-			files, err := domxml.ReferencedFiles(x)
+			doc, err := domxml.Read(x)
 			if err != nil {
 				d.KeepAll = true
 				continue
 			}
-			for _, f := range files {
+			for _, f := range doc.ReferencedFiles() {
 				used[filepath.Clean(f)] = true
 			}
-			if rc, ok, err := recipe.FromDomainXML(x); err == nil && ok {
+			if rc, ok, err := recipe.FromDocument(doc); err == nil && ok {
 				used[filepath.Clean(rc.Path)] = true
 			}
 		}

@@ -152,13 +152,14 @@ func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error
 	if err != nil {
 		return "", "", fmt.Errorf("reading the domain XML on stdin: %w", err)
 	}
-	r, ok, err := recipe.FromDomainXML(string(data))
+	// the definition is read once: recipe, UUID and files come from it
+	doc, r, ok, err := recipe.ReadDomainXML(string(data))
 	if err != nil {
 		return "", "", fmt.Errorf("reading the payload recipe: %w", err)
 	}
 	if !ok {
 		if op == "restore" || op == "migrate" {
-			return "", "", missingWithoutRecipe(string(data), op, cfg.PayloadDir)
+			return "", "", missingWithoutRecipe(doc, op, cfg.PayloadDir)
 		}
 		return "", "", nil
 	}
@@ -171,12 +172,9 @@ func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error
 	}
 	// A recipe names only its own domain's image (<uuid>-…): one written
 	// into vm1's metadata must neither replace nor claim vm2's.
-	uuid, err := domxml.DomainUUID(string(data))
-	if err == nil && !domxml.IsUUID(uuid) {
-		err = fmt.Errorf("the domain XML has no valid <uuid> (%q)", uuid)
-	}
-	if err != nil {
-		return "", r.Path, fmt.Errorf("reading the domain's UUID: %w", err)
+	uuid := doc.UUID()
+	if !domxml.IsUUID(uuid) {
+		return "", r.Path, fmt.Errorf("reading the domain's UUID: the domain XML has no valid <uuid> (%q)", uuid)
 	}
 	o, err := recipe.Rebuild(ctx, r, recipe.RebuildOptions{
 		PayloadDir: cfg.PayloadDir, SecretsDir: cfg.SecretsDir, Mode: cfg.ImageMode(), GID: gid,
@@ -204,12 +202,12 @@ func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error
 // dropped the <metadata> recipe. A cold start ("prepare begin") is not
 // refused this way: a booting guest has seen nothing yet, and a domain
 // without a recipe never fails there. nil when every such file exists or
-// the XML cannot be read (libvirt then judges it).
-func missingWithoutRecipe(domainXML, op, payloadDir string) error {
-	files, err := domxml.ReferencedFiles(domainXML)
-	if err != nil {
+// the XML cannot be read (doc nil: libvirt then judges it).
+func missingWithoutRecipe(doc *domxml.Document, op, payloadDir string) error {
+	if doc == nil {
 		return nil
 	}
+	files := doc.ReferencedFiles()
 	dir := filepath.Clean(payloadDir)
 	for _, f := range files {
 		if filepath.Dir(filepath.Clean(f)) != dir {

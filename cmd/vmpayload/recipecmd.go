@@ -94,16 +94,18 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 
 	dom := placeholderDomain
 	prefix := o.name
+	// the domain XML given is read once: its UUID, platform and edits
+	var doc *domxml.Document
 	if o.domainXML != "" {
 		b, err := readInput(o.domainXML, recipe.MaxDomainXML)
 		if err != nil {
 			return fail(exitUsage, "reading the domain XML: %v", err)
 		}
 		dom = string(b)
-		uuid, err := domxml.DomainUUID(dom)
-		if err != nil {
+		if doc, err = domxml.Read(dom); err != nil {
 			return fail(exitInvalid, "reading the domain XML %s: %v", o.domainXML, err)
 		}
+		uuid := doc.UUID()
 		if uuid == "" {
 			return fail(exitInvalid, "the domain XML %s has no <uuid>: add one (e.g. <uuid>$(uuidgen)</uuid>) so that the image name and the domain agree", o.domainXML)
 		}
@@ -120,11 +122,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if o.domainXML != "" && j.Format == job.FormatIgnition {
 		// the delivery the domain's architecture reads, as the agent
 		// chooses it: blockdev on s390x and ppc64, where QEMU has no fw_cfg
-		plat, err := domxml.PlatformOf(dom)
-		if err != nil {
-			return fail(exitInvalid, "reading the domain XML %s: %v", o.domainXML, err)
-		}
-		if plat.NoFwCfg() {
+		if plat := doc.Platform(); plat.NoFwCfg() {
 			switch j.IgnitionDelivery {
 			case "":
 				jb := *j
@@ -172,17 +170,14 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery != job.DeliveryBlockdev {
 		// An Ignition config delivered by fw_cfg: the entries naming it, as
 		// the agent writes them, instead of a drive.
-		if o.domainXML != "" {
-			ed, err := domxml.NewEdit(dom)
+		if doc != nil {
+			_, err := doc.SetFwCfgFile(path, domxml.IgnitionFwCfgNames...)
 			if err == nil {
-				_, err = ed.SetFwCfgFile(path, domxml.IgnitionFwCfgNames...)
-			}
-			if err == nil {
-				err = ed.SetMetadata(recipe.Namespace, el)
+				err = doc.SetMetadata(recipe.Namespace, el)
 			}
 			x := ""
 			if err == nil {
-				x, err = ed.XML()
+				x, err = doc.XML()
 			}
 			if err != nil {
 				return fail(exitInvalid, "adding the fw_cfg entries and the recipe: %v", err)
@@ -219,13 +214,17 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 			bus = domxml.BusAuto
 		}
 	}
-	if o.domainXML != "" {
-		x, _, _, err := domxml.SetPayloadDrive(dom, path, bus, opts...)
-		if err != nil {
+	if doc != nil {
+		// one edit session: the drive, then the recipe
+		if _, _, err := doc.SetPayloadDrive(path, bus, opts...); err != nil {
 			return fail(exitInvalid, "adding the payload drive: %v", err)
 		}
-		if x, err = domxml.SetMetadata(x, recipe.Namespace, el); err != nil {
+		if err := doc.SetMetadata(recipe.Namespace, el); err != nil {
 			return fail(exitInvalid, "adding the recipe: %v", err)
+		}
+		x, err := doc.XML()
+		if err != nil {
+			return fail(exitInvalid, "adding the payload drive: %v", err)
 		}
 		fmt.Fprintln(stdout, x)
 		return exitOK

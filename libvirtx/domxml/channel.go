@@ -41,19 +41,26 @@ func guestChannel(name string) *etree.Element {
 // in a running domain's live XML ("" and false when the domain has no such
 // channel, or libvirt has not given it a path).
 func ChannelPath(liveXML, name string) (string, bool, error) {
-	_, root, err := parse(liveXML)
+	d, err := Read(liveXML)
 	if err != nil {
 		return "", false, err
 	}
-	for _, ch := range findChannels(root, name) {
+	p, ok := d.ChannelPath(name)
+	return p, ok, nil
+}
+
+// ChannelPath returns the host socket of the guest channel name as the
+// function ChannelPath does.
+func (d *Document) ChannelPath(name string) (string, bool) {
+	for _, ch := range findChannels(d.root, name) {
 		if ch.SelectAttrValue("type", "") != "unix" {
 			continue
 		}
 		if src := ch.SelectElement("source"); src != nil {
 			if p := src.SelectAttrValue("path", ""); p != "" {
-				return p, true, nil
+				return p, true
 			}
 		}
 	}
-	return "", false, nil
+	return "", false
 }

@@ -1,49 +1,50 @@
-// Package domxml edits libvirt domain XML for vmpayload: it finds, adds,
-// replaces and removes the payload drive and answers the questions the
-// agent asks about a domain (name, UUID, referenced files).
+// Package domxml reads and edits libvirt domain XML for vmpayload: it
+// finds, adds, replaces and removes the payload drive and the fw_cfg
+// entries, and answers the questions the agent, the hook and the recipe
+// ask about a domain (name, UUID, platform, referenced files, metadata).
 //
-// Two models are used, one per kind of work:
+// A definition is parsed once, into a Document (Read): etree's tree of
+// it, which everything below reads and edits.
 //
-//   - Reading uses libvirt's typed model, libvirt.org/go/libvirtxml:
-//     FindPayload, ChooseDevice, DomainName, DomainUUID and the reading
-//     half of SetPayloadDrive and Edit.RemovePayloadDrive decode a
-//     partial view of the domain (type, name, UUID, <os><type>, and the
-//     <disk> and <controller> devices as libvirtxml.DomainDisk and
-//     libvirtxml.DomainController); the payload drive is found, and a free
-//     target chosen, on those structs. Only that view is decoded, so
-//     elements libvirtxml does not know elsewhere in the domain do not
-//     matter.
-//   - Building the payload drive uses the typed model too: it is a
+//   - Reading: Identity (type, name, UUID), Platform, the payload drive
+//     (FindPayload) and a free target for one (ChooseDevice), the fw_cfg
+//     entries, the files the domain names (ReferencedFiles), a guest
+//     channel's socket and the elements of one namespace in <metadata>
+//     (where package recipe reads its recipe) are read from the tree. The
+//     disks and controllers are read with the values libvirt's typed model
+//     (libvirtxml) gives them (domainView); only what vmpayload looks at
+//     is read, so elements libvirtxml does not know elsewhere in the
+//     domain do not matter. ReferencedFiles walks every <source file=...>
+//     under a disk, wherever it sits (backing chains, mirrors, data
+//     stores, elements newer than libvirtxml), because a file the orphan
+//     GC misses is deleted while in use.
+//   - Building the payload drive uses the typed model: it is a
 //     libvirtxml.DomainDisk, marshalled by encoding/xml. PayloadDeviceXML
 //     (media change, hot-plug, unplug), EjectedDeviceXML (eject) and
 //     SetPayloadDrive parse that marshalled element into the tree and
 //     write it with etree's writer, so the drive comes out in libvirt's
 //     own layout (single-quoted attributes, empty elements closed as
-//     <readonly/>). Nothing builds a <disk> by
-//     string or element by element.
-//   - Editing a whole definition that is redefined afterwards
-//     (an Edit: the payload drive, the guest channel, the metadata)
-//     is a tree edit on an etree document: only the payload <disk> (or the
-//     metadata element) is replaced, inserted or removed, and everything
+//     <readonly/>). Nothing builds a <disk> by string or element by
+//     element. A payload drive rewritten in place keeps its <address>
+//     and <boot>, which are decoded from their elements for that.
+//   - Editing (the payload drive, the guest channel, the metadata, the
+//     fw_cfg entries) is a tree edit on the Document: only the elements
+//     vmpayload owns are replaced, inserted or removed, and everything
 //     else (elements and attributes libvirtxml may not know, comments,
 //     metadata, whitespace) is written back byte for byte. A round trip
-//     through the typed model would drop what it does not know. The tree
-//     element of a disk is the one at the same position among the
-//     <devices><disk> elements as its decoded struct.
-//     Several edits of one definition (the agent's drive, guest channel
-//     and recipe per job) share one parse and one serialisation in an
-//     Edit session; SetPayloadDrive and SetMetadata are a session of one
+//     through the typed model would drop what it does not know. Several
+//     edits of one definition (the agent's drive, guest channel and
+//     recipe per job) share one parse and one serialisation (Edit is a
+//     Document); SetPayloadDrive and SetMetadata are a session of one
 //     edit.
-//   - ReferencedFiles stays a tree walk: the orphan GC must see every
-//     <source file=...> under a disk, wherever it sits (backing chains,
-//     mirrors, data stores, elements newer than libvirtxml), because a file
-//     it misses is deleted while in use.
+//
+// The functions that take a string (FindPayload, DomainUUID, ...) read
+// it into a Document for one answer; a caller that asks several
+// questions of one definition reads it once and asks the Document.
 //
 // Every document is read into a tree by etree's reader (parse); input it
 // refuses is tokenized again by encoding/xml (wellFormed) for an error
-// that names the fault. The typed view is decoded from the text by
-// encoding/xml (decodeView); an Edit whose disks changed decodes it from
-// its serialised tree.
+// that names the fault.
 //
 // Malformed input returns an error wrapping ErrInvalidXML, never panics.
 package domxml
@@ -80,6 +81,7 @@ var ErrNoFreeTarget = errors.New("no free target on bus")
 // etree would pass through) are made on the tree. Input that fails any of
 // them is scanned again (wellFormed) for the error that names the fault.
 func parse(domainXML string) (*etree.Document, *etree.Element, error) {
+	parses.Add(1)
 	doc := etree.NewDocument()
 	doc.ReadSettings.PreserveDuplicateAttrs = true // checked below, with a named error
 	doc.ReadSettings.CharsetReader = refuseCharset
@@ -214,14 +216,11 @@ func serialize(doc *etree.Document) (string, error) {
 // DomainUUID returns the domain's <uuid>, or "" when the XML has none (libvirt
 // then generates one at definition time).
 func DomainUUID(domainXML string) (string, error) {
-	v, err := readDomain(domainXML)
+	d, err := Read(domainXML)
 	if err != nil {
 		return "", err
 	}
-	if v.UUID == nil {
-		return "", nil
-	}
-	return strings.TrimSpace(*v.UUID), nil
+	return d.UUID(), nil
 }
 
 // machineInfo is what the domain says about its virtual hardware platform.
@@ -233,16 +232,6 @@ type machineInfo struct {
 	// Machine is <os><type machine=...>, possibly "" (libvirt then picks the
 	// architecture's default, "pc" on x86).
 	Machine string
-}
-
-// machineOf returns the domain's type, architecture and machine type.
-func machineOf(v *domainView) machineInfo {
-	mi := machineInfo{Type: v.Type}
-	if t := v.OS.Type; t != nil {
-		mi.Arch = t.Arch
-		mi.Machine = t.Machine
-	}
-	return mi
 }
 
 // IsQ35 reports whether a machine type is a Q35 chipset ("q35",
@@ -272,10 +261,17 @@ func isX86(arch string) bool {
 // is named), in document order without duplicates. The agent uses it to
 // decide which payload files are still referenced (orphan GC).
 func ReferencedFiles(domainXML string) ([]string, error) {
-	_, root, err := parse(domainXML)
+	d, err := Read(domainXML)
 	if err != nil {
 		return nil, err
 	}
+	return d.ReferencedFiles(), nil
+}
+
+// ReferencedFiles returns the files the document names as the function
+// ReferencedFiles does.
+func (d *Document) ReferencedFiles() []string {
+	root := d.root
 	var files []string
 	seen := map[string]bool{}
 	for _, disk := range root.FindElements("./devices/disk") {
@@ -294,7 +290,7 @@ func ReferencedFiles(domainXML string) ([]string, error) {
 			files = append(files, en.File)
 		}
 	}
-	return files, nil
+	return files
 }
 
 // targetIndex converts a disk target name such as "hdc" or "sdab" into its
@@ -366,10 +362,9 @@ func (p Platform) NoFwCfg() bool {
 
 // PlatformOf reads the platform of a domain definition.
 func PlatformOf(domainXML string) (Platform, error) {
-	v, err := readDomain(domainXML)
+	d, err := Read(domainXML)
 	if err != nil {
 		return Platform{}, err
 	}
-	mi := machineOf(v)
-	return Platform{Arch: mi.Arch, ACPI: v.Features != nil && v.Features.ACPI != nil}, nil
+	return d.Platform(), nil
 }

@@ -347,14 +347,14 @@ func TestDomainFacts(t *testing.T) {
 			if err != nil || uuid != tt.uuid {
 				t.Errorf("DomainUUID = %q, %v; want %q", uuid, err, tt.uuid)
 			}
-			v, err := readDomain(x)
+			d, err := Read(x)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mi := machineOf(v); mi != tt.machine {
-				t.Errorf("machineOf = %+v; want %+v", mi, tt.machine)
+			mi := d.machine()
+			if mi != tt.machine {
+				t.Errorf("machine = %+v; want %+v", mi, tt.machine)
 			}
-			mi := machineOf(v)
 			if IsQ35(mi.Machine) != tt.q35 || IsI440FX(mi.Machine) != tt.i440fx {
 				t.Errorf("IsQ35/IsI440FX(%q) = %v/%v", mi.Machine, IsQ35(mi.Machine), IsI440FX(mi.Machine))
 			}

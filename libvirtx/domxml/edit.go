@@ -7,74 +7,17 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
-// Edit is an edit session on one domain definition: the document is parsed
-// once, any number of edits (payload drive, guest channel, metadata) are
-// applied to the same tree, and XML serialises it once: the agent makes
-// three or four edits to a definition per job.
-//
-// Each method gives the results and errors a session of its own would give
-// on the XML the previous edits produced, and the session's XML is the
-// string such a chain of one-edit sessions returns: the original document,
-// byte for byte, when no edit changed anything. SetPayloadDrive and
-// SetMetadata are one edit in a session of their own.
-//
-// An Edit is not safe for concurrent use.
-type Edit struct {
-	orig    string
-	doc     *etree.Document
-	root    *etree.Element
-	view    *domainView // decoded on demand; nil after an edit of the disks
-	changed bool
-}
-
-// NewEdit parses domainXML for a session of edits.
-func NewEdit(domainXML string) (*Edit, error) {
-	doc, root, err := parse(domainXML)
-	if err != nil {
-		return nil, err
-	}
-	return &Edit{orig: domainXML, doc: doc, root: root}, nil
-}
-
-// domain returns the typed view of the document as it is now: decoded
-// from the original document until an edit changed the disks, then from
-// the edited one.
-func (e *Edit) domain() (*domainView, error) {
-	if e.view != nil {
-		return e.view, nil
-	}
-	x, err := e.XML()
-	if err != nil {
-		return nil, err
-	}
-	v, err := decodeView(x)
-	if err != nil {
-		return nil, err
-	}
-	e.view = v
-	return v, nil
-}
-
-// XML returns the document with the edits made so far: the original string
-// when none changed it.
-func (e *Edit) XML() (string, error) {
-	if !e.changed {
-		return e.orig, nil
-	}
-	return serialize(e.doc)
-}
-
 // FindPayload reports the payload drive as FindPayload does.
 func (e *Edit) FindPayload() (PayloadDisk, bool, error) {
 	v, err := e.domain()
 	if err != nil {
 		return PayloadDisk{}, false, err
 	}
-	idx := payloadIndexes(v.Devices.Disks)
+	idx := payloadIndexes(v.Disks)
 	if len(idx) == 0 {
 		return PayloadDisk{}, false, nil
 	}
-	return payloadOf(&v.Devices.Disks[idx[0]]), true, nil
+	return payloadOf(&v.Disks[idx[0]]), true, nil
 }
 
 // SetPayloadDrive puts the payload drive into the document as
@@ -88,21 +31,23 @@ func (e *Edit) SetPayloadDrive(imagePath string, bus Bus, opts ...Option) (Devic
 	if err != nil {
 		return Device{}, false, err
 	}
-	els, err := diskElements(e.root, v)
-	if err != nil {
-		return Device{}, false, err
-	}
 	o := newOptions(opts)
 	root := e.root
 
-	if idx := payloadIndexes(v.Devices.Disks); len(idx) > 0 {
-		cur := &v.Devices.Disks[idx[0]]
-		old := els[idx[0]]
+	if idx := payloadIndexes(v.Disks); len(idx) > 0 {
+		cur := &v.Disks[idx[0]]
+		old := cur.el
 		dev := payloadOf(cur).Device
 		keep := dev.Target != "" && dev.Kind == o.kind && checkBus(dev) == nil && (o.serial == "" || dev.Bus == BusVirtio || bus != BusVirtio)
 		var addr *libvirtxml.DomainAddress
+		boot, err := typedChild[libvirtxml.DomainDeviceBoot](old, "boot")
+		if err != nil {
+			return Device{}, false, err
+		}
 		if keep {
-			addr = cur.Address
+			if addr, err = typedChild[libvirtxml.DomainAddress](old, "address"); err != nil {
+				return Device{}, false, err
+			}
 		} else {
 			// A broken drive under our alias, or one of the other kind (a
 			// vfat disk replacing a CD-ROM or back): choose afresh in its
@@ -111,7 +56,7 @@ func (e *Edit) SetPayloadDrive(imagePath string, bus Bus, opts ...Option) (Devic
 				return Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 			}
 		}
-		disk, err := diskElement(payloadDisk(imagePath, dev, o, addr, cur.Boot))
+		disk, err := diskElement(payloadDisk(imagePath, dev, o, addr, boot))
 		if err != nil {
 			return Device{}, false, fmt.Errorf("setting payload drive: %w", err)
 		}
@@ -152,7 +97,7 @@ func (e *Edit) ensureDevices() *etree.Element {
 	return devices
 }
 
-// disksChanged records an edit of the <disk> elements: the typed view no
+// disksChanged records an edit of the <disk> elements: the device view no
 // longer matches the tree.
 func (e *Edit) disksChanged() {
 	e.changed = true
@@ -166,13 +111,9 @@ func (e *Edit) RemovePayloadDrive() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	els, err := diskElements(e.root, v)
-	if err != nil {
-		return false, err
-	}
 	removed := false
-	for _, i := range payloadIndexes(v.Devices.Disks) {
-		disk := els[i]
+	for _, i := range payloadIndexes(v.Disks) {
+		disk := v.Disks[i].el
 		parent := disk.Parent()
 		i := disk.Index()
 		// Drop the indentation that preceded the element too.

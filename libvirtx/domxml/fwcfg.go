@@ -62,16 +62,15 @@ func fwcfgEntries(root *etree.Element) ([]*etree.Element, []FwCfgEntry) {
 
 // FwCfgEntries returns the fw_cfg entries of a domain definition.
 func FwCfgEntries(domainXML string) ([]FwCfgEntry, error) {
-	_, root, err := parse(domainXML)
+	d, err := Read(domainXML)
 	if err != nil {
 		return nil, err
 	}
-	_, ents := fwcfgEntries(root)
-	return ents, nil
+	return d.FwCfgEntries(), nil
 }
 
 // FwCfgEntries returns the fw_cfg entries of the document as it is now.
-func (e *Edit) FwCfgEntries() []FwCfgEntry {
+func (e *Document) FwCfgEntries() []FwCfgEntry {
 	_, ents := fwcfgEntries(e.root)
 	return ents
 }

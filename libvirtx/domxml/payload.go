@@ -171,15 +171,11 @@ func WithoutDACRelabel() Option {
 // FindPayload reports the payload drive of a domain (the disk with alias
 // PayloadAlias).
 func FindPayload(domainXML string) (PayloadDisk, bool, error) {
-	v, err := readDomain(domainXML)
+	d, err := Read(domainXML)
 	if err != nil {
 		return PayloadDisk{}, false, err
 	}
-	idx := payloadIndexes(v.Devices.Disks)
-	if len(idx) == 0 {
-		return PayloadDisk{}, false, nil
-	}
-	return payloadOf(&v.Devices.Disks[idx[0]]), true, nil
+	return d.FindPayload()
 }
 
 // ChooseDevice picks bus and target for a new payload drive: a CD-ROM, or a
@@ -204,7 +200,17 @@ func FindPayload(domainXML string) (PayloadDisk, bool, error) {
 // drive gets an explicit address on the virtio-scsi controller (the
 // lowest-indexed one; any SCSI controller if none is virtio-scsi).
 func ChooseDevice(domainXML string, bus Bus, opts ...Option) (Device, error) {
-	v, err := readDomain(domainXML)
+	d, err := Read(domainXML)
+	if err != nil {
+		return Device{}, err
+	}
+	return d.ChooseDevice(bus, opts...)
+}
+
+// ChooseDevice picks bus and target for a new payload drive in the
+// document as the function ChooseDevice does.
+func (d *Document) ChooseDevice(bus Bus, opts ...Option) (Device, error) {
+	v, err := d.domain()
 	if err != nil {
 		return Device{}, err
 	}
@@ -215,14 +221,11 @@ func ChooseDevice(domainXML string, bus Bus, opts ...Option) (Device, error) {
 // index of the first one whose model is preferred ("" model means any).
 func controllers(v *domainView, typ, preferModel string) (idx []int, preferred int) {
 	preferred = -1
-	for _, c := range v.Devices.Controllers {
-		if c.Type != typ {
+	for _, c := range v.Controllers {
+		if c.Type != typ || !c.IndexOK {
 			continue
 		}
-		i, ok := uintAttr(c.Index)
-		if !ok {
-			continue
-		}
+		i := c.Index
 		idx = append(idx, i)
 		if preferModel != "" && c.Model == preferModel && (preferred < 0 || i < preferred) {
 			preferred = i
@@ -249,7 +252,7 @@ func chooseBus(v *domainView, bus Bus, kind Kind) (Bus, error) {
 		}
 		return "", fmt.Errorf("choosing payload disk bus: %q has no read-only disks in QEMU; use scsi, virtio or auto", bus)
 	}
-	mi := machineOf(v)
+	mi := v.machineInfo
 	switch bus {
 	case BusIDE:
 		if IsQ35(mi.Machine) {
@@ -305,13 +308,13 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 	}
 	usedTargets := map[string]bool{}
 	usedAddr := map[addrKey]bool{}
-	for i, disk := range v.Devices.Disks {
-		if i == skip || disk.Target == nil {
+	for i, disk := range v.Disks {
+		if i == skip || !disk.HasTarget {
 			continue
 		}
-		dev := disk.Target.Dev
+		dev := disk.Dev
 		usedTargets[dev] = true
-		dbus := Bus(disk.Target.Bus)
+		dbus := Bus(disk.Bus)
 		if dbus == "" {
 			// libvirt derives the bus from the name when it is absent.
 			switch {
@@ -328,7 +331,7 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 		if dbus != b {
 			continue
 		}
-		if a := driveAddress(disk.Address); a != nil {
+		if a := disk.Address; a != nil {
 			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
 		} else if a, ok := impliedAddress(b, dev); ok {
 			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
@@ -562,8 +565,8 @@ func atDevice(v *domainView, dev Device, kind Kind) (Device, error) {
 	if err := checkBus(dev); err != nil {
 		return Device{}, err
 	}
-	for _, d := range v.Devices.Disks {
-		if d.Target != nil && d.Target.Dev == dev.Target {
+	for _, d := range v.Disks {
+		if d.HasTarget && d.Dev == dev.Target {
 			return Device{}, fmt.Errorf("target %s is taken by another disk", dev.Target)
 		}
 	}

@@ -170,7 +170,11 @@ func TestReadDomainView(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := readDomain(tt.in)
+			d, err := Read(tt.in)
+			var v *domainView
+			if err == nil {
+				v, err = d.domain()
+			}
 			if tt.wantError {
 				if !errors.Is(err, ErrInvalidXML) || !strings.HasPrefix(err.Error(), "reading domain devices: ") {
 					t.Fatalf("err = %v, want a devices error wrapping ErrInvalidXML", err)
@@ -180,35 +184,11 @@ func TestReadDomainView(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := ""
-			if v.Name != nil {
-				name = *v.Name
-			}
-			if got := fmt.Sprintf("%s %v %d/%d", name, machineOf(v), len(v.Devices.Disks), len(v.Devices.Controllers)); got != tt.want {
+			name := d.Identity().Name
+			if got := fmt.Sprintf("%s %v %d/%d", name, v.machineInfo, len(v.Disks), len(v.Controllers)); got != tt.want {
 				t.Errorf("view = %q, want %q", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestUintAttr(t *testing.T) {
-	u := func(n uint) *uint { return &n }
-	tests := []struct {
-		in     *uint
-		want   int
-		wantOK bool
-	}{
-		{nil, 0, true},
-		{u(0), 0, true},
-		{u(7), 7, true},
-		{u(1<<31 - 1), 1<<31 - 1, true},
-		{u(1 << 31), 0, false},
-		{u(^uint(0)), 0, false},
-	}
-	for _, tt := range tests {
-		if got, ok := uintAttr(tt.in); got != tt.want || ok != tt.wantOK {
-			t.Errorf("uintAttr(%v) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.wantOK)
-		}
 	}
 }
 

@@ -42,7 +42,14 @@ type Identity struct {
 // ReadIdentity reads the Identity of a <domain> document without judging
 // the rest of it (libvirt does, when the document is defined). Its error
 // is encoding/xml's, unwrapped, for messages that quote it.
+//
+// The document is read (Read) for its Identity; only one Read refuses is
+// decoded by encoding/xml, which gives the identity or the error of a
+// decoder that stops at the root's end (as before the Document).
 func ReadIdentity(domainXML string) (Identity, error) {
+	if d, err := Read(domainXML); err == nil {
+		return d.Identity(), nil
+	}
 	var root struct {
 		XMLName xml.Name `xml:"domain"`
 		Type    string   `xml:"type,attr"`

@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/beevik/etree"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 
 	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload/image"
@@ -167,59 +169,83 @@ func writeText(b *strings.Builder, js []byte) {
 // limit for a domain definition is 10 MiB).
 const MaxDomainXML = 16 << 20
 
-// FromDomainXML finds the recipe element under /domain/metadata of
-// domainXML (by namespace URI, whatever prefix it carries; CDATA and
+// FromDomainXML reads domainXML (domxml.Read) and its recipe
+// (FromDocument). A definition that is not a well-formed <domain>
+// document is an error.
+func FromDomainXML(domainXML string) (*Recipe, bool, error) {
+	_, r, ok, err := ReadDomainXML(domainXML)
+	return r, ok, err
+}
+
+// ReadDomainXML is FromDomainXML that also returns the Document read, for
+// the other questions a caller asks of the definition (nil when it was
+// refused).
+func ReadDomainXML(domainXML string) (*domxml.Document, *Recipe, bool, error) {
+	if len(domainXML) > MaxDomainXML {
+		return nil, nil, false, fmt.Errorf("reading the domain XML: %d bytes is more than the %d accepted", len(domainXML), MaxDomainXML)
+	}
+	d, err := domxml.Read(domainXML)
+	if err != nil {
+		return nil, nil, false, readError(domainXML, err)
+	}
+	r, ok, err := FromDocument(d)
+	return d, r, ok, err
+}
+
+// readError words the error of a definition domxml.Read refused as the
+// recipe reader always has: the XML decoder's first error, or a root
+// element that is not <domain>. When the decoder finds neither (no root,
+// several, text or a repeated attribute around them), a document that
+// does not name the recipe namespace has no recipe, as it always had (no
+// error; an empty document, for one); one
+// that does is refused with err. Only a refused document is decoded
+// again.
+func readError(domainXML string, err error) error {
+	d := xml.NewDecoder(strings.NewReader(domainXML))
+	for depth := 0; ; {
+		tok, terr := d.Token()
+		if terr == io.EOF {
+			if !strings.Contains(domainXML, Namespace) {
+				return nil
+			}
+			return fmt.Errorf("reading the domain XML: %w", err)
+		}
+		if terr != nil {
+			return fmt.Errorf("reading the domain XML: %w", terr)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 && (t.Name.Local != "domain" || t.Name.Space != "") {
+				return fmt.Errorf("reading the domain XML: the root element is <%s>, not <domain>", t.Name.Local)
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		}
+	}
+}
+
+// FromDocument finds the recipe element under /domain/metadata of the
+// definition d (by namespace URI, whatever prefix it carries; CDATA and
 // escaped text both work) and parses it strictly. It returns false and no
 // error when the domain has no recipe. A recipe that is present but
 // malformed — unknown or missing attributes or elements, a bad value, an
 // invalid job, a plaintext password — is an error naming the field
 // (*FieldError where a field is at fault).
-func FromDomainXML(domainXML string) (*Recipe, bool, error) {
-	if len(domainXML) > MaxDomainXML {
-		return nil, false, fmt.Errorf("reading the domain XML: %d bytes is more than the %d accepted", len(domainXML), MaxDomainXML)
-	}
-	d := xml.NewDecoder(strings.NewReader(domainXML))
-	var (
-		depth      int
-		inMetadata bool
-		found      *Recipe
-	)
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
+func FromDocument(d *domxml.Document) (*Recipe, bool, error) {
+	var found *Recipe
+	for _, el := range d.Metadata(Namespace) {
+		if el.Tag != "recipe" {
+			return nil, false, fieldErr(el.Tag, "unknown element in the recipe namespace")
 		}
+		if found != nil {
+			return nil, false, fieldErr("recipe", "the domain's metadata holds more than one recipe")
+		}
+		r, err := parseRecipe(el)
 		if err != nil {
-			return nil, false, fmt.Errorf("reading the domain XML: %w", err)
+			return nil, false, err
 		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			depth++
-			switch {
-			case depth == 1 && (t.Name.Local != "domain" || t.Name.Space != ""):
-				return nil, false, fmt.Errorf("reading the domain XML: the root element is <%s>, not <domain>", t.Name.Local)
-			case depth == 2 && t.Name.Local == "metadata" && t.Name.Space == "":
-				inMetadata = true
-			case depth == 3 && inMetadata && t.Name.Space == Namespace:
-				if t.Name.Local != "recipe" {
-					return nil, false, fieldErr(t.Name.Local, "unknown element in the recipe namespace")
-				}
-				if found != nil {
-					return nil, false, fieldErr("recipe", "the domain's metadata holds more than one recipe")
-				}
-				r, err := parseRecipe(d, t)
-				if err != nil {
-					return nil, false, err
-				}
-				found = r
-				depth-- // parseRecipe consumed the end element
-			}
-		case xml.EndElement:
-			if depth == 2 {
-				inMetadata = false
-			}
-			depth--
-		}
+		found = r
 	}
 	if found == nil {
 		return nil, false, nil
@@ -227,17 +253,16 @@ func FromDomainXML(domainXML string) (*Recipe, bool, error) {
 	return found, true, nil
 }
 
-// parseRecipe reads the recipe element started by start, up to and
-// including its end element.
-func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
+// parseRecipe reads the recipe element el.
+func parseRecipe(el *etree.Element) (*Recipe, error) {
 	version := ""
-	for _, a := range start.Attr {
+	for _, a := range el.Attr {
 		switch {
 		case isNamespaceDecl(a):
-		case a.Name.Space == "" && a.Name.Local == "version":
+		case domxml.AttrNamespace(el, a) == "" && a.Key == "version":
 			version = a.Value
 		default:
-			return nil, fieldErr("recipe@"+a.Name.Local, "unknown attribute")
+			return nil, fieldErr("recipe@"+a.Key, "unknown attribute")
 		}
 	}
 	switch version {
@@ -250,44 +275,17 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 	r := &Recipe{}
 	var haveImage, haveJob, haveSealed bool
 	var jobText []byte
-	for {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, fmt.Errorf("reading the recipe element: %w", err)
-		}
+	for _, tok := range el.Child {
 		switch t := tok.(type) {
-		case xml.EndElement:
-			switch {
-			case !haveImage:
-				return nil, fieldErr("image", "missing")
-			case !haveJob && !haveSealed:
-				return nil, fieldErr("job", "missing")
+		case *etree.CharData:
+			if len(strings.TrimSpace(t.Data)) > 0 {
+				return nil, fieldErr("recipe", "unexpected text %q", abbreviate(t.Data))
 			}
-			if haveSealed {
-				// the job is checked when opened (Open)
-				if err := r.Check(); err != nil {
-					return nil, err
-				}
-				return r, nil
+		case *etree.Element:
+			if ns := domxml.NamespaceOf(t); ns != Namespace {
+				return nil, fieldErr(t.Tag, "unexpected element (namespace %q) in the recipe", ns)
 			}
-			j, err := parseJob(jobText)
-			if err != nil {
-				return nil, err
-			}
-			r.Job = j
-			if err := r.Check(); err != nil {
-				return nil, err
-			}
-			return r, nil
-		case xml.CharData:
-			if len(bytes.TrimSpace(t)) > 0 {
-				return nil, fieldErr("recipe", "unexpected text %q", abbreviate(string(t)))
-			}
-		case xml.StartElement:
-			if t.Name.Space != Namespace {
-				return nil, fieldErr(t.Name.Local, "unexpected element (namespace %q) in the recipe", t.Name.Space)
-			}
-			switch t.Name.Local {
+			switch t.Tag {
 			case "image":
 				if haveImage {
 					return nil, fieldErr("image", "appears more than once")
@@ -296,7 +294,7 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 				if err := parseImage(r, t); err != nil {
 					return nil, err
 				}
-				if err := expectEnd(d, "image"); err != nil {
+				if err := expectEnd(t, "image"); err != nil {
 					return nil, err
 				}
 			case "sealed":
@@ -304,7 +302,7 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 					return nil, fieldErr("sealed", "appears more than once, or with a job in clear")
 				}
 				haveSealed = true
-				if err := parseSealed(r, d, t); err != nil {
+				if err := parseSealed(r, t); err != nil {
 					return nil, err
 				}
 			case "job":
@@ -314,17 +312,40 @@ func parseRecipe(d *xml.Decoder, start xml.StartElement) (*Recipe, error) {
 				haveJob = true
 				for _, a := range t.Attr {
 					if !isNamespaceDecl(a) {
-						return nil, fieldErr("job@"+a.Name.Local, "unknown attribute")
+						return nil, fieldErr("job@"+a.Key, "unknown attribute")
 					}
 				}
-				if jobText, err = readText(d, "job", job.MaxJobBytes); err != nil {
+				var err error
+				if jobText, err = readText(t, "job", job.MaxJobBytes); err != nil {
 					return nil, err
 				}
 			default:
-				return nil, fieldErr(t.Name.Local, "unknown element in the recipe")
+				return nil, fieldErr(t.Tag, "unknown element in the recipe")
 			}
 		}
 	}
+	switch {
+	case !haveImage:
+		return nil, fieldErr("image", "missing")
+	case !haveJob && !haveSealed:
+		return nil, fieldErr("job", "missing")
+	}
+	if haveSealed {
+		// the job is checked when opened (Open)
+		if err := r.Check(); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	j, err := parseJob(jobText)
+	if err != nil {
+		return nil, err
+	}
+	r.Job = j
+	if err := r.Check(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // parseJob reads a recipe's job JSON (in clear, or opened): valid, without
@@ -349,14 +370,14 @@ func parseJob(text []byte) (job.Job, error) {
 
 // parseSealed reads the sealed element started by t: attribute key (a key
 // id, 16 lowercase hex digits) and the base64 blob as text.
-func parseSealed(r *Recipe, d *xml.Decoder, t xml.StartElement) error {
+func parseSealed(r *Recipe, t *etree.Element) error {
 	for _, a := range t.Attr {
 		switch {
 		case isNamespaceDecl(a):
-		case a.Name.Space == "" && a.Name.Local == "key":
+		case domxml.AttrNamespace(t, a) == "" && a.Key == "key":
 			r.sealedKey = a.Value
 		default:
-			return fieldErr("sealed@"+a.Name.Local, "unknown attribute")
+			return fieldErr("sealed@"+a.Key, "unknown attribute")
 		}
 	}
 	if len(r.sealedKey) != 16 || strings.ToLower(r.sealedKey) != r.sealedKey {
@@ -366,7 +387,7 @@ func parseSealed(r *Recipe, d *xml.Decoder, t xml.StartElement) error {
 		return fieldErr("sealed@key", "%q is not a key id (16 lowercase hex digits)", abbreviate(r.sealedKey))
 	}
 	// base64 of a job of at most job.MaxJobBytes, the nonce and the tag
-	text, err := readText(d, "sealed", (job.MaxJobBytes+64)/3*4+8)
+	text, err := readText(t, "sealed", (job.MaxJobBytes+64)/3*4+8)
 	if err != nil {
 		return err
 	}
@@ -378,17 +399,17 @@ func parseSealed(r *Recipe, d *xml.Decoder, t xml.StartElement) error {
 	return nil
 }
 
-func parseImage(r *Recipe, t xml.StartElement) error {
+func parseImage(r *Recipe, t *etree.Element) error {
 	seen := map[string]bool{}
 	for _, a := range t.Attr {
 		if isNamespaceDecl(a) {
 			continue
 		}
-		if a.Name.Space != "" {
-			return fieldErr("image@"+a.Name.Local, "unknown attribute (namespace %q)", a.Name.Space)
+		if ns := domxml.AttrNamespace(t, a); ns != "" {
+			return fieldErr("image@"+a.Key, "unknown attribute (namespace %q)", ns)
 		}
-		seen[a.Name.Local] = true
-		switch a.Name.Local {
+		seen[a.Key] = true
+		switch a.Key {
 		case "path":
 			r.Path = a.Value
 		case "sha256":
@@ -416,7 +437,7 @@ func parseImage(r *Recipe, t xml.StartElement) error {
 			}
 			r.ISOLayout = image.ISOLayout(n)
 		default:
-			return fieldErr("image@"+a.Name.Local, "unknown attribute")
+			return fieldErr("image@"+a.Key, "unknown attribute")
 		}
 	}
 	for _, k := range []string{"path", "sha256", "size", "format", "media", "label", "instance-id", "content-hash"} {
@@ -430,52 +451,43 @@ func parseImage(r *Recipe, t xml.StartElement) error {
 	return nil
 }
 
-// readText returns the text content of the current element (character data
-// and CDATA sections) and consumes its end element; child elements are an
-// error.
-func readText(d *xml.Decoder, name string, limit int) ([]byte, error) {
+// readText returns the text content of element el (character data and
+// CDATA sections, across comments); child elements are an error.
+func readText(el *etree.Element, name string, limit int) ([]byte, error) {
 	var b []byte
-	for {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, fmt.Errorf("reading the recipe's %s element: %w", name, err)
-		}
+	for _, tok := range el.Child {
 		switch t := tok.(type) {
-		case xml.CharData:
-			b = append(b, t...)
+		case *etree.CharData:
+			b = append(b, t.Data...)
 			if len(b) > limit {
 				return nil, fieldErr(name, "more than %d bytes", limit)
 			}
-		case xml.StartElement:
-			return nil, fieldErr(name, "unexpected element <%s> inside it", t.Name.Local)
-		case xml.EndElement:
-			return b, nil
+		case *etree.Element:
+			return nil, fieldErr(name, "unexpected element <%s> inside it", t.Tag)
 		}
 	}
+	return b, nil
 }
 
-// expectEnd consumes up to the end of an element that must be empty.
-func expectEnd(d *xml.Decoder, name string) error {
-	for {
-		tok, err := d.Token()
-		if err != nil {
-			return fmt.Errorf("reading the recipe's %s element: %w", name, err)
-		}
+// expectEnd checks that element el, which must be empty, is.
+func expectEnd(el *etree.Element, name string) error {
+	for _, tok := range el.Child {
 		switch t := tok.(type) {
-		case xml.CharData:
-			if len(bytes.TrimSpace(t)) > 0 {
-				return fieldErr(name, "unexpected text %q", abbreviate(string(t)))
+		case *etree.CharData:
+			if len(strings.TrimSpace(t.Data)) > 0 {
+				return fieldErr(name, "unexpected text %q", abbreviate(t.Data))
 			}
-		case xml.StartElement:
-			return fieldErr(name, "unexpected element <%s>", t.Name.Local)
-		case xml.EndElement:
-			return nil
+		case *etree.Element:
+			return fieldErr(name, "unexpected element <%s>", t.Tag)
 		}
 	}
+	return nil
 }
 
-func isNamespaceDecl(a xml.Attr) bool {
-	return a.Name.Space == "xmlns" || (a.Name.Space == "" && a.Name.Local == "xmlns")
+// isNamespaceDecl reports whether a declares a namespace (xmlns or
+// xmlns:PREFIX).
+func isNamespaceDecl(a etree.Attr) bool {
+	return a.Space == "xmlns" || (a.Space == "" && a.Key == "xmlns")
 }
 
 func abbreviate(s string) string {
