@@ -228,3 +228,31 @@ func (d *Delivery) Detach(ctx context.Context, dom libvirtx.DomainInfo, ed *domx
 	}
 	return out, nil
 }
+
+// Reach is whether the guest of a domain can read fw_cfg.
+type Reach int
+
+const (
+	// Reachable: QEMU has a fw_cfg device and the guest kernel finds it.
+	Reachable Reach = iota
+	// NoDevice: the architecture's QEMU has no fw_cfg device (s390x,
+	// ppc64/ppc64le): libvirt fails the start with "fw_cfg device not
+	// available".
+	NoDevice
+	// NoACPI: an x86 domain without <features><acpi/>: the guest kernel's
+	// qemu_fw_cfg driver binds through ACPI (device QEMU0002), so the
+	// guest boots without the files.
+	NoACPI
+)
+
+// ReachOf says whether the guest of a domain of platform plat can read
+// fw_cfg; a kind refuses a fw_cfg delivery it cannot, in its own words.
+func ReachOf(plat domxml.Platform) Reach {
+	switch {
+	case plat.NoFwCfg():
+		return NoDevice
+	case plat.X86() && !plat.ACPI:
+		return NoACPI
+	}
+	return Reachable
+}

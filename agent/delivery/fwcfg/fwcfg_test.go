@@ -233,3 +233,22 @@ func TestDetach(t *testing.T) {
 		})
 	}
 }
+
+// TestReachOf: which domains' guests can read fw_cfg.
+func TestReachOf(t *testing.T) {
+	tests := []struct {
+		plat domxml.Platform
+		want fwcfg.Reach
+	}{
+		{domxml.Platform{Arch: "x86_64", ACPI: true}, fwcfg.Reachable},
+		{domxml.Platform{Arch: "x86_64"}, fwcfg.NoACPI},
+		{domxml.Platform{Arch: "aarch64"}, fwcfg.Reachable},
+		{domxml.Platform{Arch: "s390x"}, fwcfg.NoDevice},
+		{domxml.Platform{Arch: "ppc64le", ACPI: true}, fwcfg.NoDevice},
+	}
+	for _, tt := range tests {
+		if got := fwcfg.ReachOf(tt.plat); got != tt.want {
+			t.Errorf("ReachOf(%+v) = %d, want %d", tt.plat, got, tt.want)
+		}
+	}
+}
