@@ -50,11 +50,11 @@ type Engine struct {
 	// TrayWait bounds how long a live media change is retried while the
 	// guest holds the drive's tray shut (default 30s); when under 3s it
 	// also bounds the wait for libvirt to record the tray shut after a
-	// change (settleTray).
+	// change (the drive delivery's settleTray).
 	TrayWait time.Duration
 	// ResetWindow: a domain started less than this long ago whose IDE/SATA
 	// payload drive is left out of step by a media change is reset to repair
-	// it (default 60s; see changeMedia).
+	// it (default 60s; see the drive delivery's changeMedia).
 	ResetWindow time.Duration
 	// Starts records when domains started; shared by the agent's engines.
 	Starts *Starts
