@@ -166,6 +166,14 @@ type Env struct {
 	Start func(ctx context.Context, dom libvirtx.DomainInfo, changed bool) error
 }
 
+// Logger returns e.Log, or slog's default when it is nil.
+func (e *Env) Logger() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
 // Starts records when domains started (engine.Starts).
 type Starts interface {
 	Note(uuid string, t time.Time)

@@ -21,7 +21,7 @@ type Live struct {
 func (e *Env) ReadLive(ctx context.Context, dom libvirtx.DomainInfo) *Live {
 	x, err := e.Host.LiveXML(ctx, dom.UUID)
 	if err != nil {
-		e.Log.Warn("reading the live definition failed; payload files it may name are kept until the domain stops", "domain", dom.Name, "err", err)
+		e.Logger().Warn("reading the live definition failed; payload files it may name are kept until the domain stops", "domain", dom.Name, "err", err)
 		return &Live{}
 	}
 	files, err := domxml.ReferencedFiles(x)

@@ -81,7 +81,7 @@ func (d *Delivery) reattach(ctx context.Context, dom libvirtx.DomainInfo, live d
 	if err := delivery.RecordLiveRecipe(ctx, d.env.Host, dom, p.Recipe); err != nil {
 		return dev, err
 	}
-	d.env.Log.Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
+	d.env.Logger().Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
 	return dev, nil
 }
 
@@ -151,7 +151,7 @@ func (d *Delivery) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur
 			}
 			resets++
 			d.env.Metrics.MediaRecovery(metrics.RecoveryReset)
-			d.env.Log.Warn("payload drive tray out of step between libvirt and QEMU right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
+			d.env.Logger().Warn("payload drive tray out of step between libvirt and QEMU right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
 			if rerr := d.env.Host.Reset(ctx, dom.UUID); rerr != nil {
 				return fmt.Errorf("%w (and resetting the domain to repair the drive: %v)", err, rerr)
 			}
@@ -162,7 +162,7 @@ func (d *Delivery) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur
 		if time.Now().Add(pause).After(deadline) {
 			break
 		}
-		d.env.Log.Info("payload drive tray busy; retrying the media change", "domain", dom.Name, "attempt", i)
+		d.env.Logger().Info("payload drive tray busy; retrying the media change", "domain", dom.Name, "attempt", i)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -209,13 +209,13 @@ func (d *Delivery) settleTray(ctx context.Context, dom libvirtx.DomainInfo, cur 
 		}
 		up, known := d.startedAgo(ctx, dom.UUID)
 		if !known || up > d.resetWindow() || resets >= MaxResets {
-			d.env.Log.Warn("libvirt still records the payload drive's tray as open after the media change (the guest reset the drive during it); the new medium is in, but the next change needs a reset of the domain (virsh reset)",
+			d.env.Logger().Warn("libvirt still records the payload drive's tray as open after the media change (the guest reset the drive during it); the new medium is in, but the next change needs a reset of the domain (virsh reset)",
 				"domain", dom.Name, "target", cur.Target, "bus", cur.Bus)
 			return nil
 		}
 		resets++
 		d.env.Metrics.MediaRecovery(metrics.RecoveryReset)
-		d.env.Log.Warn("payload drive tray out of step between libvirt and QEMU after a media change right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
+		d.env.Logger().Warn("payload drive tray out of step between libvirt and QEMU after a media change right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
 		if err := d.env.Host.Reset(ctx, dom.UUID); err != nil {
 			return fmt.Errorf("resetting %s to repair libvirt's record of the payload drive's tray: %w", dom.Name, err)
 		}
@@ -299,7 +299,7 @@ func (d *Delivery) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cu
 	if aerr := d.env.Host.AttachDevice(ctx, dom.UUID, newDisk, flags); aerr != nil {
 		return fmt.Errorf("replacing the payload drive: the old drive was detached but attaching the new one failed: %w", aerr)
 	}
-	d.env.Log.Info("replaced the payload drive (its medium could not be changed)", "domain", dom.Name, "cause", cause)
+	d.env.Logger().Info("replaced the payload drive (its medium could not be changed)", "domain", dom.Name, "cause", cause)
 	return nil
 }
 
