@@ -12,11 +12,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/delivery"
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
@@ -50,11 +50,11 @@ type Engine struct {
 	// TrayWait bounds how long a live media change is retried while the
 	// guest holds the drive's tray shut (default 30s); when under 3s it
 	// also bounds the wait for libvirt to record the tray shut after a
-	// change (settleTray).
+	// change (the drive delivery's settleTray).
 	TrayWait time.Duration
 	// ResetWindow: a domain started less than this long ago whose IDE/SATA
 	// payload drive is left out of step by a media change is reset to repair
-	// it (default 60s; see changeMedia).
+	// it (default 60s; see the drive delivery's changeMedia).
 	ResetWindow time.Duration
 	// Starts records when domains started; shared by the agent's engines.
 	Starts *Starts
@@ -93,18 +93,9 @@ func (e *Engine) log() *slog.Logger {
 	return e.Log
 }
 
-// failure is an error with the result code it maps to.
-type failure struct {
-	code, field string
-	err         error
-}
-
-func (f *failure) Error() string { return f.err.Error() }
-func (f *failure) Unwrap() error { return f.err }
-
-func fail(code string, format string, args ...any) error {
-	return &failure{code: code, err: fmt.Errorf(format, args...)}
-}
+// failure is an error with the result code (and job field) it maps to;
+// the deliveries return them too.
+type failure = delivery.Failure
 
 func (e *Engine) locks() *DomainLocks {
 	e.locksOnce.Do(func() {
@@ -200,7 +191,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 			r.Fail(result.CodeInvalidJob, ve.Error(), ve.Errors[0].Field)
 			r.Errors = ve.Errors
 		case errors.As(err, &f):
-			r.Fail(f.code, err.Error(), f.field)
+			r.Fail(f.Code, err.Error(), f.Field)
 		case libvirtx.IsUnsupported(err):
 			r.Fail(result.CodeUnsupported, err.Error(), "")
 		case isIO(err):
@@ -229,7 +220,7 @@ func stateChanged(err error) bool {
 // up, so the job is redone for the stopped domain instead of failing.
 func (e *Engine) stoppedUnder(ctx context.Context, j *job.Job, err error) bool {
 	var f *failure
-	if !errors.As(err, &f) || f.code != result.CodeDomainRunning {
+	if !errors.As(err, &f) || f.Code != result.CodeDomainRunning {
 		return false
 	}
 	d, lerr := e.Host.Domain(ctx, j.Domain)
@@ -274,12 +265,12 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 			if libvirtx.IsDisconnected(err) {
 				return err
 			}
-			return &failure{code: result.CodeDefineFailed, field: "domain_xml", err: fmt.Errorf("defining the domain from domain_xml: %w", err)}
+			return &failure{Code: result.CodeDefineFailed, Field: "domain_xml", Err: fmt.Errorf("defining the domain from domain_xml: %w", err)}
 		}
 		e.log().Info("defined domain from job", "domain", dom.Name, "uuid", dom.UUID)
 	}
 	if libvirtx.IsNotFound(err) {
-		return &failure{code: result.CodeDomainNotFound, field: "domain", err: fmt.Errorf("domain %q does not exist on this host (give domain_xml to define it)", j.Domain)}
+		return &failure{Code: result.CodeDomainNotFound, Field: "domain", Err: fmt.Errorf("domain %q does not exist on this host (give domain_xml to define it)", j.Domain)}
 	}
 	if err != nil {
 		return fmt.Errorf("looking up domain %q: %w", j.Domain, err)
@@ -294,7 +285,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 		// another job changed the domain meanwhile: read it again
 		if dom, err = e.Host.Domain(ctx, dom.UUID); err != nil {
 			if libvirtx.IsNotFound(err) {
-				return &failure{code: result.CodeDomainNotFound, field: "domain", err: fmt.Errorf("domain %q does not exist on this host (give domain_xml to define it)", j.Domain)}
+				return &failure{Code: result.CodeDomainNotFound, Field: "domain", Err: fmt.Errorf("domain %q does not exist on this host (give domain_xml to define it)", j.Domain)}
 			}
 			return fmt.Errorf("looking up domain %q: %w", j.Domain, err)
 		}
@@ -305,39 +296,65 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 	if j.Action == job.ActionDetach {
 		return e.detach(ctx, dom, r)
 	}
+	seen := false // the running guest has this payload already
 	if rendered != nil && rendered.Job.Format == job.FormatIgnition {
 		if rendered, err = e.ignitionDelivery(dom, j, rendered, defaultDelivery); err != nil {
 			return err
 		}
 		defer func() {
 			if err == nil {
-				e.firstBootNotice(ctx, dom, r)
+				e.firstBootNotice(ctx, dom, seen, r)
 			}
 		}()
 	}
-	if rendered != nil && payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery == job.DeliveryFwCfg {
-		return e.attachFwCfg(ctx, dom, rendered, j.Action == job.ActionStart, r)
-	}
-	// An Ignition config an earlier job delivered by fw_cfg gives way to
-	// the image (one payload per domain): its entries leave the definition
-	// with the attach's edit, its file goes once the job succeeded.
-	oldFwCfg := e.ownedFwCfgFiles(dom.InactiveXML)
+	seen, err = e.attach(ctx, dom, j, rendered, r)
+	return err
+}
 
-	// The payload image, and its recipe (none for a prebuilt image: any old
-	// recipe is removed, the drive no longer holds an image vmpayload built).
-	var imgPath, recipeEl string
+// attach builds the payload's files (or copies a prebuilt image) and its
+// recipe, and gives them to the domain through the job's delivery
+// (deliveryName), which takes the other deliveries' payloads out of the
+// definition: a domain has one payload. Once that succeeded, the files no
+// definition names any more go (see supersede). It reports whether the
+// running guest has this payload already (delivery.Attached.Seen).
+func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, j *job.Job, rendered *payload.Rendered, r *result.Result) (bool, error) {
+	ds := e.deliveries()
+	rt := routeOf(rendered)
+	d, err := ds.Get(rt.delivery)
+	if err != nil {
+		return false, err
+	}
+	// The other deliveries' payloads leave the definition with the
+	// attach's edit, their files once the job succeeded.
+	others := ds.Others(rt.delivery)
+	var prev []string
+	for _, o := range others {
+		prev = append(prev, o.Files(dom.InactiveXML)...)
+	}
+	p := &delivery.Payload{Start: j.Action == job.ActionStart, DropOthers: func(ed *domxml.Edit) error {
+		for _, o := range others {
+			if err := o.Drop(ed, dom); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+
+	// The payload's files, and its recipe (none for a prebuilt image: any
+	// old recipe is removed, the drive no longer holds an image vmpayload
+	// built).
 	t0 := time.Now()
 	if j.PrebuiltImage != "" {
-		p, info, err := e.copyPrebuilt(j.PrebuiltImage, dom.UUID)
+		path, info, err := e.copyPrebuilt(j.PrebuiltImage, dom.UUID)
 		if err != nil {
-			return err
+			return false, err
 		}
-		imgPath, r.Payload = p, info
+		p.Path, r.Payload = path, info
 	} else {
-		imgPath = filepath.Join(e.PayloadDir, rendered.ImageName(dom.UUID))
-		res, reused, err := e.writeImage(ctx, rendered, imgPath)
+		p.Path = filepath.Join(e.PayloadDir, rendered.ImageName(dom.UUID))
+		res, reused, err := e.writeImage(ctx, rendered, p.Path)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r.Payload = &result.Payload{Image: res.Image, Reused: reused}
 		e.Metrics.BuildDone(time.Since(t0))
@@ -353,41 +370,47 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 		if err == nil {
 			var keys *seal.Keyring
 			if keys, err = e.recipeKeys(); err == nil {
-				recipeEl, err = rc.Element(keys)
+				p.Recipe, err = rc.Element(keys)
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("recording how the payload image of %s was built: %w", dom.Name, err)
+			return false, fmt.Errorf("recording how the %s of %s was built: %w", rt.noun, dom.Name, err)
 		}
 	}
+	for _, n := range rt.names {
+		p.Named = append(p.Named, delivery.Named{Name: n, File: p.Path})
+	}
+	p.Drive = driveOf(rendered, r.Payload)
 
 	if j.GuestReport != nil && *j.GuestReport {
 		r.Guest = &result.Guest{Status: result.GuestPending, Channel: guestreport.Channel, Errors: []string{}, RecoverableErrors: []string{}}
 	}
+	p.Guest = r.Guest != nil
 	t1 := time.Now()
-	blockdev := rendered != nil && payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery == job.DeliveryBlockdev
-	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, blockdev, r)
+	out, err := d.Attach(ctx, dom, p, r)
 	if err != nil {
 		if r.Payload != nil && !r.Payload.Reused && !libvirtx.IsDisconnected(err) {
-			e.dropUnattached(ctx, dom.UUID, imgPath)
+			e.dropUnattached(ctx, dom.UUID, p.Path)
 		}
-		return err
+		return false, err
 	}
 	e.Metrics.AttachDone(time.Since(t1))
-	r.Device = &result.Device{Bus: string(dev.Bus), Target: dev.Target, Kind: string(dev.Kind)}
-	if old != "" && old != imgPath && !e.savedUses(ctx, dom, old) {
-		e.removeImage(old, metrics.ReasonSuperseded)
-	}
-	if len(oldFwCfg) > 0 {
-		var live liveSet
-		if dom.Active {
-			live = e.readLive(ctx, dom)
-		}
-		for _, p := range oldFwCfg {
-			e.supersede(dom, live, p, metrics.ReasonSuperseded)
+	for _, f := range out.Remove {
+		if !e.savedUses(ctx, dom, f) {
+			e.removeImage(f, metrics.ReasonSuperseded)
 		}
 	}
-	return nil
+	live := out.Live
+	for _, f := range append(out.Supersede, prev...) {
+		if f == p.Path {
+			continue
+		}
+		if live == nil && dom.Active {
+			live = e.env().ReadLive(ctx, dom)
+		}
+		e.supersede(dom, live, f, metrics.ReasonSuperseded)
+	}
+	return out.Seen, nil
 }
 
 // savedUses reports whether the shut-off domain's managed save image names
@@ -444,7 +467,7 @@ func (e *Engine) writeImage(ctx context.Context, rd *payload.Rendered, path stri
 	}
 	if err != nil {
 		if errors.Is(err, image.ErrInvalidSpec) || errors.Is(err, image.ErrTooLarge) {
-			return res, false, &failure{code: result.CodeInvalidJob, err: err}
+			return res, false, &failure{Code: result.CodeInvalidJob, Err: err}
 		}
 		return res, false, err
 	}
@@ -469,230 +492,12 @@ func (e *Engine) domOpts() []domxml.Option {
 	return nil
 }
 
-// attach puts imgPath into the domain's payload drive, records recipeEl (the
-// image's recipe element; "" removes any recipe) in the persistent
-// definition, and starts the domain when start is set. It returns the image
-// the drive held before.
-func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, recipeEl string, start, blockdev bool, r *result.Result) (string, domxml.Device, error) {
-	// A stopped domain's definition is edited in one session (drive,
-	// channel, recipe: one parse, one serialisation); a running domain's
-	// changes go through libvirt's device calls.
-	var (
-		ed    *domxml.Edit
-		cur   domxml.PayloadDisk
-		found bool
-		err   error
-	)
-	if dom.Active {
-		cur, found, err = domxml.FindPayload(dom.InactiveXML)
-	} else if ed, err = domxml.NewEdit(dom.InactiveXML); err == nil {
-		cur, found, err = ed.FindPayload()
-	}
-	if err != nil {
-		return "", domxml.Device{}, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
-	}
-	old := ""
-	if found {
-		old = cur.Path
-	}
-	opts, bus, kind := e.domOpts(), e.Bus, domxml.KindCDROM
-	if blockdev {
-		// An Ignition config as a block device: a read-only raw virtio
-		// disk with serial "ignition", what Ignition's qemu platform
-		// reads on s390x and ppc64le (/dev/disk/by-id/virtio-ignition).
-		opts, kind, bus = append(opts, domxml.AsDisk(), domxml.WithSerial(domxml.IgnitionSerial)), domxml.KindDisk, domxml.BusVirtio
-	} else if r.Payload != nil && r.Payload.Format == string(job.FormatSysprep) && r.Payload.Media == string(image.MediaVFAT) {
-		// a sysprep floppy image goes into a floppy drive (fdc)
-		opts, kind = append(opts, domxml.AsFloppy()), domxml.KindFloppy
-	} else if r.Payload != nil && r.Payload.Media == string(image.MediaVFAT) {
-		// vfat payloads are read-only disks (see domxml.KindDisk); the
-		// configured CD-ROM bus applies only when disks can use it.
-		opts, kind = append(opts, domxml.AsDisk()), domxml.KindDisk
-		if bus == domxml.BusIDE || bus == domxml.BusSATA {
-			bus = domxml.BusAuto
-		}
-	}
-	if !dom.Active {
-		dev, _, err := ed.SetPayloadDrive(imgPath, bus, opts...)
-		if err != nil {
-			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
-		}
-		e.dropFwCfg(ed)
-		if err = withRecipe(ed, dom.InactiveXML, recipeEl, r.Guest != nil); err != nil {
-			return "", dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
-		}
-		xml, err := ed.XML()
-		if err != nil {
-			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
-		}
-		if xml != dom.InactiveXML {
-			if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
-				return "", dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
-			}
-		}
-		r.DomainState = "shut off"
-		if start {
-			if err := e.start(ctx, dom, xml != dom.InactiveXML); err != nil {
-				return "", dev, err
-			}
-			r.DomainState = "running"
-		}
-		return old, dev, nil
-	}
-	r.DomainState = "running"
-	if found && cur.Path == imgPath {
-		// Same content already in the drive (a re-submitted job): nothing
-		// to change but a recipe an older version did not write.
-		return old, cur.Device, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
-	}
-	if kind == domxml.KindFloppy {
-		// sysprep reads the answer file while Windows starts: a floppy is
-		// set in the definition of a stopped domain only (libvirt cannot
-		// hot-plug a floppy drive)
-		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running; a sysprep floppy is only attached to a stopped domain (a floppy drive cannot be hot-plugged): stop the domain, or use sysprep_medium \"cdrom\"", dom.Name)
-	}
-	if found && (cur.Kind != domxml.KindCDROM || kind != domxml.KindCDROM) {
-		return "", cur.Device, fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a %s while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs); only a CD-ROM's medium can change while the domain runs: stop the domain, or use media iso", dom.Name, cur.Target, cur.Kind, kind)
-	}
-	if found {
-		dev := cur.Device
-		x, err := domxml.PayloadDeviceXML(imgPath, dev, opts...)
-		if err != nil {
-			return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
-		}
-		if err := e.changeMedia(ctx, dom, cur, x, libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG, false); err != nil {
-			return "", dev, fmt.Errorf("changing the payload medium of running domain %s: %w", dom.Name, err)
-		}
-		return old, dev, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
-	}
-	live, liveFound, err := e.livePayload(ctx, dom)
-	if err != nil {
-		return "", domxml.Device{}, err
-	}
-	if liveFound {
-		dev, err := e.reattach(ctx, dom, live, imgPath, recipeEl, kind, opts, r.Guest != nil)
-		return live.Path, dev, err
-	}
-	var dev domxml.Device
-	if kind == domxml.KindDisk {
-		// A read-only disk hot-plugs on virtio or SCSI.
-		if dev, err = domxml.ChooseDevice(dom.InactiveXML, bus, opts...); err != nil {
-			return "", dev, fmt.Errorf("choosing the payload disk of running domain %s: %w", dom.Name, err)
-		}
-	} else {
-		dev, err = domxml.ChooseDevice(dom.InactiveXML, domxml.BusSCSI)
-		if err != nil || (bus != domxml.BusAuto && bus != domxml.BusSCSI) || !hasSCSI(dom.InactiveXML) {
-			return "", dev, fail(result.CodeDomainRunning, "domain %s is running and has no payload drive, and a CD-ROM can only be hot-plugged on a SCSI controller: stop the domain or give it a SCSI controller (virtio-scsi)", dom.Name)
-		}
-	}
-	x, err := domxml.PayloadDeviceXML(imgPath, dev, opts...)
-	if err != nil {
-		return "", dev, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
-	}
-	if err := e.Host.AttachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE|libvirtx.DOMAIN_DEVICE_MODIFY_CONFIG); err != nil {
-		return "", dev, fmt.Errorf("hot-plugging the payload drive into running domain %s: %w", dom.Name, err)
-	}
-	return "", dev, e.recordRecipe(ctx, dom, recipeEl, r.Guest != nil)
-}
-
-// withRecipe edits ed, a session on domainXML, to hold recipeEl as the
-// domain's only vmpayload recipe, or no recipe when recipeEl is "", and the
-// guest report channel when guest is set (else not): the channel goes with
-// the payload. A recipe equal to the one already there is left as it is
-// (libvirt may have re-serialised it).
-func withRecipe(ed *domxml.Edit, domainXML, recipeEl string, guest bool) error {
-	var err error
-	if guest {
-		_, err = ed.SetGuestChannel(guestreport.Channel)
-	} else {
-		_, err = ed.RemoveGuestChannel(guestreport.Channel)
-	}
-	if err != nil {
-		return err
-	}
-	if recipeEl == "" {
-		_, err := ed.RemoveMetadata(recipe.Namespace)
-		return err
-	}
-	// Only a document naming the recipe namespace can hold a recipe (as
-	// libvirt writes metadata back, the URI is there literally): a domain
-	// without one, the usual first job, skips a pass over its XML. The
-	// session's edits so far (drive, channel) leave <metadata> alone, so
-	// the recipe there is the one domainXML has.
-	if strings.Contains(domainXML, recipe.Namespace) {
-		if cur, ok, err := recipe.FromDocument(ed); err == nil && ok {
-			// cur renders as it was read (sealed, or in clear if written
-			// before sealing, which is then rewritten sealed)
-			if el, err := cur.Element(nil); err == nil && el == recipeEl {
-				return nil
-			}
-		}
-	}
-	return ed.SetMetadata(recipe.Namespace, recipeEl)
-}
-
-// recordRecipe writes recipeEl into the persistent definition of a running
-// domain after its drive changed (or removes the recipe when recipeEl is
-// ""): it reads the persistent XML again (the live change updated it), sets
-// the element and redefines the domain, which libvirt allows while it runs.
-func (e *Engine) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string, guest bool) error {
-	cur, err := e.Host.Domain(ctx, dom.UUID)
-	if err != nil {
-		return fmt.Errorf("reading the definition of %s to record the payload recipe: %w", dom.Name, err)
-	}
-	ed, err := domxml.NewEdit(cur.InactiveXML)
-	if err == nil {
-		e.dropFwCfg(ed)
-		err = withRecipe(ed, cur.InactiveXML, recipeEl, guest)
-	}
-	var x string
-	if err == nil {
-		x, err = ed.XML()
-	}
-	if err != nil {
-		return fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
-	}
-	if x != cur.InactiveXML {
-		if err := libvirtx.Redefine(ctx, e.Host, x); err != nil {
-			return fmt.Errorf("redefining %s with the payload recipe: %w", dom.Name, err)
-		}
-	}
-	return e.recordLiveRecipe(ctx, dom, recipeEl)
-}
-
-// recordLiveRecipe puts recipeEl (or, when "", no recipe) into the running
-// domain's live definition too. The redefine above changes only the next
-// boot's; a live migration, save or managed save carries the live one to
-// where the libvirt hook rebuilds the image, and it must name the image the
-// drive holds now, not the one the domain started with (issue 36: after a
-// live media change, a migration made the destination's hook rebuild the
-// old image). Hosts without LiveMetadataSetter (the fake) skip it.
-func (e *Engine) recordLiveRecipe(ctx context.Context, dom libvirtx.DomainInfo, recipeEl string) error {
-	s, ok := e.Host.(libvirtx.LiveMetadataSetter)
-	if !ok {
-		return nil
-	}
-	if err := s.SetLiveMetadata(ctx, dom.UUID, recipe.MetadataContent(recipeEl), recipe.Prefix, recipe.Namespace); err != nil {
-		var le libvirt.Error
-		if libvirtx.IsNotFound(err) || errors.As(err, &le) && le.Code == libvirt.ERR_OPERATION_INVALID {
-			return nil // stopped meanwhile ("domain is not running"): the persistent definition is what counts
-		}
-		return fmt.Errorf("recording the payload recipe in the live definition of %s: %w", dom.Name, err)
-	}
-	return nil
-}
-
-// detach removes the payload drive from the domain and deletes its image.
+// detach takes the payload out of the domain, through every delivery (a
+// domain has one payload, but which one is read from its definition),
+// with the recipe and the guest report channel, in one edit of the
+// definition; then the payload's files go.
 func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.Result) error {
-	// The definition's edits (drive, recipe, channel) are one session.
 	ed, err := domxml.NewEdit(dom.InactiveXML)
-	var (
-		cur   domxml.PayloadDisk
-		found bool
-	)
-	if err == nil {
-		cur, found, err = ed.FindPayload()
-	}
 	if err != nil {
 		return fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
@@ -700,117 +505,57 @@ func (e *Engine) detach(ctx context.Context, dom libvirtx.DomainInfo, r *result.
 	if dom.Active {
 		r.DomainState = "running"
 	}
-	// An Ignition config delivered by fw_cfg: its entries leave the
-	// definition with the drive's edit, its file after the redefine.
-	fw := ed.RemoveFwCfgEntries(e.ownsFwCfg)
-	var live liveSet
-	if len(fw) > 0 && dom.Active {
-		live = e.readLive(ctx, dom)
-	}
-	if !found && dom.Active {
-		// A drive only the live definition has still holding a medium (an
-		// attach that changed the live drive but could not redefine the
-		// domain) is detached like a defined one.
-		live, liveFound, err := e.livePayload(ctx, dom)
+	var (
+		done           []delivery.Detached
+		changed, drive bool
+	)
+	for _, d := range e.deliveries().All() {
+		dt, err := d.Detach(ctx, dom, ed, r)
 		if err != nil {
 			return err
 		}
-		if liveFound && live.Path != "" {
-			cur, found = live, true
-		}
+		done = append(done, dt)
+		changed, drive = changed || dt.Changed, drive || dt.Drive
 	}
-	if !found {
-		// Nothing to detach (the outcome the job asks for); a recipe left
-		// without its drive goes too.
-		removed, err := ed.RemoveMetadata(recipe.Namespace)
-		if err != nil {
-			return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
-		}
-		chRemoved, err := ed.RemoveGuestChannel(guestreport.Channel)
-		if err != nil {
-			return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
-		}
-		if !removed && !chRemoved && len(fw) == 0 {
-			return nil
-		}
-		xml, err := ed.XML()
-		if err != nil {
-			return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
-		}
-		if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
-			return fmt.Errorf("redefining %s without the payload recipe: %w", dom.Name, err)
-		}
-		e.fwCfgDetached(dom, fw, live, r)
-		return nil
+	// What the messages say left the definition.
+	what := "payload recipe"
+	if drive {
+		what = "payload drive"
 	}
-	r.Device = &result.Device{Bus: string(cur.Bus), Target: cur.Target, Kind: string(cur.Kind)}
-	if dom.Active && cur.Kind == domxml.KindFloppy {
-		return fail(result.CodeDomainRunning, "domain %s is running and its payload drive %s is a floppy, which cannot be unplugged while the domain runs: stop the domain first", dom.Name, cur.Target)
-	}
-	if dom.Active && (cur.Kind != domxml.KindCDROM || cur.Bus.Hotpluggable()) {
-		// A disk (vfat payload) has no medium to eject, and a CD-ROM on
-		// SCSI can go as it came: unplug it. (Ejecting fails on a SCSI
-		// CD-ROM hot-plugged in this QEMU run: libvirt never learnt it has
-		// a tray; see docs/media-change.md.)
-		x, err := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
-		if err != nil {
-			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
-		}
-		if err := e.Host.DetachDevice(ctx, dom.UUID, x, libvirtx.DOMAIN_DEVICE_MODIFY_LIVE); err != nil {
-			return fmt.Errorf("unplugging the payload drive of running domain %s: %w", dom.Name, err)
-		}
-	} else if dom.Active {
-		// Eject the medium from the live drive (IDE/SATA drives cannot be
-		// unplugged while running); the drive leaves the definition below
-		// and stays live, empty, until the domain stops. The next attach
-		// reuses it (reattach).
-		// An eject is a media change to none, with the same recovery of a
-		// tray libvirt records out of step (changeMedia).
-		x, err := domxml.EjectedDeviceXML(cur.Device)
-		if err != nil {
-			return fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
-		}
-		if err := e.changeMedia(ctx, dom, cur, x, 0, true); err != nil {
-			return fmt.Errorf("ejecting the payload of running domain %s: %w", dom.Name, err)
-		}
-	}
-	if _, err := ed.RemovePayloadDrive(); err != nil {
-		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
-	}
-	if _, err := ed.RemoveMetadata(recipe.Namespace); err != nil {
+	// A recipe (and channel) left without its payload goes too.
+	removed, err := ed.RemoveMetadata(recipe.Namespace)
+	if err != nil {
 		return fmt.Errorf("removing the payload recipe from %s: %w", dom.Name, err)
 	}
-	if _, err := ed.RemoveGuestChannel(guestreport.Channel); err != nil {
+	chRemoved, err := ed.RemoveGuestChannel(guestreport.Channel)
+	if err != nil {
 		return fmt.Errorf("removing the guest report channel from %s: %w", dom.Name, err)
+	}
+	if !changed && !removed && !chRemoved {
+		return nil // nothing to detach: the outcome the job asks for
 	}
 	xml, err := ed.XML()
 	if err != nil {
-		return fmt.Errorf("removing the payload drive from %s: %w", dom.Name, err)
+		return fmt.Errorf("removing the %s from %s: %w", what, dom.Name, err)
 	}
 	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
-		return fmt.Errorf("redefining %s without the payload drive: %w", dom.Name, err)
+		return fmt.Errorf("redefining %s without the %s: %w", dom.Name, what, err)
 	}
-	if dom.Active {
-		if err := e.recordLiveRecipe(ctx, dom, ""); err != nil {
+	if drive && dom.Active {
+		if err := delivery.RecordLiveRecipe(ctx, e.Host, dom, ""); err != nil {
 			return err
 		}
 	}
-	if cur.Path != "" {
-		e.removeImage(cur.Path, metrics.ReasonDetach)
+	for _, dt := range done {
+		for _, f := range dt.Remove {
+			e.removeImage(f, metrics.ReasonDetach)
+		}
+		for _, f := range dt.Supersede {
+			e.supersede(dom, dt.Live, f, metrics.ReasonDetach)
+		}
+		if dt.Notice != "" {
+			r.TakesEffect, r.Notice = dt.TakesEffect, dt.Notice
+		}
 	}
-	e.fwCfgDetached(dom, fw, live, r)
 	return nil
-}
-
-// fwCfgDetached finishes a detach that removed the fw_cfg entries fw from
-// dom's definition: their files go (or, when the running domain's QEMU was
-// started with them, when it stops: see supersede), and when the guest has
-// them the result says it keeps its copy until its next cold start.
-func (e *Engine) fwCfgDetached(dom libvirtx.DomainInfo, fw []domxml.FwCfgEntry, live liveSet, r *result.Result) {
-	for _, en := range fw {
-		e.supersede(dom, live, en.File, metrics.ReasonDetach)
-	}
-	if len(fw) > 0 && dom.Active && e.hasOwnedIgnition(live) {
-		r.TakesEffect, r.Notice = result.TakesEffectNextColdStart, NoticeFwCfgDetachRunning
-	}
 }

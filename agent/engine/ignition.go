@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/delivery/fwcfg"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
@@ -37,8 +38,8 @@ func (e *Engine) ignitionDelivery(dom libvirtx.DomainInfo, j *job.Job, rendered 
 	if err != nil {
 		return nil, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
-	d := rendered.Job.IgnitionDelivery
-	if defaulted && d == job.DeliveryFwCfg && plat.NoFwCfg() {
+	d, reach := rendered.Job.IgnitionDelivery, fwcfg.ReachOf(plat)
+	if defaulted && d == job.DeliveryFwCfg && reach == fwcfg.NoDevice {
 		jb := *j
 		jb.IgnitionDelivery = job.DeliveryBlockdev
 		checked, rep := payload.CheckJob(&jb, e.CheckOptions())
@@ -50,13 +51,13 @@ func (e *Engine) ignitionDelivery(dom libvirtx.DomainInfo, j *job.Job, rendered 
 	if d != job.DeliveryFwCfg {
 		return rendered, nil
 	}
-	if plat.NoFwCfg() {
-		return nil, &failure{code: result.CodeInvalidJob, field: "ignition_delivery", err: fmt.Errorf(
+	switch reach {
+	case fwcfg.NoDevice:
+		return nil, &failure{Code: result.CodeInvalidJob, Field: "ignition_delivery", Err: fmt.Errorf(
 			"ignition_delivery \"fwcfg\" cannot reach domain %s: its architecture is %s, where QEMU has no fw_cfg device (the start fails with \"fw_cfg device not available\") and Ignition's qemu platform reads its config from a virtio disk with serial \"ignition\"; use \"blockdev\" (the default there)",
 			dom.Name, plat.Arch)}
-	}
-	if plat.X86() && !plat.ACPI {
-		return nil, &failure{code: result.CodeInvalidJob, field: "ignition_delivery", err: fmt.Errorf(
+	case fwcfg.NoACPI:
+		return nil, &failure{Code: result.CodeInvalidJob, Field: "ignition_delivery", Err: fmt.Errorf(
 			"ignition_delivery \"fwcfg\" cannot reach the guest of domain %s: on x86 the guest kernel's qemu_fw_cfg driver binds through ACPI (device QEMU0002) and the domain has no <features><acpi/>, so the guest would boot without the config (Ignition logs \"QEMU firmware config was not found\"); add <acpi/> to the domain's <features>, or use \"configdrive\" or \"nocloud\" if the image's Ignition platform reads them",
 			dom.Name)}
 	}
@@ -77,11 +78,11 @@ func (e *Engine) hasRun(ctx context.Context, dom libvirtx.DomainInfo) bool {
 }
 
 // firstBootNotice adds NoticeIgnitionFirstBoot to the result of an
-// Ignition job done for a domain that has run before. A fw_cfg job for a
-// running domain started with this very config (a re-submitted job)
-// changed nothing the guest sees and gets none.
-func (e *Engine) firstBootNotice(ctx context.Context, dom libvirtx.DomainInfo, r *result.Result) {
-	if r.FwCfg != nil && dom.Active && r.TakesEffect == "" {
+// Ignition job done for a domain that has run before. A job whose running
+// guest has this very config already (seen: a re-submitted fw_cfg job for
+// a domain started with it) changed nothing the guest sees and gets none.
+func (e *Engine) firstBootNotice(ctx context.Context, dom libvirtx.DomainInfo, seen bool, r *result.Result) {
+	if seen {
 		return
 	}
 	if !e.hasRun(ctx, dom) {

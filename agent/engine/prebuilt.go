@@ -24,7 +24,7 @@ const MaxPrebuiltBytes = 64 << 20
 
 // prebuiltFail is a prebuilt_image failure.
 func prebuiltFail(format string, args ...any) error {
-	return &failure{code: result.CodePrebuiltImage, field: "prebuilt_image", err: fmt.Errorf(format, args...)}
+	return &failure{Code: result.CodePrebuiltImage, Field: "prebuilt_image", Err: fmt.Errorf(format, args...)}
 }
 
 // openPrebuilt opens p, which must lie in one of e.PrebuiltDirs, without

@@ -8,7 +8,7 @@ import (
 // Starts records when domains last started (or were reset), as seen by the
 // agent: from its own starts and libvirt's lifecycle events. The engine uses
 // it to tell a guest still in its firmware from one that has been running
-// (see Engine.changeMedia). The zero value is ready; a nil *Starts records
+// (see the drive delivery's changeMedia, agent/delivery/drive). The zero value is ready; a nil *Starts records
 // nothing and knows nothing. Safe for concurrent use.
 type Starts struct {
 	mu sync.Mutex

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/delivery"
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -50,10 +51,7 @@ func (e *Engine) EnsurePayloadDir() (created bool, err error) {
 // Owns reports whether path is an image this agent manages: a file directly
 // in the payload directory.
 func (e *Engine) Owns(path string) bool {
-	if path == "" || e.PayloadDir == "" {
-		return false
-	}
-	return filepath.Dir(filepath.Clean(path)) == filepath.Clean(e.PayloadDir)
+	return delivery.Owns(e.PayloadDir, path)
 }
 
 // removeImage deletes an image of ours; prebuilt images elsewhere are never
@@ -273,7 +271,7 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 		// A file of a running domain (named <uuid>-…) that its QEMU was
 		// started with waits until the domain stops (see supersede).
 		if d, ok := running[uuidPrefix(ent.Name())]; ok {
-			if e.supersede(d, e.readLive(ctx, d), p, metrics.ReasonOrphan) {
+			if e.supersede(d, e.env().ReadLive(ctx, d), p, metrics.ReasonOrphan) {
 				n++
 			}
 			continue

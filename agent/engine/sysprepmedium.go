@@ -115,8 +115,8 @@ func (e *Engine) sysprepMedium(ctx context.Context, j *job.Job, auto bool) (job.
 	case auto:
 		return job.MediumCDROM, nil
 	case !fdc:
-		return "", &failure{code: result.CodeUnsupported, field: "sysprep_medium",
-			err: fmt.Errorf("sysprep_medium \"floppy\": domain %s's machine %s (%s) has no floppy controller (libvirt's domain capabilities list no \"fdc\" disk bus for it); use sysprep_medium \"cdrom\" or leave sysprep_medium out to get a CD-ROM", j.Domain, machine, m.OS.Type.Arch)}
+		return "", &failure{Code: result.CodeUnsupported, Field: "sysprep_medium",
+			Err: fmt.Errorf("sysprep_medium \"floppy\": domain %s's machine %s (%s) has no floppy controller (libvirt's domain capabilities list no \"fdc\" disk bus for it); use sysprep_medium \"cdrom\" or leave sysprep_medium out to get a CD-ROM", j.Domain, machine, m.OS.Type.Arch)}
 	}
 	return want, nil
 }

@@ -3,7 +3,7 @@
 // a guest whose firmware holds the tray, and replacing the drive where a
 // change cannot be made (SCSI hot-plug).
 
-package engine
+package drive
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vmpayload/vmpayload/agent/delivery"
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -19,8 +20,8 @@ import (
 
 // livePayload reads the payload drive of running domain dom from its live
 // definition.
-func (e *Engine) livePayload(ctx context.Context, dom libvirtx.DomainInfo) (domxml.PayloadDisk, bool, error) {
-	x, err := e.Host.LiveXML(ctx, dom.UUID)
+func (d *Delivery) livePayload(ctx context.Context, dom libvirtx.DomainInfo) (domxml.PayloadDisk, bool, error) {
+	x, err := d.env.Host.LiveXML(ctx, dom.UUID)
 	if err != nil {
 		return domxml.PayloadDisk{}, false, fmt.Errorf("reading the live definition of %s: %w", dom.Name, err)
 	}
@@ -37,20 +38,22 @@ func (e *Engine) livePayload(ctx context.Context, dom libvirtx.DomainInfo) (domx
 // (IDE and SATA drives cannot be unplugged; see docs/media-change.md). Its
 // medium is changed live, forced and with changeMedia's tray handling; then
 // the drive goes back into the persistent definition at the same target and
-// address, with recipeEl and, when guest is set, the guest report channel.
-// (Hot-plugging a new drive instead would clash with the live one's alias.)
-func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live domxml.PayloadDisk, imgPath, recipeEl string, kind domxml.Kind, opts []domxml.Option, guest bool) (domxml.Device, error) {
+// address, with p's recipe and, when p.Guest is set, the guest report
+// channel. (Hot-plugging a new drive instead would clash with the live
+// one's alias.)
+func (d *Delivery) reattach(ctx context.Context, dom libvirtx.DomainInfo, live domxml.PayloadDisk, p *delivery.Payload, kind domxml.Kind, opts []domxml.Option) (domxml.Device, error) {
+	imgPath := p.Path
 	if live.Kind != domxml.KindCDROM || kind != domxml.KindCDROM {
-		return live.Device, fail(result.CodeDomainRunning, "domain %s is running and still has its payload drive %s (a %s, %s) live although its definition has none, while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs): stop the domain, or use media iso", dom.Name, live.Target, live.Kind, live.Bus, kind)
+		return live.Device, delivery.Fail(result.CodeDomainRunning, "domain %s is running and still has its payload drive %s (a %s, %s) live although its definition has none, while the job needs a %s (vfat payloads are disks, ISO payloads CD-ROMs): stop the domain, or use media iso", dom.Name, live.Target, live.Kind, live.Bus, kind)
 	}
 	x, err := domxml.PayloadDeviceXML(imgPath, live.Device, opts...)
 	if err != nil {
 		return live.Device, fmt.Errorf("rendering the payload drive of %s: %w", dom.Name, err)
 	}
-	if err := e.changeMedia(ctx, dom, live, x, 0, false); err != nil {
+	if err := d.changeMedia(ctx, dom, live, x, 0, false); err != nil {
 		return live.Device, fmt.Errorf("changing the payload medium of running domain %s (drive %s, left live by a detach): %w", dom.Name, live.Target, err)
 	}
-	cur, err := e.Host.Domain(ctx, dom.UUID)
+	cur, err := d.env.Host.Domain(ctx, dom.UUID)
 	if err != nil {
 		return live.Device, fmt.Errorf("reading the definition of %s to put the payload drive back: %w", dom.Name, err)
 	}
@@ -62,21 +65,23 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 	if err != nil {
 		return live.Device, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
 	}
-	e.dropFwCfg(ed)
-	if err = withRecipe(ed, cur.InactiveXML, recipeEl, guest); err != nil {
+	if err = dropOthers(ed, p); err != nil {
+		return dev, err
+	}
+	if err = delivery.WithRecipe(ed, cur.InactiveXML, p.Recipe, p.Guest); err != nil {
 		return dev, fmt.Errorf("recording the payload recipe in %s: %w", dom.Name, err)
 	}
 	xml, err := ed.XML()
 	if err != nil {
 		return dev, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
 	}
-	if err := libvirtx.Redefine(ctx, e.Host, xml); err != nil {
+	if err := libvirtx.Redefine(ctx, d.env.Host, xml); err != nil {
 		return dev, fmt.Errorf("redefining %s with the payload drive: %w", dom.Name, err)
 	}
-	if err := e.recordLiveRecipe(ctx, dom, recipeEl); err != nil {
+	if err := delivery.RecordLiveRecipe(ctx, d.env.Host, dom, p.Recipe); err != nil {
 		return dev, err
 	}
-	e.log().Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
+	d.env.Logger().Info("reused the payload drive left in the running domain by a detach", "domain", dom.Name, "target", live.Target, "bus", live.Bus)
 	return dev, nil
 }
 
@@ -115,8 +120,8 @@ func (e *Engine) reattach(ctx context.Context, dom libvirtx.DomainInfo, live dom
 // config is DOMAIN_DEVICE_MODIFY_CONFIG when the persistent definition has
 // the drive too (it changes with the live one), else 0. eject is set when
 // newDisk has no medium (nothing is inserted, so there is no tray to settle).
-func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags, eject bool) error {
-	wait := e.TrayWait
+func (d *Delivery) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags, eject bool) error {
+	wait := d.env.TrayWait
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
@@ -125,39 +130,39 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 	resets := 0
 	var err error
 	for i := 1; ; i++ {
-		err = e.Host.UpdateDevice(ctx, dom.UUID, newDisk, flags)
+		err = d.env.Host.UpdateDevice(ctx, dom.UUID, newDisk, flags)
 		if err == nil && !eject && !cur.Bus.Hotpluggable() {
-			return e.settleTray(ctx, dom, cur, resets)
+			return d.settleTray(ctx, dom, cur, resets)
 		}
 		if err == nil || !libvirtx.IsTrayBusy(err) {
 			return err
 		}
-		stale, lerr := e.staleTray(ctx, dom.UUID)
+		stale, lerr := d.staleTray(ctx, dom.UUID)
 		if lerr != nil {
 			return fmt.Errorf("%w (and reading the live definition: %v)", err, lerr)
 		}
 		if stale && cur.Bus.Hotpluggable() {
-			return e.replaceDrive(ctx, dom, cur, newDisk, config, err)
+			return d.replaceDrive(ctx, dom, cur, newDisk, config, err)
 		}
 		if stale {
-			up, known := e.startedAgo(ctx, dom.UUID)
-			if !known || up > e.resetWindow() || resets >= maxResets {
-				return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("libvirt's record of payload drive %s (%s) says its tray is open while QEMU's is closed (the guest reset the drive during a media change), so libvirt cannot change its medium until it re-reads the drive: reset or restart the domain (virsh reset %s), then resubmit: %w", cur.Target, cur.Bus, dom.Name, err)}
+			up, known := d.startedAgo(ctx, dom.UUID)
+			if !known || up > d.resetWindow() || resets >= MaxResets {
+				return &delivery.Failure{Code: result.CodeMediaLocked, Err: fmt.Errorf("libvirt's record of payload drive %s (%s) says its tray is open while QEMU's is closed (the guest reset the drive during a media change), so libvirt cannot change its medium until it re-reads the drive: reset or restart the domain (virsh reset %s), then resubmit: %w", cur.Target, cur.Bus, dom.Name, err)}
 			}
 			resets++
-			e.Metrics.MediaRecovery(metrics.RecoveryReset)
-			e.log().Warn("payload drive tray out of step between libvirt and QEMU right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
-			if rerr := e.Host.Reset(ctx, dom.UUID); rerr != nil {
+			d.env.Metrics.MediaRecovery(metrics.RecoveryReset)
+			d.env.Logger().Warn("payload drive tray out of step between libvirt and QEMU right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
+			if rerr := d.env.Host.Reset(ctx, dom.UUID); rerr != nil {
 				return fmt.Errorf("%w (and resetting the domain to repair the drive: %v)", err, rerr)
 			}
-			e.Starts.Note(dom.UUID, time.Now())
+			d.noteStart(dom.UUID)
 			deadline = time.Now().Add(wait)
 		}
 		pause := min(time.Duration(i)*250*time.Millisecond, 2*time.Second)
 		if time.Now().Add(pause).After(deadline) {
 			break
 		}
-		e.log().Info("payload drive tray busy; retrying the media change", "domain", dom.Name, "attempt", i)
+		d.env.Logger().Info("payload drive tray busy; retrying the media change", "domain", dom.Name, "attempt", i)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -165,28 +170,28 @@ func (e *Engine) changeMedia(ctx context.Context, dom libvirtx.DomainInfo, cur d
 		}
 	}
 	if cur.Bus.Hotpluggable() {
-		return e.replaceDrive(ctx, dom, cur, newDisk, config, err)
+		return d.replaceDrive(ctx, dom, cur, newDisk, config, err)
 	}
-	return &failure{code: result.CodeMediaLocked, err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked shut for %s although the change was forced; stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
+	return &delivery.Failure{Code: result.CodeMediaLocked, Err: fmt.Errorf("the guest kept the tray of payload drive %s (%s) locked shut for %s although the change was forced; stop the domain, then resubmit: %w", cur.Target, cur.Bus, wait, err)}
 }
 
 // settleTray waits up to trayCloseWait (or TrayWait, when shorter) for libvirt to record the tray of
 // the IDE/SATA payload drive cur shut after a medium was inserted, and
 // repairs a record that stays open (see changeMedia): within ResetWindow of
-// the start, and with fewer than maxResets resets done by this change, the
+// the start, and with fewer than MaxResets resets done by this change, the
 // domain is reset, which makes libvirt read the drive's state again (the new
 // medium stays in). Later in the domain's life it is not reset behind the
 // operator's back: the change stands (the medium is in) and a warning says
 // that the next change needs a reset.
-func (e *Engine) settleTray(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, resets int) error {
+func (d *Delivery) settleTray(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, resets int) error {
 	wait := trayCloseWait
-	if e.TrayWait > 0 && e.TrayWait < wait {
-		wait = e.TrayWait
+	if d.env.TrayWait > 0 && d.env.TrayWait < wait {
+		wait = d.env.TrayWait
 	}
 	for {
 		deadline := time.Now().Add(wait)
 		for {
-			stale, err := e.staleTray(ctx, dom.UUID)
+			stale, err := d.staleTray(ctx, dom.UUID)
 			if err != nil {
 				return fmt.Errorf("reading the live definition of %s after the media change: %w", dom.Name, err)
 			}
@@ -202,19 +207,19 @@ func (e *Engine) settleTray(ctx context.Context, dom libvirtx.DomainInfo, cur do
 			case <-time.After(trayPoll):
 			}
 		}
-		up, known := e.startedAgo(ctx, dom.UUID)
-		if !known || up > e.resetWindow() || resets >= maxResets {
-			e.log().Warn("libvirt still records the payload drive's tray as open after the media change (the guest reset the drive during it); the new medium is in, but the next change needs a reset of the domain (virsh reset)",
+		up, known := d.startedAgo(ctx, dom.UUID)
+		if !known || up > d.resetWindow() || resets >= MaxResets {
+			d.env.Logger().Warn("libvirt still records the payload drive's tray as open after the media change (the guest reset the drive during it); the new medium is in, but the next change needs a reset of the domain (virsh reset)",
 				"domain", dom.Name, "target", cur.Target, "bus", cur.Bus)
 			return nil
 		}
 		resets++
-		e.Metrics.MediaRecovery(metrics.RecoveryReset)
-		e.log().Warn("payload drive tray out of step between libvirt and QEMU after a media change right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
-		if err := e.Host.Reset(ctx, dom.UUID); err != nil {
+		d.env.Metrics.MediaRecovery(metrics.RecoveryReset)
+		d.env.Logger().Warn("payload drive tray out of step between libvirt and QEMU after a media change right after start; resetting the domain so libvirt re-reads it", "domain", dom.Name, "up", up.Round(time.Millisecond), "reset", resets)
+		if err := d.env.Host.Reset(ctx, dom.UUID); err != nil {
 			return fmt.Errorf("resetting %s to repair libvirt's record of the payload drive's tray: %w", dom.Name, err)
 		}
-		e.Starts.Note(dom.UUID, time.Now())
+		d.noteStart(dom.UUID)
 	}
 }
 
@@ -229,11 +234,14 @@ const (
 // startedAgo is how long ago domain uuid started. A domain started a moment
 // ago (e.g. by virsh) may have its start event still on the way to the
 // agent's event loop: an unknown start is waited for up to startEventWait.
-func (e *Engine) startedAgo(ctx context.Context, uuid string) (time.Duration, bool) {
+func (d *Delivery) startedAgo(ctx context.Context, uuid string) (time.Duration, bool) {
+	if d.env.Starts == nil {
+		return 0, false
+	}
 	deadline := time.Now().Add(startEventWait)
 	for {
-		up, known := e.Starts.Since(uuid)
-		if known || e.Starts == nil || !time.Now().Before(deadline) {
+		up, known := d.env.Starts.Since(uuid)
+		if known || !time.Now().Before(deadline) {
 			return up, known
 		}
 		select {
@@ -247,13 +255,13 @@ func (e *Engine) startedAgo(ctx context.Context, uuid string) (time.Duration, bo
 // startEventWait bounds the wait for a domain's start event (startedAgo).
 const startEventWait = 3 * time.Second
 
-// maxResets bounds the resets one media change may do (each reset restarts
+// MaxResets bounds the resets one media change may do (each reset restarts
 // the firmware's probing, which can race the change again).
-const maxResets = 3
+const MaxResets = 3
 
-func (e *Engine) resetWindow() time.Duration {
-	if e.ResetWindow > 0 {
-		return e.ResetWindow
+func (d *Delivery) resetWindow() time.Duration {
+	if d.env.ResetWindow > 0 {
+		return d.env.ResetWindow
 	}
 	return 60 * time.Second
 }
@@ -261,8 +269,8 @@ func (e *Engine) resetWindow() time.Duration {
 // staleTray reports whether libvirt's live definition says the payload
 // drive's tray is open: after a refused forced change that means libvirt's
 // record is out of step with QEMU's closed tray.
-func (e *Engine) staleTray(ctx context.Context, uuid string) (bool, error) {
-	x, err := e.Host.LiveXML(ctx, uuid)
+func (d *Delivery) staleTray(ctx context.Context, uuid string) (bool, error) {
+	x, err := d.env.Host.LiveXML(ctx, uuid)
 	if err != nil {
 		return false, err
 	}
@@ -275,24 +283,31 @@ func (e *Engine) staleTray(ctx context.Context, uuid string) (bool, error) {
 
 // replaceDrive swaps a hot-pluggable payload drive whose medium cannot be
 // changed for a new drive holding the new medium; cause is why.
-func (e *Engine) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags, cause error) error {
-	oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, e.domOpts()...)
+func (d *Delivery) replaceDrive(ctx context.Context, dom libvirtx.DomainInfo, cur domxml.PayloadDisk, newDisk string, config libvirtx.DomainDeviceModifyFlags, cause error) error {
+	oldDisk, perr := domxml.PayloadDeviceXML(cur.Path, cur.Device, d.env.Opts...)
 	if cur.Path == "" {
-		oldDisk, perr = domxml.PayloadDeviceXML(filepath.Join(e.PayloadDir, "empty"), cur.Device, e.domOpts()...)
+		oldDisk, perr = domxml.PayloadDeviceXML(filepath.Join(d.env.PayloadDir, "empty"), cur.Device, d.env.Opts...)
 	}
 	if perr != nil {
 		return fmt.Errorf("%w (and rendering the drive to replace it: %v)", cause, perr)
 	}
-	e.Metrics.MediaRecovery(metrics.RecoveryReplace)
+	d.env.Metrics.MediaRecovery(metrics.RecoveryReplace)
 	flags := libvirtx.DOMAIN_DEVICE_MODIFY_LIVE | config
-	if derr := e.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
+	if derr := d.env.Host.DetachDevice(ctx, dom.UUID, oldDisk, flags); derr != nil {
 		return fmt.Errorf("%w (replacing the drive: detach: %v)", cause, derr)
 	}
-	if aerr := e.Host.AttachDevice(ctx, dom.UUID, newDisk, flags); aerr != nil {
+	if aerr := d.env.Host.AttachDevice(ctx, dom.UUID, newDisk, flags); aerr != nil {
 		return fmt.Errorf("replacing the payload drive: the old drive was detached but attaching the new one failed: %w", aerr)
 	}
-	e.log().Info("replaced the payload drive (its medium could not be changed)", "domain", dom.Name, "cause", cause)
+	d.env.Logger().Info("replaced the payload drive (its medium could not be changed)", "domain", dom.Name, "cause", cause)
 	return nil
+}
+
+// noteStart records that domain uuid (re)started now.
+func (d *Delivery) noteStart(uuid string) {
+	if d.env.Starts != nil {
+		d.env.Starts.Note(uuid, time.Now())
+	}
 }
 
 func hasSCSI(xml string) bool {

@@ -1,0 +1,60 @@
+// Which delivery a job's payload takes, and into which drive: the one
+// place the engine asks what kind of payload it runs. (The payload kinds
+// of issue 40 answer this: Rendered.Delivery.)
+
+package engine
+
+import (
+	"github.com/vmpayload/vmpayload/agent/delivery"
+	"github.com/vmpayload/vmpayload/agent/delivery/drive"
+	"github.com/vmpayload/vmpayload/agent/delivery/fwcfg"
+	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/libvirtx/domxml"
+	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// deliveryName is the delivery of the rendered payload ("drive" for a
+// prebuilt image, rd nil): "fwcfg" for an Ignition config delivered by
+// fw_cfg, else "drive". ("smbios" is next.)
+func deliveryName(rd *payload.Rendered) string {
+	if rd != nil && payload.IsIgnitionFile(rd.Job) && rd.Job.IgnitionDelivery == job.DeliveryFwCfg {
+		return fwcfg.Name
+	}
+	return drive.Name
+}
+
+// route is how a job's payload reaches the domain.
+type route struct {
+	// delivery is the delivery's registry name (deliveryName).
+	delivery string
+	// names are the names the payload file goes under (fw_cfg names).
+	names []string
+	// noun is what messages call the payload file.
+	noun string
+}
+
+// routeOf returns the route of the rendered payload (nil: a prebuilt
+// image).
+func routeOf(rd *payload.Rendered) route {
+	rt := route{delivery: deliveryName(rd), noun: "payload image"}
+	if rt.delivery == fwcfg.Name {
+		rt.names, rt.noun = domxml.IgnitionFwCfgNames, "Ignition config"
+	}
+	return rt
+}
+
+// driveOf is the drive an image goes into, by the rendered job (nil: a
+// prebuilt image) and the image's description pl.
+func driveOf(rd *payload.Rendered, pl *result.Payload) delivery.Drive {
+	switch {
+	case rd != nil && payload.IsIgnitionFile(rd.Job) && rd.Job.IgnitionDelivery == job.DeliveryBlockdev:
+		return delivery.DriveSerialDisk
+	case pl != nil && pl.Format == string(job.FormatSysprep) && pl.Media == string(image.MediaVFAT):
+		return delivery.DriveFloppy
+	case pl != nil && pl.Media == string(image.MediaVFAT):
+		return delivery.DriveDisk
+	}
+	return delivery.DriveCDROM
+}
