@@ -14,7 +14,9 @@ const Redacted = "<redacted>"
 var jsonPair = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"((?:[^"\\]|\\.)*)"(\s*:\s*)"((?:[^"\\]|\\.)*)"`) })
 
 // seedData matches random_seed's inline data.
-var seedData = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`("random_seed"\s*:\s*\{[^{}]*?"data"\s*:\s*)"(?:[^"\\]|\\.)*"`) })
+var seedData = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`("random_seed"\s*:\s*\{[^{}]*?"data"\s*:\s*)"(?:[^"\\]|\\.)*"`)
+})
 
 // secretKey reports whether a member named key holds a secret value in
 // clear: a password or its hash in any spelling (users[].password and
