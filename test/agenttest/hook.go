@@ -5,12 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // InstallHook installs the packaged libvirt qemu hook script
@@ -22,8 +23,7 @@ import (
 // removes the hook, reloading again, when tb ends.
 func InstallHook(tb testing.TB, tag, domains, cfg, bin string) {
 	tb.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	script, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "packaging", "libvirt", "qemu-hook.sh"))
+	script, err := os.ReadFile(testenv.RepoPath("packaging", "libvirt", "qemu-hook.sh"))
 	if err != nil {
 		tb.Fatal(err)
 	}

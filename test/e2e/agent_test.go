@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +27,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/guest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // resultWait bounds the wait for one job's result; jobs take seconds.
@@ -71,8 +71,7 @@ func gate(t *testing.T) {
 		if _, err := guest.FixKVMDevice(); err != nil {
 			t.Logf("%v", err)
 		}
-		_, file, _, _ := runtime.Caller(0)
-		out, err := exec.Command("/bin/sh", filepath.Join(filepath.Dir(file), "..", "libvirtd.sh")).CombinedOutput()
+		out, err := exec.Command("/bin/sh", testenv.RepoPath("test", "libvirtd.sh")).CombinedOutput()
 		if err != nil {
 			t.Logf("starting libvirtd: %v: %s", err, out)
 		}

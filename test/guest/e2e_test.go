@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -37,8 +36,7 @@ func ensureLibvirtd(t *testing.T) {
 		if _, err := FixKVMDevice(); err != nil {
 			t.Logf("%v", err)
 		}
-		_, file, _, _ := runtime.Caller(0)
-		script := filepath.Join(filepath.Dir(file), "..", "libvirtd.sh")
+		script := testenv.RepoPath("test", "libvirtd.sh")
 		var cmd *exec.Cmd
 		if _, err := os.Stat(script); err == nil {
 			cmd = exec.Command("/bin/sh", script)

@@ -19,14 +19,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // Suites the image builder supports.
@@ -57,11 +57,7 @@ type Image struct {
 // BuildScript returns the absolute path of build-base.sh, found next to this
 // source file.
 func BuildScript() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("guest: locating build-base.sh: runtime.Caller failed")
-	}
-	p := filepath.Join(filepath.Dir(file), "build-base.sh")
+	p := testenv.RepoPath("test", "guest", "build-base.sh")
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("guest: locating build-base.sh: %w", err)
 	}

@@ -7,10 +7,11 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // runReportScript runs the real in-image report script on the host, with
@@ -20,8 +21,7 @@ func runReportScript(t *testing.T, env ...string) []byte {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("needs /usr/bin/python3")
 	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "image", "report")
+	script := testenv.RepoPath("test", "guest", "image", "report")
 	out := filepath.Join(t.TempDir(), "serial.log")
 	cmd := exec.Command("/usr/bin/python3", script)
 	cmd.Env = append(os.Environ(), append([]string{"VMPX_REPORT_OUT=" + out}, env...)...)

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,8 +55,7 @@ type Host struct {
 
 // Script is the path of test/hosts.sh.
 func Script() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "hosts.sh")
+	return testenv.RepoPath("test", "hosts.sh")
 }
 
 // Start starts o.N hosts in layout local with their agents; tb's clean-up

@@ -12,13 +12,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // Python is the interpreter that has Debian's cloud-init package importable.
@@ -258,11 +258,7 @@ func (r *Report) OK() bool {
 // ScriptPath returns the absolute path of judge.py, found next to this
 // source file so that tests in any package can use the judge.
 func ScriptPath() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("judge: locating judge.go via runtime.Caller failed")
-	}
-	p := filepath.Join(filepath.Dir(file), "judge.py")
+	p := testenv.RepoPath("test", "judge", "judge.py")
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("judge: locating judge.py: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -106,4 +108,12 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// RepoPath returns the path of the repository file named by elem (relative
+// to the repository's root), found from this source file's place, so that a
+// test or test tool in any directory reaches the scripts under test/.
+func RepoPath(elem ...string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, elem...)...)
 }
