@@ -27,6 +27,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"libvirt.org/go/libvirt"
@@ -315,7 +316,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 			}
 		}()
 	}
-	if rendered != nil && payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery == job.DeliveryFwCfg {
+	if rendered != nil && rendered.Delivery() == kinds.DeliveryFwCfg {
 		return e.attachFwCfg(ctx, dom, rendered, j.Action == job.ActionStart, r)
 	}
 	// An Ignition config an earlier job delivered by fw_cfg gives way to
@@ -365,7 +366,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 		r.Guest = &result.Guest{Status: result.GuestPending, Channel: guestreport.Channel, Errors: []string{}, RecoverableErrors: []string{}}
 	}
 	t1 := time.Now()
-	blockdev := rendered != nil && payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery == job.DeliveryBlockdev
+	blockdev := rendered != nil && rendered.Delivery() == kinds.DeliveryBlockdev
 	old, dev, err := e.attach(ctx, dom, imgPath, recipeEl, j.Action == job.ActionStart, blockdev, r)
 	if err != nil {
 		if r.Payload != nil && !r.Payload.Reused && !libvirtx.IsDisconnected(err) {
@@ -501,7 +502,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, imgPath, r
 		// disk with serial "ignition", what Ignition's qemu platform
 		// reads on s390x and ppc64le (/dev/disk/by-id/virtio-ignition).
 		opts, kind, bus = append(opts, domxml.AsDisk(), domxml.WithSerial(domxml.IgnitionSerial)), domxml.KindDisk, domxml.BusVirtio
-	} else if r.Payload != nil && r.Payload.Format == string(job.FormatSysprep) && r.Payload.Media == string(image.MediaVFAT) {
+	} else if r.Payload != nil && r.Payload.Delivery() == kinds.DeliveryFloppy {
 		// a sysprep floppy image goes into a floppy drive (fdc)
 		opts, kind = append(opts, domxml.AsFloppy()), domxml.KindFloppy
 	} else if r.Payload != nil && r.Payload.Media == string(image.MediaVFAT) {
