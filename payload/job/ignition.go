@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/coreos/go-semver/semver"
 	ignconfig "github.com/coreos/ignition/v2/config"
@@ -285,7 +286,28 @@ func jsonPath(p []any) string {
 //
 // A config over the YAML limits (MaxYAMLBytes, MaxYAMLTokens) is refused
 // before Butane parses it.
+//
+// The last translation is kept: a check translates a config once, though
+// both validation and the render input need it. The result is read-only.
 func TranslateButane(src string) ([]byte, []FieldError) {
+	lastButane.Lock()
+	defer lastButane.Unlock()
+	if lastButane.src != src || lastButane.out == nil && lastButane.problems == nil {
+		lastButane.out, lastButane.problems = translateButane(src)
+		lastButane.src = src
+	}
+	return lastButane.out, lastButane.problems
+}
+
+// lastButane is TranslateButane's last translation.
+var lastButane struct {
+	sync.Mutex
+	src      string
+	out      []byte
+	problems []FieldError
+}
+
+func translateButane(src string) ([]byte, []FieldError) {
 	if err := checkYAMLSize(src); err != nil {
 		return nil, []FieldError{{Field: "butane", Code: CodeTooLarge, Message: "the Butane config is refused: " + err.Error()}}
 	}
