@@ -189,8 +189,8 @@ func parseHostKeys(j *job.Job, texts []string, r *job.Report) []cloudinit.HostKe
 // content near the limit can reach. Other jobs skip the render (password
 // hashing makes it tens of times the cost of the rest of the check).
 func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
-	if j.Format == job.FormatSysprep {
-		// filled placeholders can grow an answer file past what a floppy
+	if in.Sysprep != "" {
+		// an answer file (format "sysprep"): filled placeholders can grow an answer file past what a floppy
 		// holds (FloppyCapacity, under a tenth of the content limit): an
 		// escaped value is at most 6 bytes a character, and no value is
 		// longer than the passwords or MaxSysprepValueBytes
@@ -245,9 +245,9 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 		// {{admin_password}} (sysprep)
 		in.AdminPassword = readPasswordSecret(sd, "admin_password_secret", j.AdminPasswordSecret, "the administrator password", r)
 	}
-	if j.Format == job.FormatSysprep {
-		resolveSysprep(j, sd, &in, r)
-	}
+	// the answer file's secrets (a job of another format giving them is
+	// refused by field, which these problems would only repeat)
+	resolveSysprep(j, sd, &in, r)
 	switch {
 	case j.UserData != "":
 		in.UserData = j.UserData

@@ -133,6 +133,13 @@ func (r *Rendered) Delivery() string { return kinds.Of(r.Job.Format).Delivery(&r
 // behind fw_cfg or on a raw disk) rather than an image.
 func (r *Rendered) IsFile() bool { return LabelOf(r.Job) == "" }
 
+// IsFile reports whether img describes a plain file (of a kind whose
+// label is its delivery's, without one) rather than an image.
+func (img Image) IsFile() bool {
+	k := kinds.Of(job.Format(img.Format))
+	return img.Label == "" && k != nil && k.Labels() == nil
+}
+
 // Delivery names how an image described as img reaches the guest: the
 // delivery of its format's kind for its media.
 func (img Image) Delivery() string {

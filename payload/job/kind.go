@@ -1,13 +1,26 @@
 package job
 
-// refuse adds to r a problem for each field of j that kind ("ignition",
-// "windows", "sysprep") cannot carry, and, when of is false (j is not of
-// that kind), for each field only that kind takes. It is the one field
-// table's (package payload/kinds, which sets it: kinds.Refuse).
-var refuse = func(*Job, string, bool, *Report) {
-	panic("job: validating a job needs package payload/kinds linked in")
+// FieldTable is the one table of which payload kind takes which job
+// field (package payload/kinds, which installs it: SetFieldTable).
+type FieldTable interface {
+	// Refuse adds to r a problem for each field of j that kind
+	// ("ignition", "windows", "sysprep") cannot carry, and, when of is
+	// false (j is not of that kind), for each field only that kind takes.
+	Refuse(j *Job, kind string, of bool, r *Report)
+	// Takes reports whether every kind j is of takes field.
+	Takes(j *Job, field string) bool
 }
 
-// SetRefuse installs the field table's refusals; package payload/kinds
-// calls it from its init.
-func SetRefuse(f func(j *Job, kind string, of bool, r *Report)) { refuse = f }
+var fields FieldTable
+
+// refuse is fields.Refuse.
+func refuse(j *Job, kind string, of bool, r *Report) {
+	if fields == nil {
+		panic("job: validating a job needs package payload/kinds linked in")
+	}
+	fields.Refuse(j, kind, of, r)
+}
+
+// SetFieldTable installs the field table; package payload/kinds calls it
+// from its init.
+func SetFieldTable(t FieldTable) { fields = t }
