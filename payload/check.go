@@ -10,6 +10,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 	"github.com/vmpayload/vmpayload/payload/secrets"
 )
 
@@ -245,9 +246,9 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 		// {{admin_password}} (sysprep)
 		in.AdminPassword = readPasswordSecret(sd, "admin_password_secret", j.AdminPasswordSecret, "the administrator password", r)
 	}
-	// the answer file's secrets (a job of another format giving them is
-	// refused by field, which these problems would only repeat)
-	resolveSysprep(j, sd, &in, r)
+	if kinds.Owns(j, "sysprep") {
+		resolveSysprep(j, sd, &in, r)
+	}
 	switch {
 	case j.UserData != "":
 		in.UserData = j.UserData

@@ -13,13 +13,15 @@ type FieldTable interface {
 
 var fields FieldTable
 
-// refuse is fields.Refuse.
-func refuse(j *Job, kind string, of bool, r *Report) {
+// table returns the field table, which package payload/kinds installs.
+func table() FieldTable {
 	if fields == nil {
-		panic("job: validating a job needs package payload/kinds linked in")
+		panic("job: package payload/kinds is not linked in")
 	}
-	fields.Refuse(j, kind, of, r)
+	return fields
 }
+
+func refuse(j *Job, kind string, of bool, r *Report) { table().Refuse(j, kind, of, r) }
 
 // SetFieldTable installs the field table; package payload/kinds calls it
 // from its init.

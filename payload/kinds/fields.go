@@ -1,6 +1,10 @@
 package kinds
 
-import "github.com/vmpayload/vmpayload/payload/job"
+import (
+	"slices"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
 
 // The kinds that refuse fields, as the field table names them: a job of
 // format "ignition", one for guest_os "windows" (cloudbase-init), one of
@@ -90,6 +94,13 @@ var Fields = []Field{
 
 // who names each refusing kind in its messages.
 var who = map[string]string{Ignition: `format "ignition"`, Windows: `guest_os "windows"`, Sysprep: `format "sysprep"`}
+
+// Owns reports whether j (defaults applied) is of the one kind that
+// takes field name.
+func Owns(j *job.Job, name string) bool {
+	i := slices.IndexFunc(Fields, func(f Field) bool { return f.Name == name })
+	return i >= 0 && Fields[i].Only == string(j.Format)
+}
 
 // Refuse adds to r, for kind (Ignition, Windows or Sysprep), a problem
 // for each field of j the kind cannot carry, and, when of is false (j is
