@@ -35,6 +35,8 @@ const (
 
 // Fields is the one table of which kind takes which job field, with the
 // reason for each refusal. A field no row names is taken by every kind.
+// A kind reports its refusals in the order of the rows; a field whose
+// refusals come in a different order for two kinds has a row for each.
 var Fields = []Field{
 	{Name: "ignition", Set: func(j *job.Job) bool { return j.Ignition != nil }, Only: Ignition},
 	{Name: "ignition_base64", Set: func(j *job.Job) bool { return j.IgnitionBase64 != "" }, Only: Ignition},
@@ -62,17 +64,19 @@ var Fields = []Field{
 	{Name: "instance_id", Set: func(j *job.Job) bool { return j.InstanceID != "" }, Why: map[string]string{Ignition: "Ignition has no instance id: it runs once, on the first boot", Sysprep: answerFileAlone}},
 	{Name: "users", Set: func(j *job.Job) bool { return len(j.Users) > 0 }, Why: map[string]string{Windows: "they become a cloud-init cloud-config with Linux accounts; give admin_username and admin_password_secret, or a #cloud-config user_data in cloudbase-init's form", Sysprep: answerFileAlone}},
 	{Name: "ssh_authorized_keys", Set: func(j *job.Job) bool { return len(j.SSHAuthorizedKeys) > 0 }, Why: map[string]string{Sysprep: answerFileAlone}},
-	{Name: "regenerate_ssh_host_keys", Set: func(j *job.Job) bool { return j.RegenerateSSHHostKeys != nil }, Why: map[string]string{Ignition: "Ignition does not manage SSH host keys (the guest's sshd-keygen makes missing ones); give ssh_host_keys to pin them", Windows: "cloudbase-init does not manage SSH host keys", Sysprep: answerFileAlone}},
-	{Name: "ssh_password_auth", Set: func(j *job.Job) bool { return j.SSHPasswordAuth != nil }, Why: map[string]string{Ignition: "Ignition has no sshd setting, and where sshd reads drop-ins differs between distributions; write the sshd_config drop-in your image reads with files", Windows: "it is a cloud-init sshd setting; cloudbase-init has none", Sysprep: answerFileAlone}},
+	{Name: "regenerate_ssh_host_keys", Set: func(j *job.Job) bool { return j.RegenerateSSHHostKeys != nil }, Why: map[string]string{Ignition: "Ignition does not manage SSH host keys (the guest's sshd-keygen makes missing ones); give ssh_host_keys to pin them", Sysprep: answerFileAlone}},
+	{Name: "ssh_password_auth", Set: func(j *job.Job) bool { return j.SSHPasswordAuth != nil }, Why: map[string]string{Ignition: "Ignition has no sshd setting, and where sshd reads drop-ins differs between distributions; write the sshd_config drop-in your image reads with files", Sysprep: answerFileAlone}},
 	{Name: "dns", Set: func(j *job.Job) bool { return j.DNS != nil }, Why: map[string]string{Ignition: ignNoNetwork, Sysprep: answerFileAlone}},
 	{Name: "nics", Set: func(j *job.Job) bool { return len(j.NICs) > 0 }, Why: map[string]string{Ignition: ignNoNetwork, Sysprep: answerFileAlone}},
-	{Name: "network_config", Set: func(j *job.Job) bool { return j.NetworkConfig != "" }, Why: map[string]string{Ignition: "it is a cloud-init network-config, which Ignition does not read", Sysprep: answerFileAlone}},
-	{Name: "network_data", Set: func(j *job.Job) bool { return j.NetworkData != nil }, Why: map[string]string{Ignition: "it is OpenStack's network_data.json for cloud-init, which Ignition does not read", Sysprep: answerFileAlone}},
+	{Name: "network_config", Set: func(j *job.Job) bool { return j.NetworkConfig != "" }, Why: map[string]string{Ignition: "it is a cloud-init network-config, which Ignition does not read"}},
+	{Name: "network_data", Set: func(j *job.Job) bool { return j.NetworkData != nil }, Why: map[string]string{Ignition: "it is OpenStack's network_data.json for cloud-init, which Ignition does not read"}},
 	{Name: "files", Set: func(j *job.Job) bool { return len(j.Files) > 0 }, Why: map[string]string{Windows: "they become cloud-init write_files with Linux owners and modes; give a #cloud-config user_data with cloudbase-init's write_files, or a #ps1_sysnative script", Sysprep: answerFileAlone}},
 	{Name: "runcmd", Set: func(j *job.Job) bool { return len(j.Runcmd) > 0 }, Why: map[string]string{Ignition: "Ignition runs no commands (it runs in the initramfs, before the system boots); write a systemd unit with files or in your ignition config", Windows: "they become a cloud-init runcmd; give a #ps1_sysnative or \"rem cmd\" user_data script", Sysprep: answerFileAlone}},
 	{Name: "timezone", Set: func(j *job.Job) bool { return j.Timezone != "" }, Why: map[string]string{Windows: "it becomes a cloud-init cloud-config; give cloudbase-init's set_timezone in a #cloud-config user_data"}},
 	{Name: "locale", Set: func(j *job.Job) bool { return j.Locale != "" }, Why: map[string]string{Ignition: "Ignition has no locale setting; write /etc/locale.conf with files", Windows: "it is a Linux locale; cloudbase-init has no locale setting", Sysprep: answerFileAlone}},
 	{Name: "ssh_host_keys", Set: func(j *job.Job) bool { return len(j.SSHHostKeys) > 0 }, Why: map[string]string{Windows: "cloudbase-init does not install SSH host keys", Sysprep: answerFileAlone}},
+	{Name: "regenerate_ssh_host_keys", Set: func(j *job.Job) bool { return j.RegenerateSSHHostKeys != nil }, Why: map[string]string{Windows: "cloudbase-init does not manage SSH host keys"}},
+	{Name: "ssh_password_auth", Set: func(j *job.Job) bool { return j.SSHPasswordAuth != nil }, Why: map[string]string{Windows: "it is a cloud-init sshd setting; cloudbase-init has none"}},
 	{Name: "power_state", Set: func(j *job.Job) bool { return j.PowerState != nil }, Why: map[string]string{Ignition: "Ignition cannot power off or reboot the guest after provisioning", Windows: "it is a cloud-init module; end a user_data script with shutdown.exe, or set cloudbase-init's allow_reboot", Sysprep: answerFileAlone}},
 	{Name: "phone_home", Set: func(j *job.Job) bool { return j.PhoneHome != nil }, Why: map[string]string{Ignition: "Ignition reports nothing to a URL when provisioning ends", Windows: "it is a cloud-init module; cloudbase-init has none", Sysprep: answerFileAlone}},
 	{Name: "random_seed", Set: func(j *job.Job) bool { return j.RandomSeed != nil }, Why: map[string]string{Ignition: "Ignition has no random seed to hand to the guest", Windows: "cloudbase-init does not read a random seed", Sysprep: answerFileAlone}},
@@ -83,6 +87,8 @@ var Fields = []Field{
 	{Name: "vendor_data", Set: func(j *job.Job) bool { return j.VendorData != "" }, Why: map[string]string{Ignition: "it is cloud-init vendor-data, which Ignition does not read", Windows: cbiNoVendorData, Sysprep: answerFileAlone}},
 	{Name: "vendor_data_base64", Set: func(j *job.Job) bool { return j.VendorDataBase64 != "" }, Why: map[string]string{Ignition: "it is cloud-init vendor-data, which Ignition does not read", Windows: cbiNoVendorData, Sysprep: answerFileAlone}},
 	{Name: "meta_data", Set: func(j *job.Job) bool { return j.MetaData != nil }, Why: map[string]string{Ignition: "Ignition reads no meta-data", Sysprep: answerFileAlone}},
+	{Name: "network_config", Set: func(j *job.Job) bool { return j.NetworkConfig != "" }, Why: map[string]string{Sysprep: answerFileAlone}},
+	{Name: "network_data", Set: func(j *job.Job) bool { return j.NetworkData != nil }, Why: map[string]string{Sysprep: answerFileAlone}},
 	{Name: "guest_report", Set: func(j *job.Job) bool { return j.GuestReport != nil && *j.GuestReport }, Why: map[string]string{Ignition: "the guest report is a cloud-init part, which an Ignition guest does not run", Windows: "the guest report is a cloud-init boothook, which cloudbase-init does not run", Sysprep: answerFileAlone}},
 	{Name: "dns.search", Set: func(j *job.Job) bool { return j.DNS != nil && len(j.DNS.Search) > 0 }, Why: map[string]string{Windows: "cloudbase-init reads no search domains from the payload (it would drop them); set them with a user_data script"}},
 	{Name: "prebuilt_image", Set: func(j *job.Job) bool { return j.PrebuiltImage != "" }, Why: map[string]string{Ignition: "a prebuilt Ignition config is not supported yet", Sysprep: answerFileAlone}},

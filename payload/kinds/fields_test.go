@@ -2,17 +2,19 @@ package kinds
 
 import "testing"
 
-// TestFields checks the field table's shape: each field once, a refusal
+// TestFields checks the field table's shape: each field once per kind, a refusal
 // or an owner per row, and the count of refusals per kind the three
 // tables it replaced had (ignition 21, windows 15, sysprep 27).
 func TestFields(t *testing.T) {
 	seen := map[string]bool{}
 	count := map[string]int{}
 	for _, f := range Fields {
-		if seen[f.Name] {
-			t.Errorf("field %s has two rows", f.Name)
+		for k := range f.Why {
+			if seen[f.Name+" "+k] {
+				t.Errorf("field %s has two rows for kind %s", f.Name, k)
+			}
+			seen[f.Name+" "+k] = true
 		}
-		seen[f.Name] = true
 		if (f.Only == "") == (len(f.Why) == 0) {
 			t.Errorf("field %s: give either the one kind that takes it or the reasons of those that refuse it", f.Name)
 		}
