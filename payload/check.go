@@ -10,6 +10,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 	"github.com/vmpayload/vmpayload/payload/secrets"
 )
 
@@ -42,6 +43,9 @@ const MsgDomainRequired = "the agent needs the libvirt domain (name or UUID) the
 // reaches the renderer without the one check.
 type Checked struct {
 	in cloudinit.Input
+	// docs are the documents the check rendered (renderCheckNeeded), which
+	// a render with no pinned identity, salt or randomness reuses.
+	docs *cloudinit.Documents
 }
 
 // Check decodes and checks a job document and returns the job (nil when
@@ -82,7 +86,7 @@ func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 		return nil
 	}
 	var more job.Report
-	in, ok := checkRun(j, opt, &more, r.OK())
+	in, docs, ok := checkRun(j, opt, &more, r.OK())
 	seen := map[string]bool{}
 	for _, e := range r.Errors {
 		seen[e.Field] = true
@@ -95,7 +99,7 @@ func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 	if !ok || !r.OK() {
 		return nil
 	}
-	return &Checked{in: in}
+	return &Checked{in: in, docs: docs}
 }
 
 // checkRun adds what a job needs beyond its own fields: a domain on the
@@ -105,40 +109,43 @@ func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 // documents are rendered once, in memory, so that nothing the renderer
 // would refuse (documents over the image limit) is left to the build. It
 // returns the render input and whether the job has one: not without
-// opt.Secrets, nor for a detach or a prebuilt image unless opt.Build.
-func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudinit.Input, bool) {
+// opt.Secrets, nor for a detach or a prebuilt image unless opt.Build; and
+// the documents, when it rendered them.
+func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudinit.Input, *cloudinit.Documents, bool) {
 	if opt.Agent && j.Domain == "" {
 		r.Add("domain", job.CodeRequired, MsgDomainRequired)
 	}
 	a := j.Apply(opt.Defaults)
 	if !opt.Build && (a.Action == job.ActionDetach || a.PrebuiltImage != "") {
-		return cloudinit.Input{}, false
+		return cloudinit.Input{}, nil, false
 	}
 	if !opt.Secrets {
-		return cloudinit.Input{}, false
+		return cloudinit.Input{}, nil, false
 	}
 	var sr job.Report
 	in, keyTexts := resolveSecrets(&a, secrets.Dir(opt.SecretsDir), &sr)
 	r.Merge(sr)
 	if !valid || !sr.OK() {
-		return in, false
+		return in, nil, false
 	}
 	if !butaneToIgnition(&in.Job, r) {
-		return in, false
+		return in, nil, false
 	}
 	var kr job.Report
 	in.HostKeys = parseHostKeys(&a, keyTexts, &kr)
 	if !kr.OK() {
 		r.Merge(kr)
-		return in, false
+		return in, nil, false
 	}
 	if renderCheckNeeded(&a, in) {
 		var ve *job.ValidationError
-		if _, err := cloudinit.Render(in, cloudinit.Options{}); errors.As(err, &ve) {
+		docs, err := cloudinit.Render(in, cloudinit.Options{})
+		if errors.As(err, &ve) {
 			r.Merge(job.Report{Errors: ve.Errors})
 		}
+		return in, docs, true
 	}
-	return in, true
+	return in, nil, true
 }
 
 // butaneToIgnition replaces j's butane with the Ignition config Butane
@@ -183,8 +190,8 @@ func parseHostKeys(j *job.Job, texts []string, r *job.Report) []cloudinit.HostKe
 // content near the limit can reach. Other jobs skip the render (password
 // hashing makes it tens of times the cost of the rest of the check).
 func renderCheckNeeded(j *job.Job, in cloudinit.Input) bool {
-	if j.Format == job.FormatSysprep {
-		// filled placeholders can grow an answer file past what a floppy
+	if in.Sysprep != "" {
+		// an answer file (format "sysprep"): filled placeholders can grow an answer file past what a floppy
 		// holds (FloppyCapacity, under a tenth of the content limit): an
 		// escaped value is at most 6 bytes a character, and no value is
 		// longer than the passwords or MaxSysprepValueBytes
@@ -239,7 +246,7 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 		// {{admin_password}} (sysprep)
 		in.AdminPassword = readPasswordSecret(sd, "admin_password_secret", j.AdminPasswordSecret, "the administrator password", r)
 	}
-	if j.Format == job.FormatSysprep {
+	if kinds.Owns(j, "sysprep") {
 		resolveSysprep(j, sd, &in, r)
 	}
 	switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
 // IgnitionConfigName is the name `vmpayload build` gives the Ignition
@@ -23,26 +24,9 @@ import (
 const IgnitionConfigName = cloudinit.IgnitionConfigName
 
 // LabelOf returns the filesystem label of the image of job j (defaults
-// applied): Label of its format, or for format "ignition" the label of
-// its delivery's image; "" when the Ignition config is delivered by
-// fw_cfg or as a block device, as a plain file.
-func LabelOf(j job.Job) string {
-	if j.Format != job.FormatIgnition {
-		return Label(j.Format)
-	}
-	switch j.IgnitionDelivery {
-	case job.DeliveryConfigDrive:
-		return LabelConfigDrive
-	case job.DeliveryNoCloud:
-		return LabelNoCloud
-	}
-	return ""
-}
-
-// IsIgnitionFile reports whether the job's payload is a plain Ignition
-// config file (format "ignition", delivery fwcfg or blockdev) rather than
-// an image.
-func IsIgnitionFile(j job.Job) bool { return j.Format == job.FormatIgnition && LabelOf(j) == "" }
+// applied), as its kind gives it: "" for a payload that is a plain file
+// (an Ignition config delivered by fw_cfg or as a block device).
+func LabelOf(j job.Job) string { return kinds.Of(j.Format).Label(&j) }
 
 // IgnitionSpec is the spec version of the rendered Ignition config; ""
 // for cloud-init documents.
@@ -101,7 +85,7 @@ func (r *Rendered) ignitionResult(path string, data []byte) Result {
 	}
 	sum := sha256.Sum256(data)
 	return Result{
-		Image: Image{Path: abs, Format: string(job.FormatIgnition), Size: int64(len(data)),
+		Image: Image{Path: abs, Format: string(r.Job.Format), Size: int64(len(data)),
 			SHA256: hex.EncodeToString(sum[:]), InstanceID: r.Docs.InstanceID},
 		ContentHash: r.Docs.ContentHash, Files: []string{IgnitionConfigName}, IgnitionSpec: r.Docs.IgnitionSpec,
 	}

@@ -8,49 +8,40 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
+	cloudinitkind "github.com/vmpayload/vmpayload/payload/kinds/cloudinit"
+	_ "github.com/vmpayload/vmpayload/payload/kinds/register"
+	sysprepkind "github.com/vmpayload/vmpayload/payload/kinds/sysprep"
 )
 
 // Labels of the payload formats.
 const (
-	LabelNoCloud     = "cidata"
-	LabelConfigDrive = "config-2"
-	// LabelSysprep labels a sysprep floppy or CD-ROM. Windows looks for
-	// the answer file by name on every removable medium, not by label;
-	// the label tells vmpayload's own readers (Describe, inspect) what
-	// the image is.
-	LabelSysprep = "SYSPREP"
+	LabelNoCloud     = cloudinitkind.LabelNoCloud
+	LabelConfigDrive = cloudinitkind.LabelConfigDrive
+	LabelSysprep     = sysprepkind.Label
 )
 
-// Label returns the filesystem label of format f: the one cloud-init
-// looks for, or LabelSysprep.
+// Label returns the filesystem label of the images of format f: its
+// kind's, or LabelNoCloud for a kind whose label is its job's delivery's.
 func Label(f job.Format) string {
-	switch f {
-	case job.FormatConfigDrive:
-		return LabelConfigDrive
-	case job.FormatSysprep:
-		return LabelSysprep
+	if k := kinds.Of(f); k != nil && k.Labels() != nil {
+		return k.Labels()[0]
 	}
 	return LabelNoCloud
 }
 
 // FormatOf returns the format whose filesystem label is label (in any
-// case, as cloud-init matches it); false for a label cloud-init does not
-// look for.
+// case, as cloud-init matches it); false for a label no kind gives.
 func FormatOf(label string) (job.Format, bool) {
-	switch strings.ToLower(label) {
-	case LabelNoCloud:
-		return job.FormatNoCloud, true
-	case LabelConfigDrive:
-		return job.FormatConfigDrive, true
-	case strings.ToLower(LabelSysprep):
-		return job.FormatSysprep, true
+	k, ok := kinds.ByLabel(label)
+	if !ok {
+		return "", false
 	}
-	return "", false
+	return k.Format(), true
 }
 
 // MediaOf returns the media of an image whose filesystem image.Inspect
@@ -112,6 +103,9 @@ type Rendered struct {
 func Render(c *Checked, opt Options) (*Rendered, error) {
 	in := c.in
 	in.Identity = opt.Identity
+	if c.docs != nil && opt.Identity == nil && opt.Salt == nil && opt.Rand == nil {
+		return &Rendered{Job: in.Job, Docs: c.docs}, nil // the check's render
+	}
 	docs, err := cloudinit.Render(in, cloudinit.Options{Salt: opt.Salt, Rand: opt.Rand})
 	if err != nil {
 		return nil, err
@@ -122,7 +116,7 @@ func Render(c *Checked, opt Options) (*Rendered, error) {
 // Spec returns the image spec for the rendered documents.
 func (r *Rendered) Spec() image.Spec {
 	s := image.Spec{Media: r.Job.Media, Label: LabelOf(r.Job)}
-	if IsFloppy(r.Job) {
+	if r.Delivery() == kinds.DeliveryFloppy {
 		s.Media = image.MediaFloppy
 	}
 	for _, f := range r.Docs.Files {
@@ -131,17 +125,33 @@ func (r *Rendered) Spec() image.Spec {
 	return s
 }
 
-// IsFloppy reports whether the job's payload is a floppy image (format
-// "sysprep" on sysprep_medium "floppy"); its drive is a floppy drive.
-func IsFloppy(j job.Job) bool {
-	return j.Format == job.FormatSysprep && j.SysprepMedium == job.MediumFloppy
+// Delivery names how the payload reaches the guest (kinds.Delivery*):
+// the engine attaches, detaches and collects it by that name.
+func (r *Rendered) Delivery() string { return kinds.Of(r.Job.Format).Delivery(&r.Job) }
+
+// IsFile reports whether the payload is a plain file (an Ignition config
+// behind fw_cfg or on a raw disk) rather than an image.
+func (r *Rendered) IsFile() bool { return LabelOf(r.Job) == "" }
+
+// IsFile reports whether img describes a plain file (of a kind whose
+// label is its delivery's, without one) rather than an image.
+func (img Image) IsFile() bool {
+	k := kinds.Of(job.Format(img.Format))
+	return img.Label == "" && k != nil && k.Labels() == nil
+}
+
+// Delivery names how an image described as img reaches the guest: the
+// delivery of its format's kind for its media.
+func (img Image) Delivery() string {
+	j := job.Job{Format: job.Format(img.Format), Media: job.Media(img.Media)}
+	return kinds.Of(j.Format).Delivery(&j)
 }
 
 // ImageName is the file name for the image of this content for a domain:
 // a new content gives a new name, so an image a domain may be reading is
 // never modified in place.
 func (r *Rendered) ImageName(prefix string) string {
-	if IsIgnitionFile(r.Job) {
+	if r.IsFile() {
 		return prefix + "-" + r.Docs.ContentHash[:16] + ".ign"
 	}
 	return prefix + "-" + r.Docs.ContentHash[:16] + Extension(r.Job.Media)
@@ -178,7 +188,7 @@ type Result struct {
 // Write writes the rendered image to out atomically (see image.Write);
 // for an Ignition config delivered by fw_cfg, the config file itself.
 func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, error) {
-	if IsIgnitionFile(r.Job) {
+	if r.IsFile() {
 		return r.writeIgnitionFile(ctx, out, opt)
 	}
 	gid := opt.GID
@@ -203,8 +213,8 @@ func Describe(info image.Info, instanceID string) Image {
 
 func (r *Rendered) result(info image.Info) Result {
 	res := Result{Image: Describe(info, r.Docs.InstanceID), ContentHash: r.Docs.ContentHash, ISOLayout: info.ISOLayout}
-	if r.Job.Format == job.FormatIgnition {
-		res.Format, res.IgnitionSpec = string(job.FormatIgnition), r.Docs.IgnitionSpec
+	if r.Docs.IgnitionSpec != "" {
+		res.Format, res.IgnitionSpec = string(r.Job.Format), r.Docs.IgnitionSpec
 	}
 	for _, f := range info.Files {
 		res.Files = append(res.Files, f.Path)
@@ -218,7 +228,7 @@ func (r *Rendered) result(info image.Info) Result {
 // agent uses it to keep the image of an unchanged re-submitted job instead
 // of building a new one.
 func (r *Rendered) Reuse(path string) (Result, error) {
-	if IsIgnitionFile(r.Job) {
+	if r.IsFile() {
 		return r.reuseIgnitionFile(path)
 	}
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {

@@ -12,14 +12,14 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
-	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-// deliveryName is the delivery of the rendered payload ("drive" for a
-// prebuilt image, rd nil): "fwcfg" for an Ignition config delivered by
-// fw_cfg, else "drive". ("smbios" is next.)
+// deliveryName is the delivery of the rendered payload, as its kind says
+// (Rendered.Delivery; "drive" for a prebuilt image, rd nil): "fwcfg" for
+// a plain file behind fw_cfg, else "drive". ("smbios" is next.)
 func deliveryName(rd *payload.Rendered) string {
-	if rd != nil && payload.IsIgnitionFile(rd.Job) && rd.Job.IgnitionDelivery == job.DeliveryFwCfg {
+	if rd != nil && rd.Delivery() == kinds.DeliveryFwCfg {
 		return fwcfg.Name
 	}
 	return drive.Name
@@ -46,12 +46,19 @@ func routeOf(rd *payload.Rendered) route {
 }
 
 // driveOf is the drive an image goes into, by the rendered job (nil: a
-// prebuilt image) and the image's description pl.
+// prebuilt image) and the image's description pl, as the payload's kind
+// says (Rendered.Delivery, Image.Delivery).
 func driveOf(rd *payload.Rendered, pl *result.Payload) delivery.Drive {
+	d := ""
+	if rd != nil {
+		d = rd.Delivery()
+	} else if pl != nil {
+		d = pl.Image.Delivery()
+	}
 	switch {
-	case rd != nil && payload.IsIgnitionFile(rd.Job) && rd.Job.IgnitionDelivery == job.DeliveryBlockdev:
+	case d == kinds.DeliveryBlockdev:
 		return delivery.DriveSerialDisk
-	case pl != nil && pl.Format == string(job.FormatSysprep) && pl.Media == string(image.MediaVFAT):
+	case d == kinds.DeliveryFloppy:
 		return delivery.DriveFloppy
 	case pl != nil && pl.Media == string(image.MediaVFAT):
 		return delivery.DriveDisk

@@ -160,7 +160,7 @@ func imageIgnition(info image.Info) (name string, s *payload.IgnitionSummary, er
 // ignitionBuildLine is build's line for an Ignition config written as a
 // file (delivery fwcfg), which has no media or label; false for an image.
 func ignitionBuildLine(res payload.Result) (string, bool) {
-	if res.Format != string(job.FormatIgnition) || res.Label != "" {
+	if !res.IsFile() {
 		return "", false
 	}
 	return fmt.Sprintf("%s: ignition config (fw_cfg) spec=%s size=%d sha256=%s", res.Path, res.IgnitionSpec, res.Size, res.SHA256), true

@@ -15,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -167,7 +168,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vmpayload recipe: note: the hook rebuilds only images whose name starts with their domain's UUID; give --name $(virsh domuuid DOMAIN) (or --domain-xml) for a domain whose image it should rebuild\n")
 	}
 
-	if payload.IsIgnitionFile(rendered.Job) && rendered.Job.IgnitionDelivery != job.DeliveryBlockdev {
+	if rendered.Delivery() == kinds.DeliveryFwCfg {
 		// An Ignition config delivered by fw_cfg: the entries naming it, as
 		// the agent writes them, instead of a drive.
 		if doc != nil {
@@ -202,16 +203,19 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	// vfat payloads are read-only disks and sysprep floppies floppy
 	// drives, as the agent attaches them.
 	var opts []domxml.Option
-	if payload.IsIgnitionFile(rendered.Job) {
+	switch rendered.Delivery() {
+	case kinds.DeliveryBlockdev:
 		// ignition_delivery "blockdev": the config file as a read-only
 		// raw virtio disk with serial "ignition", as the agent attaches it
 		opts, bus = append(opts, domxml.AsDisk(), domxml.WithSerial(domxml.IgnitionSerial)), domxml.BusVirtio
-	} else if payload.IsFloppy(rendered.Job) {
+	case kinds.DeliveryFloppy:
 		opts = append(opts, domxml.AsFloppy())
-	} else if rendered.Job.Media == job.MediaVFAT {
-		opts = append(opts, domxml.AsDisk())
-		if bus == domxml.BusIDE || bus == domxml.BusSATA {
-			bus = domxml.BusAuto
+	default:
+		if rendered.Job.Media == job.MediaVFAT {
+			opts = append(opts, domxml.AsDisk())
+			if bus == domxml.BusIDE || bus == domxml.BusSATA {
+				bus = domxml.BusAuto
+			}
 		}
 	}
 	if doc != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/coreos/go-semver/semver"
 	ignconfig "github.com/coreos/ignition/v2/config"
@@ -26,56 +27,11 @@ var (
 	MaxIgnitionSpec = semver.Version{Major: 3, Minor: 6}
 )
 
-// ignitionRefusal is a job field with no Ignition meaning: set together
-// with format "ignition" it is refused, by its own path, saying why
-// (never dropped).
-type ignitionRefusal struct {
-	field string
-	set   func(*Job) bool
-	why   string
-}
-
-// ignitionRefusals lists the job fields that format "ignition" cannot
-// carry, each with the reason. The carried fields are hostname, timezone,
-// users, ssh_authorized_keys, files and ssh_host_keys (docs/ignition.md).
-var ignitionRefusals = []ignitionRefusal{
-	{"instance_id", func(j *Job) bool { return j.InstanceID != "" }, "Ignition has no instance id: it runs once, on the first boot"},
-	{"regenerate_ssh_host_keys", func(j *Job) bool { return j.RegenerateSSHHostKeys != nil }, "Ignition does not manage SSH host keys (the guest's sshd-keygen makes missing ones); give ssh_host_keys to pin them"},
-	{"ssh_password_auth", func(j *Job) bool { return j.SSHPasswordAuth != nil }, "Ignition has no sshd setting, and where sshd reads drop-ins differs between distributions; write the sshd_config drop-in your image reads with files"},
-	{"dns", func(j *Job) bool { return j.DNS != nil }, "Ignition has no network settings (NetworkManager keyfiles on Fedora CoreOS and RHCOS, systemd-networkd units on Flatcar); write them with files or in your ignition config"},
-	{"nics", func(j *Job) bool { return len(j.NICs) > 0 }, "Ignition has no network settings (NetworkManager keyfiles on Fedora CoreOS and RHCOS, systemd-networkd units on Flatcar); write them with files or in your ignition config"},
-	{"network_config", func(j *Job) bool { return j.NetworkConfig != "" }, "it is a cloud-init network-config, which Ignition does not read"},
-	{"network_data", func(j *Job) bool { return j.NetworkData != nil }, "it is OpenStack's network_data.json for cloud-init, which Ignition does not read"},
-	{"runcmd", func(j *Job) bool { return len(j.Runcmd) > 0 }, "Ignition runs no commands (it runs in the initramfs, before the system boots); write a systemd unit with files or in your ignition config"},
-	{"locale", func(j *Job) bool { return j.Locale != "" }, "Ignition has no locale setting; write /etc/locale.conf with files"},
-	{"power_state", func(j *Job) bool { return j.PowerState != nil }, "Ignition cannot power off or reboot the guest after provisioning"},
-	{"phone_home", func(j *Job) bool { return j.PhoneHome != nil }, "Ignition reports nothing to a URL when provisioning ends"},
-	{"random_seed", func(j *Job) bool { return j.RandomSeed != nil }, "Ignition has no random seed to hand to the guest"},
-	{"user_data", func(j *Job) bool { return j.UserData != "" }, "it is cloud-init user-data, which Ignition does not read; give your Ignition config as ignition"},
-	{"user_data_base64", func(j *Job) bool { return j.UserDataBase64 != "" }, "it is cloud-init user-data, which Ignition does not read; give your Ignition config as ignition_base64"},
-	{"user_data_secret", func(j *Job) bool { return j.UserDataSecret != "" }, "it is cloud-init user-data, which Ignition does not read"},
-	{"user_data_mode", func(j *Job) bool { return j.UserDataMode == ModeReplace }, "there is no cloud-init user-data to replace; a user's ignition config is always merged"},
-	{"vendor_data", func(j *Job) bool { return j.VendorData != "" }, "it is cloud-init vendor-data, which Ignition does not read"},
-	{"vendor_data_base64", func(j *Job) bool { return j.VendorDataBase64 != "" }, "it is cloud-init vendor-data, which Ignition does not read"},
-	{"meta_data", func(j *Job) bool { return j.MetaData != nil }, "Ignition reads no meta-data"},
-	{"guest_report", func(j *Job) bool { return j.GuestReport != nil && *j.GuestReport }, "the guest report is a cloud-init part, which an Ignition guest does not run"},
-	{"prebuilt_image", func(j *Job) bool { return j.PrebuiltImage != "" }, "a prebuilt Ignition config is not supported yet"},
-}
-
 // validateIgnition checks the Ignition fields and, for a job of format
 // "ignition", refuses every field with no Ignition meaning.
 func validateIgnition(j *Job, r *Report) {
 	if j.Format != FormatIgnition {
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"butane", j.Butane != ""}, {"ignition_delivery", j.IgnitionDelivery != ""},
-		} {
-			if f.set {
-				r.Add(f.name, CodeConflict, "%s is only used with format \"ignition\"", f.name)
-			}
-		}
+		refuse(j, "ignition", false, r)
 		return
 	}
 	switch j.IgnitionDelivery {
@@ -90,11 +46,7 @@ func validateIgnition(j *Job, r *Report) {
 		}
 		r.Add("media", CodeConflict, "ignition_delivery %s passes the config file itself, not an image; media only applies to \"configdrive\" and \"nocloud\"", quote(string(d)))
 	}
-	for _, f := range ignitionRefusals {
-		if f.set(j) {
-			r.Add(f.field, CodeConflict, "format \"ignition\" cannot carry %s: %s", f.field, f.why)
-		}
-	}
+	refuse(j, "ignition", true, r)
 	for i, u := range j.Users {
 		r.Errors = append(r.Errors, u.ignitionProblems(index("users", i))...)
 	}
@@ -334,7 +286,28 @@ func jsonPath(p []any) string {
 //
 // A config over the YAML limits (MaxYAMLBytes, MaxYAMLTokens) is refused
 // before Butane parses it.
+//
+// The last translation is kept: a check translates a config once, though
+// both validation and the render input need it. The result is read-only.
 func TranslateButane(src string) ([]byte, []FieldError) {
+	lastButane.Lock()
+	defer lastButane.Unlock()
+	if lastButane.src != src || lastButane.out == nil && lastButane.problems == nil {
+		lastButane.out, lastButane.problems = translateButane(src)
+		lastButane.src = src
+	}
+	return lastButane.out, lastButane.problems
+}
+
+// lastButane is TranslateButane's last translation.
+var lastButane struct {
+	sync.Mutex
+	src      string
+	out      []byte
+	problems []FieldError
+}
+
+func translateButane(src string) ([]byte, []FieldError) {
 	if err := checkYAMLSize(src); err != nil {
 		return nil, []FieldError{{Field: "butane", Code: CodeTooLarge, Message: "the Butane config is refused: " + err.Error()}}
 	}

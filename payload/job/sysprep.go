@@ -47,70 +47,11 @@ const (
 // (Windows allows 127 characters; the bytes allow for UTF-8).
 const MaxAdminPasswordBytes = 512
 
-// sysprepRefusals lists the job fields format "sysprep" cannot carry: the
-// answer file is the whole payload, so each is refused by its path,
-// saying why (never dropped).
-var sysprepRefusals = []struct {
-	field string
-	set   func(*Job) bool
-}{
-	{"instance_id", func(j *Job) bool { return j.InstanceID != "" }},
-	{"users", func(j *Job) bool { return len(j.Users) > 0 }},
-	{"ssh_authorized_keys", func(j *Job) bool { return len(j.SSHAuthorizedKeys) > 0 }},
-	{"regenerate_ssh_host_keys", func(j *Job) bool { return j.RegenerateSSHHostKeys != nil }},
-	{"ssh_password_auth", func(j *Job) bool { return j.SSHPasswordAuth != nil }},
-	{"dns", func(j *Job) bool { return j.DNS != nil }},
-	{"nics", func(j *Job) bool { return len(j.NICs) > 0 }},
-	{"files", func(j *Job) bool { return len(j.Files) > 0 }},
-	{"runcmd", func(j *Job) bool { return len(j.Runcmd) > 0 }},
-	{"locale", func(j *Job) bool { return j.Locale != "" }},
-	{"ssh_host_keys", func(j *Job) bool { return len(j.SSHHostKeys) > 0 }},
-	{"power_state", func(j *Job) bool { return j.PowerState != nil }},
-	{"phone_home", func(j *Job) bool { return j.PhoneHome != nil }},
-	{"random_seed", func(j *Job) bool { return j.RandomSeed != nil }},
-	{"user_data", func(j *Job) bool { return j.UserData != "" }},
-	{"user_data_base64", func(j *Job) bool { return j.UserDataBase64 != "" }},
-	{"user_data_secret", func(j *Job) bool { return j.UserDataSecret != "" }},
-	{"user_data_mode", func(j *Job) bool { return j.UserDataMode == ModeReplace }},
-	{"vendor_data", func(j *Job) bool { return j.VendorData != "" }},
-	{"vendor_data_base64", func(j *Job) bool { return j.VendorDataBase64 != "" }},
-	{"meta_data", func(j *Job) bool { return j.MetaData != nil }},
-	{"network_config", func(j *Job) bool { return j.NetworkConfig != "" }},
-	{"network_data", func(j *Job) bool { return j.NetworkData != nil }},
-	{"guest_report", func(j *Job) bool { return j.GuestReport != nil && *j.GuestReport }},
-	{"prebuilt_image", func(j *Job) bool { return j.PrebuiltImage != "" }},
-	// ignition, ignition_base64, butane and ignition_delivery: refused
-	// by validateIgnition for every format but "ignition"
-	// admin_username and admin_certs are cloudbase-init's (validateWindows
-	// leaves a sysprep job to this function); the answer file names the
-	// administrator itself
-	{"admin_username", func(j *Job) bool { return j.AdminUsername != "" }},
-	{"admin_certs", func(j *Job) bool { return len(j.AdminCerts) > 0 }},
-}
-
 // validateSysprep checks the sysprep fields and, for a job of format
 // "sysprep", refuses every field the answer file cannot carry.
 func validateSysprep(j *Job, r *Report) {
 	if j.Format != FormatSysprep {
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""},
-			{"sysprep_file_name", j.SysprepFileName != ""}, {"sysprep_medium", j.SysprepMedium != ""},
-			{"windows_timezone", j.WindowsTimezone != ""},
-			{"join_domain", j.JoinDomain != ""}, {"domain_admin", j.DomainAdmin != ""},
-			{"domain_admin_password_secret", j.DomainAdminPasswordSecret != ""},
-			{"machine_object_ou", j.MachineObjectOU != ""}, {"product_key_secret", j.ProductKeySecret != ""},
-			{"org_name", j.OrgName != ""}, {"input_locale", j.InputLocale != ""}, {"ui_language", j.UILanguage != ""},
-			{"system_locale", j.SystemLocale != ""}, {"user_locale", j.UserLocale != ""},
-			// admin_password_secret is also cloudbase-init's admin_pass:
-			// validateWindows checks it for the other formats
-		} {
-			if f.set {
-				r.Add(f.name, CodeConflict, "%s is only used with format \"sysprep\"", f.name)
-			}
-		}
+		refuse(j, "sysprep", false, r)
 		return
 	}
 	// guest_os: validateWindows checked the value and leaves the rest of a
@@ -119,11 +60,7 @@ func validateSysprep(j *Job, r *Report) {
 	if j.GuestOS == GuestLinux {
 		r.Add("guest_os", CodeConflict, "format \"sysprep\" is a Windows answer file: guest_os must be \"windows\" or left out, not %s", quote(string(j.GuestOS)))
 	}
-	for _, f := range sysprepRefusals {
-		if f.set(j) {
-			r.Add(f.field, CodeConflict, "format \"sysprep\" cannot carry %s: the payload is the Windows answer file alone; configure this in the answer file", f.field)
-		}
-	}
+	refuse(j, "sysprep", true, r)
 	switch j.SysprepMedium {
 	case "", MediumFloppy, MediumCDROM:
 		if j.SysprepMedium != "" && j.Media != "" && j.Media != j.SysprepMedium.media() {
@@ -138,7 +75,7 @@ func validateSysprep(j *Job, r *Report) {
 		r.Add("sysprep_file_name", CodeInvalid, "%s is not an answer file name Windows looks for; use %q (sysprep's specialize and oobeSystem passes) or %q (Windows Setup)", quote(j.SysprepFileName), UnattendXML, AutounattendXML)
 	}
 	if j.Hostname != "" && ValidHostname(j.Hostname) && !ValidComputerName(j.Hostname) {
-		r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: one label of at most 15 letters, digits and hyphens (the NetBIOS limit), not only digits", quote(j.Hostname))
+		r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", quote(j.Hostname), NetBIOSNameMax)
 	}
 	if j.AdminPasswordSecret != "" {
 		validateSecretName("admin_password_secret", j.AdminPasswordSecret, r)
@@ -186,10 +123,11 @@ func validateSysprep(j *Job, r *Report) {
 }
 
 // ValidComputerName reports whether s can be a Windows computer name: one
-// DNS label of 1-15 letters, digits and hyphens (NetBIOS names are at most
-// 15 characters), not only digits.
+// DNS label of letters, digits and hyphens that the computer-name rule
+// takes (computerName: at most NetBIOSNameMax characters, not only
+// digits).
 func ValidComputerName(s string) bool {
-	if len(s) == 0 || len(s) > 15 || strings.Trim(s, "0123456789") == "" || s[0] == '-' || s[len(s)-1] == '-' {
+	if long, digits := computerName(s); long || digits || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
 	for _, c := range s {

@@ -23,6 +23,13 @@ import (
 // rather than let happen silently.
 const NetBIOSNameMax = 15
 
+// computerName is the one Windows computer-name rule, for name, a
+// hostname's (first) label: whether it is longer than NetBIOSNameMax or
+// all digits, either of which Windows does not take.
+func computerName(name string) (long, digits bool) {
+	return len(name) > NetBIOSNameMax, strings.Trim(name, "0123456789") == ""
+}
+
 // MaxAdminCertChunk is the length of the meta.admin_certN pieces a
 // certificate is cut into: Nova's limit on a metadata value, which
 // cloudbase-init undoes by joining admin_cert0, admin_cert1, ... in order.
@@ -106,34 +113,6 @@ func ClassifyWindowsUserData(s string) WindowsUserDataKind {
 	return WinKindUnknown
 }
 
-// windowsRefusal is a job field a Windows guest's payload cannot carry.
-type windowsRefusal struct {
-	field string
-	set   func(*Job) bool
-	why   string
-}
-
-// windowsRefusals lists the fields vmpayload renders only into cloud-init's
-// generated cloud-config (or reads only on Linux), each with the reason;
-// cloudbase-init would ignore them or read them in another shape.
-var windowsRefusals = []windowsRefusal{
-	{"users", func(j *Job) bool { return len(j.Users) > 0 }, "they become a cloud-init cloud-config with Linux accounts; give admin_username and admin_password_secret, or a #cloud-config user_data in cloudbase-init's form"},
-	{"files", func(j *Job) bool { return len(j.Files) > 0 }, "they become cloud-init write_files with Linux owners and modes; give a #cloud-config user_data with cloudbase-init's write_files, or a #ps1_sysnative script"},
-	{"runcmd", func(j *Job) bool { return len(j.Runcmd) > 0 }, "they become a cloud-init runcmd; give a #ps1_sysnative or \"rem cmd\" user_data script"},
-	{"timezone", func(j *Job) bool { return j.Timezone != "" }, "it becomes a cloud-init cloud-config; give cloudbase-init's set_timezone in a #cloud-config user_data"},
-	{"locale", func(j *Job) bool { return j.Locale != "" }, "it is a Linux locale; cloudbase-init has no locale setting"},
-	{"ssh_host_keys", func(j *Job) bool { return len(j.SSHHostKeys) > 0 }, "cloudbase-init does not install SSH host keys"},
-	{"regenerate_ssh_host_keys", func(j *Job) bool { return j.RegenerateSSHHostKeys != nil }, "cloudbase-init does not manage SSH host keys"},
-	{"ssh_password_auth", func(j *Job) bool { return j.SSHPasswordAuth != nil }, "it is a cloud-init sshd setting; cloudbase-init has none"},
-	{"power_state", func(j *Job) bool { return j.PowerState != nil }, "it is a cloud-init module; end a user_data script with shutdown.exe, or set cloudbase-init's allow_reboot"},
-	{"phone_home", func(j *Job) bool { return j.PhoneHome != nil }, "it is a cloud-init module; cloudbase-init has none"},
-	{"random_seed", func(j *Job) bool { return j.RandomSeed != nil }, "cloudbase-init does not read a random seed"},
-	{"vendor_data", func(j *Job) bool { return j.VendorData != "" }, "cloudbase-init does not read vendor-data"},
-	{"vendor_data_base64", func(j *Job) bool { return j.VendorDataBase64 != "" }, "cloudbase-init does not read vendor-data"},
-	{"guest_report", func(j *Job) bool { return j.GuestReport != nil && *j.GuestReport }, "the guest report is a cloud-init boothook, which cloudbase-init does not run"},
-	{"dns.search", func(j *Job) bool { return j.DNS != nil && len(j.DNS.Search) > 0 }, "cloudbase-init reads no search domains from the payload (it would drop them); set them with a user_data script"},
-}
-
 // validateWindows checks guest_os and the fields that only a Windows guest
 // may give, and, for a Windows guest, refuses every field cloudbase-init
 // cannot honour.
@@ -173,17 +152,13 @@ func validateWindows(j *Job, r *Report) {
 			}
 		}
 	}
-	for _, f := range windowsRefusals {
-		if f.set(j) {
-			r.Add(f.field, CodeConflict, "guest_os \"windows\" cannot carry %s: %s", f.field, f.why)
-		}
-	}
+	refuse(j, "windows", true, r)
 	if j.Hostname != "" && ValidHostname(j.Hostname) {
 		short, _, _ := strings.Cut(strings.TrimSuffix(j.Hostname, "."), ".")
-		switch {
-		case len(short) > NetBIOSNameMax:
+		switch long, digits := computerName(short); {
+		case long:
 			r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: its first label %s has %d characters, the NetBIOS limit is %d (cloudbase-init would cut it to %s)", quote(j.Hostname), quote(short), len(short), NetBIOSNameMax, quote(short[:NetBIOSNameMax]))
-		case strings.Trim(short, "0123456789") == "":
+		case digits:
 			r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: its first label %s is all digits", quote(j.Hostname), quote(short))
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
 // Namespace is the XML namespace URI of the recipe element, and Prefix the
@@ -251,11 +252,11 @@ func (r *Recipe) Check() error {
 		return fieldErr("image@sha256", "%q is not a lowercase hex SHA-256", r.SHA256)
 	case r.Size <= 0:
 		return fieldErr("image@size", "%d is not a positive size", r.Size)
-	case r.Format != job.FormatNoCloud && r.Format != job.FormatConfigDrive && r.Format != job.FormatIgnition && r.Format != job.FormatSysprep:
+	case r.Format == "" || kinds.Of(r.Format) == nil:
 		return fieldErr("image@format", "%q is not nocloud, configdrive, ignition or sysprep", r.Format)
 	case r.Media != job.MediaISO && r.Media != job.MediaVFAT:
 		return fieldErr("image@media", "%q is not iso or vfat", r.Media)
-	case r.Label != recipeLabel(r) && !(r.Sealed() && r.Format == job.FormatIgnition): // an Ignition label is the job's delivery's, checked when opened
+	case r.Label != recipeLabel(r) && !(r.Sealed() && labelOfJob(r.Format)): // such a label is the job's delivery's, checked when opened
 		return fieldErr("image@label", "%q is not the label of format %s (%q)", r.Label, r.Format, recipeLabel(r))
 	case r.InstanceID == "" || hasControl(r.InstanceID):
 		return fieldErr("image@instance-id", "%q is not an instance-id", r.InstanceID)
@@ -303,13 +304,20 @@ func (r *Recipe) Check() error {
 	return nil
 }
 
-// recipeLabel is the label r's image must have: its format's, or for
-// format "ignition" its job's delivery's.
+// recipeLabel is the label r's image must have: its format's, or for a
+// kind whose label is its job's delivery's (Ignition), its job's.
 func recipeLabel(r *Recipe) string {
-	if r.Format == job.FormatIgnition && r.Job.Format == r.Format {
+	if labelOfJob(r.Format) && r.Job.Format == r.Format {
 		return payload.LabelOf(r.Job)
 	}
 	return payload.Label(r.Format)
+}
+
+// labelOfJob reports whether the label of format f's images depends on
+// the job (an Ignition config's is its delivery's, none for a file).
+func labelOfJob(f job.Format) bool {
+	k := kinds.Of(f)
+	return k != nil && k.Labels() == nil
 }
 
 // jobJSON is the recipe's job as JSON text.
@@ -380,12 +388,16 @@ func hasControl(s string) bool {
 // only kind with an ISO layout. An Ignition config delivered by fw_cfg
 // (format ignition, no label) is a plain file, whatever the job's media.
 func (r *Recipe) isISOImage() bool {
-	return r.Media == job.MediaISO && !(r.Format == job.FormatIgnition && r.Label == "")
+	return r.Media == job.MediaISO && !r.isFile()
 }
+
+// isFile reports whether the recipe's payload is a plain file: no label,
+// of a kind whose label is its delivery's.
+func (r *Recipe) isFile() bool { return r.Label == "" && labelOfJob(r.Format) }
 
 // describeMedia names the recipe's payload kind for messages.
 func describeMedia(r *Recipe) string {
-	if r.Format == job.FormatIgnition && r.Label == "" {
+	if r.isFile() {
 		return "fw_cfg"
 	}
 	return string(r.Media)

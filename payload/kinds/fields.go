@@ -1,0 +1,147 @@
+package kinds
+
+import (
+	"slices"
+
+	"github.com/vmpayload/vmpayload/payload/job"
+)
+
+// The kinds that refuse fields, as the field table names them: a job of
+// format "ignition", one for guest_os "windows" (cloudbase-init), one of
+// format "sysprep".
+const (
+	Ignition = "ignition"
+	Windows  = "windows"
+	Sysprep  = "sysprep"
+)
+
+// Field is a job field that not every kind takes.
+type Field struct {
+	Name string
+	Set  func(*job.Job) bool
+	// Only names the one kind that takes the field: every other kind
+	// refuses it ("only used with format …").
+	Only string
+	// Why is, for each kind that cannot carry the field, the reason.
+	Why map[string]string
+}
+
+// Reasons shared by several rows.
+const (
+	answerFileAlone = "the payload is the Windows answer file alone; configure this in the answer file"
+	ignNoNetwork    = "Ignition has no network settings (NetworkManager keyfiles on Fedora CoreOS and RHCOS, systemd-networkd units on Flatcar); write them with files or in your ignition config"
+	cbiNoVendorData = "cloudbase-init does not read vendor-data"
+)
+
+// Fields is the one table of which kind takes which job field, with the
+// reason for each refusal. A field no row names is taken by every kind.
+// A kind reports its refusals in the order of the rows; a field whose
+// refusals come in a different order for two kinds has a row for each.
+var Fields = []Field{
+	{Name: "ignition", Set: func(j *job.Job) bool { return j.Ignition != nil }, Only: Ignition},
+	{Name: "ignition_base64", Set: func(j *job.Job) bool { return j.IgnitionBase64 != "" }, Only: Ignition},
+	{Name: "butane", Set: func(j *job.Job) bool { return j.Butane != "" }, Only: Ignition},
+	{Name: "ignition_delivery", Set: func(j *job.Job) bool { return j.IgnitionDelivery != "" }, Only: Ignition},
+	{Name: "sysprep", Set: func(j *job.Job) bool { return j.Sysprep != "" }, Only: Sysprep},
+	{Name: "sysprep_base64", Set: func(j *job.Job) bool { return j.SysprepBase64 != "" }, Only: Sysprep},
+	{Name: "sysprep_secret", Set: func(j *job.Job) bool { return j.SysprepSecret != "" }, Only: Sysprep},
+	{Name: "sysprep_file_name", Set: func(j *job.Job) bool { return j.SysprepFileName != "" }, Only: Sysprep},
+	{Name: "sysprep_medium", Set: func(j *job.Job) bool { return j.SysprepMedium != "" }, Only: Sysprep},
+	{Name: "windows_timezone", Set: func(j *job.Job) bool { return j.WindowsTimezone != "" }, Only: Sysprep},
+	{Name: "join_domain", Set: func(j *job.Job) bool { return j.JoinDomain != "" }, Only: Sysprep},
+	{Name: "domain_admin", Set: func(j *job.Job) bool { return j.DomainAdmin != "" }, Only: Sysprep},
+	{Name: "domain_admin_password_secret", Set: func(j *job.Job) bool { return j.DomainAdminPasswordSecret != "" }, Only: Sysprep},
+	{Name: "machine_object_ou", Set: func(j *job.Job) bool { return j.MachineObjectOU != "" }, Only: Sysprep},
+	{Name: "product_key_secret", Set: func(j *job.Job) bool { return j.ProductKeySecret != "" }, Only: Sysprep},
+	{Name: "org_name", Set: func(j *job.Job) bool { return j.OrgName != "" }, Only: Sysprep},
+	{Name: "input_locale", Set: func(j *job.Job) bool { return j.InputLocale != "" }, Only: Sysprep},
+	{Name: "ui_language", Set: func(j *job.Job) bool { return j.UILanguage != "" }, Only: Sysprep},
+	{Name: "system_locale", Set: func(j *job.Job) bool { return j.SystemLocale != "" }, Only: Sysprep},
+	{Name: "user_locale", Set: func(j *job.Job) bool { return j.UserLocale != "" }, Only: Sysprep},
+	// admin_password_secret is cloudbase-init's admin_pass and the answer
+	// file's administrator password: the Windows rules check it
+
+	{Name: "instance_id", Set: func(j *job.Job) bool { return j.InstanceID != "" }, Why: map[string]string{Ignition: "Ignition has no instance id: it runs once, on the first boot", Sysprep: answerFileAlone}},
+	{Name: "users", Set: func(j *job.Job) bool { return len(j.Users) > 0 }, Why: map[string]string{Windows: "they become a cloud-init cloud-config with Linux accounts; give admin_username and admin_password_secret, or a #cloud-config user_data in cloudbase-init's form", Sysprep: answerFileAlone}},
+	{Name: "ssh_authorized_keys", Set: func(j *job.Job) bool { return len(j.SSHAuthorizedKeys) > 0 }, Why: map[string]string{Sysprep: answerFileAlone}},
+	{Name: "regenerate_ssh_host_keys", Set: func(j *job.Job) bool { return j.RegenerateSSHHostKeys != nil }, Why: map[string]string{Ignition: "Ignition does not manage SSH host keys (the guest's sshd-keygen makes missing ones); give ssh_host_keys to pin them", Sysprep: answerFileAlone}},
+	{Name: "ssh_password_auth", Set: func(j *job.Job) bool { return j.SSHPasswordAuth != nil }, Why: map[string]string{Ignition: "Ignition has no sshd setting, and where sshd reads drop-ins differs between distributions; write the sshd_config drop-in your image reads with files", Sysprep: answerFileAlone}},
+	{Name: "dns", Set: func(j *job.Job) bool { return j.DNS != nil }, Why: map[string]string{Ignition: ignNoNetwork, Sysprep: answerFileAlone}},
+	{Name: "nics", Set: func(j *job.Job) bool { return len(j.NICs) > 0 }, Why: map[string]string{Ignition: ignNoNetwork, Sysprep: answerFileAlone}},
+	{Name: "network_config", Set: func(j *job.Job) bool { return j.NetworkConfig != "" }, Why: map[string]string{Ignition: "it is a cloud-init network-config, which Ignition does not read"}},
+	{Name: "network_data", Set: func(j *job.Job) bool { return j.NetworkData != nil }, Why: map[string]string{Ignition: "it is OpenStack's network_data.json for cloud-init, which Ignition does not read"}},
+	{Name: "files", Set: func(j *job.Job) bool { return len(j.Files) > 0 }, Why: map[string]string{Windows: "they become cloud-init write_files with Linux owners and modes; give a #cloud-config user_data with cloudbase-init's write_files, or a #ps1_sysnative script", Sysprep: answerFileAlone}},
+	{Name: "runcmd", Set: func(j *job.Job) bool { return len(j.Runcmd) > 0 }, Why: map[string]string{Ignition: "Ignition runs no commands (it runs in the initramfs, before the system boots); write a systemd unit with files or in your ignition config", Windows: "they become a cloud-init runcmd; give a #ps1_sysnative or \"rem cmd\" user_data script", Sysprep: answerFileAlone}},
+	{Name: "timezone", Set: func(j *job.Job) bool { return j.Timezone != "" }, Why: map[string]string{Windows: "it becomes a cloud-init cloud-config; give cloudbase-init's set_timezone in a #cloud-config user_data"}},
+	{Name: "locale", Set: func(j *job.Job) bool { return j.Locale != "" }, Why: map[string]string{Ignition: "Ignition has no locale setting; write /etc/locale.conf with files", Windows: "it is a Linux locale; cloudbase-init has no locale setting", Sysprep: answerFileAlone}},
+	{Name: "ssh_host_keys", Set: func(j *job.Job) bool { return len(j.SSHHostKeys) > 0 }, Why: map[string]string{Windows: "cloudbase-init does not install SSH host keys", Sysprep: answerFileAlone}},
+	{Name: "regenerate_ssh_host_keys", Set: func(j *job.Job) bool { return j.RegenerateSSHHostKeys != nil }, Why: map[string]string{Windows: "cloudbase-init does not manage SSH host keys"}},
+	{Name: "ssh_password_auth", Set: func(j *job.Job) bool { return j.SSHPasswordAuth != nil }, Why: map[string]string{Windows: "it is a cloud-init sshd setting; cloudbase-init has none"}},
+	{Name: "power_state", Set: func(j *job.Job) bool { return j.PowerState != nil }, Why: map[string]string{Ignition: "Ignition cannot power off or reboot the guest after provisioning", Windows: "it is a cloud-init module; end a user_data script with shutdown.exe, or set cloudbase-init's allow_reboot", Sysprep: answerFileAlone}},
+	{Name: "phone_home", Set: func(j *job.Job) bool { return j.PhoneHome != nil }, Why: map[string]string{Ignition: "Ignition reports nothing to a URL when provisioning ends", Windows: "it is a cloud-init module; cloudbase-init has none", Sysprep: answerFileAlone}},
+	{Name: "random_seed", Set: func(j *job.Job) bool { return j.RandomSeed != nil }, Why: map[string]string{Ignition: "Ignition has no random seed to hand to the guest", Windows: "cloudbase-init does not read a random seed", Sysprep: answerFileAlone}},
+	{Name: "user_data", Set: func(j *job.Job) bool { return j.UserData != "" }, Why: map[string]string{Ignition: "it is cloud-init user-data, which Ignition does not read; give your Ignition config as ignition", Sysprep: answerFileAlone}},
+	{Name: "user_data_base64", Set: func(j *job.Job) bool { return j.UserDataBase64 != "" }, Why: map[string]string{Ignition: "it is cloud-init user-data, which Ignition does not read; give your Ignition config as ignition_base64", Sysprep: answerFileAlone}},
+	{Name: "user_data_secret", Set: func(j *job.Job) bool { return j.UserDataSecret != "" }, Why: map[string]string{Ignition: "it is cloud-init user-data, which Ignition does not read", Sysprep: answerFileAlone}},
+	{Name: "user_data_mode", Set: func(j *job.Job) bool { return j.UserDataMode == job.ModeReplace }, Why: map[string]string{Ignition: "there is no cloud-init user-data to replace; a user's ignition config is always merged", Sysprep: answerFileAlone}},
+	{Name: "vendor_data", Set: func(j *job.Job) bool { return j.VendorData != "" }, Why: map[string]string{Ignition: "it is cloud-init vendor-data, which Ignition does not read", Windows: cbiNoVendorData, Sysprep: answerFileAlone}},
+	{Name: "vendor_data_base64", Set: func(j *job.Job) bool { return j.VendorDataBase64 != "" }, Why: map[string]string{Ignition: "it is cloud-init vendor-data, which Ignition does not read", Windows: cbiNoVendorData, Sysprep: answerFileAlone}},
+	{Name: "meta_data", Set: func(j *job.Job) bool { return j.MetaData != nil }, Why: map[string]string{Ignition: "Ignition reads no meta-data", Sysprep: answerFileAlone}},
+	{Name: "network_config", Set: func(j *job.Job) bool { return j.NetworkConfig != "" }, Why: map[string]string{Sysprep: answerFileAlone}},
+	{Name: "network_data", Set: func(j *job.Job) bool { return j.NetworkData != nil }, Why: map[string]string{Sysprep: answerFileAlone}},
+	{Name: "guest_report", Set: func(j *job.Job) bool { return j.GuestReport != nil && *j.GuestReport }, Why: map[string]string{Ignition: "the guest report is a cloud-init part, which an Ignition guest does not run", Windows: "the guest report is a cloud-init boothook, which cloudbase-init does not run", Sysprep: answerFileAlone}},
+	{Name: "dns.search", Set: func(j *job.Job) bool { return j.DNS != nil && len(j.DNS.Search) > 0 }, Why: map[string]string{Windows: "cloudbase-init reads no search domains from the payload (it would drop them); set them with a user_data script"}},
+	{Name: "prebuilt_image", Set: func(j *job.Job) bool { return j.PrebuiltImage != "" }, Why: map[string]string{Ignition: "a prebuilt Ignition config is not supported yet", Sysprep: answerFileAlone}},
+	// admin_username and admin_certs are cloudbase-init's; the answer
+	// file names the administrator itself
+	{Name: "admin_username", Set: func(j *job.Job) bool { return j.AdminUsername != "" }, Why: map[string]string{Sysprep: answerFileAlone}},
+	{Name: "admin_certs", Set: func(j *job.Job) bool { return len(j.AdminCerts) > 0 }, Why: map[string]string{Sysprep: answerFileAlone}},
+}
+
+// who names each refusing kind in its messages.
+var who = map[string]string{Ignition: `format "ignition"`, Windows: `guest_os "windows"`, Sysprep: `format "sysprep"`}
+
+// Owns reports whether j (defaults applied) is of the one kind that
+// takes field name.
+func Owns(j *job.Job, name string) bool {
+	i := slices.IndexFunc(Fields, func(f Field) bool { return f.Name == name })
+	return i >= 0 && Fields[i].Only == string(j.Format)
+}
+
+// Refuse adds to r, for kind (Ignition, Windows or Sysprep), a problem
+// for each field of j the kind cannot carry, and, when of is false (j is
+// not of that kind), for each field only that kind takes.
+func Refuse(j *job.Job, kind string, of bool, r *job.Report) {
+	for _, f := range Fields {
+		switch why, ok := f.Why[kind]; {
+		case !f.Set(j):
+		case !of && f.Only == kind:
+			r.Add(f.Name, job.CodeConflict, "%s is only used with %s", f.Name, who[kind])
+		case of && ok:
+			r.Add(f.Name, job.CodeConflict, "%s cannot carry %s: %s", who[kind], f.Name, why)
+		}
+	}
+}
+
+func init() { job.SetFieldTable(table{}) }
+
+// table is the field table as package job asks it.
+type table struct{}
+
+func (table) Refuse(j *job.Job, kind string, of bool, r *job.Report) { Refuse(j, kind, of, r) }
+
+// Takes reports whether every refusing kind j is of (Ignition for format
+// "ignition", Sysprep for "sysprep", Windows for another format with
+// guest_os "windows") takes field name.
+func (table) Takes(j *job.Job, name string) bool {
+	of := map[string]bool{Ignition: j.Format == job.FormatIgnition, Sysprep: j.Format == job.FormatSysprep,
+		Windows: j.GuestOS == job.GuestWindows && j.Format != job.FormatSysprep}
+	for _, f := range Fields {
+		for k := range f.Why {
+			if f.Name == name && of[k] {
+				return false
+			}
+		}
+	}
+	return true
+}
