@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -85,7 +86,7 @@ func startup(bin, work string, kept, domains, rounds int) (startupResult, error)
 	if err != nil {
 		return sr, err
 	}
-	if err := writeRecipeNode(bin, node, withDomains.PayloadDir, domains); err != nil {
+	if err := writeRecipeNode(bin, node, withDomains.PayloadDir, withDomains.SecretsDir, domains); err != nil {
 		return sr, err
 	}
 	for r := 0; r < rounds; r++ {
@@ -165,9 +166,13 @@ func waitFollowerRead(a *agenttest.Agent, run int) (n int, took time.Duration, o
 // writeRecipeNode writes a test-driver node file of n stopped domains, each
 // made durable by "vmpayload recipe" (its image built into payloadDir, the
 // recipe and the drive in its definition), the way n start jobs leave a
-// host.
-func writeRecipeNode(bin, node, payloadDir string, n int) error {
+// host. The recipes are sealed with the key in secretsDir (created there
+// when missing), the agent's: it opens them at start-up.
+func writeRecipeNode(bin, node, payloadDir, secretsDir string, n int) error {
 	if err := os.MkdirAll(payloadDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 		return err
 	}
 	dir := filepath.Dir(node)
@@ -184,8 +189,12 @@ func writeRecipeNode(bin, node, payloadDir string, n int) error {
 		if err := os.WriteFile(jobFile, jobBytes(makeJob("typical", "nocloud", name, name)), 0o600); err != nil {
 			return err
 		}
-		out, err := exec.Command(bin, "recipe", "--payload-dir", payloadDir, "--image-mode", "0644", "--domain-xml", domXML, jobFile).Output()
+		out, err := exec.Command(bin, "recipe", "--payload-dir", payloadDir, "--secrets-dir", secretsDir, "--image-mode", "0644", "--domain-xml", domXML, jobFile).Output()
 		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return fmt.Errorf("startup: vmpayload recipe for %s: %w: %s", name, err, ee.Stderr)
+			}
 			return fmt.Errorf("startup: vmpayload recipe for %s: %w", name, err)
 		}
 		b.Write(out)
