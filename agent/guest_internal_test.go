@@ -112,6 +112,13 @@ func guestMetrics(t *testing.T, m *metrics.Agent) string {
 	return strings.Join(out, " ")
 }
 
+// watches reports whether g follows the guest of the domain uuid.
+func (g *guests) watches(uuid string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.watching[uuid] != nil
+}
+
 type guestEnv struct {
 	met  *metrics.Agent
 	a    *Agent
@@ -348,10 +355,7 @@ func TestWaitGuest(t *testing.T) {
 		t.Errorf("detach left the guest state in memory: %+v", tr)
 	}
 	e.a.guest.started(testUUID)
-	e.a.guest.mu.Lock()
-	w := e.a.guest.watching[testUUID]
-	e.a.guest.mu.Unlock()
-	if w != nil {
+	if e.a.guest.watches(testUUID) {
 		t.Error("a start after the detach follows the domain again")
 	}
 }
@@ -521,10 +525,7 @@ func TestGuestUndefinedStaysForgotten(t *testing.T) {
 		t.Fatalf("the undefined domain's job is followed after a restart: %+v", tr)
 	}
 	e2.a.guest.started(testUUID)
-	e2.a.guest.mu.Lock()
-	w := e2.a.guest.watching[testUUID]
-	e2.a.guest.mu.Unlock()
-	if w != nil {
+	if e2.a.guest.watches(testUUID) {
 		t.Fatal("a start of the domain follows the undefined domain's job")
 	}
 	e2.finishJob(t, "job-new")

@@ -57,18 +57,9 @@ func TestGuestLoadAfterReady(t *testing.T) {
 			}
 			release := make(chan struct{})
 			agent.HoldGuestLoad(a, release)
-			ctx, cancel := context.WithCancel(context.Background())
+			// the agent becomes ready while the follower's reading of done/ is held
+			cancel, done := runAgent(t, a)
 			defer cancel()
-			done := make(chan error, 1)
-			ready := make(chan struct{})
-			go func() { done <- a.Run(ctx, func() { close(ready) }) }()
-			select {
-			case <-ready:
-			case err := <-done:
-				t.Fatalf("agent stopped: %v", err)
-			case <-time.After(30 * time.Second):
-				t.Fatal("the agent is not ready while the follower's reading of done/ is held")
-			}
 			select {
 			case <-agent.GuestLoaded(a):
 				t.Fatal("the follower finished reading done/ while it was held")

@@ -118,6 +118,19 @@ func (a *agentProc) run(id string, job map[string]any) result.Result {
 	return a.result(id, old.Claim)
 }
 
+// detach runs a detach job for domain name (id prefix-…) that must be done,
+// leave no payload drive in the persistent definition and remove the image.
+func (a *agentProc) detach(t *testing.T, prefix, name, image string) {
+	t.Helper()
+	mustDone(t, a.run(prefix+"-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"}))
+	if n := len(payloadDrives(t, name, true)); n != 0 {
+		t.Fatalf("%d payload drives in the persistent config after detach", n)
+	}
+	if exists(image) {
+		t.Fatalf("image %s kept after detach", image)
+	}
+}
+
 // metric returns the value of the named sample in /metrics.
 func (a *agentProc) metric(name string) float64 {
 	a.t.Helper()
@@ -515,14 +528,7 @@ func TestAgentLibvirtd(t *testing.T) {
 		mustDone(t, r4)
 		checkDriveKind(t, hot, false, "disk", "virtio", r4.Payload.Path)
 		checkDriveKind(t, hot, true, "disk", "virtio", r4.Payload.Path)
-		r5 := a.run("vfat-det-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": hot, "action": "detach"})
-		mustDone(t, r5)
-		if n := len(payloadDrives(t, hot, true)); n != 0 {
-			t.Fatalf("%d payload drives in the persistent config after detach", n)
-		}
-		if exists(r4.Payload.Path) {
-			t.Fatalf("image %s kept after detach", r4.Payload.Path)
-		}
+		a.detach(t, "vfat-det", hot, r4.Payload.Path)
 
 		// With a SCSI controller the disk goes on SCSI.
 		scsi := domainName(t, "vfatscsi")
@@ -538,14 +544,7 @@ func TestAgentLibvirtd(t *testing.T) {
 		r1 := a.run("detstop-a-"+testenv.RandHex(t, 3), job(name, "det-host", "attach"))
 		mustDone(t, r1)
 		checkDrive(t, name, true, "sata", r1.Payload.Path)
-		r2 := a.run("detstop-d-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
-		mustDone(t, r2)
-		if n := len(payloadDrives(t, name, true)); n != 0 {
-			t.Fatalf("%d payload drives after detach", n)
-		}
-		if exists(r1.Payload.Path) {
-			t.Fatalf("image %s kept after detach", r1.Payload.Path)
-		}
+		a.detach(t, "detstop-d", name, r1.Payload.Path)
 	})
 
 	t.Run("DetachRunning", func(t *testing.T) {
@@ -553,19 +552,12 @@ func TestAgentLibvirtd(t *testing.T) {
 		defineDomain(t, a.Dir, name, "pc", "")
 		r1 := a.run("detrun-a-"+testenv.RandHex(t, 3), job(name, "det-host", "start"))
 		mustDone(t, r1)
-		r2 := a.run("detrun-d-"+testenv.RandHex(t, 3), map[string]any{"version": 1, "domain": name, "action": "detach"})
-		mustDone(t, r2)
-		if n := len(payloadDrives(t, name, true)); n != 0 {
-			t.Fatalf("%d payload drives in the persistent config after detach", n)
-		}
+		a.detach(t, "detrun-d", name, r1.Payload.Path)
 		// Live: the IDE drive cannot be unplugged; its medium is ejected.
 		for _, d := range payloadDrives(t, name, false) {
 			if d.Source != nil && d.Source.File != "" {
 				t.Fatalf("live payload drive still holds %s", d.Source.File)
 			}
-		}
-		if exists(r1.Payload.Path) {
-			t.Fatalf("image %s kept after detach", r1.Payload.Path)
 		}
 		if s := domstate(t, name); s != "running" {
 			t.Fatalf("domstate %q", s)

@@ -198,19 +198,9 @@ func TestSubmitSlotsAndSlowClients(t *testing.T) {
 	slow2 := rawPost(t, sock, 100, `{"version"`)
 	defer slow1.Close()
 	defer slow2.Close()
-	var code int
-	var m map[string]any
 	// Both slow clients hold a slot once the server read their headers;
 	// until then a POST may still get in.
-	for i := 0; ; i++ {
-		code, _, m = postJob(t, c, limitJob(fmt.Sprintf("slot-%d", i), "vm-slot"))
-		if code == http.StatusServiceUnavailable {
-			break
-		}
-		if code != http.StatusAccepted || i > 1000 {
-			t.Fatalf("POST while slots are busy: %d %v", code, m)
-		}
-	}
+	m := postUntil(t, c, "slot", http.StatusServiceUnavailable, http.StatusAccepted, "POST while slots are busy")
 	if !strings.Contains(fmt.Sprint(m["error"]), api.ErrTooManySubmits.Error()) {
 		t.Errorf("503 answer: %v, want %q", m, api.ErrTooManySubmits)
 	}
@@ -228,13 +218,22 @@ func TestSubmitSlotsAndSlowClients(t *testing.T) {
 	// Slow clients that give up free their slots.
 	slow1.Close()
 	slow2.Close()
+	postUntil(t, c, "freed", http.StatusAccepted, http.StatusServiceUnavailable, "POST after the slow clients left")
+}
+
+// postUntil posts jobs for vm-slot (ids prefix-0, prefix-1, …) until one
+// is answered want, while the others are answered meanwhile; any other
+// answer, or more than 1000 tries, fails t with what. It returns the
+// answer's body.
+func postUntil(t *testing.T, c *http.Client, prefix string, want, meanwhile int, what string) map[string]any {
+	t.Helper()
 	for i := 0; ; i++ {
-		code, _, m = postJob(t, c, limitJob(fmt.Sprintf("freed-%d", i), "vm-slot"))
-		if code == http.StatusAccepted {
-			break
+		code, _, m := postJob(t, c, limitJob(fmt.Sprintf("%s-%d", prefix, i), "vm-slot"))
+		if code == want {
+			return m
 		}
-		if code != http.StatusServiceUnavailable || i > 1000 {
-			t.Fatalf("POST after the slow clients left: %d %v", code, m)
+		if code != meanwhile || i > 1000 {
+			t.Fatalf("%s: %d %v", what, code, m)
 		}
 	}
 }

@@ -91,16 +91,24 @@ type testUser struct {
 
 // addGroup and addUser create throwaway groups and users (removed at the
 // end of the test); they need root and useradd.
-func addGroup(t *testing.T, name string) int {
+// addAccount runs `add args... name` (groupadd, useradd), removes the
+// account with del when t ends and returns what lookup finds for name.
+func addAccount[T any](t *testing.T, add, del string, lookup func(string) (T, error), name string, args ...string) T {
 	t.Helper()
-	if out, err := exec.Command("groupadd", name).CombinedOutput(); err != nil {
-		t.Fatalf("groupadd %s: %v: %s", name, err, out)
+	if out, err := exec.Command(add, append(args, name)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", add, name, err, out)
 	}
-	t.Cleanup(func() { exec.Command("groupdel", name).Run() })
-	g, err := user.LookupGroup(name)
+	t.Cleanup(func() { exec.Command(del, name).Run() })
+	a, err := lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+func addGroup(t *testing.T, name string) int {
+	t.Helper()
+	g := addAccount(t, "groupadd", "groupdel", user.LookupGroup, name)
 	gid, _ := strconv.Atoi(g.Gid)
 	return gid
 }
@@ -111,14 +119,7 @@ func addUser(t *testing.T, name string, groups ...string) testUser {
 	if len(groups) > 0 {
 		args = append(args, "--groups", strings.Join(groups, ","))
 	}
-	if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
-		t.Fatalf("useradd %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() { exec.Command("userdel", name).Run() })
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := addAccount(t, "useradd", "userdel", user.Lookup, name, args...)
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return testUser{name, uid, gid}

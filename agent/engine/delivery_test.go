@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"testing"
 
@@ -23,7 +21,7 @@ func TestDeliverySwitchKeepsPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Cleanups: &Cleanups{}}
+	e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageGID: -1, Log: quietLog(), Cleanups: &Cleanups{}}
 	for i, d := range []job.IgnitionDelivery{job.DeliveryFwCfg, job.DeliveryBlockdev, job.DeliveryFwCfg} {
 		j := &job.Job{Version: 1, Domain: dom.UUID, Action: job.ActionAttach, Format: job.FormatIgnition, Hostname: "switch.example.com", IgnitionDelivery: d}
 		r, err := e.Run(context.Background(), j, result.Result{ID: "switch"})

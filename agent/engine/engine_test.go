@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -60,7 +58,7 @@ func TestMediaChangeTrayLocked(t *testing.T) {
 		{"tray opens after two refusals", 2, result.StateDone, "", 3},
 		{"tray stays locked", -1, result.StateFailed, result.CodeMediaLocked, 2},
 	}
-	h, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +70,7 @@ func TestMediaChangeTrayLocked(t *testing.T) {
 			defineTestDomain(t, h, name)
 			th := &trayHost{Host: h, busy: c.busy}
 			e := &Engine{Host: th, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1,
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+				Log: quietLog(), TrayWait: 2 * time.Second}
 			run := func(host string) result.Result { return runJob(t, e, name, host, "") }
 			first := run("first")
 			if first.State != result.StateDone || th.calls.Load() != 0 {
@@ -174,7 +172,7 @@ func TestMediaChangeStaleTray(t *testing.T) {
 		{"running for long: no reset", 10 * time.Minute, 0, result.StateFailed, 0},
 		{"start unknown: no reset", 0, 0, result.StateFailed, 0},
 	}
-	h, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +185,7 @@ func TestMediaChangeStaleTray(t *testing.T) {
 			sh.refused.Store(1) // the first change races the firmware
 			starts := &Starts{}
 			e := &Engine{Host: sh, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Starts: starts,
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 3 * time.Second}
+				Log: quietLog(), TrayWait: 3 * time.Second}
 			run := func(host string) result.Result { return runJob(t, e, name, host, "") }
 			first := run("first")
 			if first.State != result.StateDone {
@@ -243,7 +241,7 @@ func runDoc(t *testing.T, e *Engine, doc, id string) result.Result {
 // job that wants the image again cancels it (the image is kept).
 func TestRetryCleanups(t *testing.T) {
 	dir := t.TempDir()
-	e := &Engine{PayloadDir: dir, Cleanups: &Cleanups{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := &Engine{PayloadDir: dir, Cleanups: &Cleanups{}, Log: quietLog()}
 	stuck := dir + "/d-1.iso"
 	busy := stuck + "/busy" // a non-empty directory: even root cannot unlink it
 	if err := os.MkdirAll(busy, 0o700); err != nil {

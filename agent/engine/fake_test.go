@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 
 	ignconfig "github.com/coreos/ignition/v2/config"
 )
@@ -37,6 +39,71 @@ func sample(t *testing.T, m *metrics.Agent, series string) string {
 	}
 	t.Fatalf("no series %s in\n%s", series, b.String())
 	return ""
+}
+
+// quietLog is a logger that discards: for engines whose log the test does
+// not read.
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newEngine is an Engine on h writing images to a fresh directory with mode
+// 0640 and the process's group, logging nowhere; the caller sets the rest.
+func newEngine(t *testing.T, h libvirtx.Host) *Engine {
+	return &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: quietLog()}
+}
+
+// fakeJobEngine is the set-up of the fake-host job tables: a fake host
+// (closed when t ends) with one domain defined from domainXML, and an
+// engine on it that picks the bus itself, tracks starts and cleanups,
+// counts metrics and bounds a live media change at 2 s.
+func fakeJobEngine(t *testing.T, domainXML string) (*libvirtxtest.Fake, libvirtx.DomainInfo, *Engine) {
+	t.Helper()
+	f := libvirtxtest.New()
+	t.Cleanup(func() { f.Close() })
+	d, err := f.DefineXML(context.Background(), domainXML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, f)
+	e.Bus, e.Starts, e.Cleanups, e.Metrics, e.TrayWait = domxml.BusAuto, &Starts{}, &Cleanups{}, metrics.New(), 2*time.Second
+	return f, d, e
+}
+
+// rebuildAndCollect loses r's payload file and leaves an hour-old stray
+// file in e's payload directory, then runs start-up's rebuild and orphan
+// collection over the defined domains: the rebuild must make the one
+// payload again byte-identical and with the image mode, and collection
+// must remove the stray file only. It returns the stray file's path.
+func rebuildAndCollect(t *testing.T, e *Engine, r result.Result) string {
+	t.Helper()
+	ctx := context.Background()
+	must(t, os.Remove(r.Payload.Path))
+	stray := filepath.Join(e.PayloadDir, "0000-stray.ign")
+	must(t, os.WriteFile(stray, []byte("{}"), 0o640))
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(stray, old, old))
+	defs, err := e.ListDefined(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.RebuildImages(ctx, defs)
+	if err != nil || st != (RebuildStats{Rebuilt: 1}) {
+		t.Fatalf("rebuild %+v %v", st, err)
+	}
+	if sum := testenv.FileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
+		t.Errorf("rebuilt config sha256 %s, want %s", sum, r.Payload.SHA256)
+	}
+	if fi, err := os.Stat(r.Payload.Path); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("rebuilt config mode %v (%v)", fi.Mode(), err)
+	}
+	// the rebuilt file is older than the listing: collection judges it
+	must(t, os.Chtimes(r.Payload.Path, old, old))
+	if n, err := e.CollectOrphans(ctx, defs); err != nil || n != 1 {
+		t.Errorf("orphan collection removed %d (%v), want the stray file", n, err)
+	}
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("stray file kept: %v", err)
+	}
+	return stray
 }
 
 // fakeDomainXML is a shut-off domain on machine pc; scsi adds a virtio-scsi
@@ -390,20 +457,12 @@ func TestEngineBranchesOnFakeHost(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
 			name := fmt.Sprintf("fake-%d", i)
-			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, c.scsi))
-			if err != nil {
-				t.Fatal(err)
+			f, d, e := fakeJobEngine(t, fakeDomainXML(name, c.scsi))
+			if c.bus != "" {
+				e.Bus = c.bus
 			}
-			bus := c.bus
-			if bus == "" {
-				bus = domxml.BusAuto
-			}
-			met := metrics.New()
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: bus, Starts: &Starts{}, Cleanups: &Cleanups{}, Metrics: met,
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			met := e.Metrics
 			extra := ""
 			doc := func(host, media, action string) string {
 				s := fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q`, name, host)

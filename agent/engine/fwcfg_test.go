@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
@@ -231,15 +228,8 @@ func TestFwCfgOnFakeHost(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
 			name := fmt.Sprintf("fwcfg-%d", i)
-			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
-				Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			f, d, e := fakeJobEngine(t, fakeDomainXML(name, false))
 			n := 0
 			v := fwEnv{f: f, e: e, uuid: d.UUID, run: func(members string) result.Result {
 				n++
@@ -373,7 +363,7 @@ func wantFiles(t *testing.T, dir string, paths ...string) {
 func TestFwCfgRebuildAndOrphans(t *testing.T) {
 	h := emptyNodeHost(t)
 	ctx := context.Background()
-	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := newEngine(t, h)
 	defineTestDomain(t, h, "vmpx-fwcfg-rebuild")
 	r := runDone(t, e, `{"version":1,"domain":"vmpx-fwcfg-rebuild","action":"attach","format":"ignition","hostname":"fc","users":[{"name":"core","password":"plain-core"}]}`)
 	d, err := h.Domain(ctx, "vmpx-fwcfg-rebuild")
@@ -384,30 +374,7 @@ func TestFwCfgRebuildAndOrphans(t *testing.T) {
 	if !strings.Contains(d.InactiveXML, "<sysinfo type='fwcfg'>") || strings.Contains(d.InactiveXML, "plain-core") {
 		t.Errorf("libvirt's definition:\n%s", d.InactiveXML)
 	}
-	must(t, os.Remove(r.Payload.Path))
-	stray := filepath.Join(e.PayloadDir, "0000-stray.ign")
-	must(t, os.WriteFile(stray, []byte("{}"), 0o640))
-	old := time.Now().Add(-time.Hour)
-	must(t, os.Chtimes(stray, old, old))
-	defs, err := e.ListDefined(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.RebuildImages(ctx, defs)
-	if err != nil || st != (RebuildStats{Rebuilt: 1}) {
-		t.Fatalf("rebuild %+v %v", st, err)
-	}
-	if sum := testenv.FileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
-		t.Errorf("rebuilt config sha256 %s, want %s", sum, r.Payload.SHA256)
-	}
-	if fi, err := os.Stat(r.Payload.Path); err != nil || fi.Mode().Perm() != 0o640 {
-		t.Errorf("rebuilt config mode %v (%v)", fi.Mode(), err)
-	}
-	// the rebuilt file is older than the listing: collection judges it
-	must(t, os.Chtimes(r.Payload.Path, old, old))
-	if n, err := e.CollectOrphans(ctx, defs); err != nil || n != 1 {
-		t.Errorf("orphan collection removed %d (%v), want the stray file", n, err)
-	}
+	rebuildAndCollect(t, e, r)
 	wantFiles(t, e.PayloadDir, r.Payload.Path)
 }
 
@@ -444,7 +411,7 @@ func TestOrphansOfRunningDomain(t *testing.T) {
 	dir := t.TempDir()
 	newEngine := func() *Engine {
 		return &Engine{Host: f, PayloadDir: dir, ImageMode: 0o640, ImageGID: -1, Cleanups: &Cleanups{}, Starts: &Starts{},
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			Log: quietLog()}
 	}
 	e := newEngine()
 	r1 := runDone(t, e, `{"version":1,"domain":"fwcfg-orphan","action":"attach","format":"ignition","hostname":"one"}`)

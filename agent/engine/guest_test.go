@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"testing"
 
@@ -19,7 +17,7 @@ import (
 // job's guest_report), leaves with one that does not, and with detach; the
 // recipe records guest_report so a rebuild carries the reporter again.
 func TestGuestChannel(t *testing.T) {
-	h, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +43,7 @@ func TestGuestChannel(t *testing.T) {
 	defineTestDomain(t, h, name)
 	for i, s := range steps {
 		e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1,
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil)), GuestReport: s.def}
+			Log: quietLog(), GuestReport: s.def}
 		doc := fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"h%d"`, name, i)
 		if s.field != "" {
 			doc += `,"guest_report":` + s.field

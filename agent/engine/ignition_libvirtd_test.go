@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,10 +37,16 @@ func systemHost(t *testing.T, log *slog.Logger) *libvirtx.LibvirtHost {
 // user can reach, for the Ignition tests on the real libvirtd.
 func ignHost(t *testing.T, prefix string) (*libvirtx.LibvirtHost, string) {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := systemHost(t, quiet)
+	h := systemHost(t, quietLog())
 	dir := testenv.TempDir(t, "/var/tmp", prefix, 0o755) // libvirt-qemu must reach the files
 	return h, dir
+}
+
+// realEngine is an Engine on the real libvirtd h writing world-readable
+// images (0644) to dir, which QEMU's user must reach; it picks the bus
+// itself and tracks starts and cleanups.
+func realEngine(h libvirtx.Host, dir string) *Engine {
+	return &Engine{Host: h, PayloadDir: dir, ImageMode: 0o644, ImageGID: -1, Bus: domxml.BusAuto, Log: quietLog(), Starts: &Starts{}, Cleanups: &Cleanups{}}
 }
 
 // defineReal defines domain XML x on h and removes the domain at cleanup.
@@ -88,8 +93,7 @@ func TestLibvirtdIgnitionBlockdev(t *testing.T) {
 			d := defineReal(t, h, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>256</memory><vcpu>1</vcpu>
 <os><type arch='%s' machine='%s'>hvm</type></os><on_crash>preserve</on_crash>
 <devices><emulator>%s</emulator><memballoon model='none'/></devices></domain>`, name, c.arch, c.machine, c.emulator))
-			e := &Engine{Host: h, PayloadDir: dir, ImageMode: 0o644, ImageGID: -1, Bus: domxml.BusAuto,
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Starts: &Starts{}, Cleanups: &Cleanups{}}
+			e := realEngine(h, dir)
 			before := virshOut(t, "dumpxml", "--inactive", name)
 
 			// fw_cfg asked for: refused by name, nothing changed
@@ -206,8 +210,7 @@ func TestLibvirtdIgnitionFwCfgNoACPI(t *testing.T) {
 	name := fmt.Sprintf("ign-noacpi-%d", os.Getpid())
 	defineReal(t, h, fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>48</memory><vcpu>1</vcpu>
 <os><type arch='x86_64' machine='pc'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator><memballoon model='none'/></devices></domain>`, name))
-	e := &Engine{Host: h, PayloadDir: dir, ImageMode: 0o644, ImageGID: -1, Bus: domxml.BusAuto,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Starts: &Starts{}, Cleanups: &Cleanups{}}
+	e := realEngine(h, dir)
 	before := virshOut(t, "dumpxml", "--inactive", name)
 	r := runDoc(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"format":"ignition","hostname":"noacpi"}`, name), "noacpi")
 	if r.Error == nil || r.Error.Code != result.CodeInvalidJob || r.Error.Field != "ignition_delivery" || !strings.Contains(r.Error.Message, "qemu_fw_cfg driver binds through ACPI") {
@@ -246,8 +249,8 @@ func TestLibvirtdStartFailureKeepsDefinition(t *testing.T) {
 <devices><emulator>/usr/bin/qemu-system-x86_64</emulator>
 <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='%s'/><target dev='vdb' bus='virtio'/></disk>
 <memballoon model='none'/></devices></domain>`, name, missing))
-			e := &Engine{Host: h, PayloadDir: dir, SecretsDir: exampleSecrets, ImageMode: 0o644, ImageGID: -1, Bus: domxml.BusAuto,
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Starts: &Starts{}, Cleanups: &Cleanups{}}
+			e := realEngine(h, dir)
+			e.SecretsDir = exampleSecrets
 			doc := fmt.Sprintf(c.doc, name)
 			if strings.HasPrefix(c.doc, "sysprep") {
 				doc = sysprepDoc(t, c.doc, name, "start", "")

@@ -3,20 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/owner"
-	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // archDomainXML is a domain of architecture arch and machine, with
@@ -86,15 +81,8 @@ func TestIgnitionDeliveryOnFakeHost(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
 			name := fmt.Sprintf("hign-%d", i)
-			d, err := f.DefineXML(context.Background(), archDomainXML(name, c.arch, c.machine, !c.noACPI, c.scsi))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			f, d, e := fakeJobEngine(t, archDomainXML(name, c.arch, c.machine, !c.noACPI, c.scsi))
 			run := func(members, id string) result.Result {
 				if !strings.Contains(members, `"action"`) {
 					members += `,"action":"attach"`
@@ -229,15 +217,9 @@ func TestStartFailureOnFakeHost(t *testing.T) {
 		{name: "sysprep cdrom", job: "sysprep-cdrom"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
 			name := fmt.Sprintf("hsf-%d", i)
-			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), SecretsDir: exampleSecrets, ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			f, d, e := fakeJobEngine(t, fakeDomainXML(name, false))
+			e.SecretsDir = exampleSecrets
 			if c.before != "" {
 				if r := runDoc(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"action":"attach",%s}`, name, c.before), "before"); r.State != result.StateDone {
 					t.Fatalf("earlier job: %+v", r.Error)
@@ -273,7 +255,8 @@ func TestStartFailureOnFakeHost(t *testing.T) {
 func TestBlockdevRebuildAndOrphans(t *testing.T) {
 	h := emptyNodeHost(t)
 	ctx := context.Background()
-	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, HostID: "host-ign", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := newEngine(t, h)
+	e.HostID = "host-ign"
 	defineTestDomain(t, h, "vmpx-blockdev")
 	r := runDone(t, e, `{"version":1,"domain":"vmpx-blockdev","action":"attach","format":"ignition","ignition_delivery":"blockdev","hostname":"bd","users":[{"name":"core","password":"plain-core"}]}`)
 	d, err := h.Domain(ctx, "vmpx-blockdev")
@@ -287,31 +270,9 @@ func TestBlockdevRebuildAndOrphans(t *testing.T) {
 	if o, err := owner.Of(r.Payload.Path); err != nil || o != "host-ign" {
 		t.Errorf("owner marker %q %v", o, err)
 	}
-	must(t, os.Remove(r.Payload.Path))
-	stray := filepath.Join(e.PayloadDir, "0000-stray.ign")
-	must(t, os.WriteFile(stray, []byte("{}"), 0o640))
-	old := time.Now().Add(-time.Hour)
-	must(t, os.Chtimes(stray, old, old))
-	defs, err := e.ListDefined(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.RebuildImages(ctx, defs)
-	if err != nil || st != (RebuildStats{Rebuilt: 1}) {
-		t.Fatalf("rebuild %+v %v", st, err)
-	}
-	if sum := testenv.FileSHA256(t, r.Payload.Path); sum != r.Payload.SHA256 {
-		t.Errorf("rebuilt config sha256 %s, want %s", sum, r.Payload.SHA256)
-	}
-	must(t, os.Chtimes(r.Payload.Path, old, old))
-	if n, err := e.CollectOrphans(ctx, defs); err != nil || n != 1 {
-		t.Errorf("orphan collection removed %d (%v), want the stray file", n, err)
-	}
+	rebuildAndCollect(t, e, r)
 	if _, err := os.Stat(r.Payload.Path); err != nil {
 		t.Errorf("orphan collection removed the blockdev config: %v", err)
-	}
-	if _, err := os.Stat(stray); !os.IsNotExist(err) {
-		t.Errorf("stray file kept: %v", err)
 	}
 	e.RemoveDomainImages(d.UUID)
 	if _, err := os.Stat(r.Payload.Path); !os.IsNotExist(err) {

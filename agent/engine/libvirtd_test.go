@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -35,7 +33,7 @@ func TestLibvirtdMediaChangeStress(t *testing.T) {
 			t.Fatalf("VMPAYLOAD_MEDIA_STRESS=%q: want a positive count", v)
 		}
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := quietLog()
 	h, err := libvirtx.OpenHost("qemu:///system", libvirtx.HostOptions{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +178,7 @@ const trayEventWait = 10 * time.Second
 var reattachSeq atomic.Int64 // unique domain names across -count runs
 
 func TestLibvirtdReattachRunning(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := quietLog()
 	h := systemHost(t, quiet)
 	for _, c := range []struct {
 		name, bus, machine, controller string

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +44,7 @@ func TestMigratedImageOwnership(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			log := quietLog()
 			dirA := filepath.Join(t.TempDir(), "payload")
 			dirB := dirA
 			if !tc.shared {

@@ -3,15 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 )
 
 // TestJobParses counts the domain documents the engine parses per job
@@ -37,15 +32,8 @@ func TestJobParses(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
 			name := fmt.Sprintf("parses-%d", i)
-			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
-				Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			f, d, e := fakeJobEngine(t, fakeDomainXML(name, false))
 			doc := func(host string) string {
 				return fmt.Sprintf(`{"version":1,"domain":%q,"hostname":%q,"action":"attach"}`, name, host)
 			}

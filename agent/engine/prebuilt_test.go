@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +63,7 @@ func TestPrebuiltConfined(t *testing.T) {
 	must(os.WriteFile(filepath.Join(seeds, "notiso.iso"), []byte("plain text"), 0o644))
 
 	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, PrebuiltDirs: []string{seeds},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log: quietLog()}
 	tests := []struct {
 		name, path string
 		dirs       []string

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,7 +30,7 @@ func emptyNodeHost(t *testing.T) *libvirtx.LibvirtHost {
 	if err := os.WriteFile(node, []byte("<node>\n</node>\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h, err := libvirtx.OpenHost("test://"+node, libvirtx.HostOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, err := libvirtx.OpenHost("test://"+node, libvirtx.HostOptions{Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +67,7 @@ func TestRecipeFollowsAttachAndDetach(t *testing.T) {
 	ctx := context.Background()
 	name := "vmpx-recipe-seq"
 	orig := defineTestDomain(t, h, name)
-	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := newEngine(t, h)
 
 	// A prebuilt image outside the payload directory.
 	pj := &job.Job{Version: 1, Domain: name, Hostname: "prebuilt"}
@@ -162,7 +161,7 @@ func TestRecipeOnRunningDomainMediaChange(t *testing.T) {
 	ctx := context.Background()
 	name := "vmpx-recipe-running"
 	defineTestDomain(t, h, name)
-	e := &Engine{Host: &trayHost{Host: h}, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := newEngine(t, &trayHost{Host: h})
 	first := runDone(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"one"}`, name))
 	if first.DomainState != "running" {
 		t.Fatalf("domain state %q after a start job", first.DomainState)
@@ -321,7 +320,7 @@ func must(t *testing.T, err error) {
 func TestCollectOrphansListing(t *testing.T) {
 	h := emptyNodeHost(t)
 	ctx := context.Background()
-	e := &Engine{Host: h, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := newEngine(t, h)
 	defineTestDomain(t, h, "vmpx-listed")
 	r := runDone(t, e, `{"version":1,"domain":"vmpx-listed","action":"attach","hostname":"listed"}`)
 	// A domain whose recipe is unreadable (an unknown attribute).

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +11,6 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
-	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
@@ -62,19 +58,13 @@ func TestResultJSONGolden(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
 			name := "golden-" + c.name
-			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, d, e := fakeJobEngine(t, fakeDomainXML(name, false))
 			seeds, secrets := t.TempDir(), t.TempDir()
 			if err := os.WriteFile(filepath.Join(secrets, "garbage"), []byte("not a key\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{},
-				PrebuiltDirs: []string{seeds}, SecretsDir: secrets, GuestReport: c.report, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			e.PrebuiltDirs, e.SecretsDir, e.GuestReport = []string{seeds}, secrets, c.report
 			expand := func(doc string) string {
 				return strings.ReplaceAll(strings.ReplaceAll(doc, "%s", name), "$SEEDS", seeds)
 			}

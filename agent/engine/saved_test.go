@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 )
@@ -36,7 +33,7 @@ func TestCollectOrphansSavedAndLive(t *testing.T) {
 	f := libvirtxtest.New()
 	defer f.Close()
 	dir := t.TempDir()
-	e := &Engine{Host: f, PayloadDir: dir, ImageMode: 0o640, ImageGID: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := &Engine{Host: f, PayloadDir: dir, ImageMode: 0o640, ImageGID: -1, Log: quietLog()}
 	img := func(uuid, hash string) string { return filepath.Join(dir, uuid+"-"+hash+".iso") }
 
 	saved, err := f.DefineXML(ctx, fakeDomainXML("saved", false))
@@ -90,13 +87,7 @@ func TestCollectOrphansSavedAndLive(t *testing.T) {
 func TestSupersededKeptForManagedSave(t *testing.T) {
 	for _, withSave := range []bool{true, false} {
 		t.Run(fmt.Sprintf("managed_save=%v", withSave), func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
-			ctx := context.Background()
-			d, err := f.DefineXML(ctx, fakeDomainXML("ms", false))
-			must(t, err)
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{}, Metrics: metrics.New(),
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			f, d, e := fakeJobEngine(t, fakeDomainXML("ms", false))
 			first := runDone(t, e, `{"version":1,"domain":"ms","action":"attach","hostname":"one"}`)
 			if withSave {
 				f.SetSavedXML(d.UUID, f.XML(d.UUID))
@@ -105,7 +96,7 @@ func TestSupersededKeptForManagedSave(t *testing.T) {
 			if second.Payload.Path == first.Payload.Path {
 				t.Fatal("the second job reused the first image")
 			}
-			_, err = os.Stat(first.Payload.Path)
+			_, err := os.Stat(first.Payload.Path)
 			if kept := err == nil; kept != withSave {
 				t.Errorf("first image kept=%v, want %v", kept, withSave)
 			}

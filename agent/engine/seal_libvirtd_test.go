@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +22,7 @@ import (
 // the engine's secrets directory it opens to the job as built and rebuilds
 // the image byte-identical.
 func TestLibvirtdRecipeReadOnly(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := quietLog()
 	h := systemHost(t, quiet)
 	ctx := context.Background()
 	name := fmt.Sprintf("seal-ro-%d", os.Getpid())

@@ -5,20 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
@@ -84,15 +79,9 @@ func TestSysprepOnFakeHost(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
 			name := fmt.Sprintf("hsysprep-%d", i)
-			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), SecretsDir: exampleSecrets, ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{}, Metrics: metrics.New(),
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
+			f, d, e := fakeJobEngine(t, fakeDomainXML(name, false))
+			e.SecretsDir = exampleSecrets
 			if c.cdrom {
 				if r := runDoc(t, e, fmt.Sprintf(`{"version":1,"domain":%q,"hostname":"earlier","action":"attach"}`, name), "earlier"); r.State != result.StateDone {
 					t.Fatalf("earlier job: %s %+v", r.State, r.Error)

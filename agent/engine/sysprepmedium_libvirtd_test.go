@@ -3,10 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/agent/metrics"
@@ -23,8 +20,7 @@ import (
 // explicit sysprep_medium "floppy" there is refused by name with the
 // definition as it was.
 func TestLibvirtdSysprepMediumByMachine(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := systemHost(t, quiet)
+	h := systemHost(t, quietLog())
 	for _, c := range []struct {
 		name, arch, machine, emulator, action, extra string
 		kind                                         domxml.Kind
@@ -42,32 +38,14 @@ func TestLibvirtdSysprepMediumByMachine(t *testing.T) {
 			dir := testenv.TempDir(t, "/var/tmp", "hwin-medium-", 0o755) // libvirt-qemu must reach the images
 			name := fmt.Sprintf("hwin-medium-%s-%d", c.name, os.Getpid())
 			dom := defineReal(t, h, testenv.Domain{Name: name, MemoryMiB: 256, Arch: c.arch, Machine: c.machine, Devices: "<controller type='scsi' index='0' model='virtio-scsi'/>"}.XML())
-			e := &Engine{Host: h, PayloadDir: dir, SecretsDir: exampleSecrets, ImageMode: 0o644, ImageGID: -1, Bus: domxml.BusAuto, Log: quiet, Metrics: metrics.New(), Starts: &Starts{}, Cleanups: &Cleanups{}}
+			e := realEngine(h, dir)
+			e.SecretsDir, e.Metrics = exampleSecrets, metrics.New()
 			r := runDoc(t, e, sysprepDoc(t, "sysprep-floppy", name, c.action, c.extra), "job")
 			after, err := h.Domain(ctx, dom.UUID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.code != "" {
-				if r.Error == nil || r.Error.Code != c.code || r.Error.Field != "sysprep_medium" || !strings.Contains(r.Error.Message, "has no floppy controller") {
-					t.Fatalf("result %s %+v, want %s on sysprep_medium", r.State, r.Error, c.code)
-				}
-				if after.InactiveXML != dom.InactiveXML {
-					t.Errorf("the refused job changed the definition")
-				}
-				if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-					t.Errorf("the refused job left %d files in the payload directory", len(ents))
-				}
-				return
-			}
-			if r.State != result.StateDone || r.Device == nil || r.Device.Kind != string(c.kind) {
-				t.Fatalf("result %s %+v device %+v, want a %s", r.State, r.Error, r.Device, c.kind)
-			}
-			p, found, err := domxml.FindPayload(after.InactiveXML)
-			if err != nil || !found || p.Kind != c.kind {
-				t.Errorf("payload drive %+v (%v %v), want a %s", p, found, err, c.kind)
-			}
-			if c.action == "start" && !after.Active {
+			if _, done := wantSysprepMedium(t, r, dom.InactiveXML, after.InactiveXML, dir, c.kind, c.code); done && c.action == "start" && !after.Active {
 				t.Errorf("the domain did not start")
 			}
 		})

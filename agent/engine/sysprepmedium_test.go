@@ -4,19 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -65,8 +60,9 @@ func TestSysprepMediumByMachine(t *testing.T) {
 		{name: "host cannot say: floppy", kind: domxml.KindFloppy},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := libvirtxtest.New()
-			defer f.Close()
+			name := fmt.Sprintf("hwinmedium-%d", i)
+			f, d, e := fakeJobEngine(t, fakeDomainXML(name, false))
+			e.SecretsDir = exampleSecrets
 			if c.caps != "" {
 				b, err := os.ReadFile(filepath.Join("testdata", "domcaps", c.caps))
 				if err != nil {
@@ -74,37 +70,15 @@ func TestSysprepMediumByMachine(t *testing.T) {
 				}
 				f.SetDomainCapabilities("", string(b))
 			}
-			name := fmt.Sprintf("hwinmedium-%d", i)
-			d, err := f.DefineXML(context.Background(), fakeDomainXML(name, false))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &Engine{Host: f, PayloadDir: t.TempDir(), SecretsDir: exampleSecrets, ImageMode: 0o640, ImageGID: -1, Bus: domxml.BusAuto, Starts: &Starts{}, Cleanups: &Cleanups{}, Metrics: metrics.New(),
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TrayWait: 2 * time.Second}
 			f.ResetCalls()
 			r := runDoc(t, e, sysprepDoc(t, "sysprep-floppy", name, "attach", c.extra), "job")
 			after, _ := f.Domain(context.Background(), d.UUID)
-			if c.code != "" {
-				if r.Error == nil || r.Error.Code != c.code || r.Error.Field != "sysprep_medium" || !strings.Contains(r.Error.Message, "has no floppy controller") {
-					t.Fatalf("result %s %+v, want %s on sysprep_medium", r.State, r.Error, c.code)
-				}
-				if after.InactiveXML != d.InactiveXML {
-					t.Errorf("the refused job changed the definition")
-				}
-				if ents, _ := os.ReadDir(e.PayloadDir); len(ents) != 0 {
-					t.Errorf("the refused job left %d files in the payload directory", len(ents))
-				}
+			p, done := wantSysprepMedium(t, r, d.InactiveXML, after.InactiveXML, e.PayloadDir, c.kind, c.code)
+			if !done {
 				if m := f.Methods(); len(m) != 0 {
 					t.Errorf("the refused job made libvirt changes %v", m)
 				}
 				return
-			}
-			if r.State != result.StateDone || r.Device == nil || r.Device.Kind != string(c.kind) {
-				t.Fatalf("result %s %+v device %+v, want a %s", r.State, r.Error, r.Device, c.kind)
-			}
-			p, found, err := domxml.FindPayload(after.InactiveXML)
-			if err != nil || !found || p.Kind != c.kind {
-				t.Errorf("payload drive %+v (%v %v), want a %s", p, found, err, c.kind)
 			}
 			wantMedia := map[domxml.Kind]string{domxml.KindFloppy: "vfat", domxml.KindCDROM: "iso"}[c.kind]
 			if r.Payload.Media != wantMedia {
@@ -137,4 +111,34 @@ func TestSysprepMediumByMachine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wantSysprepMedium checks the result r of a sysprep job that may name a
+// medium, the domain's definition before and after it, and the payload
+// directory dir. With code set the job must be refused on sysprep_medium
+// for want of a floppy controller, with the definition and dir as they
+// were; it returns done false. Else the job must be done with a payload
+// drive of kind, which it returns.
+func wantSysprepMedium(t *testing.T, r result.Result, before, after, dir string, kind domxml.Kind, code string) (p domxml.PayloadDisk, done bool) {
+	t.Helper()
+	if code != "" {
+		if r.Error == nil || r.Error.Code != code || r.Error.Field != "sysprep_medium" || !strings.Contains(r.Error.Message, "has no floppy controller") {
+			t.Fatalf("result %s %+v, want %s on sysprep_medium", r.State, r.Error, code)
+		}
+		if after != before {
+			t.Errorf("the refused job changed the definition")
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("the refused job left %d files in the payload directory", len(ents))
+		}
+		return p, false
+	}
+	if r.State != result.StateDone || r.Device == nil || r.Device.Kind != string(kind) {
+		t.Fatalf("result %s %+v device %+v, want a %s", r.State, r.Error, r.Device, kind)
+	}
+	p, found, err := domxml.FindPayload(after)
+	if err != nil || !found || p.Kind != kind {
+		t.Errorf("payload drive %+v (%v %v), want a %s", p, found, err, kind)
+	}
+	return p, true
 }

@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +34,7 @@ func TestUnreachableLibvirtIsBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := &Engine{Host: downHost{}, PayloadDir: t.TempDir(), ImageGID: -1, RetryBackoff: 10 * time.Millisecond,
-				LibvirtTimeout: tt.timeout, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+				LibvirtTimeout: tt.timeout, Log: quietLog()}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			j, rep := job.Parse([]byte(`{"version":1,"domain":"d","hostname":"h"}`))

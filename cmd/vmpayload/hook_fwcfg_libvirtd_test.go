@@ -34,10 +34,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	tag := testenv.RandHex(t, 4)
 	name := "vmpayload-hooktest-" + tag + "-fwcfg"
 
-	base := testenv.WorkDir(t, "vmpayload-fwcfgtest-")
-	payloadDir, secretsDir := filepath.Join(base, "payload"), filepath.Join(base, "secrets")
-	must(t, os.Mkdir(payloadDir, 0o711)) // the agent's payload directory mode
-	must(t, os.Mkdir(secretsDir, 0o700))
+	base, payloadDir, secretsDir := hookDirs(t, "vmpayload-fwcfgtest-", 0o711) // the agent's payload directory mode
 	cfg := filepath.Join(base, "agent.yaml")
 	writeCfg := func(extra string) {
 		must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\nhook_timeout: 20s\n%s", payloadDir, secretsDir, extra)), 0o644))
@@ -125,16 +122,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 
 	// 2. The file is gone (a host reboot emptied the payload directory):
 	// the hook rebuilds it at prepare begin, before QEMU reads it.
-	must(t, os.Remove(r.Path))
-	if o, err := virsh(t, "start", name); err != nil {
-		t.Fatalf("virsh start with the config deleted: %v %s", err, o)
-	}
-	if got := testenv.SumOf(r.Path); got != r.SHA256 {
-		t.Fatalf("rebuilt config sha256 %q, recorded %s", got, r.SHA256)
-	}
-	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
-		t.Errorf("domstate %q, want running", o)
-	}
+	wantRebuiltAtStart(t, name, "config", r)
 	// The file removed while the domain runs (as the agent removes a
 	// superseded config): QEMU read it at launch, and the stop, which
 	// gives the file's owner back, does not fail for it.

@@ -31,16 +31,42 @@ func virsh(t *testing.T, args ...string) (string, error) {
 	return testenv.VirshTry(hookTestURI, args...)
 }
 
+// hookDirs makes a work directory named prefix* under /var/tmp (libvirt-qemu
+// traverses it) with the payload directory (mode payloadMode) and the
+// secrets directory (0700) in it.
+func hookDirs(t *testing.T, prefix string, payloadMode os.FileMode) (base, payloadDir, secretsDir string) {
+	t.Helper()
+	base = testenv.WorkDir(t, prefix)
+	payloadDir, secretsDir = filepath.Join(base, "payload"), filepath.Join(base, "secrets")
+	must(t, os.Mkdir(payloadDir, payloadMode))
+	must(t, os.Mkdir(secretsDir, 0o700))
+	return base, payloadDir, secretsDir
+}
+
+// wantRebuiltAtStart removes r's file (what it is: image, config) as a host
+// reboot would and starts the domain name: the hook must make the file
+// again byte-identical before QEMU opens it, and the domain must run.
+func wantRebuiltAtStart(t *testing.T, name, what string, r *recipe.Recipe) {
+	t.Helper()
+	must(t, os.Remove(r.Path))
+	if o, err := virsh(t, "start", name); err != nil {
+		t.Fatalf("virsh start with the %s deleted: %v %s", what, err, o)
+	}
+	if got := testenv.SumOf(r.Path); got != r.SHA256 {
+		t.Fatalf("rebuilt %s sha256 %q, recorded %s", what, got, r.SHA256)
+	}
+	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
+		t.Errorf("domstate %q, want running", o)
+	}
+}
+
 func TestLibvirtdHook(t *testing.T) {
 	testenv.NeedLibvirtd(t)
 	tag := testenv.RandHex(t, 4)
 	name := "vmpayload-hooktest-" + tag
 
 	// Everything under /var/tmp, traversable by libvirt-qemu.
-	base := testenv.WorkDir(t, "vmpayload-hooktest-")
-	payloadDir, secretsDir := filepath.Join(base, "payload"), filepath.Join(base, "secrets")
-	must(t, os.Mkdir(payloadDir, 0o755))
-	must(t, os.Mkdir(secretsDir, 0o700))
+	base, payloadDir, secretsDir := hookDirs(t, "vmpayload-hooktest-", 0o755)
 	pw := filepath.Join(secretsDir, "pw")
 	must(t, os.WriteFile(pw, []byte("s3cret\n"), 0o600))
 	cfg := filepath.Join(base, "agent.yaml")
@@ -74,16 +100,7 @@ func TestLibvirtdHook(t *testing.T) {
 	})
 
 	// 1. Image deleted → start rebuilds it before QEMU opens it.
-	must(t, os.Remove(r.Path))
-	if o, err := virsh(t, "start", name); err != nil {
-		t.Fatalf("virsh start with the image deleted: %v %s", err, o)
-	}
-	if got := testenv.SumOf(r.Path); got != r.SHA256 {
-		t.Fatalf("rebuilt image sha256 %q, recorded %s", got, r.SHA256)
-	}
-	if o, _ := virsh(t, "domstate", name); strings.TrimSpace(o) != "running" {
-		t.Errorf("domstate %q, want running", o)
-	}
+	wantRebuiltAtStart(t, name, "image", r)
 	if o, _ := virsh(t, "domblklist", name); !strings.Contains(o, r.Path) {
 		t.Errorf("domblklist lacks %s:\n%s", r.Path, o)
 	}
@@ -207,10 +224,7 @@ func TestLibvirtdRecipeMetadataSet(t *testing.T) {
 	testenv.NeedLibvirtd(t)
 	tag := testenv.RandHex(t, 4)
 	name := "vmpayload-metaset-" + tag
-	base := testenv.WorkDir(t, "vmpayload-metaset-")
-	payloadDir, secretsDir := filepath.Join(base, "payload"), filepath.Join(base, "secrets")
-	must(t, os.Mkdir(payloadDir, 0o755))
-	must(t, os.Mkdir(secretsDir, 0o700))
+	base, payloadDir, secretsDir := hookDirs(t, "vmpayload-metaset-", 0o755)
 	must(t, os.WriteFile(filepath.Join(secretsDir, "pw"), []byte("s3cret\n"), 0o600))
 	jobPath, drive := filepath.Join(base, "job.json"), filepath.Join(base, "drive.xml")
 	must(t, os.WriteFile(jobPath, []byte(strings.Replace(testJob, "hooktest", name, 2)), 0o644))

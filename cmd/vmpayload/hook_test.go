@@ -69,6 +69,19 @@ func newHookFixtureJob(t *testing.T, jobText string) *hookFixture {
 }
 
 // writeConfig writes an agent.yaml for the fixture with extra lines added.
+// withoutRecipe is the fixture's domain XML with the recipe taken out (a
+// domain restored from a save made before the agent).
+func (f *hookFixture) withoutRecipe(t *testing.T) string {
+	t.Helper()
+	ed, err := domxml.NewEdit(f.domainXML)
+	must(t, err)
+	_, err = ed.RemoveMetadata(recipe.Namespace)
+	must(t, err)
+	x, err := ed.XML()
+	must(t, err)
+	return x
+}
+
 func (f *hookFixture) writeConfig(t *testing.T, extra string) string {
 	t.Helper()
 	fh, err := os.CreateTemp(f.dir, "agent-*.yaml")
@@ -121,12 +134,7 @@ func TestHook(t *testing.T) {
 	otherCfg := filepath.Join(f.dir, "other.yaml")
 	must(t, os.WriteFile(otherCfg, []byte("payload_dir: "+otherDir+"\nsecrets_dir: "+f.secretsDir+"\n"), 0o600))
 	bootCfg := f.writeConfig(t, "hook_failure: boot\n")
-	ed, err := domxml.NewEdit(f.domainXML)
-	must(t, err)
-	_, err = ed.RemoveMetadata(recipe.Namespace)
-	must(t, err)
-	noRecipe, err := ed.XML()
-	must(t, err)
+	noRecipe := f.withoutRecipe(t)
 	hidePW := func(t *testing.T) {
 		p := filepath.Join(f.secretsDir, "pw")
 		must(t, os.Rename(p, p+".away"))

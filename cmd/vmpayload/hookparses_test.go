@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
-	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
 // TestHookParsesOnce: the hook parses the domain XML it is given once,
@@ -15,12 +14,7 @@ import (
 // process's.
 func TestHookParsesOnce(t *testing.T) {
 	f := newHookFixture(t)
-	ed, err := domxml.NewEdit(f.domainXML)
-	must(t, err)
-	_, err = ed.RemoveMetadata(recipe.Namespace)
-	must(t, err)
-	noRecipe, err := ed.XML()
-	must(t, err)
+	noRecipe := f.withoutRecipe(t)
 	for _, c := range []struct{ name, xml, op string }{
 		{"intact image", f.domainXML, "prepare"},
 		{"restore without recipe", noRecipe, "restore"},

@@ -109,14 +109,8 @@ func TestRunIgnitionFlags(t *testing.T) {
 	if j.Format != "ignition" || j.IgnitionDelivery != "configdrive" || j.Ignition["storage"] == nil {
 		t.Errorf("job %s", out)
 	}
-	code, _, stderr = runJob(t, "", "--ignition", "bad.ign", "--ignition-delivery", "nocloud", "dom1")
-	if code == 0 || !strings.Contains(stderr, "--ignition bad.ign: ignition.storage.files[0].path: Ignition refuses the config: path not absolute") {
-		t.Errorf("bad config: exit %d %q", code, stderr)
-	}
-	code, _, stderr = runJob(t, "", "--ignition", "good.ign", "--detach", "dom1")
-	if code == 0 || !strings.Contains(stderr, "--detach") {
-		t.Errorf("--detach: exit %d %q", code, stderr)
-	}
+	wantRunRefused(t, "bad config", "--ignition bad.ign: ignition.storage.files[0].path: Ignition refuses the config: path not absolute", "--ignition", "bad.ign", "--ignition-delivery", "nocloud", "dom1")
+	wantRunRefused(t, "--detach", "--detach", "--ignition", "good.ign", "--detach", "dom1")
 }
 
 // TestRunButaneFlag: --butane puts the Butane config into the job as its
@@ -142,18 +136,9 @@ func TestRunButaneFlag(t *testing.T) {
 	if j.Format != "ignition" || j.Butane != good {
 		t.Errorf("job %s", out)
 	}
-	code, _, stderr = runJob(t, "", "--butane", "bad.bu", "--ignition-delivery", "nocloud", "dom1")
-	if code == 0 || !strings.Contains(stderr, "--butane bad.bu: butane: Butane refuses the config (at $.storage.files.0.contents.local, line 7, column 16)") {
-		t.Errorf("bad config: exit %d %q", code, stderr)
-	}
-	code, _, stderr = runJob(t, "", "--butane", "good.bu", "--ignition", "good.ign", "dom1")
-	if code == 0 || !strings.Contains(stderr, "use only one of --ignition and --butane") {
-		t.Errorf("both: exit %d %q", code, stderr)
-	}
-	code, _, stderr = runJob(t, "", "--butane", "good.bu", "--detach", "dom1")
-	if code == 0 || !strings.Contains(stderr, "--butane has nothing to do with it") {
-		t.Errorf("--detach: exit %d %q", code, stderr)
-	}
+	wantRunRefused(t, "bad config", "--butane bad.bu: butane: Butane refuses the config (at $.storage.files.0.contents.local, line 7, column 16)", "--butane", "bad.bu", "--ignition-delivery", "nocloud", "dom1")
+	wantRunRefused(t, "both", "use only one of --ignition and --butane", "--butane", "good.bu", "--ignition", "good.ign", "dom1")
+	wantRunRefused(t, "--detach", "--butane has nothing to do with it", "--butane", "good.bu", "--detach", "dom1")
 }
 
 // TestBuildButane: `vmpayload build` of a job with a butane field writes
@@ -201,5 +186,14 @@ func TestBuildButane(t *testing.T) {
 	code, stdout, stderr = runCLI(t, "validate", jobFile)
 	if code == 0 || !strings.Contains(stdout+stderr, "butane: Butane refuses the config (at $.version, line 2, column 10): version 1.8.0-experimental of variant fcos is experimental") {
 		t.Errorf("validate: exit %d %s %s", code, stdout, stderr)
+	}
+}
+
+// wantRunRefused runs `vmpayload run` with args and fails t (the case
+// named what) unless it exits non-zero saying want on stderr.
+func wantRunRefused(t *testing.T, what, want string, args ...string) {
+	t.Helper()
+	if code, _, stderr := runJob(t, "", args...); code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("%s: exit %d %q", what, code, stderr)
 	}
 }

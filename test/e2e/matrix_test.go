@@ -206,12 +206,7 @@ func checkJoliet(t *testing.T, rep *guest.Report, img string) {
 	if !strings.Contains(mounts, "norock") {
 		t.Errorf("Joliet: the guest did not mount the payload with norock: %q", mounts)
 	}
-	seen := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(sums), "\n") {
-		if sum, p, ok := strings.Cut(line, "  ./"); ok {
-			seen[p] = sum
-		}
-	}
+	seen := rep.Sums(jolietListing)
 	info, err := pimage.Inspect(img)
 	if err != nil {
 		t.Fatalf("Joliet: %v", err)

@@ -266,23 +266,27 @@ type domainXML struct {
 	Devices    devicesXML `xml:"devices"`
 }
 
-type devicesXML struct {
-	Disks       []diskXML `xml:"disk"`
-	Controllers []struct {
-		Type  string `xml:"type,attr"`
-		Model string `xml:"model,attr,omitempty"`
-		Index string `xml:"index,attr,omitempty"`
-	} `xml:"controller"`
-	Interfaces []struct {
+type controllerXML struct {
+	Type  string `xml:"type,attr"`
+	Model string `xml:"model,attr,omitempty"`
+	Index string `xml:"index,attr,omitempty"`
+}
+
+type interfaceXML struct {
+	Type string `xml:"type,attr"`
+	MAC  struct {
+		Address string `xml:"address,attr"`
+	} `xml:"mac"`
+	Model struct {
 		Type string `xml:"type,attr"`
-		MAC  struct {
-			Address string `xml:"address,attr"`
-		} `xml:"mac"`
-		Model struct {
-			Type string `xml:"type,attr"`
-		} `xml:"model"`
-	} `xml:"interface"`
-	Serial struct {
+	} `xml:"model"`
+}
+
+type devicesXML struct {
+	Disks       []diskXML       `xml:"disk"`
+	Controllers []controllerXML `xml:"controller"`
+	Interfaces  []interfaceXML  `xml:"interface"`
+	Serial      struct {
 		Type   string `xml:"type,attr"`
 		Source struct {
 			Path string `xml:"path,attr"`
@@ -346,21 +350,9 @@ func (g *Guest) domain() domainXML {
 	root.Source.File = g.Overlay
 	root.Target.Dev, root.Target.Bus = "vda", "virtio"
 	d.Devices.Disks = []diskXML{root}
-	d.Devices.Controllers = append(d.Devices.Controllers, struct {
-		Type  string `xml:"type,attr"`
-		Model string `xml:"model,attr,omitempty"`
-		Index string `xml:"index,attr,omitempty"`
-	}{Type: "scsi", Model: "virtio-scsi", Index: "0"})
+	d.Devices.Controllers = append(d.Devices.Controllers, controllerXML{Type: "scsi", Model: "virtio-scsi", Index: "0"})
 	for _, n := range g.Options.NICs {
-		var ifx = struct {
-			Type string `xml:"type,attr"`
-			MAC  struct {
-				Address string `xml:"address,attr"`
-			} `xml:"mac"`
-			Model struct {
-				Type string `xml:"type,attr"`
-			} `xml:"model"`
-		}{Type: "ethernet"}
+		ifx := interfaceXML{Type: "ethernet"}
 		ifx.MAC.Address, ifx.Model.Type = n.MAC, n.Model
 		d.Devices.Interfaces = append(d.Devices.Interfaces, ifx)
 	}

@@ -56,12 +56,7 @@ func TestJolietKernelE2E(t *testing.T) {
 	if !strings.Contains(mounts, "norock") {
 		t.Errorf("the guest did not mount the image with norock: %q", mounts)
 	}
-	got := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(sums), "\n") {
-		if sum, p, ok := strings.Cut(line, "  ./"); ok {
-			got[p] = sum
-		}
-	}
+	got := rep.Sums(listing)
 	for p, c := range files {
 		if h := testenv.SHA256([]byte(c)); got[p] != h {
 			t.Errorf("the guest kernel reading Joliet sees %q with sha256 %q, want %s", p, got[p], h)

@@ -292,6 +292,18 @@ func (r *Report) Text(path string) string {
 	return string(b)
 }
 
+// Sums reads the report file at path as `sha256sum` printed it for the
+// files under "." and returns each file's sum by its path (without "./").
+func (r *Report) Sums(path string) map[string]string {
+	sums := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.Text(path)), "\n") {
+		if sum, p, ok := strings.Cut(line, "  ./"); ok {
+			sums[p] = sum
+		}
+	}
+	return sums
+}
+
 func findFile(list []File, path string) (File, bool) {
 	for _, f := range list {
 		if f.Path == path {

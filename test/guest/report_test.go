@@ -3,10 +3,12 @@ package guest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -317,5 +319,18 @@ func TestKernelPanicked(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("WaitReport waited out its deadline (%v) instead of stopping at the panic", time.Since(start))
+	}
+}
+
+// TestReportSums: Sums reads a sha256sum listing of "./" paths into sums
+// by path; other lines, and a missing file, give nothing.
+func TestReportSums(t *testing.T) {
+	listing := "aa  ./a\nbb  ./d/b\nnot a sum line\n"
+	r := &Report{Files: []File{{Path: "/l", Type: "file", Size: int64(len(listing)), ContentB64: base64.StdEncoding.EncodeToString([]byte(listing))}}}
+	if got, want := r.Sums("/l"), map[string]string{"a": "aa", "d/b": "bb"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Sums = %v, want %v", got, want)
+	}
+	if got := r.Sums("/missing"); len(got) != 0 {
+		t.Errorf("Sums of a missing file = %v", got)
 	}
 }

@@ -62,6 +62,13 @@ func genisoimage(label string, src func(t *testing.T, dir string) string) builde
 	}
 }
 
+// nocloudWith is a NoCloud seed ISO (label cidata) of the nocloud user-data
+// and meta-data and one more file: name from testdata path.
+func nocloudWith(name, path string) builder {
+	return genisoimage("cidata", files(map[string]string{
+		"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data", name: path}))
+}
+
 func localds(vfat bool) builder {
 	return func(t *testing.T, dir string) string {
 		out := filepath.Join(dir, "seed.img")
@@ -246,9 +253,7 @@ func TestJudge(t *testing.T) {
 				}
 			}},
 		{name: "network-config version 3", fsType: "iso9660", datasource: NoCloud, validSeed: true,
-			build: genisoimage("cidata", files(map[string]string{
-				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
-				"network-config": "netv3/network-config"})),
+			build:  nocloudWith("network-config", "netv3/network-config"),
 			errSub: "No valid network_state",
 			check: func(t *testing.T, r *Report) {
 				if r.NetworkState != nil || len(r.RenderedNetwork) != 0 {
@@ -256,14 +261,10 @@ func TestJudge(t *testing.T) {
 				}
 			}},
 		{name: "22.4 rejects to: default routes", fsType: "iso9660", datasource: NoCloud, validSeed: true,
-			build: genisoimage("cidata", files(map[string]string{
-				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
-				"network-config": "route-default/network-config"})),
+			build:  nocloudWith("network-config", "route-default/network-config"),
 			errSub: "Address default is not a valid ip address"},
 		{name: "network: wrapper is not unwrapped by NoCloud", fsType: "iso9660", datasource: NoCloud, validSeed: true,
-			build: genisoimage("cidata", files(map[string]string{
-				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
-				"network-config": "net-wrapper/network-config"})),
+			build:  nocloudWith("network-config", "net-wrapper/network-config"),
 			errSub: "top-level 'network:' wrapper",
 			check: func(t *testing.T, r *Report) {
 				if r.NetworkState != nil {
@@ -326,9 +327,7 @@ func TestJudge(t *testing.T) {
 				}
 			}},
 		{name: "nocloud vendor-data script", fsType: "iso9660", datasource: NoCloud, validSeed: true, ok: true,
-			build: genisoimage("cidata", files(map[string]string{
-				"user-data": "nocloud/user-data", "meta-data": "nocloud/meta-data",
-				"vendor-data": "vendor/vendor-data"})),
+			build: nocloudWith("vendor-data", "vendor/vendor-data"),
 			check: func(t *testing.T, r *Report) {
 				if r.VendorData == nil || len(r.VendorData.Scripts) != 1 ||
 					!strings.Contains(r.VendorData.Scripts[0].Content, "echo vendor") {

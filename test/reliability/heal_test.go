@@ -291,24 +291,27 @@ func (a *agentProc) checkClean2() {
 	}
 }
 
+// dropHealJobs drops n heal jobs in incoming/, with ids prefix-idFrom,
+// prefix-(idFrom+1), … made from healJob numbers jobFrom, jobFrom+1, …, and
+// returns their ids.
+func dropHealJobs(t *testing.T, a *agentProc, prefix string, n, idFrom, jobFrom int) []string {
+	var ids []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, idFrom+i)
+		ids = append(ids, id)
+		a.drop(id, healJob(t, id, jobFrom+i))
+	}
+	return ids
+}
+
 // payloadRemoved: the payload directory is removed (rm -rf) between two
 // batches of jobs; the second batch must not fail for it.
 func payloadRemoved(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
-	var ids []string
-	for i := 0; i < 4; i++ {
-		id := fmt.Sprintf("rm-a-%d", i)
-		ids = append(ids, id)
-		a.drop(id, healJob(t, id, i))
-	}
+	ids := dropHealJobs(t, a, "rm-a", 4, 0, 0)
 	a.waitResult(ids[0], healWait)
 	must(t, removeDir(a.PayloadDir))
 	t0 := time.Now()
-	var b []string
-	for i := 0; i < 4; i++ {
-		id := fmt.Sprintf("rm-b-%d", i)
-		b = append(b, id)
-		a.drop(id, healJob(t, id, 4+i))
-	}
+	b := dropHealJobs(t, a, "rm-b", 4, 0, 4)
 	for _, id := range append(ids, b...) {
 		a.waitResult(id, healWait)
 	}
@@ -347,12 +350,7 @@ func payloadSymlink(t *testing.T, a *agentProc, c *client.Client) ([]string, tim
 	t0 := time.Now()
 	a.waitHealth(c, "ok", "")
 	heal := time.Since(t0)
-	var ids []string
-	for i := 0; i < 4; i++ {
-		id := fmt.Sprintf("link-%d", i+1)
-		ids = append(ids, id)
-		a.drop(id, healJob(t, id, i+1))
-	}
+	ids := dropHealJobs(t, a, "link", 4, 1, 1)
 	for _, id := range ids {
 		a.waitResult(id, healWait)
 	}
@@ -366,12 +364,7 @@ func payloadSymlink(t *testing.T, a *agentProc, c *client.Client) ([]string, tim
 // run; the agent recreates them, watches incoming/ again and writes every
 // later result.
 func spoolDirsRemoved(t *testing.T, a *agentProc, c *client.Client) ([]string, time.Duration) {
-	var first []string
-	for i := 0; i < 4; i++ {
-		id := fmt.Sprintf("sub-a-%d", i)
-		first = append(first, id)
-		a.drop(id, healJob(t, id, i))
-	}
+	first := dropHealJobs(t, a, "sub-a", 4, 0, 0)
 	for _, id := range first {
 		a.waitResult(id, healWait)
 	}
@@ -393,12 +386,7 @@ func spoolDirsRemoved(t *testing.T, a *agentProc, c *client.Client) ([]string, t
 	if err != nil || v < 3 {
 		t.Errorf("dirs_recreated_total{dir=spool} = %v %v, want >= 3", v, err)
 	}
-	var ids []string
-	for i := 0; i < 8; i++ {
-		id := fmt.Sprintf("sub-b-%d", i)
-		ids = append(ids, id)
-		a.drop(id, healJob(t, id, 4+i))
-	}
+	ids := dropHealJobs(t, a, "sub-b", 8, 0, 4)
 	for _, id := range ids {
 		a.waitResult(id, healWait)
 	}
