@@ -27,26 +27,10 @@ var (
 	MaxIgnitionSpec = semver.Version{Major: 3, Minor: 6}
 )
 
-// validateIgnition checks the Ignition fields and, for a job of format
-// "ignition", refuses every field with no Ignition meaning.
-func validateIgnition(j *Job, r *Report) {
-	if j.Format != FormatIgnition {
-		refuse(j, "ignition", false, r)
-		return
-	}
-	switch j.IgnitionDelivery {
-	case "", DeliveryFwCfg, DeliveryConfigDrive, DeliveryNoCloud, DeliveryBlockdev:
-	default:
-		r.Add("ignition_delivery", CodeInvalid, "%s is not an Ignition delivery; use \"fwcfg\", \"blockdev\", \"configdrive\" or \"nocloud\"", quote(string(j.IgnitionDelivery)))
-	}
-	if (j.IgnitionDelivery == "" || j.IgnitionDelivery == DeliveryFwCfg || j.IgnitionDelivery == DeliveryBlockdev) && j.Media == MediaVFAT {
-		d := j.IgnitionDelivery
-		if d == "" {
-			d = DeliveryFwCfg
-		}
-		r.Add("media", CodeConflict, "ignition_delivery %s passes the config file itself, not an image; media only applies to \"configdrive\" and \"nocloud\"", quote(string(d)))
-	}
-	refuse(j, "ignition", true, r)
+// CheckIgnitionFields checks the fields of a job of format "ignition"
+// against the Ignition config they make: its users, the paths it writes,
+// the user's own config (package payload/kinds/ignition checks the rest).
+func CheckIgnitionFields(j *Job, r *Report) {
 	for i, u := range j.Users {
 		r.Errors = append(r.Errors, u.ignitionProblems(index("users", i))...)
 	}

@@ -24,8 +24,8 @@ const (
 	MediumCDROM SysprepMedium = "cdrom"
 )
 
-// media is the image media of the medium.
-func (m SysprepMedium) media() Media {
+// Media is the image media of the medium.
+func (m SysprepMedium) Media() Media {
 	if m == MediumCDROM {
 		return MediaISO
 	}
@@ -47,33 +47,10 @@ const (
 // (Windows allows 127 characters; the bytes allow for UTF-8).
 const MaxAdminPasswordBytes = 512
 
-// validateSysprep checks the sysprep fields and, for a job of format
-// "sysprep", refuses every field the answer file cannot carry.
-func validateSysprep(j *Job, r *Report) {
-	if j.Format != FormatSysprep {
-		refuse(j, "sysprep", false, r)
-		return
-	}
-	// guest_os: validateWindows checked the value and leaves the rest of a
-	// sysprep job to this function; "" and "windows" both mean Windows
-	// here, "linux" contradicts the format
-	if j.GuestOS == GuestLinux {
-		r.Add("guest_os", CodeConflict, "format \"sysprep\" is a Windows answer file: guest_os must be \"windows\" or left out, not %s", quote(string(j.GuestOS)))
-	}
-	refuse(j, "sysprep", true, r)
-	switch j.SysprepMedium {
-	case "", MediumFloppy, MediumCDROM:
-		if j.SysprepMedium != "" && j.Media != "" && j.Media != j.SysprepMedium.media() {
-			r.Add("media", CodeConflict, "sysprep_medium %s takes media %s, not %s (or leave media out)", quote(string(j.SysprepMedium)), quote(string(j.SysprepMedium.media())), quote(string(j.Media)))
-		}
-	default:
-		r.Add("sysprep_medium", CodeInvalid, "%s is not a sysprep medium; use \"floppy\" or \"cdrom\"", quote(string(j.SysprepMedium)))
-	}
-	switch j.SysprepFileName {
-	case "", UnattendXML, AutounattendXML:
-	default:
-		r.Add("sysprep_file_name", CodeInvalid, "%s is not an answer file name Windows looks for; use %q (sysprep's specialize and oobeSystem passes) or %q (Windows Setup)", quote(j.SysprepFileName), UnattendXML, AutounattendXML)
-	}
+// CheckSysprepFields checks the fields of a job of format "sysprep" that
+// fill or accompany the answer file, and the answer file itself (package
+// payload/kinds/sysprep checks the rest).
+func CheckSysprepFields(j *Job, r *Report) {
 	if j.Hostname != "" && ValidHostname(j.Hostname) && !ValidComputerName(j.Hostname) {
 		r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", quote(j.Hostname), NetBIOSNameMax)
 	}

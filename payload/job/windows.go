@@ -113,46 +113,11 @@ func ClassifyWindowsUserData(s string) WindowsUserDataKind {
 	return WinKindUnknown
 }
 
-// validateWindows checks guest_os and the fields that only a Windows guest
-// may give, and, for a Windows guest, refuses every field cloudbase-init
-// cannot honour.
-func validateWindows(j *Job, r *Report) {
-	switch j.GuestOS {
-	case "", GuestLinux, GuestWindows:
-	default:
-		r.Add("guest_os", CodeInvalid, "%s is not a guest operating system; use \"linux\" (the default) or \"windows\"", quote(string(j.GuestOS)))
-		return
-	}
-	if !cloudbaseFormat(j.Format) {
-		// another Windows payload (issue 35's format "sysprep", an answer
-		// file Windows Setup reads) checks its own fields, these included
-		return
-	}
-	adminFields := []struct {
-		name string
-		set  bool
-	}{
-		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
-	}
-	if !j.IsWindows() {
-		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, CodeConflict, "%s is read by cloudbase-init: it needs guest_os \"windows\"", f.name)
-			}
-		}
-		return
-	}
-	if j.Format == FormatIgnition {
-		r.Add("guest_os", CodeConflict, "a Windows guest does not run Ignition; use format \"configdrive\" (cloudbase-init's ConfigDriveService)")
-	}
-	if j.Format != FormatConfigDrive && j.Format != FormatIgnition {
-		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, CodeConflict, "cloudbase-init reads %s only from a config drive (meta_data.json); use format \"configdrive\" (its NoCloud reader has no administrator settings)", f.name)
-			}
-		}
-	}
-	refuse(j, "windows", true, r)
+// CheckWindowsFields checks the fields cloudbase-init reads of a job for
+// a Windows guest: its computer name, the administrator's name, password
+// secret and certificates, and meta_data beside them (package
+// payload/kinds/cloudbase checks the rest).
+func CheckWindowsFields(j *Job, r *Report) {
 	if j.Hostname != "" && ValidHostname(j.Hostname) {
 		short, _, _ := strings.Cut(strings.TrimSuffix(j.Hostname, "."), ".")
 		switch long, digits := computerName(short); {
@@ -174,14 +139,6 @@ func validateWindows(j *Job, r *Report) {
 		}
 	}
 	checkWindowsMeta(j, r)
-}
-
-// cloudbaseFormat reports whether format f is one cloudbase-init reads
-// (config-2 or NoCloud; "" is the default, nocloud) or ignition, which a
-// Windows job is refused; any other format validates its own Windows
-// fields.
-func cloudbaseFormat(f Format) bool {
-	return f == "" || f == FormatNoCloud || f == FormatConfigDrive || f == FormatIgnition
 }
 
 // windowsUserBad holds the characters Windows refuses in an account name.
@@ -246,7 +203,7 @@ func checkWindowsMeta(j *Job, r *Report) {
 			r.Add("meta_data.meta.admin_pass", CodeInvalid, "%s", viaSecret)
 		}
 	}
-	if j.Format != FormatConfigDrive {
+	if !KindTraits(j).OpenStack {
 		return
 	}
 	if _, ok := j.MetaData["keys"]; ok && (len(j.SSHAuthorizedKeys) > 0 || len(j.AdminCerts) > 1) {
@@ -284,7 +241,7 @@ func checkWindowsMeta(j *Job, r *Report) {
 // knows, cloud-config that is a YAML mapping; a script cannot be merged.
 // show quotes the content in messages (or, for a secret, describes it).
 func validateWindowsUserData(j *Job, p, s string, show func(string) string, detail func(error) string, r *Report) {
-	if !cloudbaseFormat(j.Format) {
+	if !KindTraits(j).Cloudbase {
 		return // cloudbase-init does not read it; the format refuses it
 	}
 	if IsGzip([]byte(s)) {

@@ -1,24 +1,23 @@
-package cloudinit
+package sysprep
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/vmpayload/vmpayload/payload/image"
+	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/internal/sysprep"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// renderSysprepDocs is Render for a job of format "sysprep": the answer
-// file (in.Sysprep) with its placeholders filled, as the one file at the
-// root of the medium, named by sysprep_file_name. Like an Ignition config
-// it has no instance-id, but results and recipes name the image by one,
-// derived as for cloud-init.
-func renderSysprepDocs(j *job.Job, in Input, contentSum, iidHash string) (*Documents, error) {
-	iid := uuidFromHash(iidHash)
-	if in.Identity != nil {
-		iid = in.Identity.InstanceID
-	}
+func init() { cloudinit.RegisterRenderer(job.FormatSysprep, render) }
+
+// render renders a job of format "sysprep": the answer file (in.Sysprep)
+// with its placeholders filled, as the one file at the root of the
+// medium, named by sysprep_file_name. Like an Ignition config it has no
+// instance-id, but results and recipes name the image by one, derived as
+// for cloud-init.
+func render(j *job.Job, in cloudinit.Input, d cloudinit.Derived) (*cloudinit.Documents, error) {
 	// the byte order mark Windows tools write is kept: the file goes to
 	// the medium as the user gave it, placeholders aside
 	text, bom := strings.CutPrefix(in.Sysprep, "\uFEFF")
@@ -35,8 +34,8 @@ func renderSysprepDocs(j *job.Job, in Input, contentSum, iidHash string) (*Docum
 	if bom {
 		out = "\uFEFF" + out
 	}
-	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentSum}
-	docs.Files = append(docs.Files, File{Path: j.SysprepFileName, Data: []byte(out)})
+	docs := &cloudinit.Documents{Format: j.Format, InstanceID: d.InstanceID, ContentHash: d.ContentHash}
+	docs.Files = append(docs.Files, cloudinit.File{Path: j.SysprepFileName, Data: []byte(out)})
 	limit, what := job.MaxContentBytes, "the image limit"
 	if j.SysprepMedium == job.MediumFloppy {
 		limit, what = image.FloppyCapacity, "what a 1.44 MB floppy holds"
