@@ -101,10 +101,10 @@ func CheckSysprepFields(j *Job, r *Report) {
 
 // ValidComputerName reports whether s can be a Windows computer name: one
 // DNS label of letters, digits and hyphens that the computer-name rule
-// takes (computerName: at most NetBIOSNameMax characters, not only
+// takes (ComputerName: at most NetBIOSNameMax characters, not only
 // digits).
 func ValidComputerName(s string) bool {
-	if long, digits := computerName(s); long || digits || s[0] == '-' || s[len(s)-1] == '-' {
+	if long, digits := ComputerName(s); long || digits || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
 	for _, c := range s {
@@ -275,7 +275,7 @@ func validateSysprepValues(j *Job, r *Report) {
 		r.Add("join_domain", CodeInvalid, "%s is not a domain name: a DNS name such as \"ad.example.com\" or a NetBIOS domain name such as \"EXAMPLE\" (letters, digits and hyphens)", quote(v))
 	}
 	if v := j.DomainAdmin; v != "" && plain("domain_admin", v) {
-		validateWindowsUser("domain_admin", v, r)
+		CheckWindowsUser("domain_admin", v, r)
 	}
 	if j.DomainAdminPasswordSecret != "" {
 		validateSecretName("domain_admin_password_secret", j.DomainAdminPasswordSecret, r)
