@@ -47,58 +47,6 @@ const (
 // (Windows allows 127 characters; the bytes allow for UTF-8).
 const MaxAdminPasswordBytes = 512
 
-// CheckSysprepFields checks the fields of a job of format "sysprep" that
-// fill or accompany the answer file, and the answer file itself (package
-// payload/kinds/sysprep checks the rest).
-func CheckSysprepFields(j *Job, r *Report) {
-	if j.Hostname != "" && ValidHostname(j.Hostname) && !ValidComputerName(j.Hostname) {
-		r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", quote(j.Hostname), NetBIOSNameMax)
-	}
-	if j.AdminPasswordSecret != "" {
-		validateSecretName("admin_password_secret", j.AdminPasswordSecret, r)
-	}
-	validateSysprepValues(j, r)
-	if j.WindowsTimezone != "" {
-		if j.Timezone != "" {
-			r.Add("windows_timezone", CodeConflict, "use only one of timezone (an IANA name, mapped to Windows') and windows_timezone")
-		} else if !sysprep.IsWindowsZone(j.WindowsTimezone) {
-			r.Add("windows_timezone", CodeNotFound, "%s is not a Windows time zone name such as \"W. Europe Standard Time\" or \"UTC\" (the names of the Unicode CLDR's windowsZones table)", quote(j.WindowsTimezone))
-		}
-	} else if j.Timezone != "" {
-		if _, ok := sysprep.WindowsZone(j.Timezone); !ok {
-			r.Add("timezone", CodeNotFound, "time zone %s has no Windows time zone in the Unicode CLDR's mapping; give the Windows name as windows_timezone instead", quote(j.Timezone))
-		}
-	}
-	var set []string
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""}} {
-		if f.on {
-			set = append(set, f.name)
-		}
-	}
-	switch len(set) {
-	case 0:
-		r.Add("sysprep", CodeRequired, "format \"sysprep\" needs the answer file: give sysprep (its XML text), sysprep_base64 or sysprep_secret")
-		return
-	case 1:
-	default:
-		r.Add(set[0], CodeConflict, "use only one of sysprep, sysprep_base64 and sysprep_secret (got %s)", strings.Join(set, ", "))
-		return
-	}
-	if j.SysprepSecret != "" {
-		validateSecretName("sysprep_secret", j.SysprepSecret, r)
-		return // its content is checked when the secret is read (CheckSysprepAnswer)
-	}
-	text, field, err := SysprepAnswer(j)
-	if err != nil {
-		r.Add(field, CodeInvalid, "%v", err)
-		return
-	}
-	r.Errors = append(r.Errors, CheckSysprepAnswer(j, field, text, false)...)
-}
-
 // ValidComputerName reports whether s can be a Windows computer name: one
 // DNS label of letters, digits and hyphens that the computer-name rule
 // takes (ComputerName: at most NetBIOSNameMax characters, not only
@@ -255,11 +203,11 @@ var keyboardLayoutRE = lazyRegexp(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{8}$`)
 // machine_object_ou, …).
 const MaxSysprepValueBytes = 256
 
-// validateSysprepValues checks the fields that fill the answer file's
+// CheckSysprepValues checks the fields that fill the answer file's
 // placeholders besides hostname, the time zone and the administrator
 // password; each problem names its field and quotes the value (never a
 // secret's: those are checked when read).
-func validateSysprepValues(j *Job, r *Report) {
+func CheckSysprepValues(j *Job, r *Report) {
 	plain := func(f, v string) bool {
 		switch {
 		case len(v) > MaxSysprepValueBytes:

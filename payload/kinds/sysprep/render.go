@@ -6,7 +6,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
-	"github.com/vmpayload/vmpayload/payload/internal/sysprep"
+	answer "github.com/vmpayload/vmpayload/payload/internal/sysprep"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -22,10 +22,10 @@ func render(j *job.Job, in cloudinit.Input, d cloudinit.Derived) (*cloudinit.Doc
 	// the medium as the user gave it, placeholders aside
 	text, bom := strings.CutPrefix(in.Sysprep, "\uFEFF")
 	values := job.SysprepValues(j)
-	values[sysprep.AdminPassword] = in.AdminPassword
-	values[sysprep.DomainAdminPassword] = in.DomainAdminPassword
-	values[sysprep.ProductKey] = in.ProductKey
-	out, err := sysprep.Fill(text, values)
+	values[answer.AdminPassword] = in.AdminPassword
+	values[answer.DomainAdminPassword] = in.DomainAdminPassword
+	values[answer.ProductKey] = in.ProductKey
+	out, err := answer.Fill(text, values)
 	if err != nil {
 		// payload.Check refuses what could fail here; never quote the
 		// text (it may hold the password now)
@@ -50,7 +50,7 @@ func render(j *job.Job, in cloudinit.Input, d cloudinit.Derived) (*cloudinit.Doc
 // redactFill keeps the kind of a Fill error but drops any text of the
 // filled file from it.
 func redactFill(err error) error {
-	if se, ok := err.(*sysprep.SyntaxError); ok {
+	if se, ok := err.(*answer.SyntaxError); ok {
 		return fmt.Errorf("the filled answer file is not well-formed XML at line %d", se.Line)
 	}
 	return err
