@@ -197,7 +197,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 	cc := &CloudConfig{}
 	if !j.IsWindows() {
 		// cloudbase-init reads no generated cloud-config: a Windows job's
-		// fields go to meta-data and network data only (job.validateWindows
+		// fields go to meta-data and network data only (payload/kinds/cloudbase
 		// refuses the others)
 		cc = buildCloudConfig(&j, hashes, keys, seed)
 	}
@@ -638,7 +638,7 @@ func marshalJSON(v any) ([]byte, error) {
 // addWindowsMeta adds to a Windows guest's meta_data.json what
 // cloudbase-init's BaseOpenStackService reads beyond cloud-init: the SSH
 // keys again as "keys" entries of type "ssh", and under "meta" (merged
-// with a meta object meta_data gives; job.validateWindows refuses a key
+// with a meta object meta_data gives; payload/kinds/cloudbase refuses a key
 // given both ways) the administrator's name (admin_username, read only
 // there), password (admin_pass) and first certificate, cut into admin_cert0,
 // admin_cert1, ... of job.MaxAdminCertChunk characters, which
