@@ -15,8 +15,8 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
-	"github.com/vmpayload/vmpayload/payload/kinds"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
 func newVersionCmd() *cobra.Command {
