@@ -27,6 +27,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"libvirt.org/go/libvirt"
@@ -131,7 +132,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 	// An Ignition job that names no delivery gets the one the domain's
 	// architecture reads (ignitionDelivery), decided once the domain is
 	// known.
-	defaultDelivery := jj.Format == job.FormatIgnition && j.IgnitionDelivery == ""
+	defaultDelivery := kinds.Chooses(jj.Format) == kinds.ChooseDelivery && j.IgnitionDelivery == ""
 	// a sysprep job that names no medium gets the one the domain's
 	// machine can take (sysprepMedium); Apply filled in the floppy
 	autoMedium := j.SysprepMedium == "" && j.Media == ""
@@ -235,7 +236,7 @@ func isIO(err error) bool {
 }
 
 func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMedium bool, r *result.Result) (err error) {
-	if j.Format == job.FormatSysprep && j.Action != job.ActionDetach && j.PrebuiltImage == "" {
+	if kinds.Chooses(j.Format) == kinds.ChooseMedium && j.Action != job.ActionDetach && j.PrebuiltImage == "" {
 		// before the check and anything it or the attach changes
 		m, merr := e.sysprepMedium(ctx, j, autoMedium)
 		if merr != nil {
@@ -297,7 +298,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 		return e.detach(ctx, dom, r)
 	}
 	seen := false // the running guest has this payload already
-	if rendered != nil && rendered.Job.Format == job.FormatIgnition {
+	if rendered != nil && kinds.Chooses(rendered.Job.Format) == kinds.ChooseDelivery {
 		if rendered, err = e.ignitionDelivery(dom, j, rendered, defaultDelivery); err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
 func newVersionCmd() *cobra.Command {
@@ -160,7 +161,7 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
-	if written != nil && written.Format == job.FormatSysprep && written.SysprepMedium == "" && written.Media == "" {
+	if written != nil && kinds.Chooses(written.Format) == kinds.ChooseMedium && written.SysprepMedium == "" && written.Media == "" {
 		// the agent picks the medium by the domain's machine; without a
 		// domain the floppy stays the default: say so (on stderr, which
 		// keeps --json's output a document)

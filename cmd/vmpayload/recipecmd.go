@@ -120,7 +120,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitUsage, "no usable image name prefix %q: give --domain-xml, --name or a job with a domain", prefix)
 	}
 
-	if o.domainXML != "" && j.Format == job.FormatIgnition {
+	if o.domainXML != "" && kinds.Chooses(j.Format) == kinds.ChooseDelivery {
 		// the delivery the domain's architecture reads, as the agent
 		// chooses it: blockdev on s390x and ppc64, where QEMU has no fw_cfg
 		if plat := doc.Platform(); plat.NoFwCfg() {

@@ -238,7 +238,7 @@ const (
 )
 
 // IsWindows reports whether the job is for a Windows guest (cloudbase-init).
-func (j *Job) IsWindows() bool { return j.GuestOS == GuestWindows }
+func (j *Job) IsWindows() bool { return KindTraits(j).Windows }
 
 // SSHHostKey is a host key pair the guest's SSH server gets instead of
 // generated ones. The private key is only ever a secret reference.
@@ -370,35 +370,12 @@ func (j Job) withDefaults() Job {
 	if j.Action == "" {
 		j.Action = ActionStart
 	}
-	if j.Format == "" {
-		j.Format = FormatNoCloud
-	}
-	if j.Format == FormatSysprep {
-		switch {
-		case j.SysprepMedium != "":
-		case j.Media == MediaISO:
-			// media names the medium when sysprep_medium does not
-			j.SysprepMedium = MediumCDROM
-		default:
-			// the agent picks the medium by the domain's machine
-			// (agent/engine sysprepMedium); without a domain, a floppy
-			j.SysprepMedium = MediumFloppy
-		}
-		if j.SysprepFileName == "" {
-			j.SysprepFileName = UnattendXML
-		}
-		if j.Media == "" {
-			j.Media = j.SysprepMedium.media()
-		}
-	}
+	hooks().Defaults(&j) // the format, and its kind's defaults
 	if j.Media == "" {
 		j.Media = MediaISO
 	}
 	if j.UserDataMode == "" {
 		j.UserDataMode = ModeMerge
-	}
-	if j.Format == FormatIgnition && j.IgnitionDelivery == "" {
-		j.IgnitionDelivery = DeliveryFwCfg
 	}
 	return j
 }

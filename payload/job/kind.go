@@ -21,8 +21,6 @@ func table() FieldTable {
 	return fields
 }
 
-func refuse(j *Job, kind string, of bool, r *Report) { table().Refuse(j, kind, of, r) }
-
 // SetFieldTable installs the field table; package payload/kinds calls it
 // from its init.
 func SetFieldTable(t FieldTable) { fields = t }

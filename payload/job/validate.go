@@ -71,9 +71,7 @@ func (j *Job) Validate() Report {
 	default:
 		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
 	}
-	switch j.Format {
-	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition, FormatSysprep:
-	default:
+	if !KindTraits(j).Known {
 		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\" or \"sysprep\"", quote(string(j.Format)))
 	}
 	switch j.Media {
@@ -128,9 +126,9 @@ func (j *Job) Validate() Report {
 		validateNetworkConfig(j, &r)
 	}
 	validateVendorData(j, &r)
-	validateIgnition(j, &r)
-	validateWindows(j, &r)
-	validateSysprep(j, &r)
+	hooks().Check(j, "ignition", &r)
+	hooks().Check(j, "windows", &r)
+	hooks().Check(j, "sysprep", &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -499,8 +497,8 @@ func validateFiles(files []File, r *Report) {
 }
 
 func validateUserData(j *Job, r *Report) {
-	if j.Format == FormatSysprep {
-		return // the answer file is the whole payload: validateSysprep refuses each user-data field, once
+	if KindTraits(j).AnswerFile {
+		return // the answer file is the whole payload: its kind refuses each user-data field, once
 	}
 	var set []string
 	if j.UserData != "" {
