@@ -66,7 +66,7 @@ func (j Job) Apply(d Defaults) Job {
 		switch {
 		case j.Action == ActionDetach:
 			j.GuestReport = nil
-		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && j.Format != FormatIgnition && j.Format != FormatSysprep && !j.IsWindows():
+		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && j.Format != FormatIgnition && j.Format != FormatSysprep && j.Format != FormatCredentials && !j.IsWindows():
 			// the reporter is a cloud-init part: an Ignition or sysprep job
 			// or a Windows guest (cloudbase-init) has none
 			on := true
