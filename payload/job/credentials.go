@@ -532,7 +532,11 @@ func validateCredentials(j *Job, r *Report) {
 	if delivery == CredentialsFwCfg {
 		for _, n := range slices.Sorted(maps.Keys(gen)) {
 			if len(FwCfgCredentialPrefix)+len(n) > MaxFwCfgNameLen {
-				r.Add(gen[n], CodeInvalid, "its credential %s is too long for fw_cfg (%d characters with %s; QEMU takes %d)", quote(n), len(FwCfgCredentialPrefix)+len(n), FwCfgCredentialPrefix, MaxFwCfgNameLen)
+				hint := ""
+				if n == "passwd.plaintext-password.root" {
+					hint = "; give root's password as password_hash, or a hash as credential_secrets \"passwd.hashed-password.root\" (that name fits)"
+				}
+				r.Add(gen[n], CodeInvalid, "its credential %s is too long for fw_cfg (%d characters with %s; QEMU takes %d)%s", quote(n), len(FwCfgCredentialPrefix)+len(n), FwCfgCredentialPrefix, MaxFwCfgNameLen, hint)
 			}
 		}
 	}

@@ -104,6 +104,7 @@ func TestCredentialsValidate(t *testing.T) {
 		{"file NUL", `"files": [{"path": "/x", "content": "AA==", "encoding": "base64"}]`, "files[0].content", "NUL"},
 		{"file quote", `"files": [{"path": "/x\"y", "content": "a"}]`, "files[0].path", "tmpfiles.extra"},
 		{"long hostname", `"hostname": "` + strings.Repeat("a", 60) + `.example"`, "hostname", "64"},
+		{"plaintext root password", `"users": [{"name": "root", "password_secret": "pw"}]`, "users[0].password_secret", "password_hash"},
 		{"keymap space", `"keymap": "de latin1"`, "keymap", "single word"},
 		{"field elsewhere", `"format": "nocloud", "keymap": "de"`, "keymap", `only used with format "credentials"`},
 	}
