@@ -204,3 +204,26 @@ func TestFromJobSecretMissing(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestExamples: the jobs in configs/examples/credentials validate and map
+// within the limits of their delivery.
+func TestExamples(t *testing.T) {
+	paths, _ := filepath.Glob("../../../configs/examples/credentials/*.json")
+	if len(paths) < 2 {
+		t.Fatalf("found %v", paths)
+	}
+	for _, p := range paths {
+		j := loadJob(t, p)
+		creds, err := FromJob(j, secrets.Dir("../../../configs/examples/secrets"))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if errs := Check(creds, j.CredentialsDelivery); len(errs) > 0 {
+			t.Errorf("%s: %v", p, errs)
+		}
+		if len(creds) < 8 {
+			t.Errorf("%s: only %d credentials", p, len(creds))
+		}
+	}
+}
