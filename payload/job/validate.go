@@ -72,9 +72,9 @@ func (j *Job) Validate() Report {
 		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
 	}
 	switch j.Format {
-	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition, FormatSysprep:
+	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition, FormatSysprep, FormatCredentials:
 	default:
-		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\" or \"sysprep\"", quote(string(j.Format)))
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\", \"sysprep\" or \"credentials\"", quote(string(j.Format)))
 	}
 	switch j.Media {
 	case "", MediaISO, MediaVFAT:
@@ -131,6 +131,7 @@ func (j *Job) Validate() Report {
 	validateIgnition(j, &r)
 	validateWindows(j, &r)
 	validateSysprep(j, &r)
+	validateCredentials(j, &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -327,7 +328,8 @@ func validateDNS(j *Job, r *Report) {
 			r.Add(index("dns.search", i), CodeInvalid, "%s is not a valid search domain", quote(s))
 		}
 	}
-	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil {
+	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil && j.Format != FormatCredentials {
+		// (systemd-resolved takes network.dns for every link)
 		r.Add("dns", CodeRequired, "dns is applied to the job's NICs, so at least one entry in nics is needed")
 	}
 	if j.NetworkConfig != "" {
