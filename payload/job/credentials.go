@@ -379,61 +379,15 @@ func itoa(i int) string {
 	return itoa(i/10) + string(rune('0'+i%10))
 }
 
-// credentialsRefusals lists the job fields format "credentials" cannot
-// carry, each with the reason.
-var credentialsRefusals = []struct {
-	field string
-	set   func(*Job) bool
-	why   string
-}{
-	{"instance_id", func(j *Job) bool { return j.InstanceID != "" }, "systemd has no instance id; firstboot.* and passwd.* credentials apply on the guest's first boot (empty /etc/machine-id)"},
-	{"media", func(j *Job) bool { return j.Media != "" }, "the credentials live in the domain definition, not on a medium"},
-	{"prebuilt_image", func(j *Job) bool { return j.PrebuiltImage != "" }, "the credentials live in the domain definition, not on a medium"},
-	{"regenerate_ssh_host_keys", func(j *Job) bool { return j.RegenerateSSHHostKeys != nil }, "no system credential manages SSH host keys (the guest's sshd makes missing ones)"},
-	{"ssh_password_auth", func(j *Job) bool { return j.SSHPasswordAuth != nil }, "no system credential sets it; write an sshd_config drop-in with files"},
-	{"ssh_host_keys", func(j *Job) bool { return len(j.SSHHostKeys) > 0 }, "no system credential installs SSH host keys"},
-	{"runcmd", func(j *Job) bool { return len(j.Runcmd) > 0 }, "systemd runs no commands from credentials this agent sets; give a unit as a systemd.extra-unit.* credential (systemd 256 and later)"},
-	{"power_state", func(j *Job) bool { return j.PowerState != nil }, "no system credential powers the guest off after provisioning"},
-	{"phone_home", func(j *Job) bool { return j.PhoneHome != nil }, "no system credential reports to a URL"},
-	{"random_seed", func(j *Job) bool { return j.RandomSeed != nil }, "no system credential carries a random seed"},
-	{"user_data", func(j *Job) bool { return j.UserData != "" }, "it is cloud-init user-data, which a credentials guest does not read"},
-	{"user_data_base64", func(j *Job) bool { return j.UserDataBase64 != "" }, "it is cloud-init user-data, which a credentials guest does not read"},
-	{"user_data_secret", func(j *Job) bool { return j.UserDataSecret != "" }, "it is cloud-init user-data, which a credentials guest does not read; use credential_secrets"},
-	{"user_data_mode", func(j *Job) bool { return j.UserDataMode == ModeReplace }, "there is no cloud-init user-data to replace"},
-	{"vendor_data", func(j *Job) bool { return j.VendorData != "" }, "it is cloud-init vendor-data, which a credentials guest does not read"},
-	{"vendor_data_base64", func(j *Job) bool { return j.VendorDataBase64 != "" }, "it is cloud-init vendor-data, which a credentials guest does not read"},
-	{"meta_data", func(j *Job) bool { return j.MetaData != nil }, "it is cloud-init meta-data, which a credentials guest does not read"},
-	{"network_config", func(j *Job) bool { return j.NetworkConfig != "" }, "it is a cloud-init network-config; describe the network with nics and dns"},
-	{"network_data", func(j *Job) bool { return j.NetworkData != nil }, "it is OpenStack's network_data.json for cloud-init; describe the network with nics and dns"},
-	{"guest_report", func(j *Job) bool { return j.GuestReport != nil && *j.GuestReport }, "the guest report is a cloud-init part, which a credentials guest does not run"},
-	{"admin_username", func(j *Job) bool { return j.AdminUsername != "" }, "it is cloudbase-init's (Windows)"},
-	{"admin_password_secret", func(j *Job) bool { return j.AdminPasswordSecret != "" }, "it is cloudbase-init's (Windows)"},
-	{"admin_certs", func(j *Job) bool { return len(j.AdminCerts) > 0 }, "it is cloudbase-init's (Windows)"},
-}
-
 // validateCredentials checks the credentials fields and, for a job of
-// format "credentials", refuses every field no system credential carries.
+// format "credentials", refuses every field no system credential carries
+// (the field table, payload/kinds, has the reasons).
 func validateCredentials(j *Job, r *Report) {
 	if j.Format != FormatCredentials {
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"keymap", j.Keymap != ""}, {"motd", j.Motd != ""}, {"issue", j.Issue != ""},
-			{"credentials", j.Credentials != nil}, {"credential_secrets", j.CredentialSecrets != nil},
-			{"credentials_delivery", j.CredentialsDelivery != ""},
-		} {
-			if f.set {
-				r.Add(f.name, CodeConflict, "%s is only used with format \"credentials\"", f.name)
-			}
-		}
+		refuse(j, "credentials", false, r)
 		return
 	}
-	for _, f := range credentialsRefusals {
-		if f.set(j) {
-			r.Add(f.field, CodeConflict, "format \"credentials\" cannot carry %s: %s", f.field, f.why)
-		}
-	}
+	refuse(j, "credentials", true, r)
 	if j.GuestOS == GuestWindows {
 		r.Add("guest_os", CodeConflict, "format \"credentials\" is read by systemd: guest_os must be \"linux\" or left out")
 	}
