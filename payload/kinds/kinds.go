@@ -26,6 +26,9 @@ const (
 	DeliveryFwCfg = "fwcfg"
 	// DeliveryBlockdev is a plain file as a read-only raw virtio disk.
 	DeliveryBlockdev = "blockdev"
+	// DeliverySMBIOS is strings in the domain's SMBIOS table (type 11 OEM
+	// strings): a payload without files (format "credentials").
+	DeliverySMBIOS = "smbios"
 )
 
 // Kind is one kind of payload.
@@ -41,6 +44,13 @@ type Kind interface {
 	Label(j *job.Job) string
 	// Delivery names the delivery of j's payload (defaults applied).
 	Delivery(j *job.Job) string
+}
+
+// Pending is implemented by a kind whose jobs validation still refuses
+// because the agent cannot deliver them yet: Pending says why (the
+// message on field "format"), or "" once the kind is enabled.
+type Pending interface {
+	Pending() string
 }
 
 var registry []Kind

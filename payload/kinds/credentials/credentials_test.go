@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/vmpayload/vmpayload/payload/job"
-	_ "github.com/vmpayload/vmpayload/payload/kinds" // the field table
 	"github.com/vmpayload/vmpayload/payload/secrets"
 )
 
