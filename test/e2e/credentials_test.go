@@ -84,8 +84,11 @@ func firstBootImage(t *testing.T, img *guest.Image, dir string) *guest.Image {
 }
 
 // credsJob maps a job document to its credentials the way the kind does.
+// The test delivers them itself (the agent cannot yet), so it enables the
+// format that validation otherwise refuses.
 func credsJob(t *testing.T, doc map[string]any, sd secrets.Dir) ([]credentials.Credential, job.CredentialsDelivery) {
 	t.Helper()
+	credentials.Enabled = true
 	b, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
