@@ -133,26 +133,36 @@ func oemEntries(root *etree.Element) []*etree.Element {
 }
 
 // SetSMBIOSCredentials returns domainXML with creds as SMBIOS OEM strings
-// and <os><smbios mode='sysinfo'/>: entries of the credentials in owned
+// (Edit.SetSMBIOSCredentials: one Document, parsed once).
+func SetSMBIOSCredentials(domainXML string, creds []Credential, owned []string) (string, error) {
+	ed, err := NewEdit(domainXML)
+	if err != nil {
+		return "", fmt.Errorf("setting SMBIOS credentials: %w", err)
+	}
+	if err := ed.SetSMBIOSCredentials(creds, owned); err != nil {
+		return "", err
+	}
+	return ed.XML()
+}
+
+// SetSMBIOSCredentials puts creds into the document as SMBIOS OEM strings
+// with <os><smbios mode='sysinfo'/>: entries of the credentials in owned
 // (the names vmpayload set before) and of the names in creds are replaced,
 // every other sysinfo element and OEM string is kept. It refuses a
 // credential of the same name the user passes in an OEM string of their
 // own (not in owned), a domain whose <smbios> mode is not "sysinfo" (the
 // OEM strings would not reach the guest), and OEM strings beyond the room
 // QEMU has for them (MaxOEMStringBytes, MaxOEMStrings, the user's own
-// strings counted).
-func SetSMBIOSCredentials(domainXML string, creds []Credential, owned []string) (string, error) {
-	doc, root, err := parse(domainXML)
-	if err != nil {
-		return "", fmt.Errorf("setting SMBIOS credentials: %w", err)
+// strings counted). A refused edit leaves the document as it was.
+func (e *Edit) SetSMBIOSCredentials(creds []Credential, owned []string) error {
+	if err := e.setSMBIOSCredentials(creds, owned); err != nil {
+		return fmt.Errorf("setting SMBIOS credentials: %w", err)
 	}
-	if err := setSMBIOSCredentials(root, creds, owned); err != nil {
-		return "", fmt.Errorf("setting SMBIOS credentials: %w", err)
-	}
-	return serialize(doc)
+	return nil
 }
 
-func setSMBIOSCredentials(root *etree.Element, creds []Credential, owned []string) error {
+func (e *Edit) setSMBIOSCredentials(creds []Credential, owned []string) error {
+	root := e.root
 	names := map[string]bool{}
 	for _, c := range creds {
 		if names[c.Name] {
@@ -168,25 +178,21 @@ func setSMBIOSCredentials(root *etree.Element, creds []Credential, owned []strin
 	if sm != nil && sm.SelectAttrValue("mode", "") != "sysinfo" {
 		return fmt.Errorf("the domain's <os><smbios mode=%q/> does not pass <sysinfo> OEM strings to the guest; credentials need mode \"sysinfo\" (or use fw_cfg)", sm.SelectAttrValue("mode", ""))
 	}
-	// drop the entries vmpayload set, refuse the user's of the same name
-	for _, e := range oemEntries(root) {
-		n, ok := OEMCredentialName(e.Text())
+	// the entries vmpayload set go; the user's of the same name are
+	// refused; every other string counts against the room
+	var drop []*etree.Element
+	count, size := 0, 0
+	for _, en := range oemEntries(root) {
+		n, ok := OEMCredentialName(en.Text())
 		switch {
-		case !ok:
-		case slices.Contains(owned, n):
-			removeEntry(e)
-		case names[n]:
+		case ok && slices.Contains(owned, n):
+			drop = append(drop, en)
+			continue
+		case ok && names[n]:
 			return fmt.Errorf("the domain already passes credential %q in an OEM string of its own; remove it or leave the credential out of the job", n)
 		}
-	}
-	if len(creds) == 0 {
-		removeEmptySMBIOS(root)
-		return nil
-	}
-	count, size := 0, 0
-	for _, e := range oemEntries(root) {
 		count++
-		size += OEMStringBytes(e.Text())
+		size += OEMStringBytes(en.Text())
 	}
 	strs := make([]string, len(creds))
 	for i, c := range creds {
@@ -194,11 +200,24 @@ func setSMBIOSCredentials(root *etree.Element, creds []Credential, owned []strin
 		count++
 		size += OEMStringBytes(strs[i])
 	}
-	if size > MaxOEMStringBytes {
-		return fmt.Errorf("the OEM strings would take %d bytes, more than the %d QEMU's SMBIOS table has room for", size, MaxOEMStringBytes)
+	if len(creds) > 0 {
+		if size > MaxOEMStringBytes {
+			return fmt.Errorf("the OEM strings would take %d bytes, more than the %d QEMU's SMBIOS table has room for", size, MaxOEMStringBytes)
+		}
+		if count > MaxOEMStrings {
+			return fmt.Errorf("the domain would have %d OEM strings; SMBIOS holds at most %d", count, MaxOEMStrings)
+		}
 	}
-	if count > MaxOEMStrings {
-		return fmt.Errorf("the domain would have %d OEM strings; SMBIOS holds at most %d", count, MaxOEMStrings)
+	// checked: now edit
+	for _, en := range drop {
+		removeEntry(en)
+		e.changed = true
+	}
+	if len(creds) == 0 {
+		if removeEmptySMBIOS(root) {
+			e.changed = true
+		}
+		return nil
 	}
 	sys := smbiosSysinfo(root)
 	if sys == nil {
@@ -221,33 +240,42 @@ func setSMBIOSCredentials(root *etree.Element, creds []Credential, owned []strin
 		sm.CreateAttr("mode", "sysinfo")
 		indentChild(osEl, sm)
 	}
+	e.changed = true
 	return nil
 }
 
 // RemoveSMBIOSCredentials returns domainXML without the OEM strings of the
-// credentials named in owned, and the names it removed. An <oemStrings>
-// and a <sysinfo type='smbios'> left empty go too, and then
-// <os><smbios mode='sysinfo'/>, which libvirt refuses without an smbios
-// sysinfo. Everything else is kept; with nothing to remove the document is
+// credentials named in owned, and the names it removed
+// (Edit.RemoveSMBIOSCredentials); with nothing to remove the document is
 // returned as it was.
 func RemoveSMBIOSCredentials(domainXML string, owned []string) (string, []string, error) {
-	doc, root, err := parse(domainXML)
+	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", nil, fmt.Errorf("removing SMBIOS credentials: %w", err)
 	}
+	removed := ed.RemoveSMBIOSCredentials(owned)
+	x, err := ed.XML()
+	return x, removed, err
+}
+
+// RemoveSMBIOSCredentials removes the OEM strings of the credentials named
+// in owned and returns the names it removed. An <oemStrings> and a
+// <sysinfo type='smbios'> left empty go too, and then
+// <os><smbios mode='sysinfo'/>, which libvirt refuses without an smbios
+// sysinfo. Everything else is kept.
+func (e *Edit) RemoveSMBIOSCredentials(owned []string) []string {
 	var removed []string
-	for _, e := range oemEntries(root) {
-		if n, ok := OEMCredentialName(e.Text()); ok && slices.Contains(owned, n) {
-			removeEntry(e)
+	for _, en := range oemEntries(e.root) {
+		if n, ok := OEMCredentialName(en.Text()); ok && slices.Contains(owned, n) {
+			removeEntry(en)
 			removed = append(removed, n)
 		}
 	}
-	if len(removed) == 0 {
-		return domainXML, nil, nil
+	if len(removed) > 0 {
+		removeEmptySMBIOS(e.root)
+		e.changed = true
 	}
-	removeEmptySMBIOS(root)
-	x, err := serialize(doc)
-	return x, removed, err
+	return removed
 }
 
 // removeEntry removes an OEM string entry and an <oemStrings> it leaves
@@ -261,78 +289,103 @@ func removeEntry(e *etree.Element) {
 }
 
 // removeEmptySMBIOS removes an smbios sysinfo left without children and
-// then the <smbios mode='sysinfo'/> that would point at nothing.
-func removeEmptySMBIOS(root *etree.Element) {
+// then the <smbios mode='sysinfo'/> that would point at nothing; it
+// reports whether it removed anything.
+func removeEmptySMBIOS(root *etree.Element) bool {
+	removed := false
 	sys := smbiosSysinfo(root)
 	if sys != nil && onlySpace(sys) && len(sys.Attr) == 1 {
 		removeWithIndent(root, sys)
-		sys = nil
+		sys, removed = nil, true
 	}
 	if sys != nil {
-		return
+		return removed
 	}
 	if osEl := root.SelectElement("os"); osEl != nil {
 		if sm := osEl.SelectElement("smbios"); sm != nil && sm.SelectAttrValue("mode", "") == "sysinfo" {
 			removeWithIndent(osEl, sm)
+			removed = true
 		}
 	}
+	return removed
 }
 
 // CredentialFwCfgName is the fw_cfg name of a credential.
 func CredentialFwCfgName(name string) string { return CredentialFwCfgPrefix + name }
 
 // SetFwCfgCredentials returns domainXML with one fw_cfg entry per
-// credential in files, opt/io.systemd.credentials/NAME naming the file;
-// entries of credentials in owned that files no longer has are removed,
-// every other fw_cfg entry and sysinfo is kept. It refuses a name over
-// QEMU's 55 characters and a credential of the same name the user passes
-// in an fw_cfg entry of their own (not in owned).
+// credential in files (Edit.SetFwCfgCredentials: one Document, parsed
+// once).
 func SetFwCfgCredentials(domainXML string, files []CredentialFile, owned []string) (string, error) {
 	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", fmt.Errorf("setting fw_cfg credentials: %w", err)
 	}
-	want := map[string]bool{}
-	for _, f := range files {
-		fn := CredentialFwCfgName(f.Name)
-		if len(fn) > MaxFwCfgName {
-			return "", fmt.Errorf("setting fw_cfg credentials: %s has %d characters; QEMU takes at most %d", fn, len(fn), MaxFwCfgName)
-		}
-		if want[f.Name] {
-			return "", fmt.Errorf("setting fw_cfg credentials: credential %q is given twice", f.Name)
-		}
-		want[f.Name] = true
-	}
-	for _, en := range ed.FwCfgEntries() {
-		n, ok := strings.CutPrefix(en.Name, CredentialFwCfgPrefix)
-		if ok && want[n] && !slices.Contains(owned, n) {
-			return "", fmt.Errorf("setting fw_cfg credentials: the domain already passes credential %q in an fw_cfg entry of its own; remove it or leave the credential out of the job", n)
-		}
-	}
-	ed.RemoveFwCfgEntries(func(en FwCfgEntry) bool {
-		n, ok := strings.CutPrefix(en.Name, CredentialFwCfgPrefix)
-		return ok && slices.Contains(owned, n) && !want[n]
-	})
-	for _, f := range files {
-		if _, err := ed.SetFwCfgFile(f.File, CredentialFwCfgName(f.Name)); err != nil {
-			return "", fmt.Errorf("setting fw_cfg credentials: %w", err)
-		}
+	if err := ed.SetFwCfgCredentials(files, owned); err != nil {
+		return "", err
 	}
 	return ed.XML()
 }
 
+// SetFwCfgCredentials puts one fw_cfg entry per credential in files into
+// the document, opt/io.systemd.credentials/NAME naming the file; entries
+// of credentials in owned that files no longer has are removed, every
+// other fw_cfg entry and sysinfo is kept. It refuses a name over QEMU's 55
+// characters, a file path a definition cannot name, and a credential of
+// the same name the user passes in an fw_cfg entry of their own (not in
+// owned); a refused edit leaves the document as it was.
+func (e *Edit) SetFwCfgCredentials(files []CredentialFile, owned []string) error {
+	want := map[string]bool{}
+	for _, f := range files {
+		fn := CredentialFwCfgName(f.Name)
+		if len(fn) > MaxFwCfgName {
+			return fmt.Errorf("setting fw_cfg credentials: %s has %d characters; QEMU takes at most %d", fn, len(fn), MaxFwCfgName)
+		}
+		if want[f.Name] {
+			return fmt.Errorf("setting fw_cfg credentials: credential %q is given twice", f.Name)
+		}
+		if err := checkImagePath(f.File); err != nil {
+			return fmt.Errorf("setting fw_cfg credentials: %w", err)
+		}
+		want[f.Name] = true
+	}
+	for _, en := range e.FwCfgEntries() {
+		n, ok := strings.CutPrefix(en.Name, CredentialFwCfgPrefix)
+		if ok && want[n] && !slices.Contains(owned, n) {
+			return fmt.Errorf("setting fw_cfg credentials: the domain already passes credential %q in an fw_cfg entry of its own; remove it or leave the credential out of the job", n)
+		}
+	}
+	e.RemoveFwCfgEntries(func(en FwCfgEntry) bool {
+		n, ok := strings.CutPrefix(en.Name, CredentialFwCfgPrefix)
+		return ok && slices.Contains(owned, n) && !want[n]
+	})
+	for _, f := range files {
+		if _, err := e.SetFwCfgFile(f.File, CredentialFwCfgName(f.Name)); err != nil {
+			return fmt.Errorf("setting fw_cfg credentials: %w", err)
+		}
+	}
+	return nil
+}
+
 // RemoveFwCfgCredentials returns domainXML without the fw_cfg entries of
-// the credentials named in owned (and a fwcfg sysinfo left empty), with
-// the entries it removed (their files are the caller's to delete).
+// the credentials named in owned (Edit.RemoveFwCfgCredentials), with the
+// entries it removed.
 func RemoveFwCfgCredentials(domainXML string, owned []string) (string, []FwCfgEntry, error) {
 	ed, err := NewEdit(domainXML)
 	if err != nil {
 		return "", nil, fmt.Errorf("removing fw_cfg credentials: %w", err)
 	}
-	removed := ed.RemoveFwCfgEntries(func(en FwCfgEntry) bool {
+	removed := ed.RemoveFwCfgCredentials(owned)
+	x, err := ed.XML()
+	return x, removed, err
+}
+
+// RemoveFwCfgCredentials removes the fw_cfg entries of the credentials
+// named in owned (and a fwcfg sysinfo left empty) and returns them (their
+// files are the caller's to delete).
+func (e *Edit) RemoveFwCfgCredentials(owned []string) []FwCfgEntry {
+	return e.RemoveFwCfgEntries(func(en FwCfgEntry) bool {
 		n, ok := strings.CutPrefix(en.Name, CredentialFwCfgPrefix)
 		return ok && slices.Contains(owned, n)
 	})
-	x, err := ed.XML()
-	return x, removed, err
 }

@@ -200,3 +200,65 @@ func TestSetFwCfgCredentials(t *testing.T) {
 		t.Errorf("over the user's own entry: %v", err)
 	}
 }
+
+// TestCredentialsEditSession: the credential edits are edits of one
+// Document: SMBIOS strings, fw_cfg entries and their removal share one
+// parse, give the string functions' result, and a refused edit leaves the
+// document as it was.
+func TestCredentialsEditSession(t *testing.T) {
+	in := readInput(t, "sysinfo-oem.xml")
+	files := []CredentialFile{{Name: "passwd.hashed-password.root", File: "/var/lib/vmpayload/payloads/x/cred-1"}}
+	before := Parses()
+	ed, err := NewEdit(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ed.SetSMBIOSCredentials(testCreds, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ed.SetFwCfgCredentials(files, nil); err != nil {
+		t.Fatal(err)
+	}
+	mid, err := ed.XML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// refused: a credential over the room, and one the user passes
+	big := []Credential{{Name: "big", Value: []byte(strings.Repeat("x", MaxOEMStringBytes))}}
+	if err := ed.SetSMBIOSCredentials(big, credNames(testCreds)); err == nil {
+		t.Fatal("an OEM string over the room was set")
+	}
+	if err := ed.SetSMBIOSCredentials([]Credential{{Name: "user.own", Value: []byte("x")}}, credNames(testCreds)); err == nil {
+		t.Fatal("the user's own credential was replaced")
+	}
+	if x, _ := ed.XML(); x != mid {
+		t.Errorf("a refused edit changed the document:\n%s\nwant\n%s", x, mid)
+	}
+	if removed := ed.RemoveSMBIOSCredentials(credNames(testCreds)); len(removed) != len(testCreds) {
+		t.Errorf("removed %v", removed)
+	}
+	if removed := ed.RemoveFwCfgCredentials([]string{files[0].Name}); len(removed) != 1 {
+		t.Errorf("removed fw_cfg entries %v", removed)
+	}
+	back, err := ed.XML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := Parses() - before; n != 1 {
+		t.Errorf("the session parsed %d documents, want 1", n)
+	}
+	// the same as the chain of string functions
+	want, err := SetSMBIOSCredentials(in, testCreds, nil)
+	if err == nil {
+		want, err = SetFwCfgCredentials(want, files, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid != want {
+		t.Errorf("the session gives\n%s\nthe string functions\n%s", mid, want)
+	}
+	if want := reserialized(t, in); back != want {
+		t.Errorf("removing gives\n%s\nwant the original\n%s", back, want)
+	}
+}
