@@ -25,6 +25,7 @@ targets=(
 	"./payload/image FuzzLayoutISO"
 	"./libvirtx/domxml FuzzSetPayloadDrive"
 	"./libvirtx/domxml FuzzEditSession"
+	"./libvirtx/domxml FuzzViewMatchesLibvirtxml"
 	"./payload/image FuzzReadISO"
 	"./payload/internal/sysprep FuzzFill"
 )
