@@ -16,7 +16,6 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/job"
-	"github.com/vmpayload/vmpayload/payload/kinds/credentials"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 )
 
@@ -33,7 +32,6 @@ import (
 // field and loses nothing already attached; detach removes entries and
 // files. No secret is in the definition, a result or the log.
 func TestLibvirtdCredentials(t *testing.T) {
-	credentials.Enabled = true
 	h, dir := ignHost(t, "cint-creds-")
 	sd := t.TempDir()
 	const secret = "cint-secret-token-4711"
