@@ -147,7 +147,6 @@ type table struct{}
 
 func (table) Refuse(j *job.Job, kind string, of bool, r *job.Report) { Refuse(j, kind, of, r) }
 
-
 // Takes reports whether every refusing kind j is of (Ignition for format
 // "ignition", Sysprep for "sysprep", Credentials for "credentials",
 // Windows for another format with guest_os "windows") takes field name.
