@@ -87,7 +87,9 @@ func TestRunCredentialsFlags(t *testing.T) {
 				return j.Credentials["a.b"].Text == "c=d" && j.Credentials["my.bin"].Base64 == "AAH/" && j.CredentialSecrets["app.token"] == "tok" && j.CredentialsDelivery == job.CredentialsFwCfg
 			}, ""},
 		{"delivery, keymap, motd", []string{"--format", "credentials", "--credentials-delivery", "smbios", "--keymap", "us", "--motd-file", motd},
-			func(j *job.Job) bool { return j.CredentialsDelivery == job.CredentialsSMBIOS && j.Keymap == "us" && j.Motd == "hello\n" }, ""},
+			func(j *job.Job) bool {
+				return j.CredentialsDelivery == job.CredentialsSMBIOS && j.Keymap == "us" && j.Motd == "hello\n"
+			}, ""},
 		{"misspelt name", []string{"--format", "credentials", "--credential", "firstboot.timezon=UTC"}, nil, `--credential "firstboot.timezon": credentials.firstboot.timezon:`},
 		{"no =", []string{"--format", "credentials", "--credential", "novalue"}, nil, `--credential "novalue": want NAME=VALUE`},
 		{"secret by smbios", []string{"--format", "credentials", "--credentials-delivery", "smbios", "--credential-secret", "x.y=tok"}, nil, "credential_secrets.x.y"},
