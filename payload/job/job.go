@@ -38,6 +38,10 @@ const (
 	// Autounattend.xml) on a floppy or a CD-ROM, as oVirt does for
 	// Windows guests; see docs/windows.md (Sysprep).
 	FormatSysprep Format = "sysprep"
+	// FormatCredentials passes systemd system credentials in the domain
+	// definition itself (SMBIOS OEM strings or QEMU fw_cfg entries), for
+	// guests without cloud-init; see docs/credentials.md.
+	FormatCredentials Format = "credentials"
 )
 
 // IgnitionDelivery is how an Ignition config reaches the guest.
@@ -226,6 +230,23 @@ type Job struct {
 	// UserLocale is the format of dates, numbers and currencies
 	// ({{user_locale}}, $UserLocale$), a language tag.
 	UserLocale string `json:"user_locale,omitempty"`
+
+	// Keymap is the console keymap (systemd's firstboot.keymap); format
+	// "credentials" only, like the fields below (docs/credentials.md).
+	Keymap string `json:"keymap,omitempty"`
+	// Motd is the message of the day (login.motd).
+	Motd string `json:"motd,omitempty"`
+	// Issue is the pre-login banner (login.issue).
+	Issue string `json:"issue,omitempty"`
+	// Credentials are further systemd credentials by name: a JSON string
+	// (text) or {"base64": "..."} (binary).
+	Credentials Credentials `json:"credentials,omitempty"`
+	// CredentialSecrets maps a credential name to the secret whose
+	// content becomes that credential; never by SMBIOS.
+	CredentialSecrets CredentialSecrets `json:"credential_secrets,omitempty"`
+	// CredentialsDelivery is how the credentials reach the guest: "smbios"
+	// or "fwcfg" (the default when the job carries a secret).
+	CredentialsDelivery CredentialsDelivery `json:"credentials_delivery,omitempty"`
 }
 
 // GuestOS is the operating system family of the guest.
@@ -371,7 +392,7 @@ func (j Job) withDefaults() Job {
 		j.Action = ActionStart
 	}
 	hooks().Defaults(&j) // the format, and its kind's defaults
-	if j.Media == "" {
+	if j.Media == "" && j.CredentialsDelivery == "" { // a credentials job has no medium
 		j.Media = MediaISO
 	}
 	if j.UserDataMode == "" {

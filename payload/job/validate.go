@@ -72,7 +72,7 @@ func (j *Job) Validate() Report {
 		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
 	}
 	if !KindTraits(j).Known {
-		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\" or \"sysprep\"", quote(string(j.Format)))
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\", \"sysprep\" or \"credentials\"", quote(string(j.Format)))
 	}
 	switch j.Media {
 	case "", MediaISO, MediaVFAT:
@@ -129,6 +129,7 @@ func (j *Job) Validate() Report {
 	hooks().Check(j, "ignition", &r)
 	hooks().Check(j, "windows", &r)
 	hooks().Check(j, "sysprep", &r)
+	validateCredentials(j, &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -325,7 +326,8 @@ func validateDNS(j *Job, r *Report) {
 			r.Add(index("dns.search", i), CodeInvalid, "%s is not a valid search domain", quote(s))
 		}
 	}
-	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil {
+	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil && j.Format != FormatCredentials {
+		// (systemd-resolved takes network.dns for every link)
 		r.Add("dns", CodeRequired, "dns is applied to the job's NICs, so at least one entry in nics is needed")
 	}
 	if j.NetworkConfig != "" {
