@@ -27,13 +27,24 @@ const credsRootHash = "$6$vmpxexample$/MKuX02LcuQE7WE2Y3nex7axqhyDusZJC.aRY7RGXD
 // firstBootImage makes a copy of img's root filesystem in dir that is in
 // systemd's first-boot state for the settings credentials carry, as an
 // image built for credentials (mkosi's) is: /etc/machine-id
-// "uninitialized", no /etc/hostname, /etc/localtime
-// or /etc/locale.conf, and no root entry in /etc/shadow (systemd-firstboot
-// 257 treats root as configured when it has one). The copy is sparse and
-// edited with debugfs; the cached image is not touched. It keeps
-// /etc/vconsole.conf: the image has no keymaps, so systemd-firstboot could
-// neither take firstboot.keymap nor prompt for one.
-func firstBootImage(t *testing.T, img *guest.Image, dir string) *guest.Image {
+// "uninitialized" (an empty one, the image's, is not a first boot:
+// machine-id(5)), no /etc/hostname or /etc/localtime, and no locale file
+// (Debian 13's systemd-firstboot writes /etc/locale.conf, Debian 12's
+// /etc/default/locale, Debian's own patch). With rootUnset, root is not
+// configured either, in the way that systemd's version asks for: 257 treats
+// root as configured when /etc/shadow has a root entry ("Root account
+// found"), so the copy drops that line; 252 when /etc/passwd and
+// /etc/shadow both exist ("assuming root account has been initialized"),
+// so the copy has no /etc/shadow at all (systemd-firstboot 252 then writes
+// one holding root alone, mode 0000). Without rootUnset root stays
+// configured: a guest whose job cannot carry root's password (SMBIOS
+// refuses secrets) would otherwise sit at systemd-firstboot's password
+// prompt on the console. The copy is sparse and edited with debugfs; the
+// cached image is not touched. It keeps Debian 13's /etc/vconsole.conf: the
+// image has no keymaps, so systemd-firstboot 257 could neither take
+// firstboot.keymap ("Keymap ... is not installed") nor prompt for one;
+// Debian 12's image has none and 252 writes any keymap it is given.
+func firstBootImage(t *testing.T, img *guest.Image, dir string, rootUnset bool) *guest.Image {
 	t.Helper()
 	base := filepath.Join(dir, "base.raw")
 	if out, err := exec.Command("cp", "--sparse=always", img.Base, base).CombinedOutput(); err != nil {
@@ -42,41 +53,61 @@ func firstBootImage(t *testing.T, img *guest.Image, dir string) *guest.Image {
 	if err := os.Chmod(base, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	shadow, err := exec.Command("debugfs", "-R", "cat /etc/shadow", base).Output()
-	if err != nil {
-		t.Fatalf("reading /etc/shadow of the image: %v", err)
+	exists := func(p string) bool {
+		out, _ := exec.Command("debugfs", "-R", "stat "+p, base).CombinedOutput()
+		return !strings.Contains(string(out), "File not found")
 	}
-	var kept []string
-	for _, l := range strings.SplitAfter(string(shadow), "\n") {
-		if l != "" && !strings.HasPrefix(l, "root:") {
-			kept = append(kept, l)
+	remove := []string{"/etc/hostname", "/etc/localtime", "/etc/locale.conf", "/etc/machine-id"}
+	if img.Suite == guest.Bookworm {
+		remove = append(remove, "/etc/default/locale")
+	}
+	var cmds []string
+	for _, p := range remove {
+		if exists(p) {
+			cmds = append(cmds, "rm "+p)
 		}
 	}
-	if len(kept) == strings.Count(string(shadow), "\n") {
-		t.Fatalf("the image's /etc/shadow has no root entry:\n%s", shadow)
-	}
-	newShadow := filepath.Join(dir, "shadow")
-	if err := os.WriteFile(newShadow, []byte(strings.Join(kept, "")), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	// an empty /etc/machine-id (the image's) is not a first boot for
-	// systemd: only a missing one or "uninitialized" is (machine-id(5))
 	machineID := filepath.Join(dir, "machine-id")
 	if err := os.WriteFile(machineID, []byte("uninitialized\n"), 0o444); err != nil {
 		t.Fatal(err)
 	}
+	cmds = append(cmds, "write "+machineID+" /etc/machine-id", "set_inode_field /etc/machine-id mode 0100444")
+	switch {
+	case !rootUnset:
+	case img.Suite == guest.Bookworm:
+		cmds = append(cmds, "rm /etc/shadow")
+	default:
+		shadow, err := exec.Command("debugfs", "-R", "cat /etc/shadow", base).Output()
+		if err != nil {
+			t.Fatalf("reading /etc/shadow of the image: %v", err)
+		}
+		var kept []string
+		for _, l := range strings.SplitAfter(string(shadow), "\n") {
+			if l != "" && !strings.HasPrefix(l, "root:") {
+				kept = append(kept, l)
+			}
+		}
+		if len(kept) == strings.Count(string(shadow), "\n") {
+			t.Fatalf("the image's /etc/shadow has no root entry:\n%s", shadow)
+		}
+		newShadow := filepath.Join(dir, "shadow")
+		if err := os.WriteFile(newShadow, []byte(strings.Join(kept, "")), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, "rm /etc/shadow", "write "+newShadow+" /etc/shadow",
+			"set_inode_field /etc/shadow mode 0100640", "set_inode_field /etc/shadow uid 0", "set_inode_field /etc/shadow gid 42")
+	}
 	script := filepath.Join(dir, "debugfs.cmds")
-	cmds := strings.Join([]string{
-		"rm /etc/hostname", "rm /etc/localtime", "rm /etc/locale.conf", "rm /etc/shadow", "rm /etc/machine-id",
-		"write " + machineID + " /etc/machine-id", "set_inode_field /etc/machine-id mode 0100444",
-		"write " + newShadow + " /etc/shadow",
-		"set_inode_field /etc/shadow mode 0100640", "set_inode_field /etc/shadow uid 0", "set_inode_field /etc/shadow gid 42",
-	}, "\n") + "\n"
-	if err := os.WriteFile(script, []byte(cmds), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(strings.Join(cmds, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("debugfs", "-w", "-f", script, base).CombinedOutput(); err != nil || strings.Contains(string(out), "not found") {
 		t.Fatalf("debugfs: %v\n%s", err, out)
+	}
+	for _, p := range remove {
+		if p != "/etc/machine-id" && exists(p) {
+			t.Fatalf("the first-boot copy still has %s", p)
+		}
 	}
 	fb := *img
 	fb.Base = base
@@ -124,14 +155,20 @@ func credsJob(t *testing.T, doc map[string]any, sd secrets.Dir) ([]credentials.C
 // remaining part), so the test edits and starts the domain itself.
 func TestCredentialsE2E(t *testing.T) {
 	gate(t)
-	if len(filter([]string{"credentials-trixie"}, func(s string) string { return s })) == 0 {
-		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
+	for _, suite := range filter([]string{guest.Bookworm, guest.Trixie}, func(s string) string { return "credentials-" + s }) {
+		t.Run(suite, func(t *testing.T) {
+			t.Parallel()
+			credentialsDirect(t, suite)
+		})
 	}
+}
+
+func credentialsDirect(t *testing.T, suite string) {
 	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 	defer cancel()
-	img := image(t, guest.Trixie)
+	img := image(t, suite)
 	work := testenv.WorkDir(t, "creds-e2e-")
-	fb := firstBootImage(t, img, work)
+	fb := firstBootImage(t, img, work, true)
 
 	sd := filepath.Join(work, "secrets")
 	if err := os.Mkdir(sd, 0o700); err != nil {
@@ -146,7 +183,7 @@ func TestCredentialsE2E(t *testing.T) {
 	fileContent := "written by tmpfiles.extra: 100% \\ ok\n"
 	smbiosCreds, d1 := credsJob(t, map[string]any{
 		"version": 1, "domain": "credsweb", "format": "credentials", "credentials_delivery": "smbios",
-		"hostname": "credsweb", "timezone": "Europe/Berlin", "motd": motd,
+		"hostname": "credsweb", "timezone": "Europe/Berlin", "keymap": "de-latin1", "motd": motd,
 		"dns":         map[string]any{"nameservers": []string{"192.0.2.53"}, "search": []string{"creds.example"}},
 		"files":       []map[string]any{{"path": "/etc/vmpayload-e2e/credentials.txt", "content": fileContent, "permissions": "0640"}},
 		"credentials": map[string]any{"vmpx.custom": "custom value", "vmpx.binary": map[string]any{"base64": "AAEC/w=="}},
@@ -162,8 +199,8 @@ func TestCredentialsE2E(t *testing.T) {
 	}
 
 	accel, _ := guest.Accel(ctx, img)
-	paths := "/run/credentials/@system,/etc/motd.d,/etc/issue.d,/etc/locale.conf,/etc/hostname"
-	g, err := guest.Prepare(ctx, fb, guest.Options{Name: "creds-e2e-" + testenv.RandHex(t, 4), DomainType: accel, ExtraCmdline: "vmpx.paths=" + paths})
+	paths := "/run/credentials/@system,/etc/motd.d,/etc/issue.d,/etc/locale.conf,/etc/default/locale,/etc/vconsole.conf,/etc/hostname"
+	g, err := guest.Prepare(ctx, fb, guest.Options{Name: "cguest-direct-" + suite + "-" + testenv.RandHex(t, 4), DomainType: accel, ExtraCmdline: "vmpx.paths=" + paths})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,16 +269,32 @@ func TestCredentialsE2E(t *testing.T) {
 		got, want any
 	}{
 		{"no cloud-init datasource", rep.Meta.CloudInitDisabled, true},
-		{"system.hostname (SMBIOS)", rep.Hostname, "credsweb"},
 		{"firstboot.timezone (SMBIOS)", strings.HasSuffix(rep.Timezone, "zoneinfo/Europe/Berlin"), true},
-		{"firstboot.locale (fw_cfg)", content("/etc/locale.conf"), "LANG=C.UTF-8\n"},
 		{"passwd.hashed-password.root (fw_cfg)", hash, credsRootHash},
 		{"ssh.authorized_keys.root (fw_cfg)", strings.Join(rep.UserAuthorizedKeys("root"), "\n"), key},
 		{"login.motd (SMBIOS)", content("/etc/motd.d/50-provision.conf"), motd},
 		{"login.issue (fw_cfg)", content("/etc/issue.d/50-provision.conf"), issue},
 		{"tmpfiles.extra (SMBIOS)", content("/etc/vmpayload-e2e/credentials.txt"), fileContent},
-		{"network.dns (SMBIOS)", strings.Contains(rep.Resolvectl, "192.0.2.53"), true},
-		{"network.search_domains (SMBIOS)", strings.Contains(rep.Resolvectl, "creds.example"), true},
+	}
+	if suite == guest.Trixie {
+		checks = append(checks, []struct {
+			name      string
+			got, want any
+		}{
+			{"system.hostname (SMBIOS)", rep.Hostname, "credsweb"},
+			{"firstboot.locale (fw_cfg)", content("/etc/locale.conf"), "LANG=C.UTF-8\n"},
+			{"network.dns (SMBIOS)", strings.Contains(rep.Resolvectl, "192.0.2.53"), true},
+			{"network.search_domains (SMBIOS)", strings.Contains(rep.Resolvectl, "creds.example"), true},
+		}...)
+	} else {
+		checks = append(checks, []struct {
+			name      string
+			got, want any
+		}{
+			{"252 reads no system.hostname", rep.Hostname != "credsweb", true},
+			{"firstboot.locale (fw_cfg)", content("/etc/default/locale"), "LANG=C.UTF-8\n"},
+			{"firstboot.keymap (SMBIOS)", content("/etc/vconsole.conf"), "KEYMAP=de-latin1\n"},
+		}...)
 	}
 	for _, c := range checks {
 		if c.got != c.want {
