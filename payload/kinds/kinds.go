@@ -86,3 +86,18 @@ func ByLabel(label string) (Kind, bool) {
 	}
 	return nil, false
 }
+
+// Valued is implemented by a kind whose payload is not documents on an
+// image but a set of named values (systemd credentials): the payload
+// package asks it, never the format's name, whether a job renders values.
+type Valued interface {
+	// Valued reports that the kind's payload is named values.
+	Valued() bool
+}
+
+// IsValued reports whether jobs of format f render named values
+// (Valued) rather than documents.
+func IsValued(f job.Format) bool {
+	v, ok := Of(f).(Valued)
+	return ok && v.Valued()
+}

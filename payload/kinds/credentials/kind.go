@@ -47,3 +47,6 @@ func (kind) Pending() string {
 	}
 	return NotDelivered
 }
+
+// Valued: the payload is credentials, named values (kinds.Valued).
+func (kind) Valued() bool { return true }
