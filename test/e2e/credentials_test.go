@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,11 +39,12 @@ import (
 // one holding root alone, mode 0000). Without rootUnset root stays
 // configured: a guest whose job cannot carry root's password (SMBIOS
 // refuses secrets) would otherwise sit at systemd-firstboot's password
-// prompt on the console. The copy is sparse and edited with debugfs; the
-// cached image is not touched. It keeps Debian 13's /etc/vconsole.conf: the
-// image has no keymaps, so systemd-firstboot 257 could neither take
-// firstboot.keymap ("Keymap ... is not installed") nor prompt for one;
-// Debian 12's image has none and 252 writes any keymap it is given.
+// prompt on the console. /etc/vconsole.conf goes too (Debian 13's image
+// has one): the job always gives firstboot.keymap, which systemd-firstboot
+// (252 and 257) writes without looking for the keymap; the images have
+// none, and Debian 13's would prompt for one if the credential were
+// missing. The copy is sparse and edited with debugfs; the cached image is
+// not touched.
 func firstBootImage(t *testing.T, img *guest.Image, dir string, rootUnset bool) *guest.Image {
 	t.Helper()
 	base := filepath.Join(dir, "base.raw")
@@ -56,7 +58,7 @@ func firstBootImage(t *testing.T, img *guest.Image, dir string, rootUnset bool) 
 		out, _ := exec.Command("debugfs", "-R", "stat "+p, base).CombinedOutput()
 		return !strings.Contains(string(out), "File not found")
 	}
-	remove := []string{"/etc/hostname", "/etc/localtime", "/etc/locale.conf", "/etc/machine-id"}
+	remove := []string{"/etc/hostname", "/etc/localtime", "/etc/locale.conf", "/etc/vconsole.conf", "/etc/machine-id"}
 	if img.Suite == guest.Bookworm {
 		remove = append(remove, "/etc/default/locale")
 	}
@@ -175,9 +177,7 @@ type credsWant struct {
 // each setting applied where that systemd reads it: system.hostname only
 // on 257 (252 has no credential for the host name: the test checks that
 // the guest's name is not the job's), network.dns/search_domains only on
-// 257 (253+, systemd-resolved), the keymap only on 252 (257 refuses a
-// keymap the image does not have, and the image has none; it keeps its
-// /etc/vconsole.conf). The definition must carry exactly the mapped
+// 257 (253+, systemd-resolved). The definition must carry exactly the mapped
 // credentials (OEM strings, or fw_cfg files with their bytes) and no
 // secret, nor may QEMU's command line.
 //
@@ -461,6 +461,8 @@ func checkCredsReport(t *testing.T, suite string, rep *guest.Report, w credsWant
 	checks := []check{
 		{"no cloud-init datasource", rep.Meta.CloudInitDisabled, true},
 		{"firstboot.timezone", strings.HasSuffix(rep.Timezone, "zoneinfo/"+w.tz), true},
+		// 257 writes a comment above the line, 252 the line alone
+		{"firstboot.keymap", slices.Contains(strings.Split(content("/etc/vconsole.conf"), "\n"), "KEYMAP="+w.keymap), true},
 		{"ssh.authorized_keys.root", strings.Join(rep.UserAuthorizedKeys("root"), "\n"), w.key},
 		{"login.motd", content("/etc/motd.d/50-provision.conf"), w.motd},
 		{"login.issue", content("/etc/issue.d/50-provision.conf"), w.issue},
@@ -488,7 +490,6 @@ func checkCredsReport(t *testing.T, suite string, rep *guest.Report, w credsWant
 			check{"252 reads no system.hostname", rep.Hostname != w.host, true},
 			// Debian's 252 writes the locale to /etc/default/locale
 			check{"firstboot.locale (252: /etc/default/locale)", content("/etc/default/locale"), "LANG=" + w.locale + "\n"},
-			check{"firstboot.keymap (252)", content("/etc/vconsole.conf"), "KEYMAP=" + w.keymap + "\n"},
 		)
 	}
 	for _, c := range checks {
