@@ -11,7 +11,6 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
-	"github.com/vmpayload/vmpayload/payload/kinds/credentials"
 )
 
 // TestCheckCredentials: a credentials job's check resolves its secrets
@@ -19,7 +18,6 @@ import (
 // and renders named values whose shape is its delivery's: no file for
 // SMBIOS, one file per credential for fw_cfg.
 func TestCheckCredentials(t *testing.T) {
-	credentials.Enabled = true
 	dir := t.TempDir()
 	const secret = "s3cret-token"
 	if err := os.WriteFile(filepath.Join(dir, "tok"), []byte(secret), 0o600); err != nil {
@@ -104,7 +102,6 @@ func TestCheckCredentials(t *testing.T) {
 // changes with every value but a secret's, whose digest never reaches a
 // file name.
 func TestCredentialsContentHash(t *testing.T) {
-	credentials.Enabled = true
 	dir := t.TempDir()
 	hash := func(doc, secret string) string {
 		if err := os.WriteFile(filepath.Join(dir, "tok"), []byte(secret), 0o600); err != nil {

@@ -94,7 +94,7 @@ type Identity = cloudinit.Identity
 
 // Rendered is a job's documents plus what is needed to write its image.
 type Rendered struct {
-	Job  job.Job // with defaults applied
+	Job job.Job // with defaults applied
 	// Docs are the documents of a kind that renders documents; nil for
 	// one of named values (Shape ShapeParts or ShapeInline).
 	Docs *cloudinit.Documents

@@ -63,7 +63,7 @@ func newBuildCmd() *cobra.Command {
 		},
 		ValidArgsFunction: completeFiles("json"),
 	}
-	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output image `PATH` (required)")
+	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output image `PATH` (required); for format \"credentials\" the directory the fw_cfg files go into")
 	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "`DIR` where password_secret and user_data_secret names resolve")
 	cmd.Flags().StringVar(&o.mode, "mode", "0640", "permission bits of the image file (octal)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the result as JSON")
@@ -165,6 +165,10 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 		// domain the floppy stays the default: say so (on stderr, which
 		// keeps --json's output a document)
 		fmt.Fprintln(stderr, `vmpayload build: sysprep_medium not given: building a floppy, the default without a domain (the agent gives a domain whose machine has no floppy controller a CD-ROM); set sysprep_medium "floppy" or "cdrom" to choose`)
+	}
+	if rd, err := payload.Render(checked, payload.Options{}); err == nil && rd.Shape() != payload.ShapeImage {
+		// named values (systemd credentials): a file per value, or none
+		return buildValues(o, rd, stdout, stderr)
 	}
 	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: perm, GID: -1})
 	if err != nil {

@@ -9,9 +9,6 @@ type FieldTable interface {
 	Refuse(j *Job, kind string, of bool, r *Report)
 	// Takes reports whether every kind j is of takes field.
 	Takes(j *Job, field string) bool
-	// Pending says why validation refuses j's format although a kind
-	// serves it (the agent cannot deliver its payload yet), or "".
-	Pending(j *Job) string
 }
 
 var fields FieldTable

@@ -73,15 +73,8 @@ func (j *Job) Validate() Report {
 	}
 	switch j.Format {
 	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition, FormatSysprep, FormatCredentials:
-		if why := table().Pending(j); why != "" {
-			r.Add("format", CodeInvalid, "%s", why)
-		}
 	default:
-		formats := `"nocloud", "configdrive", "ignition" or "sysprep"`
-		if table().Pending(&Job{Format: FormatCredentials}) == "" {
-			formats = `"nocloud", "configdrive", "ignition", "sysprep" or "credentials"`
-		}
-		r.Add("format", CodeInvalid, "%s is not a format; use %s", quote(string(j.Format)), formats)
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\", \"sysprep\" or \"credentials\"", quote(string(j.Format)))
 	}
 	switch j.Media {
 	case "", MediaISO, MediaVFAT:

@@ -147,15 +147,6 @@ type table struct{}
 
 func (table) Refuse(j *job.Job, kind string, of bool, r *job.Report) { Refuse(j, kind, of, r) }
 
-// Pending is the reason of j's kind when it is one validation still
-// refuses (Pending), else "".
-func (table) Pending(j *job.Job) string {
-	if p, ok := Of(j.Format).(Pending); ok {
-		return p.Pending()
-	}
-	return ""
-}
-
 // Takes reports whether every refusing kind j is of (Ignition for format
 // "ignition", Sysprep for "sysprep", Credentials for "credentials",
 // Windows for another format with guest_os "windows") takes field name.

@@ -46,13 +46,6 @@ type Kind interface {
 	Delivery(j *job.Job) string
 }
 
-// Pending is implemented by a kind whose jobs validation still refuses
-// because the agent cannot deliver them yet: Pending says why (the
-// message on field "format"), or "" once the kind is enabled.
-type Pending interface {
-	Pending() string
-}
-
 var registry []Kind
 
 // Register adds k to the registry; each kind's package calls it from its

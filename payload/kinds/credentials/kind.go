@@ -5,17 +5,13 @@ import (
 	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-// Enabled lets validation accept jobs of format "credentials". It stays
-// false until the agent delivers them (an "smbios" delivery, N fw_cfg
-// files, the recipe, the hook and the commands: docs/credentials.md,
-// "What remains"); until then every such job is refused on field "format"
-// (NotDelivered), so this package can be merged before the agent can run
-// its jobs. Tests of the kind set it.
-var Enabled = false
-
-// NotDelivered is the refusal of a job of format "credentials" while
-// Enabled is false.
-const NotDelivered = `format "credentials" is not delivered by this release yet (issue 42)`
+// Enabled is true: the agent delivers jobs of format "credentials"
+// (issue 42). It gated validation while the agent could not (kinds.Pending,
+// removed); it stays only so that tests written then, which set it, still
+// build.
+//
+// Deprecated: it has no effect.
+var Enabled = true
 
 func init() { kinds.Register(kind{}) }
 
@@ -38,14 +34,6 @@ func (kind) Delivery(j *job.Job) string {
 		return kinds.DeliveryFwCfg
 	}
 	return kinds.DeliverySMBIOS
-}
-
-// Pending refuses the format while Enabled is false (kinds.Pending).
-func (kind) Pending() string {
-	if Enabled {
-		return ""
-	}
-	return NotDelivered
 }
 
 // Valued: the payload is credentials, named values (kinds.Valued).

@@ -7,10 +7,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-// This package's tests validate jobs of format "credentials": the kind is
-// enabled for them (the agent's build keeps Enabled false).
-func init() { Enabled = true }
-
 // TestKind: the registry serves format "credentials" with this kind; it
 // has no labels and no image, and its delivery follows
 // credentials_delivery.
@@ -41,23 +37,17 @@ func TestKind(t *testing.T) {
 	}
 }
 
-// TestNotDelivered: with Enabled false, validation refuses every job of
-// format "credentials" on field "format" (and only there), whatever else
-// it carries; the examples included.
-func TestNotDelivered(t *testing.T) {
-	Enabled = false
-	defer func() { Enabled = true }()
+// TestAccepted: validation accepts jobs of format "credentials" (the
+// agent delivers them), the examples' shapes included, with either
+// delivery.
+func TestAccepted(t *testing.T) {
 	for _, doc := range []string{
 		`{"version": 1, "domain": "d", "format": "credentials"}`,
 		`{"version": 1, "domain": "d", "format": "credentials", "hostname": "web1", "credentials_delivery": "fwcfg"}`,
+		`{"version": 1, "domain": "d", "format": "credentials", "hostname": "web1", "credentials_delivery": "smbios"}`,
 	} {
-		_, r := job.ParseWith([]byte(doc), job.Defaults{})
-		if len(r.Errors) != 1 || r.Errors[0].Field != "format" || r.Errors[0].Message != NotDelivered {
-			t.Errorf("%s: errors %v, want one on format: %s", doc, r.Errors, NotDelivered)
+		if _, r := job.ParseWith([]byte(doc), job.Defaults{}); !r.OK() {
+			t.Errorf("%s: %v", doc, r.Err())
 		}
-	}
-	// other formats are untouched
-	if _, r := job.ParseWith([]byte(`{"version": 1, "domain": "d", "hostname": "web1"}`), job.Defaults{}); !r.OK() {
-		t.Errorf("nocloud job: %v", r.Err())
 	}
 }
