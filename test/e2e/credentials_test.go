@@ -250,6 +250,9 @@ func runCredsCase(t *testing.T, c credsCase) {
 	if fwcfg {
 		w.rootHash = cryptSHA512(t, "root-"+tok, "")
 		w.secretName, w.secretContent = "vmpx-creds-token-"+tok, "token "+tok+" from a secret\n"
+		if err := os.MkdirAll(a.SecretsDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(a.SecretsDir, w.secretName), []byte(w.secretContent), 0o600); err != nil {
 			t.Fatal(err)
 		}
