@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
+	"github.com/vmpayload/vmpayload/agent/delivery/smbios"
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
@@ -408,6 +409,11 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, j *job.Job
 		return false, err
 	}
 	e.Metrics.AttachDone(time.Since(t1))
+	if len(p.Named) > 0 && r.Credentials != nil && r.TakesEffect != "" && smbios.FirstBootOnly(r.Credentials) {
+		// credentials by fw_cfg for a running domain: the first-boot ones
+		// apply only if that cold start is the guest's first boot
+		r.Notice += "; " + smbios.NoticeFirstBootOnly
+	}
 	for _, f := range out.Remove {
 		if !e.savedUses(ctx, dom, f) {
 			e.removeImage(f, metrics.ReasonSuperseded)

@@ -115,7 +115,11 @@ func (d *Delivery) Attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 		out.Live = d.env.ReadLive(ctx, dom)
 		if changed {
 			r.TakesEffect, r.Notice = result.TakesEffectNextColdStart, NoticeNextColdStart
-			if FirstBootOnly(p.Values) {
+			names := make([]string, len(p.Values))
+			for i, v := range p.Values {
+				names[i] = v.Name
+			}
+			if FirstBootOnly(names) {
 				r.Notice += "; " + NoticeFirstBootOnly
 			}
 		} else {
@@ -129,11 +133,11 @@ func (d *Delivery) Attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 	return out, nil
 }
 
-// FirstBootOnly reports whether vs holds a credential systemd applies only
-// on a first boot (firstboot.*, passwd.*).
-func FirstBootOnly(vs []domxml.Credential) bool {
-	for _, v := range vs {
-		if strings.HasPrefix(v.Name, "firstboot.") || strings.HasPrefix(v.Name, "passwd.") {
+// FirstBootOnly reports whether names holds a credential systemd applies
+// only on a first boot (firstboot.*, passwd.*).
+func FirstBootOnly(names []string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, "firstboot.") || strings.HasPrefix(n, "passwd.") {
 			return true
 		}
 	}
