@@ -191,17 +191,27 @@ func TestLibvirtdCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	defs, err := e.ListDefined(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// this test's domain only: the shared libvirtd holds other tests'
+	// domains, whose recipes name other payload directories
+	mine := func() Definitions {
+		t.Helper()
+		defs, err := e.ListDefined(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defs.Domains = slices.DeleteFunc(defs.Domains, func(dd Defined) bool { return dd.UUID != d.UUID })
+		if len(defs.Domains) != 1 {
+			t.Fatalf("%d definitions of the test's domain", len(defs.Domains))
+		}
+		return defs
 	}
+	defs := mine()
 	st, err := e.RebuildImages(ctx, defs)
-	if err != nil || st.Failed != 0 || st.Rebuilt < 1 {
+	if err != nil || st.Failed != 0 || st.Rebuilt != 1 {
 		t.Fatalf("RebuildImages: %+v %v\n%s", st, err, logs.String())
 	}
 	checkFiles(ents)
-	defs, _ = e.ListDefined(ctx)
-	if _, err := e.CollectOrphans(ctx, defs); err != nil {
+	if _, err := e.CollectOrphans(ctx, mine()); err != nil {
 		t.Fatal(err)
 	}
 	checkFiles(ents)

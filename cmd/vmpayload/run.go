@@ -110,7 +110,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs.StringVar(&f.id, "id", "", "the job's `ID` (default: the agent makes one)")
 	fs.BoolVar(&f.attach, "attach", false, "attach (or change) the payload only; do not start the domain (action \"attach\")")
 	fs.BoolVar(&f.detach, "detach", false, "remove the payload from the domain (action \"detach\"); content flags are refused")
-	fs.StringVar(&f.format, "format", "", "payload layout `nocloud|configdrive|ignition|sysprep|credentials` (default: the agent's default_format)")
+	fs.StringVar(&f.format, "format", "", "payload layout `nocloud|configdrive|ignition` (default: the agent's default_format)")
 	fs.StringVar(&f.media, "media", "", "payload image `iso|vfat` (default iso)")
 	fs.StringVar(&f.domainXML, "domain-xml", "", "libvirt domain XML `FILE`, defined first if DOMAIN does not exist")
 	fs.StringVar(&f.prebuilt, "prebuilt-image", "", "attach this config disk `PATH` as it is (no content flags)")
@@ -175,7 +175,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 		"random-seed-file", "prebuilt-image"} {
 		_ = cmd.MarkFlagFilename(name)
 	}
-	for name, words := range map[string][]string{"format": {"nocloud", "configdrive", "ignition", "sysprep", "credentials"}, "media": {"iso", "vfat"},
+	for name, words := range map[string][]string{"format": {"nocloud", "configdrive", "ignition"}, "media": {"iso", "vfat"},
 		"user-data-mode": {"merge", "replace"}, "power-state": {"poweroff", "reboot"},
 		"regenerate-ssh-host-keys": {"true", "false"}, "ssh-password-auth": {"true", "false"},
 		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}} {
