@@ -391,7 +391,7 @@ func (j Job) withDefaults() Job {
 	if j.Action == "" {
 		j.Action = ActionStart
 	}
-	hooks().Defaults(&j) // the format, and its kind's defaults
+	hooks().Defaults(&j)                              // the format, and its kind's defaults
 	if j.Media == "" && j.CredentialsDelivery == "" { // a credentials job has no medium
 		j.Media = MediaISO
 	}
