@@ -391,8 +391,10 @@ func (j Job) withDefaults() Job {
 	if j.Action == "" {
 		j.Action = ActionStart
 	}
-	hooks().Defaults(&j)                              // the format, and its kind's defaults
-	if j.Media == "" && j.CredentialsDelivery == "" { // a credentials job has no medium
+	// the format, and its kind's defaults; a credentials job (one with a
+	// credentials delivery) has no medium
+	hooks().Defaults(&j)
+	if j.Media == "" && j.CredentialsDelivery == "" {
 		j.Media = MediaISO
 	}
 	if j.UserDataMode == "" {
