@@ -11,6 +11,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/kinds"
+	"github.com/vmpayload/vmpayload/payload/kinds/credentials"
 	"github.com/vmpayload/vmpayload/payload/secrets"
 )
 
@@ -46,6 +47,9 @@ type Checked struct {
 	// docs are the documents the check rendered (renderCheckNeeded), which
 	// a render with no pinned identity, salt or randomness reuses.
 	docs *cloudinit.Documents
+	// creds are the values of a job of a valued kind (kinds.Valued:
+	// systemd credentials), which renders no documents.
+	creds []credentials.Credential
 }
 
 // Check decodes and checks a job document and returns the job (nil when
@@ -86,7 +90,7 @@ func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 		return nil
 	}
 	var more job.Report
-	in, docs, ok := checkRun(j, opt, &more, r.OK())
+	in, docs, creds, ok := checkRun(j, opt, &more, r.OK())
 	seen := map[string]bool{}
 	for _, e := range r.Errors {
 		seen[e.Field] = true
@@ -99,7 +103,7 @@ func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 	if !ok || !r.OK() {
 		return nil
 	}
-	return &Checked{in: in, docs: docs}
+	return &Checked{in: in, docs: docs, creds: creds}
 }
 
 // checkRun adds what a job needs beyond its own fields: a domain on the
@@ -111,31 +115,36 @@ func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 // returns the render input and whether the job has one: not without
 // opt.Secrets, nor for a detach or a prebuilt image unless opt.Build; and
 // the documents, when it rendered them.
-func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudinit.Input, *cloudinit.Documents, bool) {
+func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudinit.Input, *cloudinit.Documents, []credentials.Credential, bool) {
 	if opt.Agent && j.Domain == "" {
 		r.Add("domain", job.CodeRequired, MsgDomainRequired)
 	}
 	a := j.Apply(opt.Defaults)
 	if !opt.Build && (a.Action == job.ActionDetach || a.PrebuiltImage != "") {
-		return cloudinit.Input{}, nil, false
+		return cloudinit.Input{}, nil, nil, false
 	}
 	if !opt.Secrets {
-		return cloudinit.Input{}, nil, false
+		return cloudinit.Input{}, nil, nil, false
+	}
+	if valid && kinds.IsValued(a.Format) {
+		// named values (systemd credentials): no documents to render
+		creds := checkValues(&a, secrets.Dir(opt.SecretsDir), r)
+		return cloudinit.Input{Job: a}, nil, creds, creds != nil
 	}
 	var sr job.Report
 	in, keyTexts := resolveSecrets(&a, secrets.Dir(opt.SecretsDir), &sr)
 	r.Merge(sr)
 	if !valid || !sr.OK() {
-		return in, nil, false
+		return in, nil, nil, false
 	}
 	if !butaneToIgnition(&in.Job, r) {
-		return in, nil, false
+		return in, nil, nil, false
 	}
 	var kr job.Report
 	in.HostKeys = parseHostKeys(&a, keyTexts, &kr)
 	if !kr.OK() {
 		r.Merge(kr)
-		return in, nil, false
+		return in, nil, nil, false
 	}
 	if renderCheckNeeded(&a, in) {
 		var ve *job.ValidationError
@@ -143,9 +152,9 @@ func checkRun(j *job.Job, opt CheckOptions, r *job.Report, valid bool) (cloudini
 		if errors.As(err, &ve) {
 			r.Merge(job.Report{Errors: ve.Errors})
 		}
-		return in, docs, true
+		return in, docs, nil, true
 	}
-	return in, nil, true
+	return in, nil, nil, true
 }
 
 // butaneToIgnition replaces j's butane with the Ignition config Butane

@@ -14,6 +14,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/kinds"
 	cloudinitkind "github.com/vmpayload/vmpayload/payload/kinds/cloudinit"
+	"github.com/vmpayload/vmpayload/payload/kinds/credentials"
 	_ "github.com/vmpayload/vmpayload/payload/kinds/register"
 	sysprepkind "github.com/vmpayload/vmpayload/payload/kinds/sysprep"
 )
@@ -93,8 +94,12 @@ type Identity = cloudinit.Identity
 
 // Rendered is a job's documents plus what is needed to write its image.
 type Rendered struct {
-	Job  job.Job // with defaults applied
+	Job job.Job // with defaults applied
+	// Docs are the documents of a kind that renders documents; nil for
+	// one of named values (Shape ShapeParts or ShapeInline).
 	Docs *cloudinit.Documents
+	// creds are the values of a valued kind (kinds.Valued).
+	creds []credentials.Credential
 }
 
 // Render renders the documents of a job Check passed. It does not
@@ -102,6 +107,9 @@ type Rendered struct {
 // the image limit, as a *job.ValidationError.
 func Render(c *Checked, opt Options) (*Rendered, error) {
 	in := c.in
+	if c.creds != nil {
+		return &Rendered{Job: in.Job, creds: c.creds}, nil
+	}
 	in.Identity = opt.Identity
 	if c.docs != nil && opt.Identity == nil && opt.Salt == nil && opt.Rand == nil {
 		return &Rendered{Job: in.Job, Docs: c.docs}, nil // the check's render
@@ -188,6 +196,9 @@ type Result struct {
 // Write writes the rendered image to out atomically (see image.Write);
 // for an Ignition config delivered by fw_cfg, the config file itself.
 func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, error) {
+	if r.Docs == nil {
+		return Result{}, fmt.Errorf("writing %s: a payload of named values is no one file (see Shape, Parts, WritePart)", out)
+	}
 	if r.IsFile() {
 		return r.writeIgnitionFile(ctx, out, opt)
 	}
@@ -228,6 +239,9 @@ func (r *Rendered) result(info image.Info) Result {
 // agent uses it to keep the image of an unchanged re-submitted job instead
 // of building a new one.
 func (r *Rendered) Reuse(path string) (Result, error) {
+	if r.Docs == nil {
+		return Result{}, fmt.Errorf("reusing %s: a payload of named values is no one file", path)
+	}
 	if r.IsFile() {
 		return r.reuseIgnitionFile(path)
 	}

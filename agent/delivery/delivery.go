@@ -58,6 +58,9 @@ type Payload struct {
 	// Named are the files the guest finds under names (fw_cfg names);
 	// empty for a drive.
 	Named []Named
+	// Values are what a delivery without files writes into the
+	// definition itself (SMBIOS OEM strings of systemd credentials).
+	Values []domxml.Credential
 	// Drive is the drive an image goes into (delivery "drive").
 	Drive Drive
 	// Recipe is the recipe element recorded in the definition; "" records

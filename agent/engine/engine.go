@@ -12,11 +12,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
+	"github.com/vmpayload/vmpayload/agent/delivery/smbios"
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
@@ -27,6 +29,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 	"github.com/vmpayload/vmpayload/payload/owner"
 	"github.com/vmpayload/vmpayload/payload/recipe"
 	"libvirt.org/go/libvirt"
@@ -131,7 +134,7 @@ func (e *Engine) Run(ctx context.Context, j *job.Job, base result.Result) (resul
 	// An Ignition job that names no delivery gets the one the domain's
 	// architecture reads (ignitionDelivery), decided once the domain is
 	// known.
-	defaultDelivery := jj.Format == job.FormatIgnition && j.IgnitionDelivery == ""
+	defaultDelivery := kinds.Chooses(jj.Format) == kinds.ChooseDelivery && j.IgnitionDelivery == ""
 	// a sysprep job that names no medium gets the one the domain's
 	// machine can take (sysprepMedium); Apply filled in the floppy
 	autoMedium := j.SysprepMedium == "" && j.Media == ""
@@ -235,7 +238,7 @@ func isIO(err error) bool {
 }
 
 func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMedium bool, r *result.Result) (err error) {
-	if j.Format == job.FormatSysprep && j.Action != job.ActionDetach && j.PrebuiltImage == "" {
+	if kinds.Chooses(j.Format) == kinds.ChooseMedium && j.Action != job.ActionDetach && j.PrebuiltImage == "" {
 		// before the check and anything it or the attach changes
 		m, merr := e.sysprepMedium(ctx, j, autoMedium)
 		if merr != nil {
@@ -297,7 +300,7 @@ func (e *Engine) run(ctx context.Context, j *job.Job, defaultDelivery, autoMediu
 		return e.detach(ctx, dom, r)
 	}
 	seen := false // the running guest has this payload already
-	if rendered != nil && rendered.Job.Format == job.FormatIgnition {
+	if rendered != nil && kinds.Chooses(rendered.Job.Format) == kinds.ChooseDelivery {
 		if rendered, err = e.ignitionDelivery(dom, j, rendered, defaultDelivery); err != nil {
 			return err
 		}
@@ -344,7 +347,14 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, j *job.Job
 	// old recipe is removed, the drive no longer holds an image vmpayload
 	// built).
 	t0 := time.Now()
-	if j.PrebuiltImage != "" {
+	var parts []string // the part files this job wrote (named values)
+	if rendered != nil && rendered.Shape() != payload.ShapeImage {
+		var err error
+		if parts, err = e.writeValues(ctx, dom, rendered, p, r); err != nil {
+			return false, err
+		}
+		e.Metrics.BuildDone(time.Since(t0))
+	} else if j.PrebuiltImage != "" {
 		path, info, err := e.copyPrebuilt(j.PrebuiltImage, dom.UUID)
 		if err != nil {
 			return false, err
@@ -392,9 +402,19 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, j *job.Job
 		if r.Payload != nil && !r.Payload.Reused && !libvirtx.IsDisconnected(err) {
 			e.dropUnattached(ctx, dom.UUID, p.Path)
 		}
+		if !libvirtx.IsDisconnected(err) {
+			for _, f := range parts {
+				e.dropUnattached(ctx, dom.UUID, f)
+			}
+		}
 		return false, err
 	}
 	e.Metrics.AttachDone(time.Since(t1))
+	if len(p.Named) > 0 && r.Credentials != nil && r.TakesEffect != "" && smbios.FirstBootOnly(r.Credentials) {
+		// credentials by fw_cfg for a running domain: the first-boot ones
+		// apply only if that cold start is the guest's first boot
+		r.Notice += "; " + smbios.NoticeFirstBootOnly
+	}
 	for _, f := range out.Remove {
 		if !e.savedUses(ctx, dom, f) {
 			e.removeImage(f, metrics.ReasonSuperseded)
@@ -402,7 +422,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, j *job.Job
 	}
 	live := out.Live
 	for _, f := range append(out.Supersede, prev...) {
-		if f == p.Path {
+		if f == p.Path || slices.ContainsFunc(p.Named, func(n delivery.Named) bool { return n.File == f }) {
 			continue
 		}
 		if live == nil && dom.Active {
@@ -411,6 +431,57 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, j *job.Job
 		e.supersede(dom, live, f, metrics.ReasonSuperseded)
 	}
 	return out.Seen, nil
+}
+
+// writeValues writes the files of a payload of named values (one per part,
+// Rendered.Parts: fw_cfg credentials) that are not in place already, each
+// claimed for this host, and puts them into p under their names, or, for a
+// payload without files, its values (Rendered.Inline); then the recipe,
+// which lists the values (and files) so that start-up and the hook
+// rebuild each file and the delivery knows its own entries. It returns
+// the files it wrote (an attach that fails removes them). No value is
+// logged or put into the result: the result lists the names.
+func (e *Engine) writeValues(ctx context.Context, dom libvirtx.DomainInfo, rd *payload.Rendered, p *delivery.Payload, r *result.Result) ([]string, error) {
+	var written []string
+	fail := func(err error) ([]string, error) {
+		for _, f := range written {
+			e.removeImage(f, metrics.ReasonUnattached)
+		}
+		return nil, err
+	}
+	paths := map[string]string{}
+	for _, part := range rd.Parts() {
+		path := filepath.Join(e.PayloadDir, rd.PartName(dom.UUID, part.Key))
+		e.Cleanups.cancel(path) // wanted again: never remove it now
+		if !payload.PartIntact(path, part.Data) {
+			if _, err := e.EnsurePayloadDir(); err != nil {
+				return fail(err)
+			}
+			if err := payload.WritePart(ctx, path, part.Data, payload.Options{GID: e.ImageGID}); err != nil {
+				return fail(err)
+			}
+			written = append(written, path)
+		}
+		e.claim(path)
+		paths[part.Key] = path
+		p.Named = append(p.Named, delivery.Named{Name: part.Name, File: path})
+	}
+	p.Values = rd.Inline()
+	if len(paths) == 0 {
+		paths = nil
+	}
+	rc, err := recipe.NewValues(rd, paths)
+	if err == nil {
+		var keys *seal.Keyring
+		if keys, err = e.recipeKeys(); err == nil {
+			p.Recipe, err = rc.Element(keys)
+		}
+	}
+	if err != nil {
+		return fail(fmt.Errorf("recording how the credentials of %s were made: %w", dom.Name, err))
+	}
+	r.Credentials = rd.Names()
+	return written, nil
 }
 
 // savedUses reports whether the shut-off domain's managed save image names

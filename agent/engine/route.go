@@ -8,6 +8,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/delivery"
 	"github.com/vmpayload/vmpayload/agent/delivery/drive"
 	"github.com/vmpayload/vmpayload/agent/delivery/fwcfg"
+	"github.com/vmpayload/vmpayload/agent/delivery/smbios"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -17,10 +18,17 @@ import (
 
 // deliveryName is the delivery of the rendered payload, as its kind says
 // (Rendered.Delivery; "drive" for a prebuilt image, rd nil): "fwcfg" for
-// a plain file behind fw_cfg, else "drive". ("smbios" is next.)
+// files behind fw_cfg, "smbios" for strings in the SMBIOS table, else
+// "drive".
 func deliveryName(rd *payload.Rendered) string {
-	if rd != nil && rd.Delivery() == kinds.DeliveryFwCfg {
+	if rd == nil {
+		return drive.Name
+	}
+	switch rd.Delivery() {
+	case kinds.DeliveryFwCfg:
 		return fwcfg.Name
+	case kinds.DeliverySMBIOS:
+		return smbios.Name
 	}
 	return drive.Name
 }
@@ -39,7 +47,12 @@ type route struct {
 // image).
 func routeOf(rd *payload.Rendered) route {
 	rt := route{delivery: deliveryName(rd), noun: "payload image"}
-	if rt.delivery == fwcfg.Name {
+	switch {
+	case rd != nil && rd.Shape() != payload.ShapeImage:
+		// named values: each part under its own name (Rendered.Parts), or
+		// no file at all
+		rt.noun = "credentials"
+	case rt.delivery == fwcfg.Name:
 		rt.names, rt.noun = domxml.IgnitionFwCfgNames, "Ignition config"
 	}
 	return rt

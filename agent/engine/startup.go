@@ -221,7 +221,9 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 		// The image a recipe names is kept even when no drive references
 		// it (yet): the recipe is how it is rebuilt after a reboot.
 		if d.Recipe != nil {
-			used[filepath.Clean(d.Recipe.Path)] = true
+			for _, f := range d.Recipe.Files() {
+				used[filepath.Clean(f)] = true
+			}
 		}
 		// A managed save's definition: its drives and recipe. (A running
 		// domain's live definition is for the loop below: such a file is
@@ -239,7 +241,9 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 				used[filepath.Clean(f)] = true
 			}
 			if rc, ok, err := recipe.FromDocument(doc); err == nil && ok {
-				used[filepath.Clean(rc.Path)] = true
+				for _, f := range rc.Files() {
+					used[filepath.Clean(f)] = true
+				}
 			}
 		}
 		if d.KeepAll && d.UUID != "" {
@@ -338,9 +342,13 @@ func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildSt
 		t0 := time.Now()
 		opt.DomainUUID = d.UUID // a recipe names only its own domain's image
 		out, err := recipe.Rebuild(ctx, rc, opt)
+		// the image, or the files of named values (none for values that
+		// live in the definition)
+		files := rc.Files()
+		path := strings.Join(files, " ")
 		if err != nil {
 			st.Failed++
-			e.log().Error("rebuilding payload image failed", "domain", d.Name, "uuid", d.UUID, "path", rc.Path, "err", err)
+			e.log().Error("rebuilding payload image failed", "domain", d.Name, "uuid", d.UUID, "path", path, "err", err)
 			continue
 		}
 		// This host built it, or its domain runs here, or nobody claimed it
@@ -348,17 +356,19 @@ func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildSt
 		// An intact image of a stopped domain that another host claimed
 		// stays that host's: the domain may run there (a shared payload
 		// directory, a definition left behind by a migration).
-		if by, err := owner.Of(rc.Path); out == recipe.OutcomeRebuilt || d.Active || (err == nil && by == "") {
-			e.claim(rc.Path)
+		for _, f := range files {
+			if by, err := owner.Of(f); out == recipe.OutcomeRebuilt || d.Active || (err == nil && by == "") {
+				e.claim(f)
+			}
 		}
 		switch out {
 		case recipe.OutcomeRebuilt:
 			st.Rebuilt++
-			e.log().Info("payload image rebuilt from its recipe", "domain", d.Name, "uuid", d.UUID, "path", rc.Path,
+			e.log().Info("payload image rebuilt from its recipe", "domain", d.Name, "uuid", d.UUID, "path", path,
 				"sha256", rc.SHA256, "duration", time.Since(t0).Round(time.Microsecond))
 		default:
 			st.Intact++
-			e.log().Debug("payload image intact", "domain", d.Name, "uuid", d.UUID, "path", rc.Path)
+			e.log().Debug("payload image intact", "domain", d.Name, "uuid", d.UUID, "path", path)
 		}
 	}
 	return st, nil

@@ -118,6 +118,10 @@ type Result struct {
 	// as (an Ignition config delivered by fw_cfg: there is no drive, and
 	// Device is null).
 	FwCfg []string `json:"fw_cfg,omitempty"`
+	// Credentials lists the names (never the values) of the systemd
+	// credentials a job of format "credentials" gave the domain, by
+	// SMBIOS OEM strings or fw_cfg files (docs/credentials.md).
+	Credentials []string `json:"credentials,omitempty"`
 	// TakesEffect is TakesEffectNextColdStart when the job could change
 	// only the domain's persistent definition, not what the running guest
 	// sees (fw_cfg, which QEMU reads when it starts); Notice says so in

@@ -163,18 +163,21 @@ func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error
 		}
 		return "", "", nil
 	}
+	// the image, or the files of named values (credentials by fw_cfg;
+	// none by SMBIOS, which live in the XML)
+	path := strings.Join(r.Files(), " ")
 	if cfgErr != nil {
-		return "", r.Path, cfgErr
+		return "", path, cfgErr
 	}
 	gid, err := cfg.ImageGID()
 	if err != nil {
-		return "", r.Path, fmt.Errorf("reading the configuration: %w", err)
+		return "", path, fmt.Errorf("reading the configuration: %w", err)
 	}
 	// A recipe names only its own domain's image (<uuid>-…): one written
 	// into vm1's metadata must neither replace nor claim vm2's.
 	uuid := doc.UUID()
 	if !domxml.IsUUID(uuid) {
-		return "", r.Path, fmt.Errorf("reading the domain's UUID: the domain XML has no valid <uuid> (%q)", uuid)
+		return "", path, fmt.Errorf("reading the domain's UUID: the domain XML has no valid <uuid> (%q)", uuid)
 	}
 	o, err := recipe.Rebuild(ctx, r, recipe.RebuildOptions{
 		PayloadDir: cfg.PayloadDir, SecretsDir: cfg.SecretsDir, Mode: cfg.ImageMode(), GID: gid,
@@ -185,11 +188,13 @@ func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error
 		// restore): this host owns the image now, so that the host it came
 		// from, sharing the payload directory, does not remove it
 		// (package payload/owner). Not fatal: the image is in place.
-		if cerr := owner.Claim(r.Path, owner.HostID()); cerr != nil {
-			hookSyslog(fmt.Sprintf("%v (the payload image is in place; a host sharing the payload directory may remove it)", cerr))
+		for _, f := range r.Files() {
+			if cerr := owner.Claim(f, owner.HostID()); cerr != nil {
+				hookSyslog(fmt.Sprintf("%v (the payload image is in place; a host sharing the payload directory may remove it)", cerr))
+			}
 		}
 	}
-	return o, r.Path, err
+	return o, path, err
 }
 
 // missingWithoutRecipe is the failure of a restore or an incoming migration

@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
 func newVersionCmd() *cobra.Command {
@@ -63,7 +64,7 @@ func newBuildCmd() *cobra.Command {
 		},
 		ValidArgsFunction: completeFiles("json"),
 	}
-	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output image `PATH` (required)")
+	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output image `PATH` (required); for format \"credentials\" the directory the fw_cfg files go into")
 	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "`DIR` where password_secret and user_data_secret names resolve")
 	cmd.Flags().StringVar(&o.mode, "mode", "0640", "permission bits of the image file (octal)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the result as JSON")
@@ -160,11 +161,15 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 		printErr(stderr, rep.Err())
 		return exitInvalid
 	}
-	if written != nil && written.Format == job.FormatSysprep && written.SysprepMedium == "" && written.Media == "" {
+	if written != nil && kinds.Chooses(written.Format) == kinds.ChooseMedium && written.SysprepMedium == "" && written.Media == "" {
 		// the agent picks the medium by the domain's machine; without a
 		// domain the floppy stays the default: say so (on stderr, which
 		// keeps --json's output a document)
 		fmt.Fprintln(stderr, `vmpayload build: sysprep_medium not given: building a floppy, the default without a domain (the agent gives a domain whose machine has no floppy controller a CD-ROM); set sysprep_medium "floppy" or "cdrom" to choose`)
+	}
+	if rd, err := payload.Render(checked, payload.Options{}); err == nil && rd.Shape() != payload.ShapeImage {
+		// named values (systemd credentials): a file per value, or none
+		return buildValues(o, rd, stdout, stderr)
 	}
 	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: perm, GID: -1})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -120,7 +122,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitUsage, "no usable image name prefix %q: give --domain-xml, --name or a job with a domain", prefix)
 	}
 
-	if o.domainXML != "" && j.Format == job.FormatIgnition {
+	if o.domainXML != "" && kinds.Chooses(j.Format) == kinds.ChooseDelivery {
 		// the delivery the domain's architecture reads, as the agent
 		// chooses it: blockdev on s390x and ppc64, where QEMU has no fw_cfg
 		if plat := doc.Platform(); plat.NoFwCfg() {
@@ -144,6 +146,10 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	}
 	if err := os.MkdirAll(o.payloadDir, 0o711); err != nil {
 		return fail(exitUsage, "creating the payload directory: %v", err)
+	}
+	if rendered.Shape() != payload.ShapeImage {
+		// named values (systemd credentials): a file per value, or none
+		return recipeValues(o, rendered, prefix, doc, stdout, stderr)
 	}
 	path := filepath.Join(o.payloadDir, rendered.ImageName(prefix))
 	res, err := rendered.Write(context.Background(), path, payload.Options{Mode: perm, GID: -1})
@@ -253,3 +259,119 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, drive)
 	return exitOK
 }
+
+// recipeValues is runRecipe for a payload of named values (systemd
+// credentials): it writes one file per value into the payload directory
+// (fw_cfg; none for SMBIOS) and prints the domain XML with the values and
+// the recipe (--domain-xml), or the recipe and the fragment to add
+// (<sysinfo type='fwcfg'> entries, or <sysinfo type='smbios'> OEM strings
+// and <os><smbios mode='sysinfo'/>).
+func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *domxml.Document, stdout, stderr io.Writer) int {
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "vmpayload recipe: "+format+"\n", a...)
+		return code
+	}
+	paths, err := writeParts(rd, o.payloadDir, prefix)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	rc, err := recipe.NewValues(rd, paths)
+	if err != nil {
+		return fail(exitInvalid, "%v", err)
+	}
+	keys, err := seal.LoadOrCreate(recipe.KeyFile(o.secretsDir))
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	el, err := rc.Element(keys)
+	if err != nil {
+		return fail(exitInvalid, "%v", err)
+	}
+	if len(paths) > 0 && !domxml.IsUUID(prefix) {
+		fmt.Fprintf(stderr, "vmpayload recipe: note: the hook rebuilds only files whose name starts with their domain's UUID; give --name $(virsh domuuid DOMAIN) (or --domain-xml) for a domain whose files it should rebuild\n")
+	}
+	if doc != nil {
+		err := setValues(doc, rd, paths)
+		if err == nil {
+			err = doc.SetMetadata(recipe.Namespace, el)
+		}
+		x := ""
+		if err == nil {
+			x, err = doc.XML()
+		}
+		if err != nil {
+			return fail(exitInvalid, "adding the credentials and the recipe: %v", err)
+		}
+		fmt.Fprintln(stdout, x)
+		return exitOK
+	}
+	frag, err := valuesFragment(rd, paths)
+	if err != nil {
+		return fail(exitInvalid, "%v", err)
+	}
+	fmt.Fprintln(stdout, recipe.MetadataContent(el))
+	if o.driveFile != "" {
+		if err := os.WriteFile(o.driveFile, []byte(frag+"\n"), 0o644); err != nil {
+			return fail(exitUsage, "writing the sysinfo XML: %v", err)
+		}
+		return exitOK
+	}
+	fmt.Fprintln(stdout, frag)
+	return exitOK
+}
+
+// writeParts writes the part files of rd (Rendered.Parts) into dir under
+// the names the agent gives them (prefix: the domain's UUID) and returns
+// each one's path by its key; nil for a payload without files.
+func writeParts(rd *payload.Rendered, dir, prefix string) (map[string]string, error) {
+	parts := rd.Parts()
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	paths := map[string]string{}
+	for _, p := range parts {
+		path := filepath.Join(dir, rd.PartName(prefix, p.Key))
+		if err := payload.WritePart(context.Background(), path, p.Data, payload.Options{GID: -1}); err != nil {
+			return nil, err
+		}
+		paths[p.Key] = path
+	}
+	return paths, nil
+}
+
+// setValues puts rd's values into doc as the agent's delivery does: one
+// fw_cfg entry per part file, or SMBIOS OEM strings.
+func setValues(doc *domxml.Document, rd *payload.Rendered, paths map[string]string) error {
+	if len(paths) == 0 {
+		return doc.SetSMBIOSCredentials(rd.Inline(), nil)
+	}
+	var files []domxml.CredentialFile
+	for _, p := range rd.Parts() {
+		files = append(files, domxml.CredentialFile{Name: p.Key, File: paths[p.Key]})
+	}
+	return doc.SetFwCfgCredentials(files, nil)
+}
+
+// valuesFragment is the XML to add to a domain for rd's values: the
+// <sysinfo> element(s), and for SMBIOS the <smbios mode='sysinfo'/> that
+// goes into <os>.
+func valuesFragment(rd *payload.Rendered, paths map[string]string) (string, error) {
+	doc, err := domxml.Read("<domain type='kvm'><name>fragment</name><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>")
+	if err != nil {
+		return "", err
+	}
+	if err := setValues(doc, rd, paths); err != nil {
+		return "", err
+	}
+	x, err := doc.XML()
+	if err != nil {
+		return "", err
+	}
+	frag := strings.Join(sysinfoRE.FindAllString(x, -1), "\n")
+	if len(paths) == 0 {
+		frag += "\n<!-- in <os>: -->\n<smbios mode='sysinfo'/>"
+	}
+	return frag, nil
+}
+
+var sysinfoRE = regexp.MustCompile(`(?s)<sysinfo\b.*?</sysinfo>`)

@@ -85,7 +85,8 @@ type runFlags struct {
 	randomSeedFile                           string
 	randomSeedBytes                          int
 
-	ign ignitionFlags // ignition.go
+	ign   ignitionFlags    // ignition.go
+	creds credentialsFlags // credentials.go
 }
 
 // splitList returns the comma-separated elements of values, trimmed, without
@@ -166,6 +167,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs.StringVar(&f.randomSeedFile, "random-seed-file", "", "entropy for the guest from `FILE` (16-4096 bytes)")
 	fs.IntVar(&f.randomSeedBytes, "random-seed-bytes", 0, "entropy for the guest: the agent generates `N` bytes")
 	defineIgnitionFlags(cmd, &f.ign)
+	defineCredentialsFlags(cmd, &f.creds)
 	// submission
 	fs.BoolVar(&f.printJob, "print-job", false, "print the job document and exit without submitting it")
 	for _, name := range []string{"ssh-key", "default-ssh-key", "root-ssh-key", "domain-xml", "password-file", "password-hash-file",
@@ -624,6 +626,9 @@ func (b *jobBuilder) build(domain string, f *runFlags) (*job.Job, error) {
 			b.set("random_seed", "random-seed-file", f.randomSeedFile)
 		}
 	}
+	if err := b.applyCredentials(j, f.creds); err != nil {
+		return nil, err
+	}
 	if err := b.applyIgnition(j, f.ign, f.detach); err != nil {
 		return nil, err
 	}
@@ -635,7 +640,8 @@ var contentFlags = []string{"hostname", "timezone", "locale", "ssh-key", "defaul
 	"ssh-password-auth", "ssh-host-key", "user", "root-password-file", "root-password-hash-file", "root-password-secret",
 	"root-ssh-key", "root-lock-password", "nic", "dns", "dns-search", "network-config", "network-data", "file", "runcmd",
 	"runcmd-argv", "user-data", "user-data-secret", "user-data-mode", "vendor-data", "meta-data", "meta", "power-state",
-	"phone-home", "random-seed-file", "random-seed-bytes", "format", "media", "prebuilt-image", "instance-id"}
+	"phone-home", "random-seed-file", "random-seed-bytes", "format", "media", "prebuilt-image", "instance-id",
+	"credentials-delivery", "keymap", "motd-file", "issue-file", "credential", "credential-file", "credential-secret"}
 
 // jsonObject reads a JSON object from the file of flag name (nothing when
 // file is ""), keeping numbers exact, into *dst, the job field at path.

@@ -9,7 +9,7 @@ package job
 // (ParseWith does) to have them all.
 func validateCombinations(j *Job, r *Report) {
 	d := j
-	if d.Format == FormatConfigDrive && d.NetworkConfig != "" {
+	if KindTraits(d).OpenStack && d.NetworkConfig != "" {
 		r.Add("network_config", CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns, or give the network_data.json object as network_data, instead of network_config")
 	}
 	// network_data with format nocloud: validateNetworkData.
@@ -24,7 +24,7 @@ func validateCombinations(j *Job, r *Report) {
 			{"regenerate_ssh_host_keys", d.RegenerateSSHHostKeys != nil},
 			{"locale", d.Locale != ""}, {"ssh_host_keys", len(d.SSHHostKeys) > 0},
 			{"power_state", d.PowerState != nil}, {"phone_home", d.PhoneHome != nil},
-			{"random_seed", d.RandomSeed != nil && d.Format == FormatNoCloud},
+			{"random_seed", d.RandomSeed != nil && KindTraits(d).NoCloud},
 		} {
 			if f.set {
 				lost = append(lost, f.name)

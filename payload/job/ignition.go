@@ -27,67 +27,6 @@ var (
 	MaxIgnitionSpec = semver.Version{Major: 3, Minor: 6}
 )
 
-// validateIgnition checks the Ignition fields and, for a job of format
-// "ignition", refuses every field with no Ignition meaning.
-func validateIgnition(j *Job, r *Report) {
-	if j.Format != FormatIgnition {
-		refuse(j, "ignition", false, r)
-		return
-	}
-	switch j.IgnitionDelivery {
-	case "", DeliveryFwCfg, DeliveryConfigDrive, DeliveryNoCloud, DeliveryBlockdev:
-	default:
-		r.Add("ignition_delivery", CodeInvalid, "%s is not an Ignition delivery; use \"fwcfg\", \"blockdev\", \"configdrive\" or \"nocloud\"", quote(string(j.IgnitionDelivery)))
-	}
-	if (j.IgnitionDelivery == "" || j.IgnitionDelivery == DeliveryFwCfg || j.IgnitionDelivery == DeliveryBlockdev) && j.Media == MediaVFAT {
-		d := j.IgnitionDelivery
-		if d == "" {
-			d = DeliveryFwCfg
-		}
-		r.Add("media", CodeConflict, "ignition_delivery %s passes the config file itself, not an image; media only applies to \"configdrive\" and \"nocloud\"", quote(string(d)))
-	}
-	refuse(j, "ignition", true, r)
-	for i, u := range j.Users {
-		r.Errors = append(r.Errors, u.ignitionProblems(index("users", i))...)
-	}
-	gen := ignitionGeneratedPaths(j)
-	for i, f := range j.Files {
-		if by, ok := gen[f.Path]; ok {
-			r.Add(join(index("files", i), "path"), CodeConflict, "%s is written from %s in the Ignition config; Ignition refuses a config that writes a path twice", quote(f.Path), by)
-		}
-	}
-	if j.Ignition != nil && j.IgnitionBase64 != "" {
-		r.Add("ignition", CodeConflict, "use only one of ignition and ignition_base64")
-		return
-	}
-	if j.Butane != "" {
-		for _, other := range []struct {
-			name string
-			set  bool
-		}{{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}} {
-			if other.set {
-				r.Add("butane", CodeConflict, "use only one of butane and %s: both are the user's own config", other.name)
-				return
-			}
-		}
-		raw, problems := TranslateButane(j.Butane)
-		if len(problems) > 0 {
-			r.Errors = append(r.Errors, problems...)
-			return
-		}
-		r.Errors = append(r.Errors, CheckIgnitionConfig("butane", raw)...)
-		return
-	}
-	raw, field, err := IgnitionUserConfig(j)
-	if err != nil {
-		r.Add(field, CodeInvalid, "%v", err)
-		return
-	}
-	if raw != nil {
-		r.Errors = append(r.Errors, CheckIgnitionConfig(field, raw)...)
-	}
-}
-
 // The paths the generated Ignition config writes for fields other than
 // files; a job file at one of them is refused (Ignition refuses a config
 // that writes a path twice).
@@ -107,40 +46,6 @@ func IgnitionHostKeyPaths(typ string) (private, public string) {
 // IgnitionSudoersPath is the sudoers drop-in that carries a user's sudo
 // rule in an Ignition config.
 func IgnitionSudoersPath(user string) string { return "/etc/sudoers.d/90-vmpayload-" + user }
-
-// ignitionGeneratedPaths returns the paths the generated config writes for
-// j's fields other than files, each with the field that asks for it.
-func ignitionGeneratedPaths(j *Job) map[string]string {
-	m := map[string]string{}
-	if j.Hostname != "" {
-		m[IgnitionHostnamePath] = "hostname"
-	}
-	if j.Timezone != "" {
-		m[IgnitionLocaltimePath] = "timezone"
-	}
-	for i, u := range j.Users {
-		if u.Sudo != "" {
-			m[IgnitionSudoersPath(u.Name)] = index("users", i) + ".sudo"
-		}
-	}
-	for i, k := range j.SSHHostKeys {
-		priv, pub := IgnitionHostKeyPaths(k.Type)
-		m[priv] = index("ssh_host_keys", i)
-		m[pub] = index("ssh_host_keys", i)
-	}
-	return m
-}
-
-// ignitionProblems returns what of u format "ignition" cannot carry, each
-// by its path.
-func (u User) ignitionProblems(p string) []FieldError {
-	var out []FieldError
-	if u.LockPassword != nil && *u.LockPassword {
-		out = append(out, FieldError{Field: join(p, "lock_password"), Code: CodeConflict,
-			Message: "format \"ignition\" cannot lock a password: Ignition only sets one; leave the password out instead"})
-	}
-	return out
-}
 
 // IgnitionUserConfig returns the JSON text of the user's own Ignition
 // config (ignition, ignition_base64, or butane translated by Butane) and

@@ -38,6 +38,10 @@ const (
 	// Autounattend.xml) on a floppy or a CD-ROM, as oVirt does for
 	// Windows guests; see docs/windows.md (Sysprep).
 	FormatSysprep Format = "sysprep"
+	// FormatCredentials passes systemd system credentials in the domain
+	// definition itself (SMBIOS OEM strings or QEMU fw_cfg entries), for
+	// guests without cloud-init; see docs/credentials.md.
+	FormatCredentials Format = "credentials"
 )
 
 // IgnitionDelivery is how an Ignition config reaches the guest.
@@ -226,6 +230,23 @@ type Job struct {
 	// UserLocale is the format of dates, numbers and currencies
 	// ({{user_locale}}, $UserLocale$), a language tag.
 	UserLocale string `json:"user_locale,omitempty"`
+
+	// Keymap is the console keymap (systemd's firstboot.keymap); format
+	// "credentials" only, like the fields below (docs/credentials.md).
+	Keymap string `json:"keymap,omitempty"`
+	// Motd is the message of the day (login.motd).
+	Motd string `json:"motd,omitempty"`
+	// Issue is the pre-login banner (login.issue).
+	Issue string `json:"issue,omitempty"`
+	// Credentials are further systemd credentials by name: a JSON string
+	// (text) or {"base64": "..."} (binary).
+	Credentials Credentials `json:"credentials,omitempty"`
+	// CredentialSecrets maps a credential name to the secret whose
+	// content becomes that credential; never by SMBIOS.
+	CredentialSecrets CredentialSecrets `json:"credential_secrets,omitempty"`
+	// CredentialsDelivery is how the credentials reach the guest: "smbios"
+	// or "fwcfg" (the default when the job carries a secret).
+	CredentialsDelivery CredentialsDelivery `json:"credentials_delivery,omitempty"`
 }
 
 // GuestOS is the operating system family of the guest.
@@ -238,7 +259,7 @@ const (
 )
 
 // IsWindows reports whether the job is for a Windows guest (cloudbase-init).
-func (j *Job) IsWindows() bool { return j.GuestOS == GuestWindows }
+func (j *Job) IsWindows() bool { return KindTraits(j).Windows }
 
 // SSHHostKey is a host key pair the guest's SSH server gets instead of
 // generated ones. The private key is only ever a secret reference.
@@ -370,35 +391,14 @@ func (j Job) withDefaults() Job {
 	if j.Action == "" {
 		j.Action = ActionStart
 	}
-	if j.Format == "" {
-		j.Format = FormatNoCloud
-	}
-	if j.Format == FormatSysprep {
-		switch {
-		case j.SysprepMedium != "":
-		case j.Media == MediaISO:
-			// media names the medium when sysprep_medium does not
-			j.SysprepMedium = MediumCDROM
-		default:
-			// the agent picks the medium by the domain's machine
-			// (agent/engine sysprepMedium); without a domain, a floppy
-			j.SysprepMedium = MediumFloppy
-		}
-		if j.SysprepFileName == "" {
-			j.SysprepFileName = UnattendXML
-		}
-		if j.Media == "" {
-			j.Media = j.SysprepMedium.media()
-		}
-	}
-	if j.Media == "" {
+	// the format, and its kind's defaults; a credentials job (one with a
+	// credentials delivery) has no medium
+	hooks().Defaults(&j)
+	if j.Media == "" && j.CredentialsDelivery == "" {
 		j.Media = MediaISO
 	}
 	if j.UserDataMode == "" {
 		j.UserDataMode = ModeMerge
-	}
-	if j.Format == FormatIgnition && j.IgnitionDelivery == "" {
-		j.IgnitionDelivery = DeliveryFwCfg
 	}
 	return j
 }

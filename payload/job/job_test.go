@@ -609,7 +609,9 @@ var exclusive = map[string]bool{"PrebuiltImage": true, "PasswordHash": true, "Pa
 	"Sysprep": true, "SysprepBase64": true, "SysprepSecret": true, "SysprepFileName": true, "SysprepMedium": true,
 	"WindowsTimezone": true, "JoinDomain": true, "DomainAdmin": true, "DomainAdminPasswordSecret": true, "MachineObjectOU": true,
 	"ProductKeySecret": true, "OrgName": true, "InputLocale": true, "UILanguage": true, "SystemLocale": true, "UserLocale": true, // format sysprep: sysprep_test.go
-	"AdminPasswordSecret": true} // guest_os windows (configdrive) or format sysprep: windows_test.go, sysprep_test.go
+	"AdminPasswordSecret": true, // guest_os windows (configdrive) or format sysprep: windows_test.go, sysprep_test.go
+	// format credentials: credentials_test.go
+	"Keymap": true, "Motd": true, "Issue": true, "Credentials": true, "CredentialSecrets": true, "CredentialsDelivery": true}
 
 func TestFullJobDecodesEveryField(t *testing.T) {
 	j, r := Parse([]byte(fullJob()))

@@ -4,7 +4,7 @@ package job
 // field (package payload/kinds, which installs it: SetFieldTable).
 type FieldTable interface {
 	// Refuse adds to r a problem for each field of j that kind
-	// ("ignition", "windows", "sysprep") cannot carry, and, when of is
+	// ("ignition", "windows", "sysprep", "credentials") cannot carry, and, when of is
 	// false (j is not of that kind), for each field only that kind takes.
 	Refuse(j *Job, kind string, of bool, r *Report)
 	// Takes reports whether every kind j is of takes field.
@@ -20,8 +20,6 @@ func table() FieldTable {
 	}
 	return fields
 }
-
-func refuse(j *Job, kind string, of bool, r *Report) { table().Refuse(j, kind, of, r) }
 
 // SetFieldTable installs the field table; package payload/kinds calls it
 // from its init.

@@ -2,4 +2,4 @@ package job_test
 
 // The field table lives in package payload/kinds (job.SetFieldTable): linking
 // it in makes the package's own tests validate as the agent does.
-import _ "github.com/vmpayload/vmpayload/payload/kinds"
+import _ "github.com/vmpayload/vmpayload/payload/kinds/register"

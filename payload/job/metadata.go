@@ -29,7 +29,7 @@ func MetaDataFor(f Format, md map[string]any) map[string]any {
 	}
 	for _, a := range metaAliases {
 		target, other := a.nocloud, a.configdrive
-		if f == FormatConfigDrive {
+		if KindTraits(&Job{Format: f}).OpenStack {
 			target, other = a.configdrive, a.nocloud
 		}
 		if _, ok := md[target]; ok {

@@ -1,6 +1,10 @@
 package job
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // SecretRef is one secret a job names: the field's full path (as in
 // FieldError.Field, e.g. "ssh_host_keys[0].private_key_secret") and the
@@ -33,5 +37,8 @@ func (j *Job) SecretRefs() []SecretRef {
 	add("sysprep_secret", j.SysprepSecret)
 	add("domain_admin_password_secret", j.DomainAdminPasswordSecret)
 	add("product_key_secret", j.ProductKeySecret)
+	for _, k := range slices.Sorted(maps.Keys(j.CredentialSecrets)) {
+		add("credential_secrets."+k, j.CredentialSecrets[k])
+	}
 	return refs
 }

@@ -219,7 +219,7 @@ func validateNetworkData(j *Job, r *Report) {
 	const p = "network_data"
 	// a job without format gets the agent's default format, which may be
 	// configdrive; the renderer refuses network_data with nocloud then
-	if j.Format == FormatNoCloud {
+	if KindTraits(j).NoCloud {
 		r.Add(p, CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %s use network_config or nics", quote(string(j.Format)))
 	}
 	if len(j.NICs) > 0 || j.DNS != nil || j.NetworkConfig != "" {
@@ -400,7 +400,7 @@ func validateSeeds(j *Job, r *Report) {
 	if v, ok := j.MetaData["random_seed"]; ok {
 		if j.RandomSeed != nil {
 			r.Add("meta_data.random_seed", CodeConflict, "random_seed is set by the job's random_seed field; leave it out of meta_data")
-		} else if sv, isStr := v.(string); j.Format == FormatConfigDrive && (!isStr || !validBase64(sv)) {
+		} else if sv, isStr := v.(string); KindTraits(j).OpenStack && (!isStr || !validBase64(sv)) {
 			// cloud-init's config-2 reader raises on a non-base64 seed
 			// and ignores the whole drive
 			r.Add("meta_data.random_seed", CodeInvalid, "%s is not a base64 string; config-2 readers refuse the drive then", quote(fmt.Sprint(v)))

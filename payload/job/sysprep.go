@@ -24,8 +24,8 @@ const (
 	MediumCDROM SysprepMedium = "cdrom"
 )
 
-// media is the image media of the medium.
-func (m SysprepMedium) media() Media {
+// Media is the image media of the medium.
+func (m SysprepMedium) Media() Media {
 	if m == MediumCDROM {
 		return MediaISO
 	}
@@ -47,87 +47,12 @@ const (
 // (Windows allows 127 characters; the bytes allow for UTF-8).
 const MaxAdminPasswordBytes = 512
 
-// validateSysprep checks the sysprep fields and, for a job of format
-// "sysprep", refuses every field the answer file cannot carry.
-func validateSysprep(j *Job, r *Report) {
-	if j.Format != FormatSysprep {
-		refuse(j, "sysprep", false, r)
-		return
-	}
-	// guest_os: validateWindows checked the value and leaves the rest of a
-	// sysprep job to this function; "" and "windows" both mean Windows
-	// here, "linux" contradicts the format
-	if j.GuestOS == GuestLinux {
-		r.Add("guest_os", CodeConflict, "format \"sysprep\" is a Windows answer file: guest_os must be \"windows\" or left out, not %s", quote(string(j.GuestOS)))
-	}
-	refuse(j, "sysprep", true, r)
-	switch j.SysprepMedium {
-	case "", MediumFloppy, MediumCDROM:
-		if j.SysprepMedium != "" && j.Media != "" && j.Media != j.SysprepMedium.media() {
-			r.Add("media", CodeConflict, "sysprep_medium %s takes media %s, not %s (or leave media out)", quote(string(j.SysprepMedium)), quote(string(j.SysprepMedium.media())), quote(string(j.Media)))
-		}
-	default:
-		r.Add("sysprep_medium", CodeInvalid, "%s is not a sysprep medium; use \"floppy\" or \"cdrom\"", quote(string(j.SysprepMedium)))
-	}
-	switch j.SysprepFileName {
-	case "", UnattendXML, AutounattendXML:
-	default:
-		r.Add("sysprep_file_name", CodeInvalid, "%s is not an answer file name Windows looks for; use %q (sysprep's specialize and oobeSystem passes) or %q (Windows Setup)", quote(j.SysprepFileName), UnattendXML, AutounattendXML)
-	}
-	if j.Hostname != "" && ValidHostname(j.Hostname) && !ValidComputerName(j.Hostname) {
-		r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", quote(j.Hostname), NetBIOSNameMax)
-	}
-	if j.AdminPasswordSecret != "" {
-		validateSecretName("admin_password_secret", j.AdminPasswordSecret, r)
-	}
-	validateSysprepValues(j, r)
-	if j.WindowsTimezone != "" {
-		if j.Timezone != "" {
-			r.Add("windows_timezone", CodeConflict, "use only one of timezone (an IANA name, mapped to Windows') and windows_timezone")
-		} else if !sysprep.IsWindowsZone(j.WindowsTimezone) {
-			r.Add("windows_timezone", CodeNotFound, "%s is not a Windows time zone name such as \"W. Europe Standard Time\" or \"UTC\" (the names of the Unicode CLDR's windowsZones table)", quote(j.WindowsTimezone))
-		}
-	} else if j.Timezone != "" {
-		if _, ok := sysprep.WindowsZone(j.Timezone); !ok {
-			r.Add("timezone", CodeNotFound, "time zone %s has no Windows time zone in the Unicode CLDR's mapping; give the Windows name as windows_timezone instead", quote(j.Timezone))
-		}
-	}
-	var set []string
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""}} {
-		if f.on {
-			set = append(set, f.name)
-		}
-	}
-	switch len(set) {
-	case 0:
-		r.Add("sysprep", CodeRequired, "format \"sysprep\" needs the answer file: give sysprep (its XML text), sysprep_base64 or sysprep_secret")
-		return
-	case 1:
-	default:
-		r.Add(set[0], CodeConflict, "use only one of sysprep, sysprep_base64 and sysprep_secret (got %s)", strings.Join(set, ", "))
-		return
-	}
-	if j.SysprepSecret != "" {
-		validateSecretName("sysprep_secret", j.SysprepSecret, r)
-		return // its content is checked when the secret is read (CheckSysprepAnswer)
-	}
-	text, field, err := SysprepAnswer(j)
-	if err != nil {
-		r.Add(field, CodeInvalid, "%v", err)
-		return
-	}
-	r.Errors = append(r.Errors, CheckSysprepAnswer(j, field, text, false)...)
-}
-
 // ValidComputerName reports whether s can be a Windows computer name: one
 // DNS label of letters, digits and hyphens that the computer-name rule
-// takes (computerName: at most NetBIOSNameMax characters, not only
+// takes (ComputerName: at most NetBIOSNameMax characters, not only
 // digits).
 func ValidComputerName(s string) bool {
-	if long, digits := computerName(s); long || digits || s[0] == '-' || s[len(s)-1] == '-' {
+	if long, digits := ComputerName(s); long || digits || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
 	for _, c := range s {
@@ -278,11 +203,11 @@ var keyboardLayoutRE = lazyRegexp(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{8}$`)
 // machine_object_ou, …).
 const MaxSysprepValueBytes = 256
 
-// validateSysprepValues checks the fields that fill the answer file's
+// CheckSysprepValues checks the fields that fill the answer file's
 // placeholders besides hostname, the time zone and the administrator
 // password; each problem names its field and quotes the value (never a
 // secret's: those are checked when read).
-func validateSysprepValues(j *Job, r *Report) {
+func CheckSysprepValues(j *Job, r *Report) {
 	plain := func(f, v string) bool {
 		switch {
 		case len(v) > MaxSysprepValueBytes:
@@ -298,7 +223,7 @@ func validateSysprepValues(j *Job, r *Report) {
 		r.Add("join_domain", CodeInvalid, "%s is not a domain name: a DNS name such as \"ad.example.com\" or a NetBIOS domain name such as \"EXAMPLE\" (letters, digits and hyphens)", quote(v))
 	}
 	if v := j.DomainAdmin; v != "" && plain("domain_admin", v) {
-		validateWindowsUser("domain_admin", v, r)
+		CheckWindowsUser("domain_admin", v, r)
 	}
 	if j.DomainAdminPasswordSecret != "" {
 		validateSecretName("domain_admin_password_secret", j.DomainAdminPasswordSecret, r)

@@ -143,7 +143,7 @@ func TestSysprepSecretNotQuoted(t *testing.T) {
 // The Windows fields of issue 35 meet on a sysprep job and on a config
 // drive: guest_os, admin_password_secret (one field for both formats),
 // admin_username and admin_certs. Each problem is reported exactly once,
-// by exactly one of validateWindows and validateSysprep.
+// by exactly one of the cloudbase and sysprep kinds' checks.
 func TestSysprepWithWindowsFields(t *testing.T) {
 	ok := `"sysprep":` + jstr(unattendT) + `,` + spFull
 	type fe struct{ field, code string }

@@ -71,10 +71,8 @@ func (j *Job) Validate() Report {
 	default:
 		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
 	}
-	switch j.Format {
-	case "", FormatNoCloud, FormatConfigDrive, FormatIgnition, FormatSysprep:
-	default:
-		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\" or \"sysprep\"", quote(string(j.Format)))
+	if !KindTraits(j).Known {
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\", \"sysprep\" or \"credentials\"", quote(string(j.Format)))
 	}
 	switch j.Media {
 	case "", MediaISO, MediaVFAT:
@@ -128,9 +126,10 @@ func (j *Job) Validate() Report {
 		validateNetworkConfig(j, &r)
 	}
 	validateVendorData(j, &r)
-	validateIgnition(j, &r)
-	validateWindows(j, &r)
-	validateSysprep(j, &r)
+	hooks().Check(j, "ignition", &r)
+	hooks().Check(j, "windows", &r)
+	hooks().Check(j, "sysprep", &r)
+	validateCredentials(j, &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -327,7 +326,8 @@ func validateDNS(j *Job, r *Report) {
 			r.Add(index("dns.search", i), CodeInvalid, "%s is not a valid search domain", quote(s))
 		}
 	}
-	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil {
+	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil && j.Format != FormatCredentials {
+		// (systemd-resolved takes network.dns for every link)
 		r.Add("dns", CodeRequired, "dns is applied to the job's NICs, so at least one entry in nics is needed")
 	}
 	if j.NetworkConfig != "" {
@@ -499,8 +499,8 @@ func validateFiles(files []File, r *Report) {
 }
 
 func validateUserData(j *Job, r *Report) {
-	if j.Format == FormatSysprep {
-		return // the answer file is the whole payload: validateSysprep refuses each user-data field, once
+	if KindTraits(j).AnswerFile {
+		return // the answer file is the whole payload: its kind refuses each user-data field, once
 	}
 	var set []string
 	if j.UserData != "" {

@@ -23,10 +23,10 @@ import (
 // rather than let happen silently.
 const NetBIOSNameMax = 15
 
-// computerName is the one Windows computer-name rule, for name, a
+// ComputerName is the one Windows computer-name rule, for name, a
 // hostname's (first) label: whether it is longer than NetBIOSNameMax or
 // all digits, either of which Windows does not take.
-func computerName(name string) (long, digits bool) {
+func ComputerName(name string) (long, digits bool) {
 	return len(name) > NetBIOSNameMax, strings.Trim(name, "0123456789") == ""
 }
 
@@ -113,81 +113,12 @@ func ClassifyWindowsUserData(s string) WindowsUserDataKind {
 	return WinKindUnknown
 }
 
-// validateWindows checks guest_os and the fields that only a Windows guest
-// may give, and, for a Windows guest, refuses every field cloudbase-init
-// cannot honour.
-func validateWindows(j *Job, r *Report) {
-	switch j.GuestOS {
-	case "", GuestLinux, GuestWindows:
-	default:
-		r.Add("guest_os", CodeInvalid, "%s is not a guest operating system; use \"linux\" (the default) or \"windows\"", quote(string(j.GuestOS)))
-		return
-	}
-	if !cloudbaseFormat(j.Format) {
-		// another Windows payload (issue 35's format "sysprep", an answer
-		// file Windows Setup reads) checks its own fields, these included
-		return
-	}
-	adminFields := []struct {
-		name string
-		set  bool
-	}{
-		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
-	}
-	if !j.IsWindows() {
-		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, CodeConflict, "%s is read by cloudbase-init: it needs guest_os \"windows\"", f.name)
-			}
-		}
-		return
-	}
-	if j.Format == FormatIgnition {
-		r.Add("guest_os", CodeConflict, "a Windows guest does not run Ignition; use format \"configdrive\" (cloudbase-init's ConfigDriveService)")
-	}
-	if j.Format != FormatConfigDrive && j.Format != FormatIgnition {
-		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, CodeConflict, "cloudbase-init reads %s only from a config drive (meta_data.json); use format \"configdrive\" (its NoCloud reader has no administrator settings)", f.name)
-			}
-		}
-	}
-	refuse(j, "windows", true, r)
-	if j.Hostname != "" && ValidHostname(j.Hostname) {
-		short, _, _ := strings.Cut(strings.TrimSuffix(j.Hostname, "."), ".")
-		switch long, digits := computerName(short); {
-		case long:
-			r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: its first label %s has %d characters, the NetBIOS limit is %d (cloudbase-init would cut it to %s)", quote(j.Hostname), quote(short), len(short), NetBIOSNameMax, quote(short[:NetBIOSNameMax]))
-		case digits:
-			r.Add("hostname", CodeInvalid, "%s is not a Windows computer name: its first label %s is all digits", quote(j.Hostname), quote(short))
-		}
-	}
-	if j.AdminUsername != "" {
-		validateWindowsUser("admin_username", j.AdminUsername, r)
-	}
-	if j.AdminPasswordSecret != "" {
-		validateSecretName("admin_password_secret", j.AdminPasswordSecret, r)
-	}
-	for i, c := range j.AdminCerts {
-		if err := CheckPEMCertificate(c); err != nil {
-			r.Add(index("admin_certs", i), CodeInvalid, "%s is not a PEM X.509 certificate (\"-----BEGIN CERTIFICATE-----...\"): %v", quote(c), err)
-		}
-	}
-	checkWindowsMeta(j, r)
-}
-
-// cloudbaseFormat reports whether format f is one cloudbase-init reads
-// (config-2 or NoCloud; "" is the default, nocloud) or ignition, which a
-// Windows job is refused; any other format validates its own Windows
-// fields.
-func cloudbaseFormat(f Format) bool {
-	return f == "" || f == FormatNoCloud || f == FormatConfigDrive || f == FormatIgnition
-}
-
 // windowsUserBad holds the characters Windows refuses in an account name.
 const windowsUserBad = "\"/\\[]:;|=,+*?<>@"
 
-func validateWindowsUser(p, name string, r *Report) {
+// CheckWindowsUser reports a name at p that cannot be a Windows account
+// name.
+func CheckWindowsUser(p, name string, r *Report) {
 	switch {
 	case len([]rune(name)) > 20:
 		r.Add(p, CodeInvalid, "%s is not a Windows account name: at most 20 characters", quote(name))
@@ -218,73 +149,12 @@ func CheckPEMCertificate(s string) error {
 	return nil
 }
 
-// windowsMetaKeys are the keys under meta_data.json "meta" that Windows
-// fields write, each with its field.
-var windowsMetaKeys = []struct {
-	key   string
-	field string
-	set   func(*Job) bool
-}{
-	{"admin_username", "admin_username", func(j *Job) bool { return j.AdminUsername != "" }},
-}
-
-// checkWindowsMeta refuses meta_data that gives what a Windows field
-// writes: one of them would silently win.
-func checkWindowsMeta(j *Job, r *Report) {
-	if j.MetaData == nil {
-		return
-	}
-	// a password inline in meta_data would be kept in the recipe, in the
-	// domain XML that read-only clients read: only by secret (the value is
-	// never quoted)
-	const viaSecret = "give the administrator password as admin_password_secret: meta_data is kept as it is in the domain's recipe, which read-only libvirt clients can read"
-	if _, ok := j.MetaData["admin_pass"]; ok {
-		r.Add("meta_data.admin_pass", CodeInvalid, "%s", viaSecret)
-	}
-	if m, ok := j.MetaData["meta"].(map[string]any); ok {
-		if _, ok := m["admin_pass"]; ok {
-			r.Add("meta_data.meta.admin_pass", CodeInvalid, "%s", viaSecret)
-		}
-	}
-	if j.Format != FormatConfigDrive {
-		return
-	}
-	if _, ok := j.MetaData["keys"]; ok && (len(j.SSHAuthorizedKeys) > 0 || len(j.AdminCerts) > 1) {
-		r.Add("meta_data.keys", CodeConflict, "meta_data gives keys, which the job writes from ssh_authorized_keys and admin_certs; give them there")
-	}
-	mv, ok := j.MetaData["meta"]
-	if !ok {
-		return
-	}
-	meta, isMap := mv.(map[string]any)
-	gen := j.AdminUsername != "" || j.AdminPasswordSecret != "" || len(j.AdminCerts) > 0
-	if !isMap {
-		if gen {
-			r.Add("meta_data.meta", CodeConflict, "meta_data.meta must be an object when the job gives admin_username, admin_password_secret or admin_certs (they are written into it), got %s", quote(fmt.Sprint(mv)))
-		}
-		return
-	}
-	for _, k := range windowsMetaKeys {
-		if _, ok := meta[k.key]; ok && k.set(j) {
-			r.Add(join("meta_data.meta", k.key), CodeConflict, "meta_data.meta gives %s, which the job writes from %s; give it once", k.key, k.field)
-		}
-	}
-	if len(j.AdminCerts) > 0 {
-		for k := range meta {
-			if strings.HasPrefix(k, "admin_cert") {
-				r.Add(join("meta_data.meta", k), CodeConflict, "meta_data.meta gives %s, and the job writes meta.admin_cert0... from admin_certs; give the certificates there", k)
-				break
-			}
-		}
-	}
-}
-
 // validateWindowsUserData checks user-data s (given in field p) for a
 // Windows guest the way cloudbase-init reads it: gzip undone, a kind it
 // knows, cloud-config that is a YAML mapping; a script cannot be merged.
 // show quotes the content in messages (or, for a secret, describes it).
 func validateWindowsUserData(j *Job, p, s string, show func(string) string, detail func(error) string, r *Report) {
-	if !cloudbaseFormat(j.Format) {
+	if !KindTraits(j).Cloudbase {
 		return // cloudbase-init does not read it; the format refuses it
 	}
 	if IsGzip([]byte(s)) {

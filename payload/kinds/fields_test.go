@@ -4,7 +4,8 @@ import "testing"
 
 // TestFields checks the field table's shape: each field once per kind, a refusal
 // or an owner per row, and the count of refusals per kind the three
-// tables it replaced had (ignition 21, windows 15, sysprep 27).
+// tables it replaced had (ignition 21, windows 15, sysprep 27), and the
+// credentials kind's 23 (issue 42's own table before it joined).
 func TestFields(t *testing.T) {
 	seen := map[string]bool{}
 	count := map[string]int{}
@@ -25,7 +26,7 @@ func TestFields(t *testing.T) {
 			count[k]++
 		}
 	}
-	want := map[string]int{Ignition: 21, Windows: 15, Sysprep: 27}
+	want := map[string]int{Ignition: 21, Windows: 15, Sysprep: 27, Credentials: 23}
 	for k, n := range want {
 		if count[k] != n {
 			t.Errorf("kind %s refuses %d fields, want %d", k, count[k], n)

@@ -26,6 +26,9 @@ const (
 	DeliveryFwCfg = "fwcfg"
 	// DeliveryBlockdev is a plain file as a read-only raw virtio disk.
 	DeliveryBlockdev = "blockdev"
+	// DeliverySMBIOS is strings in the domain's SMBIOS table (type 11 OEM
+	// strings): a payload without files (format "credentials").
+	DeliverySMBIOS = "smbios"
 )
 
 // Kind is one kind of payload.
@@ -75,4 +78,19 @@ func ByLabel(label string) (Kind, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Valued is implemented by a kind whose payload is not documents on an
+// image but a set of named values (systemd credentials): the payload
+// package asks it, never the format's name, whether a job renders values.
+type Valued interface {
+	// Valued reports that the kind's payload is named values.
+	Valued() bool
+}
+
+// IsValued reports whether jobs of format f render named values
+// (Valued) rather than documents.
+func IsValued(f job.Format) bool {
+	v, ok := Of(f).(Valued)
+	return ok && v.Valued()
 }

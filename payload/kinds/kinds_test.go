@@ -23,6 +23,8 @@ func TestRegistry(t *testing.T) {
 		{job.Job{Format: job.FormatIgnition, IgnitionDelivery: job.DeliveryBlockdev}, "", kinds.DeliveryBlockdev},
 		{job.Job{Format: job.FormatIgnition, IgnitionDelivery: job.DeliveryNoCloud}, "cidata", kinds.DeliveryDrive},
 		{job.Job{Format: job.FormatIgnition, IgnitionDelivery: job.DeliveryConfigDrive}, "config-2", kinds.DeliveryDrive},
+		{job.Job{Format: job.FormatCredentials, CredentialsDelivery: job.CredentialsSMBIOS}, "", kinds.DeliverySMBIOS},
+		{job.Job{Format: job.FormatCredentials, CredentialsDelivery: job.CredentialsFwCfg}, "", kinds.DeliveryFwCfg},
 	} {
 		k := kinds.Of(c.j.Format)
 		if k == nil {

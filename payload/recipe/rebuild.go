@@ -77,6 +77,12 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	if r == nil {
 		return "", fmt.Errorf("rebuilding a payload image: no recipe")
 	}
+	if r.valued() {
+		if err := r.Check(); err != nil {
+			return "", fmt.Errorf("rebuilding the payload files of %s: %w", strings.Join(r.Names(), ", "), err)
+		}
+		return rebuildValues(ctx, r, opt)
+	}
 	if err := checkPath(r.Path, opt.PayloadDir); err != nil {
 		return "", err
 	}

@@ -74,6 +74,10 @@ type Recipe struct {
 	// attribute carries it; a recipe without one (every recipe written
 	// before issue 35) is image.ISOLayoutGoDiskfs.
 	ISOLayout image.ISOLayout
+	// Values are the values of a valued payload (kinds.Valued: systemd
+	// credentials), which has no image: Path, SHA256, Size, Label,
+	// InstanceID and ISOLayout are then zero (values.go).
+	Values []Value
 
 	// sealedKey and sealedBlob are the sealed job of a recipe read from a
 	// domain XML and not opened yet (Open): Job is then zero.
@@ -132,7 +136,7 @@ func (r *Recipe) associatedData() []byte {
 	return []byte(strings.Join([]string{
 		"vmpayload recipe " + strconv.Itoa(Version), r.SHA256, strconv.FormatInt(r.Size, 10),
 		string(r.Format), string(r.Media), r.Label, r.InstanceID, r.ContentHash, strconv.Itoa(int(r.ISOLayout)),
-	}, "\x00"))
+	}, "\x00") + r.valuesAD())
 }
 
 // ErrPrebuilt is returned by New for a prebuilt_image job: vmpayload did not
@@ -241,6 +245,9 @@ func fieldErr(field, format string, args ...any) error {
 // that does not fit, a job that is invalid, does not match the image, is a
 // prebuilt_image job or carries a plaintext password.
 func (r *Recipe) Check() error {
+	if r.valued() {
+		return r.checkValues()
+	}
 	switch {
 	case r.Path == "" || !filepath.IsAbs(r.Path):
 		return fieldErr("image@path", "%q is not an absolute path", r.Path)

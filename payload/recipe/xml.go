@@ -74,19 +74,11 @@ func (r *Recipe) render(keys *seal.Keyring, clear bool) (string, error) {
 		b.WriteString(`"`)
 	}
 	fmt.Fprintf(&b, `<%s:recipe xmlns:%s="%s" version="%d">`, Prefix, Prefix, Namespace, Version)
-	b.WriteString("<" + Prefix + ":image")
-	attr("path", r.Path)
-	attr("sha256", r.SHA256)
-	attr("size", strconv.FormatInt(r.Size, 10))
-	attr("format", string(r.Format))
-	attr("media", string(r.Media))
-	attr("label", r.Label)
-	attr("instance-id", r.InstanceID)
-	attr("content-hash", r.ContentHash)
-	if r.isISOImage() && r.ISOLayout != image.ISOLayoutGoDiskfs {
-		attr("iso-layout", strconv.Itoa(int(r.ISOLayout)))
+	if r.valued() {
+		r.renderValues(&b, attr)
+	} else {
+		r.renderImage(&b, attr)
 	}
-	b.WriteString("/>")
 	if clear {
 		b.WriteString("<" + Prefix + ":job>")
 		writeText(&b, js)
@@ -100,6 +92,23 @@ func (r *Recipe) render(keys *seal.Keyring, clear bool) (string, error) {
 	}
 	b.WriteString("</" + Prefix + ":recipe>")
 	return b.String(), nil
+}
+
+// renderImage writes the image element of an image's recipe.
+func (r *Recipe) renderImage(b *strings.Builder, attr func(name, v string)) {
+	b.WriteString("<" + Prefix + ":image")
+	attr("path", r.Path)
+	attr("sha256", r.SHA256)
+	attr("size", strconv.FormatInt(r.Size, 10))
+	attr("format", string(r.Format))
+	attr("media", string(r.Media))
+	attr("label", r.Label)
+	attr("instance-id", r.InstanceID)
+	attr("content-hash", r.ContentHash)
+	if r.isISOImage() && r.ISOLayout != image.ISOLayoutGoDiskfs {
+		attr("iso-layout", strconv.Itoa(int(r.ISOLayout)))
+	}
+	b.WriteString("/>")
 }
 
 // MetadataContent turns an element rendered by Element into the form
@@ -295,6 +304,14 @@ func parseRecipe(el *etree.Element) (*Recipe, error) {
 					return nil, err
 				}
 				if err := expectEnd(t, "image"); err != nil {
+					return nil, err
+				}
+			case "values":
+				if haveImage {
+					return nil, fieldErr("values", "appears more than once, or with an image")
+				}
+				haveImage = true
+				if err := parseValues(r, t); err != nil {
 					return nil, err
 				}
 			case "sealed":

@@ -241,12 +241,19 @@ var scsiController = regexp.MustCompile(`(?s)\s*<controller type="scsi"[^>]*>\s*
 // agent's "auto" bus picks the machine's own bus.
 func newVM(ctx context.Context, t *testing.T, suite, machine, bus string, nics []guest.NIC, cmdline string) (*vm, string) {
 	t.Helper()
-	img := image(t, suite)
+	return newVMFrom(ctx, t, image(t, suite), guest.Options{Machine: machine, NICs: nics, ExtraCmdline: cmdline}, bus)
+}
+
+// newVMFrom is newVM for a given image (a copy of a suite's, say) and
+// guest options; the domain type is probed.
+func newVMFrom(ctx context.Context, t *testing.T, img *guest.Image, opts guest.Options, bus string) (*vm, string) {
+	t.Helper()
 	accel, err := guest.Accel(ctx, img)
 	if err != nil {
 		t.Logf("KVM probe: %v (using TCG)", err)
 	}
-	g, err := guest.Prepare(ctx, img, guest.Options{Machine: machine, DomainType: accel, NICs: nics, ExtraCmdline: cmdline})
+	opts.DomainType = accel
+	g, err := guest.Prepare(ctx, img, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
 	"github.com/vmpayload/vmpayload/agent/result"
@@ -31,11 +32,14 @@ const NoticeNextColdStart = "the domain is running and QEMU reads fw_cfg only wh
 const NoticeDetachRunning = "the domain is running and QEMU reads fw_cfg only when it starts: the fw_cfg entries left the persistent definition and the config file was removed, and the guest keeps the copy QEMU read at launch until its next cold start"
 
 // Managed reports whether name is a fw_cfg name vmpayload delivers payload
-// files under: Ignition's names (domxml.IgnitionFwCfgNames). An entry of
-// such a name whose file is in the payload directory is vmpayload's;
-// entries a user wrote by hand elsewhere are never touched. A kind that
-// delivers files under other names adds them here.
-func Managed(name string) bool { return domxml.IsIgnitionFwCfg(name) }
+// files under: Ignition's names (domxml.IgnitionFwCfgNames) and systemd's
+// credentials (under domxml.CredentialFwCfgPrefix). An entry of such a
+// name whose file is in the payload directory is vmpayload's; entries a
+// user wrote by hand elsewhere are never touched. A kind that delivers
+// files under other names adds them here.
+func Managed(name string) bool {
+	return domxml.IsIgnitionFwCfg(name) || strings.HasPrefix(name, domxml.CredentialFwCfgPrefix)
+}
 
 // Delivery is the fw_cfg delivery of an engine.
 type Delivery struct{ env *delivery.Env }
@@ -130,8 +134,17 @@ func (d *Delivery) define(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 		}
 	}
 	// vmpayload's entries of names the payload no longer has (an earlier
-	// payload's set) go; those it has are replaced in place.
+	// payload's set) go; those it has are replaced in place. A credential
+	// the user passes in an entry of their own is not replaced: the job is
+	// refused (systemd would take one of the two).
 	want := delivery.Names(p.Named)
+	for _, en := range ed.FwCfgEntries() {
+		if strings.HasPrefix(en.Name, domxml.CredentialFwCfgPrefix) && slices.Contains(want, en.Name) && !d.owns(en) {
+			return nil, false, &delivery.Failure{Code: result.CodeInvalidJob, Field: "credentials_delivery", Err: fmt.Errorf(
+				"domain %s already passes credential %q in an fw_cfg entry of its own (file %s); remove it or leave the credential out of the job",
+				dom.Name, strings.TrimPrefix(en.Name, domxml.CredentialFwCfgPrefix), en.File)}
+		}
+	}
 	gone := ed.RemoveFwCfgEntries(func(en domxml.FwCfgEntry) bool { return d.owns(en) && !slices.Contains(want, en.Name) })
 	replaced := d.files(gone)
 	for _, g := range groups(p.Named) {

@@ -252,3 +252,19 @@ func TestReachOf(t *testing.T) {
 		}
 	}
 }
+
+// TestManagedCredentials: systemd credential names are vmpayload's to
+// manage (with a file in the payload directory), as Ignition's are; other
+// opt/ names are the user's.
+func TestManagedCredentials(t *testing.T) {
+	for name, want := range map[string]bool{
+		domxml.IgnitionFwCfgNames[0]:                  true,
+		domxml.CredentialFwCfgName("system.hostname"): true,
+		"opt/io.systemd.credentialsX/a":               false,
+		"opt/user/own":                                false,
+	} {
+		if fwcfg.Managed(name) != want {
+			t.Errorf("Managed(%q) = %v", name, !want)
+		}
+	}
+}

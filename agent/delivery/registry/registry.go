@@ -8,16 +8,18 @@ import (
 	"github.com/vmpayload/vmpayload/agent/delivery"
 	"github.com/vmpayload/vmpayload/agent/delivery/drive"
 	"github.com/vmpayload/vmpayload/agent/delivery/fwcfg"
+	"github.com/vmpayload/vmpayload/agent/delivery/smbios"
 )
 
 // all are the deliveries, in the order a detach takes them out of a
-// definition: the fw_cfg entries first, then the drive (whose live
+// definition: the fw_cfg entries first, the SMBIOS strings, then the drive (whose live
 // changes come last).
 var all = []struct {
 	name string
 	make func(*delivery.Env) delivery.Delivery
 }{
 	{fwcfg.Name, fwcfg.New},
+	{smbios.Name, smbios.New},
 	{drive.Name, drive.New},
 }
 

@@ -17,7 +17,7 @@ import (
 func TestRegistry(t *testing.T) {
 	s := registry.New(&delivery.Env{PayloadDir: "/p"})
 	names := registry.Names()
-	if !slices.Equal(names, []string{"fwcfg", "drive"}) {
+	if !slices.Equal(names, []string{"fwcfg", "smbios", "drive"}) {
 		t.Fatalf("Names %v", names)
 	}
 	for _, n := range names {
@@ -34,8 +34,8 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("Others(%q): %d deliveries", n, len(s.Others(n)))
 		}
 	}
-	if _, err := s.Get("smbios"); err == nil {
-		t.Error("Get(\"smbios\") found a delivery")
+	if _, err := s.Get("floppy"); err == nil {
+		t.Error("Get(\"floppy\") found a delivery")
 	}
 }
 

@@ -159,7 +159,7 @@ func buildCloudConfig(j *job.Job, hashes []string, keys []HostKey, seed string) 
 		// cloud.cfg); the guest must have exactly the given ones
 		c.SSHDeletekeys = ptr(true)
 	}
-	if seed != "" && j.Format != job.FormatConfigDrive {
+	if seed != "" && !job.KindTraits(j).OpenStack {
 		c.RandomSeed = &RandomSeed{Encoding: "b64", Data: seed}
 	}
 	if ph := j.PhoneHome; ph != nil {

@@ -1,11 +1,6 @@
 package cloudinit
 
-import (
-	"fmt"
-
-	"github.com/vmpayload/vmpayload/payload/internal/ignition"
-	"github.com/vmpayload/vmpayload/payload/job"
-)
+import "github.com/vmpayload/vmpayload/payload/job"
 
 // IgnitionConfigName is the file name of an Ignition config delivered by
 // fw_cfg (what `vmpayload build` writes); IgnitionFile returns where the
@@ -23,22 +18,4 @@ func IgnitionFile(d job.IgnitionDelivery) string {
 		return "user-data"
 	}
 	return IgnitionConfigName
-}
-
-// renderIgnition fills docs with the Ignition config of j (format
-// "ignition"): the config generated from its fields with the user's
-// config merged in (package ignition), as the one file its delivery
-// needs.
-func renderIgnition(docs *Documents, j *job.Job, hashes []string, keys []HostKey) error {
-	in := ignition.Input{Job: *j, PasswordHashes: hashes}
-	for _, k := range keys {
-		in.HostKeys = append(in.HostKeys, ignition.HostKey{Type: k.Type, Private: k.Private, Public: k.Public})
-	}
-	b, spec, err := ignition.Render(in)
-	if err != nil {
-		return fmt.Errorf("rendering: %w", err)
-	}
-	docs.IgnitionSpec = spec.String()
-	docs.Files = append(docs.Files, File{IgnitionFile(j.IgnitionDelivery), b})
-	return nil
 }

@@ -161,35 +161,43 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if in.Identity != nil {
 		contentSum = in.Identity.ContentHash
 	}
-	if j.Format == job.FormatSysprep {
-		return renderSysprepDocs(&j, in, contentSum, iidHash)
+	passwordHashes := func() ([]string, error) {
+		hashes := make([]string, len(j.Users))
+		for i, u := range j.Users {
+			switch {
+			case u.PasswordHash != "":
+				hashes[i] = u.PasswordHash
+			case i < len(in.Passwords) && in.Passwords[i] != "":
+				salt := opt.Salt
+				if salt == nil {
+					salt = func() (string, error) { return DeterministicSalt(in.Passwords[i], u.Name, j.Hostname), nil }
+				}
+				h, err := hashPassword(in.Passwords[i], salt)
+				if err != nil {
+					return nil, fmt.Errorf("hashing the password of users[%d]: %w", i, err)
+				}
+				hashes[i] = h
+			}
+		}
+		return hashes, nil
+	}
+	if render := renderers[j.Format]; render != nil {
+		// a kind that writes no cloud-init documents (Ignition, sysprep)
+		iid := uuidFromHash(iidHash)
+		if in.Identity != nil {
+			iid = in.Identity.InstanceID
+		}
+		return render(&j, in, Derived{InstanceID: iid, ContentHash: contentSum, PasswordHashes: passwordHashes})
 	}
 	j.MetaData = job.MetaDataFor(j.Format, j.MetaData)
-
-	hashes := make([]string, len(j.Users))
-	for i, u := range j.Users {
-		switch {
-		case u.PasswordHash != "":
-			hashes[i] = u.PasswordHash
-		case i < len(in.Passwords) && in.Passwords[i] != "":
-			salt := opt.Salt
-			if salt == nil {
-				salt = func() (string, error) { return DeterministicSalt(in.Passwords[i], u.Name, j.Hostname), nil }
-			}
-			h, err := hashPassword(in.Passwords[i], salt)
-			if err != nil {
-				return nil, fmt.Errorf("hashing the password of users[%d]: %w", i, err)
-			}
-			hashes[i] = h
-		}
-	}
-	if j.Format == job.FormatIgnition {
-		return renderIgnitionDocs(&j, in, hashes, keys, contentSum, iidHash)
+	hashes, err := passwordHashes()
+	if err != nil {
+		return nil, err
 	}
 	cc := &CloudConfig{}
 	if !j.IsWindows() {
 		// cloudbase-init reads no generated cloud-config: a Windows job's
-		// fields go to meta-data and network data only (job.validateWindows
+		// fields go to meta-data and network data only (payload/kinds/cloudbase
 		// refuses the others)
 		cc = buildCloudConfig(&j, hashes, keys, seed)
 	}
@@ -210,7 +218,7 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if iid == "" {
 		iid = uuidFromHash(iidHash)
 	}
-	if v, ok := j.MetaData[metaInstanceKey(j.Format)].(string); ok && v != "" {
+	if v, ok := j.MetaData[metaInstanceKey(&j)].(string); ok && v != "" {
 		iid = v
 	}
 	if in.Identity != nil {
@@ -226,10 +234,9 @@ func Render(in Input, opt Options) (*Documents, error) {
 	for _, k := range keys {
 		docs.HostKeyPublics = append(docs.HostKeyPublics, k.Public)
 	}
-	switch j.Format {
-	case job.FormatConfigDrive:
+	if job.KindTraits(&j).OpenStack {
 		err = renderConfigDrive(docs, &j, userData, seed, in.AdminPassword)
-	default:
+	} else {
 		err = renderNoCloud(docs, &j, userData)
 	}
 	if err != nil {
@@ -238,29 +245,6 @@ func Render(in Input, opt Options) (*Documents, error) {
 	if n := docs.Size(); n > job.MaxContentBytes {
 		return nil, (&job.Report{Errors: []job.FieldError{{Code: job.CodeTooLarge,
 			Message: fmt.Sprintf("the rendered documents add up to %d bytes; the image limit is %d", n, job.MaxContentBytes)}}}).Err()
-	}
-	return docs, nil
-}
-
-// renderIgnitionDocs is Render for a job of format "ignition", from the
-// password hashes and identities Render derived: an Ignition config has no
-// instance-id, but results and recipes name the image by one, derived as
-// for cloud-init.
-func renderIgnitionDocs(j *job.Job, in Input, hashes []string, keys []HostKey, contentSum, iidHash string) (*Documents, error) {
-	iid := uuidFromHash(iidHash)
-	if in.Identity != nil {
-		iid = in.Identity.InstanceID
-	}
-	docs := &Documents{Format: j.Format, InstanceID: iid, ContentHash: contentSum, PasswordHashes: hashes}
-	for _, k := range keys {
-		docs.HostKeyPublics = append(docs.HostKeyPublics, k.Public)
-	}
-	if err := renderIgnition(docs, j, hashes, keys); err != nil {
-		return nil, err
-	}
-	if n := docs.Size(); n > job.MaxContentBytes {
-		return nil, (&job.Report{Errors: []job.FieldError{{Code: job.CodeTooLarge,
-			Message: fmt.Sprintf("the Ignition config is %d bytes; the limit is %d", n, job.MaxContentBytes)}}}).Err()
 	}
 	return docs, nil
 }
@@ -285,8 +269,8 @@ func randomSeed(j *job.Job, src io.Reader) (string, error) {
 	return base64.StdEncoding.EncodeToString(b), nil
 }
 
-func metaInstanceKey(f job.Format) string {
-	if f == job.FormatConfigDrive {
+func metaInstanceKey(j *job.Job) string {
+	if job.KindTraits(j).OpenStack {
 		return "uuid"
 	}
 	return "instance-id"
@@ -323,7 +307,7 @@ func jobIdentities(j *job.Job, in Input, keys []HostKey) (content, instance stri
 			u.PasswordHash = "derived:" + h
 		}
 	}
-	if j.Format == job.FormatSysprep {
+	if job.KindTraits(j).AnswerFile {
 		// the answer file enters as its text
 		c.Sysprep, c.SysprepBase64, c.SysprepSecret = in.Sysprep, "", ""
 		if j.SysprepSecret != "" {
@@ -654,7 +638,7 @@ func marshalJSON(v any) ([]byte, error) {
 // addWindowsMeta adds to a Windows guest's meta_data.json what
 // cloudbase-init's BaseOpenStackService reads beyond cloud-init: the SSH
 // keys again as "keys" entries of type "ssh", and under "meta" (merged
-// with a meta object meta_data gives; job.validateWindows refuses a key
+// with a meta object meta_data gives; payload/kinds/cloudbase refuses a key
 // given both ways) the administrator's name (admin_username, read only
 // there), password (admin_pass) and first certificate, cut into admin_cert0,
 // admin_cert1, ... of job.MaxAdminCertChunk characters, which

@@ -1,0 +1,113 @@
+package sysprep
+
+import (
+	"strings"
+
+	answer "github.com/vmpayload/vmpayload/payload/internal/sysprep"
+	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/kinds"
+)
+
+func init() { kinds.RegisterCheck(kinds.Sysprep, kind{}) }
+
+// Check checks a job of format "sysprep": its guest_os, the fields the
+// answer file cannot carry (the field table), its medium and file name,
+// the fields that fill the answer file and the file itself. Of any other
+// job it refuses the fields only sysprep takes.
+func (kind) Check(j *job.Job, r *job.Report) {
+	if j.Format != job.FormatSysprep {
+		kinds.Refuse(j, kinds.Sysprep, false, r)
+		return
+	}
+	// guest_os: the cloudbase-init kind checked the value and leaves the
+	// rest of a sysprep job to this one; "" and "windows" both mean
+	// Windows here, "linux" contradicts the format
+	if j.GuestOS == job.GuestLinux {
+		r.Add("guest_os", job.CodeConflict, "format \"sysprep\" is a Windows answer file: guest_os must be \"windows\" or left out, not %s", job.Quote(string(j.GuestOS)))
+	}
+	kinds.Refuse(j, kinds.Sysprep, true, r)
+	switch j.SysprepMedium {
+	case "", job.MediumFloppy, job.MediumCDROM:
+		if j.SysprepMedium != "" && j.Media != "" && j.Media != j.SysprepMedium.Media() {
+			r.Add("media", job.CodeConflict, "sysprep_medium %s takes media %s, not %s (or leave media out)", job.Quote(string(j.SysprepMedium)), job.Quote(string(j.SysprepMedium.Media())), job.Quote(string(j.Media)))
+		}
+	default:
+		r.Add("sysprep_medium", job.CodeInvalid, "%s is not a sysprep medium; use \"floppy\" or \"cdrom\"", job.Quote(string(j.SysprepMedium)))
+	}
+	switch j.SysprepFileName {
+	case "", job.UnattendXML, job.AutounattendXML:
+	default:
+		r.Add("sysprep_file_name", job.CodeInvalid, "%s is not an answer file name Windows looks for; use %q (sysprep's specialize and oobeSystem passes) or %q (Windows Setup)", job.Quote(j.SysprepFileName), job.UnattendXML, job.AutounattendXML)
+	}
+	if j.Hostname != "" && job.ValidHostname(j.Hostname) && !job.ValidComputerName(j.Hostname) {
+		r.Add("hostname", job.CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", job.Quote(j.Hostname), job.NetBIOSNameMax)
+	}
+	if j.AdminPasswordSecret != "" {
+		job.CheckSecretName("admin_password_secret", j.AdminPasswordSecret, r)
+	}
+	job.CheckSysprepValues(j, r)
+	if j.WindowsTimezone != "" {
+		if j.Timezone != "" {
+			r.Add("windows_timezone", job.CodeConflict, "use only one of timezone (an IANA name, mapped to Windows') and windows_timezone")
+		} else if !answer.IsWindowsZone(j.WindowsTimezone) {
+			r.Add("windows_timezone", job.CodeNotFound, "%s is not a Windows time zone name such as \"W. Europe Standard Time\" or \"UTC\" (the names of the Unicode CLDR's windowsZones table)", job.Quote(j.WindowsTimezone))
+		}
+	} else if j.Timezone != "" {
+		if _, ok := answer.WindowsZone(j.Timezone); !ok {
+			r.Add("timezone", job.CodeNotFound, "time zone %s has no Windows time zone in the Unicode CLDR's mapping; give the Windows name as windows_timezone instead", job.Quote(j.Timezone))
+		}
+	}
+	var set []string
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""}} {
+		if f.on {
+			set = append(set, f.name)
+		}
+	}
+	switch len(set) {
+	case 0:
+		r.Add("sysprep", job.CodeRequired, "format \"sysprep\" needs the answer file: give sysprep (its XML text), sysprep_base64 or sysprep_secret")
+		return
+	case 1:
+	default:
+		r.Add(set[0], job.CodeConflict, "use only one of sysprep, sysprep_base64 and sysprep_secret (got %s)", strings.Join(set, ", "))
+		return
+	}
+	if j.SysprepSecret != "" {
+		job.CheckSecretName("sysprep_secret", j.SysprepSecret, r)
+		return // its content is checked when the secret is read (CheckSysprepAnswer)
+	}
+	text, field, err := job.SysprepAnswer(j)
+	if err != nil {
+		r.Add(field, job.CodeInvalid, "%v", err)
+		return
+	}
+	r.Errors = append(r.Errors, job.CheckSysprepAnswer(j, field, text, false)...)
+}
+
+// Defaults picks the medium (sysprep_medium, else the one media names,
+// else a floppy: the agent's engine then picks by the domain's machine),
+// the file name Unattend.xml and the medium's media.
+func (kind) Defaults(j *job.Job) {
+	switch {
+	case j.SysprepMedium != "":
+	case j.Media == job.MediaISO:
+		// media names the medium when sysprep_medium does not
+		j.SysprepMedium = job.MediumCDROM
+	default:
+		// the agent picks the medium by the domain's machine
+		// (agent/engine sysprepMedium); without a domain, a floppy
+		j.SysprepMedium = job.MediumFloppy
+	}
+	if j.SysprepFileName == "" {
+		j.SysprepFileName = job.UnattendXML
+	}
+	if j.Media == "" {
+		j.Media = j.SysprepMedium.Media()
+	}
+}
+
+// Chooses: the domain's machine decides the medium.
+func (kind) Chooses() kinds.Choice { return kinds.ChooseMedium }
