@@ -160,15 +160,9 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	// the job is sealed with the secrets directory's recipe key (made on
-	// first need), which the hook reads there (docs/security.md)
-	keys, err := seal.LoadOrCreate(recipe.KeyFile(o.secretsDir))
+	el, code, err := sealedElement(rc, o.secretsDir)
 	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	el, err := rc.Element(keys)
-	if err != nil {
-		return fail(exitInvalid, "%v", err)
+		return fail(code, "%v", err)
 	}
 	if !domxml.IsUUID(prefix) {
 		fmt.Fprintf(stderr, "vmpayload recipe: note: the hook rebuilds only images whose name starts with their domain's UUID; give --name $(virsh domuuid DOMAIN) (or --domain-xml) for a domain whose image it should rebuild\n")
@@ -279,13 +273,9 @@ func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *dom
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	keys, err := seal.LoadOrCreate(recipe.KeyFile(o.secretsDir))
+	el, code, err := sealedElement(rc, o.secretsDir)
 	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	el, err := rc.Element(keys)
-	if err != nil {
-		return fail(exitInvalid, "%v", err)
+		return fail(code, "%v", err)
 	}
 	if len(paths) > 0 && !domxml.IsUUID(prefix) {
 		fmt.Fprintf(stderr, "vmpayload recipe: note: the hook rebuilds only files whose name starts with their domain's UUID; give --name $(virsh domuuid DOMAIN) (or --domain-xml) for a domain whose files it should rebuild\n")
@@ -375,3 +365,19 @@ func valuesFragment(rd *payload.Rendered, paths map[string]string) (string, erro
 }
 
 var sysinfoRE = regexp.MustCompile(`(?s)<sysinfo\b.*?</sysinfo>`)
+
+// sealedElement is rc's recipe element, its job sealed with the secrets
+// directory's recipe key (made on first need), which the hook reads there
+// (docs/security.md). The exit code says whose the error is: the key's
+// (exitUsage) or the recipe's (exitInvalid).
+func sealedElement(rc *recipe.Recipe, secretsDir string) (string, int, error) {
+	keys, err := seal.LoadOrCreate(recipe.KeyFile(secretsDir))
+	if err != nil {
+		return "", exitUsage, err
+	}
+	el, err := rc.Element(keys)
+	if err != nil {
+		return "", exitInvalid, err
+	}
+	return el, 0, nil
+}
