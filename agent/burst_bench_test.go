@@ -116,8 +116,13 @@ func burstAgent(b *testing.B, dir, node string) (host *libvirtx.LibvirtHost, a *
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The recipe key lives in the secrets directory (recipes are sealed).
+	secrets := filepath.Join(dir, "secrets")
+	if err := os.MkdirAll(secrets, 0o700); err != nil {
+		b.Fatal(err)
+	}
 	a, err = agent.New(agent.Options{Host: host, SpoolDir: filepath.Join(dir, "spool"), PayloadDir: filepath.Join(dir, "payload"),
-		Workers: 4, RescanInterval: time.Minute, ImageGID: -1, Log: log, Metrics: metrics.New()})
+		SecretsDir: secrets, Workers: 4, RescanInterval: time.Minute, ImageGID: -1, Log: log, Metrics: metrics.New()})
 	if err != nil {
 		b.Fatal(err)
 	}
