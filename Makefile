@@ -46,6 +46,9 @@ test: judges deps build
 	@bash test/libvirtd.sh
 	cbi=$$(bash test/cloudbaseinit/source.sh) && VMPAYLOAD_CLOUDBASE_INIT="$$cbi" VMPAYLOAD_JUDGES=required VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_E2E=1 VMPAYLOAD_SYSTEMD=1 VMPAYLOAD_FRESHHOST_GO=1 go test -tags '$(GOTAGS)' -p 1 -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 	@bash test/monitoring.sh
+	# Every Go benchmark runs once, so none of them rots unseen (the
+	# measurements of docs/benchmarks.md depend on them).
+	go test -tags '$(GOTAGS)' -p 1 -count=1 -run '^$$' -bench . -benchtime 1x ./...
 	@FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
 	@bash test/packaging/check.sh
 
