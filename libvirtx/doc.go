@@ -53,7 +53,7 @@
 // Putting a payload on a domain (with package domxml), as verified against
 // libvirt 9.0 / QEMU 7.2 by the VMPAYLOAD_LIBVIRTD=1 tests:
 //
-//   - Stopped domain: domxml.SetPayloadDrive on DomainInfo.InactiveXML,
+//   - Stopped domain: domxml.Edit.SetPayloadDrive on DomainInfo.InactiveXML,
 //     DefineXML, Start.
 //   - Running domain that has the payload drive (domxml.FindPayload): render
 //     domxml.PayloadDeviceXML(newPath, found.Device) and UpdateDevice with
