@@ -28,15 +28,6 @@ const IgnitionConfigName = cloudinit.IgnitionConfigName
 // (an Ignition config delivered by fw_cfg or as a block device).
 func LabelOf(j job.Job) string { return kinds.Of(j.Format).Label(&j) }
 
-// IgnitionSpec is the spec version of the rendered Ignition config; ""
-// for cloud-init documents.
-func (r *Rendered) IgnitionSpec() string {
-	if r.Docs == nil {
-		return ""
-	}
-	return r.Docs.IgnitionSpec
-}
-
 // writeIgnitionFile writes the Ignition config of r (delivery fwcfg) to
 // out atomically, with opt's mode and group, and describes it as a
 // result: format "ignition", no media or label, its one file the config.
