@@ -190,15 +190,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(exitInvalid, "%v", err)
 		}
-		fmt.Fprintln(stdout, recipe.MetadataContent(el))
-		if o.driveFile != "" {
-			if err := os.WriteFile(o.driveFile, []byte(sys+"\n"), 0o644); err != nil {
-				return fail(exitUsage, "writing the sysinfo XML: %v", err)
-			}
-			return exitOK
-		}
-		fmt.Fprintln(stdout, sys)
-		return exitOK
+		return printFragment(o.driveFile, el, sys, "sysinfo", stdout, stderr)
 	}
 	// vfat payloads are read-only disks and sysprep floppies floppy
 	// drives, as the agent attaches them.
@@ -241,16 +233,23 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	// the form virsh metadata --set takes (libvirt adds the prefix and
-	// namespace it is given as --key and URI)
+	return printFragment(o.driveFile, el, drive, "drive", stdout, stderr)
+}
+
+// printFragment prints the recipe element el in the form virsh metadata
+// --set takes (libvirt adds the prefix and namespace it is given as --key
+// and URI), then frag, the XML to add to the domain, into file when one is
+// named, else to stdout; what names frag in an error.
+func printFragment(file, el, frag, what string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, recipe.MetadataContent(el))
-	if o.driveFile != "" {
-		if err := os.WriteFile(o.driveFile, []byte(drive+"\n"), 0o644); err != nil {
-			return fail(exitUsage, "writing the drive XML: %v", err)
-		}
+	if file == "" {
+		fmt.Fprintln(stdout, frag)
 		return exitOK
 	}
-	fmt.Fprintln(stdout, drive)
+	if err := os.WriteFile(file, []byte(frag+"\n"), 0o644); err != nil {
+		fmt.Fprintf(stderr, "vmpayload recipe: writing the %s XML: %v\n", what, err)
+		return exitUsage
+	}
 	return exitOK
 }
 
@@ -299,15 +298,7 @@ func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *dom
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	fmt.Fprintln(stdout, recipe.MetadataContent(el))
-	if o.driveFile != "" {
-		if err := os.WriteFile(o.driveFile, []byte(frag+"\n"), 0o644); err != nil {
-			return fail(exitUsage, "writing the sysinfo XML: %v", err)
-		}
-		return exitOK
-	}
-	fmt.Fprintln(stdout, frag)
-	return exitOK
+	return printFragment(o.driveFile, el, frag, "sysinfo", stdout, stderr)
 }
 
 // writeParts writes the part files of rd (Rendered.Parts) into dir under
