@@ -176,15 +176,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 			if err == nil {
 				err = doc.SetMetadata(recipe.Namespace, el)
 			}
-			x := ""
-			if err == nil {
-				x, err = doc.XML()
-			}
-			if err != nil {
-				return fail(exitInvalid, "adding the fw_cfg entries and the recipe: %v", err)
-			}
-			fmt.Fprintln(stdout, x)
-			return exitOK
+			return printDoc(doc, err, "the fw_cfg entries and the recipe", stdout, stderr)
 		}
 		sys, err := domxml.FwCfgSysinfoXML(path, domxml.IgnitionFwCfgNames...)
 		if err != nil {
@@ -218,12 +210,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		if err := doc.SetMetadata(recipe.Namespace, el); err != nil {
 			return fail(exitInvalid, "adding the recipe: %v", err)
 		}
-		x, err := doc.XML()
-		if err != nil {
-			return fail(exitInvalid, "adding the payload drive: %v", err)
-		}
-		fmt.Fprintln(stdout, x)
-		return exitOK
+		return printDoc(doc, nil, "the payload drive", stdout, stderr)
 	}
 	dev, err := domxml.ChooseDevice(dom, bus, opts...)
 	if err != nil {
@@ -234,6 +221,21 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitInvalid, "%v", err)
 	}
 	return printFragment(o.driveFile, el, drive, "drive", stdout, stderr)
+}
+
+// printDoc prints the domain XML doc holds after the edits that gave err,
+// or fails with err, naming what the edits added.
+func printDoc(doc *domxml.Document, err error, what string, stdout, stderr io.Writer) int {
+	x := ""
+	if err == nil {
+		x, err = doc.XML()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vmpayload recipe: adding %s: %v\n", what, err)
+		return exitInvalid
+	}
+	fmt.Fprintln(stdout, x)
+	return exitOK
 }
 
 // printFragment prints the recipe element el in the form virsh metadata
@@ -284,15 +286,7 @@ func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *dom
 		if err == nil {
 			err = doc.SetMetadata(recipe.Namespace, el)
 		}
-		x := ""
-		if err == nil {
-			x, err = doc.XML()
-		}
-		if err != nil {
-			return fail(exitInvalid, "adding the credentials and the recipe: %v", err)
-		}
-		fmt.Fprintln(stdout, x)
-		return exitOK
+		return printDoc(doc, err, "the credentials and the recipe", stdout, stderr)
 	}
 	frag, err := valuesFragment(rd, paths)
 	if err != nil {
