@@ -50,32 +50,17 @@
 // answer carries the new id (virDomainCreate's remote client looks the
 // domain up again for it).
 //
-// Putting a payload on a domain (with package domxml), as verified against
-// libvirt 9.0 / QEMU 7.2 by the VMPAYLOAD_LIBVIRTD=1 tests:
-//
-//   - Stopped domain: domxml.SetPayloadDrive on DomainInfo.InactiveXML,
-//     DefineXML, Start.
-//   - Running domain that has the payload drive (domxml.FindPayload): render
-//     domxml.PayloadDeviceXML(newPath, found.Device) and UpdateDevice with
-//     DOMAIN_DEVICE_MODIFY_LIVE|DOMAIN_DEVICE_MODIFY_CONFIG|
-//     DOMAIN_DEVICE_MODIFY_FORCE (media change; works on IDE, SATA and SCSI
-//     drives present when the domain started). While the guest's firmware or
-//     kernel resets the drive (the first seconds after a start or reset) the
-//     change can fail with "Tray ... is not open" (IsTrayBusy) and leave
-//     libvirt's tray record stale: LiveXML then shows tray='open' on a drive
-//     whose QEMU tray is shut, and only a Reset (or a restart of the domain)
-//     makes libvirt re-read it. A drive hot-plugged during the current run
-//     cannot change media in libvirt 9.0 at all (libvirt never learns it has
-//     a tray): DetachDevice and AttachDevice it instead. docs/media-change.md
-//     has the root cause with references to libvirt's and QEMU's sources.
-//   - Running domain without the drive: if domxml.ChooseDevice picks a bus
-//     that is Hotpluggable (SCSI, or virtio for a disk), AttachDevice with
-//     LIVE|CONFIG; otherwise only the definition can change (DefineXML),
-//     effective at next start.
-//   - vfat payloads are read-only disks (domxml.AsDisk; "readonly sata disks
-//     are not supported", so virtio or SCSI). A disk has no medium to
-//     change; a live one is removed with DetachDevice (LIVE), which returns
-//     before a guest without ACPI hot-unplug support has let go of it.
+// Putting a payload on a domain (package domxml edits the definition;
+// agent/delivery/drive drives it; docs/media-change.md has the libvirt 9.0
+// / QEMU 7.2 behaviour the VMPAYLOAD_LIBVIRTD=1 tests verify): a stopped
+// domain is redefined with the drive (DefineXML, Start); a running domain's
+// payload drive changes its medium with UpdateDevice
+// (LIVE|CONFIG|FORCE; IsTrayBusy while the guest resets the drive), except
+// a drive hot-plugged in the current run, which is detached and attached
+// again; a new drive is attached LIVE|CONFIG when domxml.ChooseDevice picks
+// a Hotpluggable bus, else only defined (effective at the next start).
+// vfat payloads are read-only disks (virtio or SCSI), removed live with
+// DetachDevice.
 //
 // The test driver (test:///default) supports define/start/events but no
 // device changes (IsUnsupported), and its state lives as long as at least

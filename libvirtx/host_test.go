@@ -83,7 +83,14 @@ func TestHostDomainLifecycle(t *testing.T) {
 	}
 
 	// Redefining with the payload drive keeps the UUID and fires "defined".
-	x, _, _, err := domxml.SetPayloadDrive(di.InactiveXML, "/var/lib/vmpayload/p.iso", domxml.BusAuto)
+	ed, err := domxml.NewEdit(di.InactiveXML)
+	if err == nil {
+		_, _, err = ed.SetPayloadDrive("/var/lib/vmpayload/p.iso", domxml.BusAuto)
+	}
+	x := ""
+	if err == nil {
+		x, err = ed.XML()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

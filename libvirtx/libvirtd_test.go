@@ -202,7 +202,15 @@ func testMediaChange(t *testing.T, machine string, wantBus domxml.Bus) {
 	ctx := context.Background()
 	name := uniqueName(t)
 
-	x, dev, replaced, err := domxml.SetPayloadDrive(qemuDomainXML(name, machine, false), media["one.iso"], domxml.BusAuto)
+	ed, err := domxml.NewEdit(qemuDomainXML(name, machine, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, replaced, err := ed.SetPayloadDrive(media["one.iso"], domxml.BusAuto)
+	x := ""
+	if err == nil {
+		x, err = ed.XML()
+	}
 	if err != nil || replaced || dev.Bus != wantBus {
 		t.Fatalf("SetPayloadDrive: dev=%+v replaced=%v err=%v, want bus %s", dev, replaced, err, wantBus)
 	}

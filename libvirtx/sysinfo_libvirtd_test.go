@@ -49,11 +49,17 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 		{Name: "login.motd", Value: []byte("Welcome\n")},
 	}
 	owned := []string{"system.hostname", "my.comma", "login.motd"}
-	x, err := domxml.SetSMBIOSCredentials(base, creds, nil)
-	if err != nil {
-		t.Fatal(err)
+	ed, err := domxml.NewEdit(base)
+	if err == nil {
+		err = ed.SetSMBIOSCredentials(creds, nil)
 	}
-	x, err = domxml.SetFwCfgCredentials(x, []domxml.CredentialFile{{Name: "ssh.authorized_keys.root", File: keyFile}}, nil)
+	if err == nil {
+		err = ed.SetFwCfgCredentials([]domxml.CredentialFile{{Name: "ssh.authorized_keys.root", File: keyFile}}, nil)
+	}
+	x := ""
+	if err == nil {
+		x, err = ed.XML()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +103,15 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 			t.Errorf("QEMU's command line lacks %s:\n%s", want, argv)
 		}
 	}
-	back, removed, err := domxml.RemoveSMBIOSCredentials(dumped, owned)
-	if err != nil || len(removed) != 3 {
-		t.Fatalf("removed %v: %v", removed, err)
+	ed, err = domxml.NewEdit(dumped)
+	if err != nil {
+		t.Fatal(err)
 	}
-	back, _, err = domxml.RemoveFwCfgCredentials(back, []string{"ssh.authorized_keys.root"})
+	if removed := ed.RemoveSMBIOSCredentials(owned); len(removed) != 3 {
+		t.Fatalf("removed %v", removed)
+	}
+	ed.RemoveFwCfgCredentials([]string{"ssh.authorized_keys.root"})
+	back, err := ed.XML()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +121,12 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 		t.Errorf("after removing the credentials QEMU's command line is\n%s", argv)
 	}
 	// the last OEM string gone, the smbios sysinfo and its mode go too
-	none, _, err := domxml.RemoveSMBIOSCredentials(strings.Replace(back, "<entry>myapp:role=web</entry>", "<entry>io.systemd.credential:x.y=1</entry>", 1), []string{"x.y"})
+	ed, err = domxml.NewEdit(strings.Replace(back, "<entry>myapp:role=web</entry>", "<entry>io.systemd.credential:x.y=1</entry>", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed.RemoveSMBIOSCredentials([]string{"x.y"})
+	none, err := ed.XML()
 	if err != nil {
 		t.Fatal(err)
 	}

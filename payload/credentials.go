@@ -180,31 +180,38 @@ func WritePart(ctx context.Context, out string, data []byte, opt Options) error 
 	if fi, err := os.Lstat(out); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("writing %s: it exists and is a %s; refusing to replace it", out, image.FileKind(fi.Mode()))
 	}
+	return writeAtomic(out, out, data, PartMode, opt)
+}
+
+// writeAtomic writes data to out atomically (temporary file, fsync,
+// rename) with mode and opt.GID, refusing data of another digest than
+// opt.ExpectSHA256 (image.ErrChecksum); name is out as errors name it.
+func writeAtomic(out, name string, data []byte, mode os.FileMode, opt Options) error {
 	if opt.ExpectSHA256 != "" {
 		sum := sha256.Sum256(data)
 		if hex.EncodeToString(sum[:]) != opt.ExpectSHA256 {
-			return fmt.Errorf("writing %s: %w", out, image.ErrChecksum)
+			return fmt.Errorf("writing %s: %w", name, image.ErrChecksum)
 		}
 	}
 	f, err := atomicfile.Create(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", out, err)
+		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	f.NoSync = opt.NoSync
 	defer f.Abort()
-	if err := f.Chmod(PartMode); err != nil {
-		return fmt.Errorf("writing %s: %w", out, err)
+	if err := f.Chmod(mode); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	if opt.GID >= 0 {
 		if err := f.Chown(-1, opt.GID); err != nil {
-			return fmt.Errorf("writing %s: set group %d: %w", out, opt.GID, err)
+			return fmt.Errorf("writing %s: set group %d: %w", name, opt.GID, err)
 		}
 	}
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", out, err)
+		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	if err := f.Commit(out); err != nil {
-		return fmt.Errorf("writing %s: %w", out, err)
+		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/vmpayload/vmpayload/internal/atomicfile"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -28,15 +27,6 @@ const IgnitionConfigName = cloudinit.IgnitionConfigName
 // (an Ignition config delivered by fw_cfg or as a block device).
 func LabelOf(j job.Job) string { return kinds.Of(j.Format).Label(&j) }
 
-// IgnitionSpec is the spec version of the rendered Ignition config; ""
-// for cloud-init documents.
-func (r *Rendered) IgnitionSpec() string {
-	if r.Docs == nil {
-		return ""
-	}
-	return r.Docs.IgnitionSpec
-}
-
 // writeIgnitionFile writes the Ignition config of r (delivery fwcfg) to
 // out atomically, with opt's mode and group, and describes it as a
 // result: format "ignition", no media or label, its one file the config.
@@ -51,33 +41,12 @@ func (r *Rendered) writeIgnitionFile(ctx context.Context, out string, opt Option
 	if fi, err := os.Lstat(out); err == nil && !fi.Mode().IsRegular() {
 		return Result{}, fmt.Errorf("writing the Ignition config: output %q exists and is not a regular file (%s); refusing to replace it", out, image.FileKind(fi.Mode()))
 	}
-	sum := sha256.Sum256(data)
-	if opt.ExpectSHA256 != "" && opt.ExpectSHA256 != hex.EncodeToString(sum[:]) {
-		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, image.ErrChecksum)
-	}
 	mode := opt.Mode.Perm()
 	if opt.Mode == 0 {
 		mode = image.DefaultMode
 	}
-	f, err := atomicfile.Create(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
-	if err != nil {
-		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
-	}
-	f.NoSync = opt.NoSync
-	defer f.Abort()
-	if err := f.Chmod(mode); err != nil {
-		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
-	}
-	if opt.GID >= 0 {
-		if err := f.Chown(-1, opt.GID); err != nil {
-			return Result{}, fmt.Errorf("writing the Ignition config %s: set group %d: %w", out, opt.GID, err)
-		}
-	}
-	if _, err := f.Write(data); err != nil {
-		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
-	}
-	if err := f.Commit(out); err != nil {
-		return Result{}, fmt.Errorf("writing the Ignition config %s: %w", out, err)
+	if err := writeAtomic(out, "the Ignition config "+out, data, mode, opt); err != nil {
+		return Result{}, err
 	}
 	return r.ignitionResult(out, data), nil
 }

@@ -10,19 +10,12 @@
 // secrets_dir, workers, default_format, cdrom_bus, image_mode, image_group,
 // log_format, log_level.
 //
-// Extensions (not part of the original contract, may still change):
-// rescan_interval (how often the spool directory is rescanned in addition to
-// file-system notifications), queue_limit (the most jobs waiting for a
-// worker; intake refuses more), result_retention_count and
-// result_retention_age (how many results done/ and failed/ keep, and how
-// long) and the API's connection caps (max_connections,
-// max_connections_per_uid, max_event_subscribers,
-// max_event_subscribers_per_uid).
-//
-// Keys read by "vmpayload hook" (the libvirt qemu hook), not by the agent:
-// hook_timeout (how long one hook run may take before it counts as failed)
-// and hook_failure ("refuse": a failed rebuild refuses the domain start;
-// "boot": the domain boots without its payload and the failure is logged).
+// Extensions (not part of the original contract, may still change; Config's
+// fields say what each means): rescan_interval, queue_limit,
+// result_retention_count, result_retention_age and the API's connection
+// caps (max_connections, max_connections_per_uid, max_event_subscribers,
+// max_event_subscribers_per_uid). Keys read by "vmpayload hook" (the libvirt
+// qemu hook), not by the agent: hook_timeout and hook_failure.
 package config
 
 import (

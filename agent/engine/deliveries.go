@@ -18,10 +18,6 @@ import (
 // booted, and Ignition applies a config only on a first boot).
 const NoticeFwCfgNextColdStart = fwcfg.NoticeNextColdStart
 
-// NoticeFwCfgDetachRunning is the result's notice of a detach that removed
-// the fw_cfg entries of a running domain.
-const NoticeFwCfgDetachRunning = fwcfg.NoticeDetachRunning
-
 // maxResets bounds the resets one media change may do (drive.MaxResets).
 const maxResets = drive.MaxResets
 

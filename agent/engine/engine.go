@@ -22,7 +22,6 @@ import (
 	"github.com/vmpayload/vmpayload/agent/metrics"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
-	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -378,10 +377,7 @@ func (e *Engine) attach(ctx context.Context, dom libvirtx.DomainInfo, j *job.Job
 			}
 		}
 		if err == nil {
-			var keys *seal.Keyring
-			if keys, err = e.recipeKeys(); err == nil {
-				p.Recipe, err = rc.Element(keys)
-			}
+			p.Recipe, err = e.sealRecipe(rc)
 		}
 		if err != nil {
 			return false, fmt.Errorf("recording how the %s of %s was built: %w", rt.noun, dom.Name, err)
@@ -472,10 +468,7 @@ func (e *Engine) writeValues(ctx context.Context, dom libvirtx.DomainInfo, rd *p
 	}
 	rc, err := recipe.NewValues(rd, paths)
 	if err == nil {
-		var keys *seal.Keyring
-		if keys, err = e.recipeKeys(); err == nil {
-			p.Recipe, err = rc.Element(keys)
-		}
+		p.Recipe, err = e.sealRecipe(rc)
 	}
 	if err != nil {
 		return fail(fmt.Errorf("recording how the credentials of %s were made: %w", dom.Name, err))

@@ -16,7 +16,14 @@ import (
 // withDrive is fakeDomainXML with a payload drive holding img.
 func withDrive(t *testing.T, name, img string) string {
 	t.Helper()
-	x, _, _, err := domxml.SetPayloadDrive(fakeDomainXML(name, false), img, domxml.BusAuto)
+	ed, err := domxml.NewEdit(fakeDomainXML(name, false))
+	if err == nil {
+		_, _, err = ed.SetPayloadDrive(img, domxml.BusAuto)
+	}
+	x := ""
+	if err == nil {
+		x, err = ed.XML()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

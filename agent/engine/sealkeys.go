@@ -14,19 +14,18 @@ import (
 // directory.
 var noSecretsDirKeys *seal.Keyring
 
-// recipeKeys returns the keys that seal the recipes the engine writes
-// (recipe.KeyFile of the secrets directory), creating the key file with a
-// new key on first need (docs/security.md, "Recipe key").
-func (e *Engine) recipeKeys() (*seal.Keyring, error) {
-	if e.SecretsDir == "" {
-		if noSecretsDirKeys != nil {
-			return noSecretsDirKeys, nil
+// sealRecipe renders rc sealed with the keys of the recipes the engine
+// writes (recipe.KeyFile of the secrets directory), creating the key file
+// with a new key on first need (docs/security.md, "Recipe key").
+func (e *Engine) sealRecipe(rc *recipe.Recipe) (string, error) {
+	k := noSecretsDirKeys
+	if e.SecretsDir != "" {
+		var err error
+		if k, err = seal.LoadOrCreate(recipe.KeyFile(e.SecretsDir)); err != nil {
+			return "", fmt.Errorf("sealing the recipe: %w", err)
 		}
-		return nil, errors.New("sealing the recipe: no secrets directory to keep the recipe key in")
+	} else if k == nil {
+		return "", errors.New("sealing the recipe: no secrets directory to keep the recipe key in")
 	}
-	k, err := seal.LoadOrCreate(recipe.KeyFile(e.SecretsDir))
-	if err != nil {
-		return nil, fmt.Errorf("sealing the recipe: %w", err)
-	}
-	return k, nil
+	return rc.Element(k)
 }

@@ -3,16 +3,11 @@
 // a journal field (journalctl -o json shows ID, DOMAIN, STATE, ...; filter
 // with journalctl DOMAIN=web1).
 //
-// The protocol itself (the datagram socket, the field encoding, entries
-// too large for a datagram passed as a file descriptor) is
+// The protocol itself (the datagram socket at /run/systemd/journal/socket,
+// the field encoding, an entry too large for a datagram passed as an
+// unlinked file in /dev/shm, which the unit's PrivateDevices=yes keeps) is
 // github.com/coreos/go-systemd/v22/journal; this package maps slog records
-// onto journal fields. The library does at least what the own protocol code
-// it replaced did: it passes an entry too large for a datagram as an
-// unlinked file in /dev/shm (journald takes those as it takes a memfd; the
-// unit's PrivateDevices=yes keeps a /dev/shm), where the own code gave such
-// entries to the fallback; like it, a send waits when journald's queue is
-// full. Its socket path is fixed (/run/systemd/journal/socket), which is
-// the only one the agent used.
+// onto journal fields.
 //
 // The agent uses it when systemd connected its standard error to the
 // journal (the JOURNAL_STREAM variable names that stream; see

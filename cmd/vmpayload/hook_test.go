@@ -392,7 +392,14 @@ func recipeOfMetadataContent(el string) (*recipe.Recipe, bool, error) {
 	prefixed = strings.ReplaceAll(prefixed, "<sealed ", "<vmpayload:sealed ")
 	prefixed = strings.ReplaceAll(prefixed, "</sealed>", "</vmpayload:sealed>")
 	prefixed = strings.ReplaceAll(prefixed, "</recipe>", "</vmpayload:recipe>")
-	x, err := domxml.SetMetadata(testDomainXML, recipe.Namespace, prefixed)
+	ed, err := domxml.NewEdit(testDomainXML)
+	if err == nil {
+		err = ed.SetMetadata(recipe.Namespace, prefixed)
+	}
+	x := ""
+	if err == nil {
+		x, err = ed.XML()
+	}
 	if err != nil {
 		return nil, false, err
 	}

@@ -176,29 +176,13 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 			if err == nil {
 				err = doc.SetMetadata(recipe.Namespace, el)
 			}
-			x := ""
-			if err == nil {
-				x, err = doc.XML()
-			}
-			if err != nil {
-				return fail(exitInvalid, "adding the fw_cfg entries and the recipe: %v", err)
-			}
-			fmt.Fprintln(stdout, x)
-			return exitOK
+			return printDoc(doc, err, "the fw_cfg entries and the recipe", stdout, stderr)
 		}
 		sys, err := domxml.FwCfgSysinfoXML(path, domxml.IgnitionFwCfgNames...)
 		if err != nil {
 			return fail(exitInvalid, "%v", err)
 		}
-		fmt.Fprintln(stdout, recipe.MetadataContent(el))
-		if o.driveFile != "" {
-			if err := os.WriteFile(o.driveFile, []byte(sys+"\n"), 0o644); err != nil {
-				return fail(exitUsage, "writing the sysinfo XML: %v", err)
-			}
-			return exitOK
-		}
-		fmt.Fprintln(stdout, sys)
-		return exitOK
+		return printFragment(o.driveFile, el, sys, "sysinfo", stdout, stderr)
 	}
 	// vfat payloads are read-only disks and sysprep floppies floppy
 	// drives, as the agent attaches them.
@@ -226,12 +210,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		if err := doc.SetMetadata(recipe.Namespace, el); err != nil {
 			return fail(exitInvalid, "adding the recipe: %v", err)
 		}
-		x, err := doc.XML()
-		if err != nil {
-			return fail(exitInvalid, "adding the payload drive: %v", err)
-		}
-		fmt.Fprintln(stdout, x)
-		return exitOK
+		return printDoc(doc, nil, "the payload drive", stdout, stderr)
 	}
 	dev, err := domxml.ChooseDevice(dom, bus, opts...)
 	if err != nil {
@@ -241,16 +220,38 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	// the form virsh metadata --set takes (libvirt adds the prefix and
-	// namespace it is given as --key and URI)
+	return printFragment(o.driveFile, el, drive, "drive", stdout, stderr)
+}
+
+// printDoc prints the domain XML doc holds after the edits that gave err,
+// or fails with err, naming what the edits added.
+func printDoc(doc *domxml.Document, err error, what string, stdout, stderr io.Writer) int {
+	x := ""
+	if err == nil {
+		x, err = doc.XML()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "vmpayload recipe: adding %s: %v\n", what, err)
+		return exitInvalid
+	}
+	fmt.Fprintln(stdout, x)
+	return exitOK
+}
+
+// printFragment prints the recipe element el in the form virsh metadata
+// --set takes (libvirt adds the prefix and namespace it is given as --key
+// and URI), then frag, the XML to add to the domain, into file when one is
+// named, else to stdout; what names frag in an error.
+func printFragment(file, el, frag, what string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, recipe.MetadataContent(el))
-	if o.driveFile != "" {
-		if err := os.WriteFile(o.driveFile, []byte(drive+"\n"), 0o644); err != nil {
-			return fail(exitUsage, "writing the drive XML: %v", err)
-		}
+	if file == "" {
+		fmt.Fprintln(stdout, frag)
 		return exitOK
 	}
-	fmt.Fprintln(stdout, drive)
+	if err := os.WriteFile(file, []byte(frag+"\n"), 0o644); err != nil {
+		fmt.Fprintf(stderr, "vmpayload recipe: writing the %s XML: %v\n", what, err)
+		return exitUsage
+	}
 	return exitOK
 }
 
@@ -285,29 +286,13 @@ func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *dom
 		if err == nil {
 			err = doc.SetMetadata(recipe.Namespace, el)
 		}
-		x := ""
-		if err == nil {
-			x, err = doc.XML()
-		}
-		if err != nil {
-			return fail(exitInvalid, "adding the credentials and the recipe: %v", err)
-		}
-		fmt.Fprintln(stdout, x)
-		return exitOK
+		return printDoc(doc, err, "the credentials and the recipe", stdout, stderr)
 	}
 	frag, err := valuesFragment(rd, paths)
 	if err != nil {
 		return fail(exitInvalid, "%v", err)
 	}
-	fmt.Fprintln(stdout, recipe.MetadataContent(el))
-	if o.driveFile != "" {
-		if err := os.WriteFile(o.driveFile, []byte(frag+"\n"), 0o644); err != nil {
-			return fail(exitUsage, "writing the sysinfo XML: %v", err)
-		}
-		return exitOK
-	}
-	fmt.Fprintln(stdout, frag)
-	return exitOK
+	return printFragment(o.driveFile, el, frag, "sysinfo", stdout, stderr)
 }
 
 // writeParts writes the part files of rd (Rendered.Parts) into dir under

@@ -35,10 +35,9 @@
 //     through the typed model would drop what it does not know. Several
 //     edits of one definition (the agent's drive, guest channel and
 //     recipe per job) share one parse and one serialisation (Edit is a
-//     Document); SetPayloadDrive and SetMetadata are a session of one
-//     edit.
+//     Document).
 //
-// The functions that take a string (FindPayload, DomainUUID, ...) read
+// The functions that take a string (FindPayload, ChooseDevice, ...) read
 // it into a Document for one answer; a caller that asks several
 // questions of one definition reads it once and asks the Document.
 //
@@ -211,16 +210,6 @@ func qualified(n xml.Name) string {
 func serialize(doc *etree.Document) (string, error) {
 	doc.WriteSettings.AttrSingleQuote = true
 	return doc.WriteToString()
-}
-
-// DomainUUID returns the domain's <uuid>, or "" when the XML has none (libvirt
-// then generates one at definition time).
-func DomainUUID(domainXML string) (string, error) {
-	d, err := Read(domainXML)
-	if err != nil {
-		return "", err
-	}
-	return d.UUID(), nil
 }
 
 // machineInfo is what the domain says about its virtual hardware platform.

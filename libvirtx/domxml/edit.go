@@ -20,9 +20,15 @@ func (e *Edit) FindPayload() (PayloadDisk, bool, error) {
 	return payloadOf(&v.Disks[idx[0]]), true, nil
 }
 
-// SetPayloadDrive puts the payload drive into the document as
-// SetPayloadDrive does and returns its device and whether an existing
-// payload drive was replaced.
+// SetPayloadDrive puts the payload drive holding imagePath (a CD-ROM, or
+// a read-only disk with AsDisk) into the document and returns its device
+// and whether an existing payload drive was replaced.
+//
+// An existing payload drive (alias PayloadAlias) keeps its position, bus,
+// target, address and <boot> order; only its medium and flags are rewritten,
+// and bus is ignored (remove the drive first to move it). Otherwise a new
+// drive is added after the last <disk> on the bus ChooseDevice picks.
+// Everything else in the document is left as it was.
 func (e *Edit) SetPayloadDrive(imagePath string, bus Bus, opts ...Option) (Device, bool, error) {
 	if err := checkImagePath(imagePath); err != nil {
 		return Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
@@ -162,8 +168,11 @@ func (e *Edit) RemoveGuestChannel(name string) (bool, error) {
 	return true, nil
 }
 
-// SetMetadata puts elementXML into the domain's <metadata> as the function
-// SetMetadata does.
+// SetMetadata puts elementXML (one element in namespace namespaceURI, e.g. a
+// vmpayload recipe) into the domain's <metadata>, replacing every element
+// of that namespace already there and creating <metadata> when the domain
+// has none. libvirt keeps one element per namespace. Everything else in the
+// document is left as it was.
 func (e *Edit) SetMetadata(namespaceURI, elementXML string) error {
 	edoc := etree.NewDocument()
 	if err := edoc.ReadFromString(elementXML); err != nil {

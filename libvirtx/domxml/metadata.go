@@ -6,22 +6,6 @@ import (
 	"github.com/beevik/etree"
 )
 
-// SetMetadata puts elementXML (one element in namespace namespaceURI, e.g. a
-// vmpayload recipe) into the domain's <metadata>, replacing every element
-// of that namespace already there and creating <metadata> when the domain
-// has none. libvirt keeps one element per namespace. Everything else in the
-// document is left as it was.
-func SetMetadata(domainXML, namespaceURI, elementXML string) (string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", err
-	}
-	if err := ed.SetMetadata(namespaceURI, elementXML); err != nil {
-		return "", err
-	}
-	return ed.XML()
-}
-
 // removeNamespace drops md's child elements in namespace uri (with the
 // whitespace before each) and reports whether there were any.
 func removeNamespace(md *etree.Element, uri string) bool {

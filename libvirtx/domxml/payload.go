@@ -527,31 +527,6 @@ func EjectedDeviceXML(dev Device) (string, error) {
 	return serialize(etree.NewDocumentWithRoot(disk))
 }
 
-// SetPayloadDrive puts the payload drive holding imagePath (a CD-ROM, or
-// a read-only disk with AsDisk) into a domain definition and returns the new XML, the drive's device and whether an
-// existing payload drive was replaced.
-//
-// An existing payload drive (alias PayloadAlias) keeps its position, bus,
-// target, address and <boot> order; only its medium and flags are rewritten,
-// and bus is ignored (remove the drive first to move it). Otherwise a new
-// drive is added after the last <disk> on the bus ChooseDevice picks.
-// Everything else in the document is left as it was.
-func SetPayloadDrive(domainXML, imagePath string, bus Bus, opts ...Option) (string, Device, bool, error) {
-	if err := checkImagePath(imagePath); err != nil {
-		return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
-	}
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", Device{}, false, err
-	}
-	dev, replaced, err := ed.SetPayloadDrive(imagePath, bus, opts...)
-	if err != nil {
-		return "", Device{}, false, err
-	}
-	out, err := ed.XML()
-	return out, dev, replaced, err
-}
-
 // atDevice checks that dev (AtDevice) can hold a new payload drive of kind
 // in v: a supported bus for its kind and a target no other disk uses.
 func atDevice(v *domainView, dev Device, kind Kind) (Device, error) {

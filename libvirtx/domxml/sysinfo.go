@@ -132,19 +132,6 @@ func oemEntries(root *etree.Element) []*etree.Element {
 	return out
 }
 
-// SetSMBIOSCredentials returns domainXML with creds as SMBIOS OEM strings
-// (Edit.SetSMBIOSCredentials: one Document, parsed once).
-func SetSMBIOSCredentials(domainXML string, creds []Credential, owned []string) (string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", fmt.Errorf("setting SMBIOS credentials: %w", err)
-	}
-	if err := ed.SetSMBIOSCredentials(creds, owned); err != nil {
-		return "", err
-	}
-	return ed.XML()
-}
-
 // SetSMBIOSCredentials puts creds into the document as SMBIOS OEM strings
 // with <os><smbios mode='sysinfo'/>: entries of the credentials in owned
 // (the names vmpayload set before) and of the names in creds are replaced,
@@ -244,20 +231,6 @@ func (e *Edit) setSMBIOSCredentials(creds []Credential, owned []string) error {
 	return nil
 }
 
-// RemoveSMBIOSCredentials returns domainXML without the OEM strings of the
-// credentials named in owned, and the names it removed
-// (Edit.RemoveSMBIOSCredentials); with nothing to remove the document is
-// returned as it was.
-func RemoveSMBIOSCredentials(domainXML string, owned []string) (string, []string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", nil, fmt.Errorf("removing SMBIOS credentials: %w", err)
-	}
-	removed := ed.RemoveSMBIOSCredentials(owned)
-	x, err := ed.XML()
-	return x, removed, err
-}
-
 // RemoveSMBIOSCredentials removes the OEM strings of the credentials named
 // in owned and returns the names it removed. An <oemStrings> and a
 // <sysinfo type='smbios'> left empty go too, and then
@@ -313,20 +286,6 @@ func removeEmptySMBIOS(root *etree.Element) bool {
 // CredentialFwCfgName is the fw_cfg name of a credential.
 func CredentialFwCfgName(name string) string { return CredentialFwCfgPrefix + name }
 
-// SetFwCfgCredentials returns domainXML with one fw_cfg entry per
-// credential in files (Edit.SetFwCfgCredentials: one Document, parsed
-// once).
-func SetFwCfgCredentials(domainXML string, files []CredentialFile, owned []string) (string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", fmt.Errorf("setting fw_cfg credentials: %w", err)
-	}
-	if err := ed.SetFwCfgCredentials(files, owned); err != nil {
-		return "", err
-	}
-	return ed.XML()
-}
-
 // SetFwCfgCredentials puts one fw_cfg entry per credential in files into
 // the document, opt/io.systemd.credentials/NAME naming the file; entries
 // of credentials in owned that files no longer has are removed, every
@@ -365,19 +324,6 @@ func (e *Edit) SetFwCfgCredentials(files []CredentialFile, owned []string) error
 		}
 	}
 	return nil
-}
-
-// RemoveFwCfgCredentials returns domainXML without the fw_cfg entries of
-// the credentials named in owned (Edit.RemoveFwCfgCredentials), with the
-// entries it removed.
-func RemoveFwCfgCredentials(domainXML string, owned []string) (string, []FwCfgEntry, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", nil, fmt.Errorf("removing fw_cfg credentials: %w", err)
-	}
-	removed := ed.RemoveFwCfgCredentials(owned)
-	x, err := ed.XML()
-	return x, removed, err
 }
 
 // RemoveFwCfgCredentials removes the fw_cfg entries of the credentials

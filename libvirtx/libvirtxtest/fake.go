@@ -274,7 +274,10 @@ func (f *Fake) DefineXML(_ context.Context, xml string) (libvirtx.DomainInfo, er
 	if err := f.begin(Call{Method: "DefineXML", Arg: name, XML: xml}); err != nil {
 		return libvirtx.DomainInfo{}, err
 	}
-	uuid, _ := domxml.DomainUUID(xml)
+	var uuid string
+	if d, err := domxml.Read(xml); err == nil {
+		uuid = d.UUID()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := f.find(name)

@@ -4,61 +4,34 @@
 //
 // Images are built in memory, checked against the spec, written to a
 // temporary file next to the destination, fsynced, read back and compared
-// with the built image, and only then renamed into place. On any error
-// nothing is left behind.
+// with the built image, and only then renamed into place (Write, verify.go).
+// On any error nothing is left behind.
 //
-// ISO images are laid out by the package's own writer (isowriter.go), the
-// only producer of ISO bytes. Its bytes are a format: recipes record an
-// image's sha256 and a rebuild must give the same bytes, so a change of
-// bytes is a new layout version (ISOLayout) that recipes record, and the
-// old layouts stay buildable:
+// ISO images are laid out by the package's own writer (isowriter.go, whose
+// header lists the layout's rules), the only producer of ISO bytes. Its
+// bytes are a format: recipes record an image's sha256 and a rebuild must
+// give the same bytes, so a change of bytes is a new layout version
+// (ISOLayout) that recipes record, and the old layouts stay buildable:
 //   - ISOLayoutJolietTree (issue 35), every new image: the primary tree of
 //     the go-diskfs layout plus a Joliet tree of every directory and file
 //     (what Windows reads, so cloudbase-init finds
-//     openstack\latest\meta_data.json), path tables, the label in UCS-2.
-//     Names must fit Joliet: at most 64 characters of the Basic
-//     Multilingual Plane, none of "*:;?", no trailing dot; others are
+//     openstack\latest\meta_data.json). Names Joliet cannot hold are
 //     refused (ErrInvalidSpec) rather than changed.
 //   - ISOLayoutGoDiskfs, the layout of images built before issue 35 (a
-//     recipe without iso-layout): exactly what releases before the writer
-//     built with go-diskfs v1.9.4 plus a normalisation of every date, owner
-//     and mode (its tests keep go-diskfs as the oracle, and
-//     testdata/release holds images recorded by earlier code), with the two
-//     deliberate differences below.
+//     recipe without iso-layout): the bytes go-diskfs v1.9.4 built, with
+//     every date, owner and mode normalised (its tests keep go-diskfs as
+//     the oracle; testdata/release holds images recorded by earlier code),
+//     but for two deliberate differences: the Joliet root go-diskfs zeroed
+//     in some images is kept whole (the zeroed form stays buildable for
+//     rebuilds, legacyJolietRetry), and colliding short names are
+//     renumbered in one fixed order instead of Go map order
+//     (resolveCollisions; TestCollisionOrderIsGoDiskfsWalkOrder).
 //
-// The go-diskfs layout differs from go-diskfs's own images in two ways:
-//   - Joliet root. go-diskfs zeroed the first block of the Joliet root when
-//     the last file of a Joliet image is empty or a multiple of 2048 bytes,
-//     so Joliet readers (Windows, cloudbase-init) saw no files; new images
-//     keep the Joliet root. The old layout is kept as a variant for
-//     rebuilding images recorded before the fix: Write with
-//     Options.ExpectSHA256 uses it when the current image's hash differs
-//     and the legacy image's matches (docs/durability.md).
-//   - Colliding short names. Where two groups of entries of one directory
-//     share an ISO 8.3 name and could take each other's renumbered names
-//     ("abcdefgh1", "abcdefgh2", "abcdefg0", "abcdefg0x"), go-diskfs
-//     renumbered the groups in Go map order, so its image changed from run
-//     to run and no recorded sha256 could be relied on (its walkTree ranges
-//     over a map; TestCollisionOrderIsGoDiskfsWalkOrder shows two images in
-//     40 builds). The writer takes the groups in walk order, every time:
-//     that is one of go-diskfs's images, the one it built when its map
-//     yielded the groups in insertion order (30-36 of 40 builds in one run of the
-//     tests). A recipe recorded from such a spec rebuilds when it recorded
-//     that image; it could fail before as well. Every other spec is
-//     byte-identical to go-diskfs's.
-//
-// vfat images are built with github.com/diskfs/go-diskfs.
-//
-// Reading: the package has one ISO reader (isoread.go). Inspect and
-// ReadFile use it for ISO files on disk (ours or foreign), and Write's
-// check of the built image (verify.go) uses it on the bytes in memory: the
-// label, file list and every file's bytes are compared with the spec (and
-// in ISOLayoutJolietTree the Joliet tree with the primary tree: the same
-// paths at the same extents), then the file read back is compared with the
-// built image byte for byte. Inspect reports whether an ISO image's Joliet
+// vfat images are built and read with github.com/diskfs/go-diskfs. ISO
+// images have one reader (isoread.go), used by Inspect, ReadFile and Write's
+// check of the built image; Inspect reports whether an ISO image's Joliet
 // tree matches its primary tree (Info.Joliet) and the layout it declares
-// (Info.ISOLayout). FAT
-// images are read with go-diskfs.
+// (Info.ISOLayout).
 //
 // Choices made here (see also docs in the functions):
 //   - ISO images always carry Rock Ridge (what Linux cloud-init needs to see
@@ -73,21 +46,14 @@
 //   - vfat images are FAT12 sized from the content (minimum 1 MiB), which keeps
 //     the FAT type consistent with the cluster count as every FAT reader expects.
 //   - Output is byte-for-byte reproducible: the same Spec gives the same
-//     image on any host at any time (a rebuild from a recipe relies on it,
-//     see package recipe). Every date is Stamp's content-derived time
-//     (2000-01-01 plus a hash of the content, in two-second steps, UTC),
-//     Rock Ridge owners 0:0, modes 0444/0555 and link counts 1 (files) or
-//     2 + subdirectories, ISO expiration/effective dates "not specified",
-//     and the FAT volume serial the content hash's. The ISO writer writes
-//     those values directly; go-diskfs stamps FAT directory entries with the
-//     current time (or SOURCE_DATE_EPOCH), which cannot be passed in, so the
-//     finished vfat image is normalised in place (normalize.go). A
-//     content-derived time rather than one fixed epoch keeps blkid's UUID
-//     (the ISO modification date, the FAT serial) distinct for distinct
-//     contents. Entries are written in a deterministic order (the ISO
-//     layout of go-diskfs's sorted tree walk; FAT entries in Spec order).
-//     The wall clock, time zone, builder's uid/gid, umask, TMPDIR and
-//     SOURCE_DATE_EPOCH play no part.
+//     image on any host at any time (a rebuild from a recipe relies on it).
+//     Every date is Stamp's content-derived time (2000-01-01 plus a hash of
+//     the content, in two-second steps, UTC), which keeps blkid's UUID
+//     distinct for distinct contents; the FAT volume serial is the content
+//     hash's. The ISO writer writes these values directly; go-diskfs stamps
+//     FAT entries with the current time, so the finished vfat image is
+//     normalised in place (normalize.go). The wall clock, time zone,
+//     builder's uid/gid, umask, TMPDIR and SOURCE_DATE_EPOCH play no part.
 package image
 
 import (

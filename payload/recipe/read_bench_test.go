@@ -29,7 +29,14 @@ func typicalDomain(b *testing.B) string {
 		b.Fatal(err)
 	}
 	s := strings.Replace(string(x), "</description>", "</description>\n  <metadata>\n    "+el+"\n  </metadata>", 1)
-	if s, _, _, err = domxml.SetPayloadDrive(s, res.Path, domxml.BusAuto); err != nil {
+	ed, err := domxml.NewEdit(s)
+	if err == nil {
+		_, _, err = ed.SetPayloadDrive(res.Path, domxml.BusAuto)
+	}
+	if err == nil {
+		s, err = ed.XML()
+	}
+	if err != nil {
 		b.Fatal(err)
 	}
 	return s

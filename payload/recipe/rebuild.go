@@ -92,7 +92,7 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	if err := r.Check(); err != nil {
 		return "", fmt.Errorf("rebuilding the payload image %s: %w", r.Path, err)
 	}
-	intact, err := hasSHA256(r.Path, r.Size, r.SHA256)
+	intact, err := hasSHA256(r.Path, "image", r.Size, r.SHA256)
 	if err != nil {
 		return "", err
 	}
@@ -186,21 +186,21 @@ func checkOwnName(p, uuid string) error {
 var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // hasSHA256 reports whether a regular file at p has the given size and
-// sha256. A missing file is false; a symlink or another kind of file is
-// refused.
-func hasSHA256(p string, size int64, sum string) (bool, error) {
+// sha256 (size only when sum is ""). A missing file is false; a symlink or
+// another kind of file is refused. what ("image", "file") names p in errors.
+func hasSHA256(p, what string, size int64, sum string) (bool, error) {
 	fi, err := os.Lstat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("rebuilding the payload image %s: %w", p, err)
+		return false, fmt.Errorf("rebuilding the payload %s %s: %w", what, p, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return false, fmt.Errorf("rebuilding the payload image %s: %w: it is a %s, not a regular file", p, ErrRefused, image.FileKind(fi.Mode()))
+		return false, fmt.Errorf("rebuilding the payload %s %s: %w: it is a %s, not a regular file", what, p, ErrRefused, image.FileKind(fi.Mode()))
 	}
-	if fi.Size() != size {
-		return false, nil
+	if fi.Size() != size || sum == "" {
+		return fi.Size() == size, nil
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {

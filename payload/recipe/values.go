@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -291,13 +290,11 @@ func rebuildValues(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome,
 		if err := checkOwnName(v.Path, opt.DomainUUID); err != nil {
 			return "", err
 		}
-		var intact bool
-		var err error
+		what := "file"
 		if v.SHA256 != "" {
-			intact, err = hasSHA256(v.Path, v.Size, v.SHA256)
-		} else {
-			intact, err = hasSize(v.Path, v.Size)
+			what = "image"
 		}
+		intact, err := hasSHA256(v.Path, what, v.Size, v.SHA256)
 		if err != nil {
 			return "", err
 		}
@@ -355,22 +352,6 @@ func rebuildValues(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome,
 		}
 	}
 	return OutcomeRebuilt, nil
-}
-
-// hasSize reports whether a regular file at p has size bytes (a missing
-// file: false; a symlink or another kind of file is refused).
-func hasSize(p string, size int64) (bool, error) {
-	fi, err := os.Lstat(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("rebuilding the payload file %s: %w", p, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return false, fmt.Errorf("rebuilding the payload file %s: %w: it is a %s, not a regular file", p, ErrRefused, image.FileKind(fi.Mode()))
-	}
-	return fi.Size() == size, nil
 }
 
 // InlineNames returns the names of r's values that have no file (values

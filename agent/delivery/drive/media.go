@@ -85,37 +85,14 @@ func (d *Delivery) reattach(ctx context.Context, dom libvirtx.DomainInfo, live d
 	return dev, nil
 }
 
-// changeMedia swaps the medium of the running domain's payload drive.
-//
-// Why it can fail, and what is done about it (libvirt 9.0 / QEMU 7.2; see
-// docs/media-change.md): libvirt changes a medium with blockdev-open-tray,
-// blockdev-remove-medium, blockdev-insert-medium and blockdev-close-tray, and
-// learns the tray's state only from QEMU's DEVICE_TRAY_MOVED events. While the
-// guest's firmware or kernel probes the drive (the first seconds after a start
-// or reset) it resets the drive or its controller, which closes QEMU's tray
-// without an event. If that lands inside libvirt's sequence, the step after it
-// fails with "Tray ... is not open", and from then on libvirt believes the
-// tray is open (live XML tray='open') while QEMU's is closed: libvirt skips
-// opening it and every later change fails the same way, with or without
-// FORCE, until libvirt re-reads the drive's state (at a start or reset).
-//
-// So: every change passes DOMAIN_DEVICE_MODIFY_FORCE (open a tray the guest
-// locked, and do not wait for the guest to agree, as VDSM does). After a
-// failure the live XML tells a stale tray apart from one the guest holds: a
-// stale drive on a hot-pluggable bus (SCSI) is replaced (detach + attach); on
-// IDE/SATA the domain is reset when it started less than ResetWindow ago (the
-// firmware or early kernel is still probing, so nothing of the guest's is
-// lost) and the change is retried. A stale IDE/SATA drive of a domain that has
-// run longer is never reset behind the operator's back: the job fails with
-// media_locked saying how to repair it.
-//
-// The same race can strike after libvirt's change succeeded: when the
-// guest's reset closes QEMU's tray just before libvirt's closing step, that
-// step moves nothing, QEMU sends no event, and libvirt keeps recording the
-// tray as open although the new medium is in. The change is done, but the
-// next one (or an eject) would fail. So after inserting a medium into an
-// IDE/SATA drive, settleTray waits for libvirt to record the tray shut and
-// repairs a stale record the same way (a reset within ResetWindow).
+// changeMedia swaps the medium of the running domain's payload drive,
+// forced (DOMAIN_DEVICE_MODIFY_FORCE). A guest resetting the drive during
+// libvirt's tray sequence leaves libvirt's tray record stale
+// (docs/media-change.md has the race): after a failure a stale drive on a
+// hot-pluggable bus is replaced, one on IDE/SATA is repaired by a reset
+// while the domain started less than ResetWindow ago (else the job fails
+// with media_locked), and the change is retried; after an insertion into
+// an IDE/SATA drive settleTray waits for the tray to be recorded shut.
 //
 // config is DOMAIN_DEVICE_MODIFY_CONFIG when the persistent definition has
 // the drive too (it changes with the live one), else 0. eject is set when
