@@ -17,7 +17,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vmpayload/vmpayload/payload/internal/butane"
-	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/test/golden"
 )
 
@@ -146,18 +145,7 @@ func TestButaneConfigs(t *testing.T) {
 			if gotSpec.String() != spec {
 				t.Errorf("spec %s, want %s (what Butane's version produces)", gotSpec, spec)
 			}
-			merged := render(t, parseClean(t, raw))
-			skip := map[string]bool{}
-			if _, ok := fileAt(child, job.IgnitionHostnamePath); ok {
-				skip[job.IgnitionHostnamePath] = true
-			}
-			for _, u := range child.Passwd.Users {
-				if u.PasswordHash != nil {
-					skip["passwordHash:"+u.Name] = true
-				}
-			}
-			assertCarriesJob(t, merged, in, skip)
-			assertCarriesChild(t, merged, child)
+			merged := assertMerged(t, raw, in, child)
 			assertCarriesButane(t, merged, want)
 			golden.Compare(t, filepath.Join("testdata", "butane", strings.TrimSuffix(filepath.Base(name), ".bu")+".ign"), append(indent(t, raw), '\n'), *update)
 		})

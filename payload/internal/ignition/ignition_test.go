@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -313,20 +314,39 @@ func TestUserConfigs(t *testing.T) {
 			if !strings.Contains(string(raw), `"version":"`+want.String()+`"`) {
 				t.Errorf("rendered config does not say version %s", want)
 			}
-			merged := render(t, parseClean(t, raw))
-			skip := map[string]bool{}
-			if _, ok := fileAt(child, job.IgnitionHostnamePath); ok {
-				skip[job.IgnitionHostnamePath] = true
-			}
-			for _, u := range child.Passwd.Users {
-				if u.PasswordHash != nil {
-					skip["passwordHash:"+u.Name] = true
-				}
-			}
-			assertCarriesJob(t, merged, in, skip)
-			assertCarriesChild(t, merged, child)
+			assertMerged(t, raw, in, child)
 			golden.Compare(t, filepath.Join("testdata", "merged", strings.TrimSuffix(filepath.Base(name), ".ign")+".ign"), append(indent(t, raw), '\n'), *update)
 		})
+	}
+}
+
+// assertMerged merges raw (the rendered config) over the guest's own as
+// Ignition does and checks that the result carries every job field of in,
+// except what the user's config child sets itself (a hostname file, a
+// password hash: the child wins), and everything child says. It returns
+// the merged config.
+func assertMerged(t *testing.T, raw []byte, in Input, child types.Config) types.Config {
+	t.Helper()
+	merged := render(t, parseClean(t, raw))
+	skip := map[string]bool{}
+	if _, ok := fileAt(child, job.IgnitionHostnamePath); ok {
+		skip[job.IgnitionHostnamePath] = true
+	}
+	for _, u := range child.Passwd.Users {
+		if u.PasswordHash != nil {
+			skip["passwordHash:"+u.Name] = true
+		}
+	}
+	assertCarriesJob(t, merged, in, skip)
+	assertCarriesChild(t, merged, child)
+	return merged
+}
+
+// assertHas fails unless have holds an entry equal to want (named what).
+func assertHas[T any](t *testing.T, have []T, want T, what string) {
+	t.Helper()
+	if !slices.ContainsFunc(have, func(g T) bool { return reflect.DeepEqual(g, want) }) {
+		t.Errorf("%s lost", what)
 	}
 }
 
@@ -355,31 +375,13 @@ func assertCarriesChild(t *testing.T, merged, child types.Config) {
 		}
 	}
 	for _, d := range child.Storage.Directories {
-		found := false
-		for _, g := range merged.Storage.Directories {
-			found = found || reflect.DeepEqual(g, d)
-		}
-		if !found {
-			t.Errorf("directory %s lost", d.Path)
-		}
+		assertHas(t, merged.Storage.Directories, d, "directory "+d.Path)
 	}
 	for _, l := range child.Storage.Links {
-		found := false
-		for _, g := range merged.Storage.Links {
-			found = found || reflect.DeepEqual(g, l)
-		}
-		if !found {
-			t.Errorf("link %s lost", l.Path)
-		}
+		assertHas(t, merged.Storage.Links, l, "link "+l.Path)
 	}
 	for _, u := range child.Systemd.Units {
-		found := false
-		for _, g := range merged.Systemd.Units {
-			found = found || reflect.DeepEqual(g, u)
-		}
-		if !found {
-			t.Errorf("unit %s lost", u.Name)
-		}
+		assertHas(t, merged.Systemd.Units, u, "unit "+u.Name)
 	}
 	for _, u := range child.Passwd.Users {
 		g, ok := userNamed(merged, u.Name)
