@@ -19,24 +19,7 @@ import (
 
 // sysprepExamples decodes configs/examples/windows/sysprep*.json.
 func sysprepExamples(t *testing.T) map[string]*job.Job {
-	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(windowsExamplesDir, "sysprep*.json"))
-	if len(paths) < 3 {
-		t.Fatalf("want the sysprep example jobs in %s, found %d", windowsExamplesDir, len(paths))
-	}
-	out := map[string]*job.Job{}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := job.Decode(b)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		out[strings.TrimSuffix(filepath.Base(p), ".json")] = j
-	}
-	return out
+	return payloadtest.SysprepExamples(t, windowsExamplesDir)
 }
 
 // xpath reads expr from the XML file at p with xmllint, an independent

@@ -10,29 +10,8 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
-
-// sysprepJobs are the example sysprep jobs (configs/examples/windows).
-func sysprepJobs(t *testing.T) map[string]*job.Job {
-	t.Helper()
-	paths, _ := filepath.Glob("../../configs/examples/windows/sysprep*.json")
-	if len(paths) < 3 {
-		t.Fatalf("found %d sysprep examples", len(paths))
-	}
-	out := map[string]*job.Job{}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := job.Decode(b)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		out[filepath.Base(p)] = j
-	}
-	return out
-}
 
 // TestSysprepRecipe: a sysprep payload (floppy or CD-ROM, answer file
 // inline or by secret) is recorded with its secrets as references only
@@ -42,7 +21,7 @@ func sysprepJobs(t *testing.T) map[string]*job.Job {
 func TestSysprepRecipe(t *testing.T) {
 	pw, _ := os.ReadFile(filepath.Join(secretsDir, "sysprep-admin-password"))
 	password := strings.TrimSpace(string(pw))
-	for name, j := range sysprepJobs(t) {
+	for name, j := range payloadtest.SysprepExamples(t, "../../configs/examples/windows") {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			r, res := build(t, j, dir, secretsDir)
