@@ -3,13 +3,12 @@ package smbios_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
+	"github.com/vmpayload/vmpayload/agent/delivery/deliverytest"
 	"github.com/vmpayload/vmpayload/agent/delivery/smbios"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/internal/seal"
@@ -54,17 +53,7 @@ func rendered(t *testing.T, members string) ([]domxml.Credential, string) {
 
 func setup(t *testing.T, def string, active bool) (*libvirtxtest.Fake, delivery.Delivery, libvirtx.DomainInfo) {
 	t.Helper()
-	f := libvirtxtest.New()
-	dom, err := f.DefineXML(context.Background(), def)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if active {
-		f.SetActive(dom.UUID, true)
-		dom.Active = true
-	}
-	env := &delivery.Env{Host: f, PayloadDir: "/var/lib/vmpayload-test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Start: func(ctx context.Context, dom libvirtx.DomainInfo, _ bool) error { return f.Start(ctx, dom.UUID) }}
+	f, env, dom := deliverytest.Setup(t, def, active)
 	return f, smbios.New(env), dom
 }
 
