@@ -1,6 +1,9 @@
 package testenv
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -63,5 +66,15 @@ func TestTempDirAndHashes(t *testing.T) {
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("TempDir %s left after its test: %v", dir, err)
+	}
+}
+
+func TestGzip(t *testing.T) {
+	r, err := gzip.NewReader(bytes.NewReader(Gzip(t, "#cloud-config\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(r); err != nil || string(b) != "#cloud-config\n" {
+		t.Errorf("Gzip read back %q, %v", b, err)
 	}
 }
