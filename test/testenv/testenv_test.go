@@ -3,9 +3,11 @@ package testenv
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -76,5 +78,30 @@ func TestGzip(t *testing.T) {
 	}
 	if b, err := io.ReadAll(r); err != nil || string(b) != "#cloud-config\n" {
 		t.Errorf("Gzip read back %q, %v", b, err)
+	}
+}
+
+// stopTB records how MissingJudge stops a test.
+type stopTB struct {
+	testing.TB
+	how, msg string
+}
+
+func (s *stopTB) Helper()                   {}
+func (s *stopTB) Fatalf(f string, a ...any) { s.how, s.msg = "fail", fmt.Sprintf(f, a...) }
+func (s *stopTB) Skipf(f string, a ...any)  { s.how, s.msg = "skip", fmt.Sprintf(f, a...) }
+
+// TestMissingJudge: a missing judge skips the test, unless
+// VMPAYLOAD_JUDGES=required (make test), where it fails it.
+func TestMissingJudge(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"", "skip"}, {"0", "skip"}, {"required", "fail"},
+	} {
+		t.Setenv(JudgesEnv, tc.env)
+		s := &stopTB{TB: t}
+		MissingJudge(s, "no %s here", "judge")
+		if s.how != tc.want || !strings.HasPrefix(s.msg, "no judge here") {
+			t.Errorf("%s=%q: %s %q; want %s", JudgesEnv, tc.env, s.how, s.msg, tc.want)
+		}
 	}
 }
