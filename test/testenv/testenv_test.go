@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -103,5 +104,23 @@ func TestMissingJudge(t *testing.T) {
 		if s.how != tc.want || !strings.HasPrefix(s.msg, "no judge here") {
 			t.Errorf("%s=%q: %s %q; want %s", JudgesEnv, tc.env, s.how, s.msg, tc.want)
 		}
+	}
+}
+
+// errTB records the errors Contains reports.
+type errTB struct {
+	testing.TB
+	errs []string
+}
+
+func (e *errTB) Helper()                   {}
+func (e *errTB) Errorf(f string, a ...any) { e.errs = append(e.errs, fmt.Sprintf(f, a...)) }
+
+func TestContains(t *testing.T) {
+	var e errTB
+	Contains(&e, "the definition", "<a/><b/>", []string{"<a/>", "<c/>"}, []string{"<d/>", "<b/>"})
+	want := []string{"the definition lacks <c/>:\n<a/><b/>", "the definition has <b/>:\n<a/><b/>"}
+	if !slices.Equal(e.errs, want) {
+		t.Errorf("Contains reported %q, want %q", e.errs, want)
 	}
 }

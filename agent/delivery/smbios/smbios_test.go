@@ -17,6 +17,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 func domain(extra, osExtra string) string {
@@ -112,16 +113,7 @@ func TestAttach(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range c.want {
-				if !strings.Contains(x, w) {
-					t.Errorf("lacks %s:\n%s", w, x)
-				}
-			}
-			for _, w := range c.notWant {
-				if strings.Contains(x, w) {
-					t.Errorf("still has %s:\n%s", w, x)
-				}
-			}
+			testenv.Contains(t, "the definition", x, c.want, c.notWant)
 			if c.notice != "" && (!strings.Contains(r.Notice, c.notice) || r.TakesEffect != result.TakesEffectNextColdStart) {
 				t.Errorf("notice %q takes_effect %q, want %q", r.Notice, r.TakesEffect, c.notice)
 			}
@@ -173,16 +165,7 @@ func TestDropDetach(t *testing.T) {
 					t.Fatal(err)
 				}
 				x, _ := ed.XML()
-				for _, w := range c.keep {
-					if !strings.Contains(x, w) {
-						t.Errorf("lacks %s:\n%s", w, x)
-					}
-				}
-				for _, w := range c.gone {
-					if strings.Contains(x, w) {
-						t.Errorf("still has %s:\n%s", w, x)
-					}
-				}
+				testenv.Contains(t, "the definition", x, c.keep, c.gone)
 				if d.Files(x) != nil {
 					t.Error("Files of an SMBIOS payload")
 				}
