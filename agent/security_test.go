@@ -147,6 +147,21 @@ func postAs(t *testing.T, u testUser, sock, body string) (int, map[string]any) {
 	return code, m
 }
 
+// postDone posts body as u to the agent at sock, wants it accepted, and
+// waits (as root) for the result of job id, which must be done.
+func postDone(t *testing.T, u testUser, sock string, root *http.Client, id, body string) result.Result {
+	t.Helper()
+	code, ans := postAs(t, u, sock, body)
+	if code != http.StatusAccepted {
+		t.Fatalf("status %d: %v; want 202", code, ans)
+	}
+	r := waitJob(t, root, id)
+	if r.State != result.StateDone {
+		t.Fatalf("%+v %+v; want done", r, r.Error)
+	}
+	return r
+}
+
 // waitJob waits for job id through the API (as root).
 func waitJob(t *testing.T, c *http.Client, id string) result.Result {
 	t.Helper()
@@ -266,14 +281,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer evResp.Body.Close()
-		code, ans := postAs(t, plain, h.sock, payloadJob("p-payload"))
-		if code != http.StatusAccepted {
-			t.Fatalf("status %d: %v", code, ans)
-		}
-		r := waitJob(t, root, "p-payload")
-		if r.State != result.StateDone {
-			t.Fatalf("%+v %+v", r, r.Error)
-		}
+		r := postDone(t, plain, h.sock, root, "p-payload", payloadJob("p-payload"))
 		checkSubmitter(t, r, plain, access.ViaPeerCred)
 		if fr, ok := h.spool.Lookup("p-payload"); !ok || fr.Submitter == nil || fr.Submitter.UID != uint32(plain.uid) {
 			t.Errorf("result file's submitter %+v; want uid %d", fr.Submitter, plain.uid)
@@ -296,23 +304,12 @@ func TestAccessAsRealUsers(t *testing.T) {
 		}
 	})
 	t.Run("admin group member defines", func(t *testing.T) {
-		code, ans := postAs(t, admin, h.sock, xmlJob("a-xml", "admin-defined"))
-		if code != http.StatusAccepted {
-			t.Fatalf("status %d: %v", code, ans)
-		}
-		r := waitJob(t, root, "a-xml")
-		if r.State != result.StateDone {
-			t.Fatalf("%+v %+v", r, r.Error)
-		}
+		r := postDone(t, admin, h.sock, root, "a-xml", xmlJob("a-xml", "admin-defined"))
 		checkSubmitter(t, r, admin, access.ViaPeerCred)
 	})
 	t.Run("admin group member attaches a prebuilt image", func(t *testing.T) {
-		code, ans := postAs(t, admin, h.sock, strings.Replace(imgJob("a-img"), `"domain"`, `"action":"attach","domain"`, 1))
-		if code != http.StatusAccepted {
-			t.Fatalf("status %d: %v", code, ans)
-		}
-		r := waitJob(t, root, "a-img")
-		if r.State != result.StateDone || r.Payload == nil || !r.Payload.Prebuilt {
+		r := postDone(t, admin, h.sock, root, "a-img", strings.Replace(imgJob("a-img"), `"domain"`, `"action":"attach","domain"`, 1))
+		if r.Payload == nil || !r.Payload.Prebuilt {
 			t.Fatalf("%+v %+v", r, r.Error)
 		}
 		checkSubmitter(t, r, admin, access.ViaPeerCred)
