@@ -280,6 +280,25 @@ func indent(t *testing.T, raw []byte) []byte {
 	return b
 }
 
+// eachTestdata runs f as a subtest for each file matching pattern, with
+// the file's name and contents; it fails t when fewer than 5 match.
+func eachTestdata(t *testing.T, pattern string, f func(t *testing.T, name string, data []byte)) {
+	t.Helper()
+	names, err := filepath.Glob(pattern)
+	if err != nil || len(names) < 5 {
+		t.Fatalf("%s: %v %v", pattern, names, err)
+	}
+	for _, name := range names {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			data, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(t, name, data)
+		})
+	}
+}
+
 // TestUserConfigs merges each user config in testdata/user (one per
 // stable spec, in the style of Ignition's and Fedora CoreOS's
 // documentation): the generated config takes the user's spec, the guest's
@@ -287,37 +306,27 @@ func indent(t *testing.T, raw []byte) []byte {
 // user's config says is in the result as the user's config says it (the
 // user's config is the merge child and wins).
 func TestUserConfigs(t *testing.T) {
-	names, err := filepath.Glob(filepath.Join("testdata", "user", "*.ign"))
-	if err != nil || len(names) < 5 {
-		t.Fatalf("user configs: %v %v", names, err)
-	}
-	for _, name := range names {
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			user, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			child := parseClean(t, user)
-			in := fullInput(t, string(user))
-			raw, spec, err := Render(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var head struct {
-				Ignition struct{ Version string } `json:"ignition"`
-			}
-			_ = json.Unmarshal(user, &head)
-			want := semver.New(head.Ignition.Version)
-			if spec != *want {
-				t.Errorf("spec %s, want the user's %s", spec, want)
-			}
-			if !strings.Contains(string(raw), `"version":"`+want.String()+`"`) {
-				t.Errorf("rendered config does not say version %s", want)
-			}
-			assertMerged(t, raw, in, child)
-			golden.Compare(t, filepath.Join("testdata", "merged", strings.TrimSuffix(filepath.Base(name), ".ign")+".ign"), append(indent(t, raw), '\n'), *update)
-		})
-	}
+	eachTestdata(t, filepath.Join("testdata", "user", "*.ign"), func(t *testing.T, name string, user []byte) {
+		child := parseClean(t, user)
+		in := fullInput(t, string(user))
+		raw, spec, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head struct {
+			Ignition struct{ Version string } `json:"ignition"`
+		}
+		_ = json.Unmarshal(user, &head)
+		want := semver.New(head.Ignition.Version)
+		if spec != *want {
+			t.Errorf("spec %s, want the user's %s", spec, want)
+		}
+		if !strings.Contains(string(raw), `"version":"`+want.String()+`"`) {
+			t.Errorf("rendered config does not say version %s", want)
+		}
+		assertMerged(t, raw, in, child)
+		golden.Compare(t, filepath.Join("testdata", "merged", strings.TrimSuffix(filepath.Base(name), ".ign")+".ign"), append(indent(t, raw), '\n'), *update)
+	})
 }
 
 // assertMerged merges raw (the rendered config) over the guest's own as
