@@ -151,12 +151,7 @@ func TestSysprepSecretsStayOut(t *testing.T) {
 		t.Errorf("the escaped password is not in the answer file")
 	}
 	// a changed password changes the content hash (a new image name)
-	dir := t.TempDir()
-	for _, n := range []string{"sysprep-unattend"} {
-		b, _ := os.ReadFile(filepath.Join(secretsDir, n))
-		os.WriteFile(filepath.Join(dir, n), b, 0o600)
-	}
-	os.WriteFile(filepath.Join(dir, "sysprep-admin-password"), []byte("another-Pa55\n"), 0o600)
+	dir := payloadtest.SysprepSecrets(t, secretsDir, "another-Pa55")
 	r2, err := payloadtest.Render(ex, dir, payload.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,25 @@ func SysprepExamples(t testing.TB, dir string) map[string]*job.Job {
 	return out
 }
 
+// SysprepSecrets returns a new secrets directory for the sysprep examples
+// with the answer file (sysprep-unattend) of from and password as
+// sysprep-admin-password: their jobs with another password.
+func SysprepSecrets(t testing.TB, from, password string) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(from, "sysprep-unattend"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sysprep-unattend"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sysprep-admin-password"), []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // decodeExample reads and decodes the example job at p.
 func decodeExample(t testing.TB, p string) Example {
 	t.Helper()

@@ -53,12 +53,7 @@ func TestSysprepRecipe(t *testing.T) {
 				t.Fatalf("the rebuilt image differs from the original")
 			}
 			// another password: refused by name, nothing written
-			sd := t.TempDir()
-			for _, n := range []string{"sysprep-unattend"} {
-				b, _ := os.ReadFile(filepath.Join(secretsDir, n))
-				os.WriteFile(filepath.Join(sd, n), b, 0o600)
-			}
-			os.WriteFile(filepath.Join(sd, "sysprep-admin-password"), []byte("Changed-Pa55\n"), 0o600)
+			sd := payloadtest.SysprepSecrets(t, secretsDir, "Changed-Pa55")
 			os.Remove(res.Path)
 			_, err = Rebuild(context.Background(), back, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: sd, GID: -1})
 			if !errors.Is(err, ErrContentChanged) || !strings.Contains(err.Error(), `"sysprep-admin-password" (admin_password_secret)`) || strings.Contains(err.Error(), "Changed-Pa55") {
