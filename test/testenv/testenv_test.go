@@ -124,3 +124,18 @@ func TestContains(t *testing.T) {
 		t.Errorf("Contains reported %q, want %q", e.errs, want)
 	}
 }
+
+func TestNeedE2E(t *testing.T) {
+	t.Setenv("VMPAYLOAD_E2E", "")
+	s := &stopTB{TB: t}
+	NeedE2E(s, "boot guests")
+	if s.how != "skip" || !strings.HasPrefix(s.msg, "set VMPAYLOAD_E2E=1 to boot guests (") {
+		t.Errorf("VMPAYLOAD_E2E unset: %s %q; want a skip", s.how, s.msg)
+	}
+	t.Setenv("VMPAYLOAD_E2E", "1")
+	s = &stopTB{TB: t}
+	NeedE2E(s, "boot guests")
+	if want := map[bool]string{true: "", false: "skip"}[os.Geteuid() == 0]; s.how != want {
+		t.Errorf("VMPAYLOAD_E2E=1, uid %d: %s %q; want %q", os.Geteuid(), s.how, s.msg, want)
+	}
+}
