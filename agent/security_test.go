@@ -461,6 +461,19 @@ func TestSpoolGroupAsRealUsers(t *testing.T) {
 	}
 }
 
+// onlyCaps makes a run its binary with no capabilities but caps (as
+// setpriv's --bounding-set takes them: "+chown,+dac_read_search"), none of
+// them inheritable, as a packaged unit that bounds them would.
+func (a *agentProc) onlyCaps(t *testing.T, caps string) {
+	t.Helper()
+	wrapper := filepath.Join(a.Dir, "caps.sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,%s --inh-caps -all -- %s \"$@\"\n", caps, a.Bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.Bin = wrapper
+}
+
 // TestAgentWithOnlyCapChown runs the agent binary with the packaged unit's
 // capabilities (CAP_CHOWN only; setpriv drops the rest from the bounding
 // set): jobs the API queues for a plain user (files it gives to the user)
@@ -476,12 +489,7 @@ func TestAgentWithOnlyCapChown(t *testing.T) {
 	plain := addUser(t, "vmpxc"+sfx+"u", group)
 
 	a := newAgent(t, "test:///default", "--socket-group", group)
-	wrapper := filepath.Join(a.Dir, "capchown.sh")
-	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown --inh-caps -all -- %s \"$@\"\n", a.Bin)
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	a.Bin = wrapper
+	a.onlyCaps(t, "+chown")
 	a.start()
 
 	dom := "vmpx-capchown-" + sfx
@@ -502,7 +510,7 @@ func TestAgentWithOnlyCapChown(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	cmd := exec.Command(wrapper, "agent", "--config", "", "--libvirt-uri", "test:///default", "--spool-dir", filepath.Join(dir, "spool"),
+	cmd := exec.Command(a.Bin, "agent", "--config", "", "--libvirt-uri", "test:///default", "--spool-dir", filepath.Join(dir, "spool"),
 		"--payload-dir", filepath.Join(dir, "payload"), "--socket", filepath.Join(dir, "s.sock"), "--spool-group", group)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
