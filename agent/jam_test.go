@@ -361,12 +361,7 @@ func TestMemberDirectoryMovedAsideWithPackagedCaps(t *testing.T) {
 	addGroup(t, group)
 	m := addUser(t, "spoolc"+sfx+"u", group)
 	a := newAgent(t, "test:///default", "--spool-group", group)
-	wrapper := filepath.Join(a.Dir, "caps.sh")
-	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown,+dac_read_search --inh-caps -all -- %s \"$@\"\n", a.Bin)
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	a.Bin = wrapper
+	a.onlyCaps(t, "+chown,+dac_read_search")
 	a.start()
 	in := filepath.Join(a.SpoolDir, spool.Incoming)
 	if out, err := runAs(m, fmt.Sprintf("mkdir %[1]s/.d.tmp && echo x > %[1]s/.d.tmp/inside && chmod 0700 %[1]s/.d.tmp && mv %[1]s/.d.tmp %[1]s/cap-dir.json", in)); err != nil {

@@ -147,6 +147,21 @@ func postAs(t *testing.T, u testUser, sock, body string) (int, map[string]any) {
 	return code, m
 }
 
+// postDone posts body as u to the agent at sock, wants it accepted, and
+// waits (as root) for the result of job id, which must be done.
+func postDone(t *testing.T, u testUser, sock string, root *http.Client, id, body string) result.Result {
+	t.Helper()
+	code, ans := postAs(t, u, sock, body)
+	if code != http.StatusAccepted {
+		t.Fatalf("status %d: %v; want 202", code, ans)
+	}
+	r := waitJob(t, root, id)
+	if r.State != result.StateDone {
+		t.Fatalf("%+v %+v; want done", r, r.Error)
+	}
+	return r
+}
+
 // waitJob waits for job id through the API (as root).
 func waitJob(t *testing.T, c *http.Client, id string) result.Result {
 	t.Helper()
@@ -266,14 +281,7 @@ func TestAccessAsRealUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer evResp.Body.Close()
-		code, ans := postAs(t, plain, h.sock, payloadJob("p-payload"))
-		if code != http.StatusAccepted {
-			t.Fatalf("status %d: %v", code, ans)
-		}
-		r := waitJob(t, root, "p-payload")
-		if r.State != result.StateDone {
-			t.Fatalf("%+v %+v", r, r.Error)
-		}
+		r := postDone(t, plain, h.sock, root, "p-payload", payloadJob("p-payload"))
 		checkSubmitter(t, r, plain, access.ViaPeerCred)
 		if fr, ok := h.spool.Lookup("p-payload"); !ok || fr.Submitter == nil || fr.Submitter.UID != uint32(plain.uid) {
 			t.Errorf("result file's submitter %+v; want uid %d", fr.Submitter, plain.uid)
@@ -296,23 +304,12 @@ func TestAccessAsRealUsers(t *testing.T) {
 		}
 	})
 	t.Run("admin group member defines", func(t *testing.T) {
-		code, ans := postAs(t, admin, h.sock, xmlJob("a-xml", "admin-defined"))
-		if code != http.StatusAccepted {
-			t.Fatalf("status %d: %v", code, ans)
-		}
-		r := waitJob(t, root, "a-xml")
-		if r.State != result.StateDone {
-			t.Fatalf("%+v %+v", r, r.Error)
-		}
+		r := postDone(t, admin, h.sock, root, "a-xml", xmlJob("a-xml", "admin-defined"))
 		checkSubmitter(t, r, admin, access.ViaPeerCred)
 	})
 	t.Run("admin group member attaches a prebuilt image", func(t *testing.T) {
-		code, ans := postAs(t, admin, h.sock, strings.Replace(imgJob("a-img"), `"domain"`, `"action":"attach","domain"`, 1))
-		if code != http.StatusAccepted {
-			t.Fatalf("status %d: %v", code, ans)
-		}
-		r := waitJob(t, root, "a-img")
-		if r.State != result.StateDone || r.Payload == nil || !r.Payload.Prebuilt {
+		r := postDone(t, admin, h.sock, root, "a-img", strings.Replace(imgJob("a-img"), `"domain"`, `"action":"attach","domain"`, 1))
+		if r.Payload == nil || !r.Payload.Prebuilt {
 			t.Fatalf("%+v %+v", r, r.Error)
 		}
 		checkSubmitter(t, r, admin, access.ViaPeerCred)
@@ -464,6 +461,19 @@ func TestSpoolGroupAsRealUsers(t *testing.T) {
 	}
 }
 
+// onlyCaps makes a run its binary with no capabilities but caps (as
+// setpriv's --bounding-set takes them: "+chown,+dac_read_search"), none of
+// them inheritable, as a packaged unit that bounds them would.
+func (a *agentProc) onlyCaps(t *testing.T, caps string) {
+	t.Helper()
+	wrapper := filepath.Join(a.Dir, "caps.sh")
+	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,%s --inh-caps -all -- %s \"$@\"\n", caps, a.Bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.Bin = wrapper
+}
+
 // TestAgentWithOnlyCapChown runs the agent binary with the packaged unit's
 // capabilities (CAP_CHOWN only; setpriv drops the rest from the bounding
 // set): jobs the API queues for a plain user (files it gives to the user)
@@ -479,12 +489,7 @@ func TestAgentWithOnlyCapChown(t *testing.T) {
 	plain := addUser(t, "vmpxc"+sfx+"u", group)
 
 	a := newAgent(t, "test:///default", "--socket-group", group)
-	wrapper := filepath.Join(a.Dir, "capchown.sh")
-	script := fmt.Sprintf("#!/bin/sh\nexec setpriv --bounding-set -all,+chown --inh-caps -all -- %s \"$@\"\n", a.Bin)
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	a.Bin = wrapper
+	a.onlyCaps(t, "+chown")
 	a.start()
 
 	dom := "vmpx-capchown-" + sfx
@@ -505,7 +510,7 @@ func TestAgentWithOnlyCapChown(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	cmd := exec.Command(wrapper, "agent", "--config", "", "--libvirt-uri", "test:///default", "--spool-dir", filepath.Join(dir, "spool"),
+	cmd := exec.Command(a.Bin, "agent", "--config", "", "--libvirt-uri", "test:///default", "--spool-dir", filepath.Join(dir, "spool"),
 		"--payload-dir", filepath.Join(dir, "payload"), "--socket", filepath.Join(dir, "s.sock"), "--spool-group", group)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -19,6 +19,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/golden"
 	"github.com/vmpayload/vmpayload/test/judge"
 )
 
@@ -125,45 +126,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := filepath.Join("testdata", "golden", ex.name)
-			if *update {
-				os.RemoveAll(dir)
-			}
-			var want []string
-			for _, f := range r.Docs.Files {
-				want = append(want, f.Path)
-				gp := filepath.Join(dir, filepath.FromSlash(f.Path))
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(gp), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(gp, f.Data, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				g, err := os.ReadFile(gp)
-				if err != nil {
-					t.Fatalf("missing golden file (run go test -update): %v", err)
-				}
-				if string(g) != string(f.Data) {
-					t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", f.Path, gp, f.Data, g)
-				}
-			}
-			// no stale golden files for documents no longer rendered
-			var have []string
-			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					rel, _ := filepath.Rel(dir, p)
-					have = append(have, filepath.ToSlash(rel))
-				}
-				return nil
-			})
-			sort.Strings(want)
-			sort.Strings(have)
-			if !reflect.DeepEqual(want, have) {
-				t.Errorf("documents %v, golden files %v", want, have)
-			}
+			assertGoldenDocs(t, filepath.Join("testdata", "golden", ex.name), r)
 		})
 	}
 }
@@ -178,23 +141,58 @@ func TestExamplesJudgedByCloudInit(t *testing.T) {
 	for _, ex := range buildableExamples(t) {
 		t.Run(ex.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			out := filepath.Join(dir, "seed"+payload.Extension(ex.job.Apply(job.Defaults{}).Media))
-			r, err := payloadtest.Render(ex.job, secretsDir, payload.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Write(ctx, out, payload.Options{GID: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := judge.Judge(ctx, out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := filepath.Join(t.TempDir(), "seed"+payload.Extension(ex.job.Apply(job.Defaults{}).Media))
+			res, rep := judgeImage(t, ctx, ex.job, secretsDir, out)
 			checkAgainstJob(t, ex.job.Apply(job.Defaults{}), res, rep)
 		})
 	}
+}
+
+// assertGoldenDocs compares the documents of r with their golden files
+// in dir, and fails on a golden file of a document r does not have
+// (-update rewrites dir).
+func assertGoldenDocs(t *testing.T, dir string, r *payload.Rendered) {
+	t.Helper()
+	if *update {
+		os.RemoveAll(dir)
+	}
+	var want, have []string
+	for _, f := range r.Docs.Files {
+		want = append(want, f.Path)
+		golden.Compare(t, filepath.Join(dir, filepath.FromSlash(f.Path)), f.Data, *update)
+	}
+	// no stale golden files for documents no longer rendered
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			have = append(have, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	sort.Strings(want)
+	sort.Strings(have)
+	if !reflect.DeepEqual(want, have) {
+		t.Errorf("documents %v, golden files %v", want, have)
+	}
+}
+
+// judgeImage renders j (secrets from secrets), writes its image to out
+// and has real cloud-init read it.
+func judgeImage(t *testing.T, ctx context.Context, j *job.Job, secrets, out string) (payload.Result, *judge.Report) {
+	t.Helper()
+	r, err := payloadtest.Render(j, secrets, payload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Write(ctx, out, payload.Options{GID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := judge.Judge(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, rep
 }
 
 func checkAgainstJob(t *testing.T, j job.Job, res payload.Result, rep *judge.Report) {

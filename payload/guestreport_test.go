@@ -149,18 +149,7 @@ func TestGuestReportJudgedByCloudInit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			out := filepath.Join(t.TempDir(), "seed.iso")
-			r, err := payloadtest.Render(withReport(c.job, true), "", payload.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Write(ctx, out, payload.Options{GID: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := judge.Judge(ctx, out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, rep := judgeImage(t, ctx, withReport(c.job, true), "", out)
 			if !rep.OK() {
 				t.Fatalf("cloud-init complains: %q", rep.AllErrors())
 			}

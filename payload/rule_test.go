@@ -2,7 +2,6 @@ package payload_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/test/judge"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // The rule vmpayload keeps for user-data and vendor-data (issue 18): for
@@ -148,19 +148,6 @@ func scriptsOf(u *judge.UserData) []string {
 		out = append(out, s.ContentType+"\n"+strings.TrimRight(s.Content, "\n"))
 	}
 	return out
-}
-
-func gzipBytes(t testing.TB, s string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
-	if _, err := w.Write([]byte(s)); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
 
 // ruleCheck carries in in every carriage of cs, builds the images, has
@@ -314,10 +301,10 @@ func ruleInputs(t *testing.T) []ruleInput {
 	mimeWant := map[string]any{"runcmd": []any{"echo mime-one", "echo mime-two"}}
 	return []ruleInput{
 		{name: "yaml11-scalars-and-duplicate-keys", data: []byte(yaml11), want: yaml11Want},
-		{name: "gzip-cloud-config", data: gzipBytes(t, yaml11), want: yaml11Want},
+		{name: "gzip-cloud-config", data: testenv.Gzip(t, yaml11), want: yaml11Want},
 		{name: "mbox-mime", data: []byte("From nobody Mon Nov 23 00:00:00 2026\n" + mime), want: mimeWant},
 		{name: "mime-late-version-header", data: []byte(strings.Replace(mime, "MIME-Version: 1.0\n", "X-Note: mime-version: below\nMime-version: 1.0\n", 1)), want: mimeWant},
-		{name: "gzip-mime", data: gzipBytes(t, mime), want: mimeWant},
+		{name: "gzip-mime", data: testenv.Gzip(t, mime), want: mimeWant},
 		{name: "include-with-runcmd", data: []byte("#include\n" + judge.IncludePrefix + "inc.yaml\n"),
 			includes: map[string]string{"inc.yaml": "#cloud-config\nruncmd: [echo included]\nusers: [default, {name: incuser}]\n"},
 			want:     map[string]any{"runcmd": []any{"echo included"}}},

@@ -19,24 +19,7 @@ import (
 
 // sysprepExamples decodes configs/examples/windows/sysprep*.json.
 func sysprepExamples(t *testing.T) map[string]*job.Job {
-	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(windowsExamplesDir, "sysprep*.json"))
-	if len(paths) < 3 {
-		t.Fatalf("want the sysprep example jobs in %s, found %d", windowsExamplesDir, len(paths))
-	}
-	out := map[string]*job.Job{}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := job.Decode(b)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		out[strings.TrimSuffix(filepath.Base(p), ".json")] = j
-	}
-	return out
+	return payloadtest.SysprepExamples(t, windowsExamplesDir)
 }
 
 // xpath reads expr from the XML file at p with xmllint, an independent
@@ -168,12 +151,7 @@ func TestSysprepSecretsStayOut(t *testing.T) {
 		t.Errorf("the escaped password is not in the answer file")
 	}
 	// a changed password changes the content hash (a new image name)
-	dir := t.TempDir()
-	for _, n := range []string{"sysprep-unattend"} {
-		b, _ := os.ReadFile(filepath.Join(secretsDir, n))
-		os.WriteFile(filepath.Join(dir, n), b, 0o600)
-	}
-	os.WriteFile(filepath.Join(dir, "sysprep-admin-password"), []byte("another-Pa55\n"), 0o600)
+	dir := payloadtest.SysprepSecrets(t, secretsDir, "another-Pa55")
 	r2, err := payloadtest.Render(ex, dir, payload.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/payload/recipe"
-	"github.com/vmpayload/vmpayload/test/golden"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
@@ -73,28 +72,7 @@ func TestWindowsGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := filepath.Join("testdata", "golden", "windows", ex.name)
-			if *update {
-				os.RemoveAll(dir)
-			}
-			var want, have []string
-			for _, f := range r.Docs.Files {
-				want = append(want, f.Path)
-				golden.Compare(t, filepath.Join(dir, filepath.FromSlash(f.Path)), f.Data, *update)
-			}
-			// no stale golden files for documents no longer rendered
-			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					rel, _ := filepath.Rel(dir, p)
-					have = append(have, filepath.ToSlash(rel))
-				}
-				return nil
-			})
-			sort.Strings(want)
-			sort.Strings(have)
-			if !reflect.DeepEqual(want, have) {
-				t.Errorf("documents %v, golden files %v", want, have)
-			}
+			assertGoldenDocs(t, filepath.Join("testdata", "golden", "windows", ex.name), r)
 		})
 	}
 }

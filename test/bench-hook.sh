@@ -16,15 +16,7 @@ printf 's3cret\n' >"$w/secrets/pw"
 printf 'payload_dir: %s\nsecrets_dir: %s\n' "$w/payload" "$w/secrets" >"$w/agent.yaml"
 # a typical job: the full NoCloud example (users, keys, two NICs)
 cp configs/examples/02-full-nocloud.json "$w/job.json"
-cat >"$w/dom.xml" <<'XML'
-<domain type='qemu'>
-  <name>bench</name>
-  <uuid>0b3f1c44-1d2e-4f5a-8b6c-7d8e9fa0b1c2</uuid>
-  <memory unit='MiB'>48</memory>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <devices/>
-</domain>
-XML
+cp test/bench/hook-domain.xml "$w/dom.xml"
 "$bin" recipe --payload-dir "$w/payload" --secrets-dir "$w/secrets" --domain-xml "$w/dom.xml" "$w/job.json" >"$w/full.xml"
 img=$(ls "$w"/payload/*.iso)
 # the packaged script, pointed at bin/vmpayload and the bench configuration

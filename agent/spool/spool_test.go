@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 func TestIsJobNameAndID(t *testing.T) {
@@ -242,4 +244,146 @@ func (s *Spool) Claim(name string) (*Claimed, error) {
 		return nil, err
 	}
 	return s.open(name)
+}
+
+// TestReadJobFile: a job file is read whole whatever its size, into a
+// buffer sized from the stat (no slack to keep while it is queued), and a
+// file over the limit is cut at one byte past it (the parser refuses it).
+func TestReadJobFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		want int // bytes read
+	}{
+		{"empty", 0, 0},
+		{"one byte", 1, 1},
+		{"typical", 1500, 1500},
+		{"at the limit", job.MaxJobBytes, job.MaxJobBytes},
+		{"over the limit", job.MaxJobBytes + 4096, job.MaxJobBytes + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := bytes.Repeat([]byte("0123456789abcdef"), tc.size/16+1)[:tc.size]
+			p := filepath.Join(t.TempDir(), "j.json")
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readJobFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data[:tc.want]) {
+				t.Errorf("read %d bytes, want the first %d of the file", len(got), tc.want)
+			}
+			if cap(got) > tc.want+1 {
+				t.Errorf("buffer capacity %d for %d bytes: slack kept with the queued job", cap(got), tc.want)
+			}
+		})
+	}
+}
+
+func TestClaimAll(t *testing.T) {
+	s := open(t)
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.Put(id, []byte(`{"version":1,"id":"`+id+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "b" is also running under the same name: it must stay waiting
+	if err := os.WriteFile(filepath.Join(s.Dir(Processing), "b.json"), []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	claimed, errs := s.ClaimAll([]string{"a.json", "b.json", "c.json", "gone.json", "../x.json"})
+	if len(claimed) != 2 || claimed[0].Name != "a.json" || claimed[1].Name != "c.json" {
+		t.Fatalf("claimed %+v", claimed)
+	}
+	for _, c := range claimed {
+		if c.Token == "" || c.ReadErr != nil || len(c.Data) == 0 {
+			t.Errorf("claim %+v", c)
+		}
+		if _, err := os.Stat(c.Path); err != nil {
+			t.Errorf("%s not in processing/: %v", c.Name, err)
+		}
+	}
+	if !errors.Is(errs["b.json"], ErrExists) || !errors.Is(errs["gone.json"], os.ErrNotExist) || errs["../x.json"] == nil || len(errs) != 3 {
+		t.Errorf("errors %v", errs)
+	}
+	if names, _ := s.Pending(); len(names) != 1 || names[0] != "b.json" {
+		t.Errorf("pending after ClaimAll: %v", names)
+	}
+	if c, errs := s.ClaimAll(nil); len(c) != 0 || len(errs) != 0 {
+		t.Errorf("empty batch: %v %v", c, errs)
+	}
+}
+
+func TestEnsureDir(t *testing.T) {
+	tests := []struct {
+		name        string
+		nested      bool // under missing parents
+		prep        func(t *testing.T, p string)
+		wantCreated bool
+		wantErr     error
+	}{
+		{name: "missing", wantCreated: true},
+		{name: "missing parents", nested: true, wantCreated: true},
+		{name: "existing with another mode", prep: func(t *testing.T, p string) { mustOK(t, os.Mkdir(p, 0o755)) }},
+		{name: "symlink to a directory", prep: func(t *testing.T, p string) {
+			mustOK(t, os.Symlink(t.TempDir(), p))
+		}, wantErr: ErrNotDir},
+		{name: "regular file", prep: func(t *testing.T, p string) { mustOK(t, os.WriteFile(p, nil, 0o600)) }, wantErr: ErrNotDir},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "d")
+			if tt.nested {
+				p = filepath.Join(t.TempDir(), "a", "b", "d")
+			}
+			if tt.prep != nil {
+				tt.prep(t, p)
+			}
+			created, err := EnsureDir(p, 0o711, -1)
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if created != tt.wantCreated {
+				t.Errorf("created = %v, want %v", created, tt.wantCreated)
+			}
+			st, lerr := os.Lstat(p)
+			if tt.wantErr != nil {
+				if lerr != nil || st.IsDir() {
+					t.Errorf("the refused %s was changed: %v %v", p, st, lerr)
+				}
+				return
+			}
+			if lerr != nil || !st.IsDir() || st.Mode().Perm() != 0o711 {
+				t.Errorf("%s: %v %v, want a 0711 directory", p, st, lerr)
+			}
+		})
+	}
+}
+
+// TestHealRecreatesSubdirectories removes the spool's subdirectories and
+// checks that Heal brings them back with DirMode and names them.
+func TestHealRecreatesSubdirectories(t *testing.T) {
+	s, err := Open(t.TempDir())
+	mustOK(t, err)
+	for _, d := range []string{Incoming, Done} {
+		mustOK(t, os.RemoveAll(s.Dir(d)))
+	}
+	created, err := s.Heal()
+	mustOK(t, err)
+	if len(created) != 2 || created[0] != Incoming || created[1] != Done {
+		t.Errorf("created %v, want [incoming done]", created)
+	}
+	mustOK(t, os.RemoveAll(s.Dir(Failed)))
+	mustOK(t, os.Symlink(t.TempDir(), s.Dir(Failed)))
+	if _, err := s.Heal(); !errors.Is(err, ErrNotDir) {
+		t.Errorf("Heal with a symlinked failed/: %v, want ErrNotDir", err)
+	}
+}
+
+func mustOK(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

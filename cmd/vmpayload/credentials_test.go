@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestCredentialsCommands (issue 42): validate accepts the credentials
@@ -35,11 +36,7 @@ func TestCredentialsCommands(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("build: exit %d %s", code, errb)
 			}
-			for _, w := range c.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("build output lacks %s:\n%s", w, out)
-				}
-			}
+			testenv.Contains(t, "build output", out, c.want, nil)
 			ents, _ := os.ReadDir(dir)
 			if len(ents) != c.files {
 				t.Fatalf("%d files, want %d", len(ents), c.files)

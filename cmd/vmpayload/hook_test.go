@@ -36,10 +36,10 @@ type hookFixture struct {
 	image, sha256                       string
 }
 
-func newHookFixture(t *testing.T) *hookFixture { return newHookFixtureJob(t, testJob) }
+func newHookFixture(t testing.TB) *hookFixture { return newHookFixtureJob(t, testJob) }
 
 // newHookFixtureJob is newHookFixture for the job document jobText.
-func newHookFixtureJob(t *testing.T, jobText string) *hookFixture {
+func newHookFixtureJob(t testing.TB, jobText string) *hookFixture {
 	t.Helper()
 	f := &hookFixture{dir: t.TempDir()}
 	f.payloadDir = filepath.Join(f.dir, "payload")
@@ -82,7 +82,7 @@ func (f *hookFixture) withoutRecipe(t *testing.T) string {
 	return x
 }
 
-func (f *hookFixture) writeConfig(t *testing.T, extra string) string {
+func (f *hookFixture) writeConfig(t testing.TB, extra string) string {
 	t.Helper()
 	fh, err := os.CreateTemp(f.dir, "agent-*.yaml")
 	must(t, err)
@@ -92,7 +92,7 @@ func (f *hookFixture) writeConfig(t *testing.T, extra string) string {
 	return fh.Name()
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -96,33 +97,13 @@ func releaseSpecs(t *testing.T) []releasedImage {
 	add := func(name string, s Spec) {
 		out = append(out, releasedImage{Name: name, Media: s.Media, Label: s.Label, Entries: releaseEntries(s.Entries)})
 	}
-	root := filepath.Join("..", "testdata", "golden")
-	ds, err := os.ReadDir(root)
-	if err != nil || len(ds) == 0 {
-		t.Fatalf("read golden examples %s: %v (%d)", root, err, len(ds))
-	}
-	for _, d := range ds {
-		dir := filepath.Join(root, d.Name())
-		spec := Spec{Media: MediaISO, Label: "cidata"}
-		err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
-			if err != nil || de.IsDir() {
-				return err
-			}
-			b, err := os.ReadFile(p)
-			rel, _ := filepath.Rel(dir, p)
-			spec.Entries = append(spec.Entries, Entry{Path: filepath.ToSlash(rel), Data: b})
-			if strings.HasPrefix(rel, "openstack") {
-				spec.Label = "config-2"
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		add("golden "+d.Name()+" iso", spec)
-		if !strings.HasPrefix(d.Name(), "zz-large") { // vfat is go-diskfs's: a few suffice
+	golden := goldenSpecs(t)
+	for _, name := range slices.Sorted(maps.Keys(golden)) {
+		spec := golden[name]
+		add("golden "+name+" iso", spec)
+		if !strings.HasPrefix(name, "zz-large") { // vfat is go-diskfs's: a few suffice
 			spec.Media = MediaVFAT
-			add("golden "+d.Name()+" vfat", spec)
+			add("golden "+name+" vfat", spec)
 		}
 	}
 	long := strings.Repeat("n", maxNameLen)

@@ -94,9 +94,7 @@ func TestRebuildLegacyJolietRecipe(t *testing.T) {
 			if !errors.Is(err, ErrContentChanged) {
 				t.Errorf("Rebuild: %v, want ErrContentChanged", err)
 			}
-			if _, serr := os.Stat(rc.Path); !os.IsNotExist(serr) {
-				t.Errorf("an image was written: %v", serr)
-			}
+			wantNoImage(t, rc.Path)
 		})
 	}
 }

@@ -114,9 +114,7 @@ func TestSealedRecipeMissingKey(t *testing.T) {
 	if !errors.Is(err, seal.ErrNoKey) || !strings.Contains(err.Error(), KeyFile(other)) || !strings.Contains(err.Error(), keys.Current()) {
 		t.Errorf("another key: %v", err)
 	}
-	if _, err := os.Stat(res.Path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("an image was written: %v", err)
-	}
+	wantNoImage(t, res.Path)
 }
 
 // TestSealedRecipeRotation: after a new key is appended, new recipes are
@@ -196,9 +194,7 @@ func TestSealedRecipeTampered(t *testing.T) {
 	if _, err := Rebuild(context.Background(), back, RebuildOptions{PayloadDir: dir, SecretsDir: secrets, GID: -1}); err == nil || !strings.Contains(err.Error(), "altered") {
 		t.Errorf("a blob moved to another recipe: %v", err)
 	}
-	if _, err := os.Stat(res1.Path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("an image was written: %v", err)
-	}
+	wantNoImage(t, res1.Path)
 }
 
 // TestRebuildRefusesOtherDomainsImage: a recipe in one domain naming

@@ -10,29 +10,8 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
-
-// sysprepJobs are the example sysprep jobs (configs/examples/windows).
-func sysprepJobs(t *testing.T) map[string]*job.Job {
-	t.Helper()
-	paths, _ := filepath.Glob("../../configs/examples/windows/sysprep*.json")
-	if len(paths) < 3 {
-		t.Fatalf("found %d sysprep examples", len(paths))
-	}
-	out := map[string]*job.Job{}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := job.Decode(b)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		out[filepath.Base(p)] = j
-	}
-	return out
-}
 
 // TestSysprepRecipe: a sysprep payload (floppy or CD-ROM, answer file
 // inline or by secret) is recorded with its secrets as references only
@@ -42,7 +21,7 @@ func sysprepJobs(t *testing.T) map[string]*job.Job {
 func TestSysprepRecipe(t *testing.T) {
 	pw, _ := os.ReadFile(filepath.Join(secretsDir, "sysprep-admin-password"))
 	password := strings.TrimSpace(string(pw))
-	for name, j := range sysprepJobs(t) {
+	for name, j := range payloadtest.SysprepExamples(t, "../../configs/examples/windows") {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			r, res := build(t, j, dir, secretsDir)
@@ -74,12 +53,7 @@ func TestSysprepRecipe(t *testing.T) {
 				t.Fatalf("the rebuilt image differs from the original")
 			}
 			// another password: refused by name, nothing written
-			sd := t.TempDir()
-			for _, n := range []string{"sysprep-unattend"} {
-				b, _ := os.ReadFile(filepath.Join(secretsDir, n))
-				os.WriteFile(filepath.Join(sd, n), b, 0o600)
-			}
-			os.WriteFile(filepath.Join(sd, "sysprep-admin-password"), []byte("Changed-Pa55\n"), 0o600)
+			sd := payloadtest.SysprepSecrets(t, secretsDir, "Changed-Pa55")
 			os.Remove(res.Path)
 			_, err = Rebuild(context.Background(), back, RebuildOptions{Keys: testKeys, PayloadDir: dir, SecretsDir: sd, GID: -1})
 			if !errors.Is(err, ErrContentChanged) || !strings.Contains(err.Error(), `"sysprep-admin-password" (admin_password_secret)`) || strings.Contains(err.Error(), "Changed-Pa55") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,12 @@ import (
 	"strings"
 	"time"
 )
+
+// hookDomain is the domain the hook bench starts (test/bench-hook.sh
+// reads the same file).
+//
+//go:embed hook-domain.xml
+var hookDomain string
 
 // hookResult holds the timings of the libvirt qemu hook's paths.
 type hookResult struct {
@@ -45,15 +52,8 @@ func hookBench(bin, work string, rounds int) (hookResult, error) {
 	}
 	cfg := filepath.Join(dir, "agent.yaml")
 	files := map[string]string{
-		cfg: fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\n", payloadDir, secretsDir),
-		filepath.Join(dir, "dom.xml"): `<domain type='qemu'>
-  <name>bench</name>
-  <uuid>0b3f1c44-1d2e-4f5a-8b6c-7d8e9fa0b1c2</uuid>
-  <memory unit='MiB'>48</memory>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <devices/>
-</domain>
-`,
+		cfg:                           fmt.Sprintf("payload_dir: %s\nsecrets_dir: %s\n", payloadDir, secretsDir),
+		filepath.Join(dir, "dom.xml"): hookDomain,
 	}
 	for p, s := range files {
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {

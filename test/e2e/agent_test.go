@@ -61,12 +61,7 @@ func TestMain(m *testing.M) {
 // gate skips unless VMPAYLOAD_E2E=1 and root, and makes sure libvirtd runs.
 func gate(t *testing.T) {
 	t.Helper()
-	if os.Getenv("VMPAYLOAD_E2E") != "1" {
-		t.Skip("set VMPAYLOAD_E2E=1 to boot real guests through the agent (needs root, libvirtd, qemu, mmdebstrap)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for qemu:///system")
-	}
+	testenv.NeedE2E(t, "boot real guests through the agent")
 	libvirtdOnce.Do(func() {
 		if _, err := guest.FixKVMDevice(); err != nil {
 			t.Logf("%v", err)

@@ -19,10 +19,7 @@ import (
 // keys) and runs per-boot work (bootcmd) again. Bookworm with NoCloud,
 // trixie with config-2.
 func TestAgentDurableE2E(t *testing.T) {
-	gate(t)
-	if len(filter([]string{"durable"}, func(s string) string { return s })) == 0 {
-		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
-	}
+	gateCase(t, "durable")
 	for i, c := range []struct {
 		suite, format, datasource string
 	}{

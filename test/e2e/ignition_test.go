@@ -51,10 +51,7 @@ const (
 // user's merge child applied), its log and exit code; checkIgnitionCache
 // judges them. The Ignition config itself reaches the guest by fw_cfg only.
 func TestAgentIgnitionFwCfgE2E(t *testing.T) {
-	gate(t)
-	if len(filter([]string{"ignition-fwcfg"}, func(s string) string { return s })) == 0 {
-		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
-	}
+	gateCase(t, "ignition-fwcfg")
 	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
 	defer cancel()
 	a := startOwnAgent(t)

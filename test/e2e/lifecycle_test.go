@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/test/guest"
-	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // lines counts the lines of a file in the report (0 when absent).
@@ -47,14 +45,7 @@ func replaceUserData(tag string) string {
 // per-instance runcmd does not run again; a changed job gets a new
 // instance-id and the per-instance work runs again.
 func TestAgentInstanceIDE2E(t *testing.T) {
-	gate(t)
-	if len(filter([]string{"instance-id"}, func(s string) string { return s })) == 0 {
-		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
-	}
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
-	defer cancel()
-	tok := testenv.RandHex(t, 6)
+	ctx, tok := parallelCase(t, "instance-id")
 	mac := "52:54:00:e3:20:01"
 	v, x := newVM(ctx, t, guest.Bookworm, "pc", guest.BusSCSI, []guest.NIC{{MAC: mac}},
 		"vmpx.paths=/var/lib/cloud/instance/user-data.txt")
@@ -115,14 +106,7 @@ func TestAgentInstanceIDE2E(t *testing.T) {
 // (same QEMU process, so only the live change can bring the new data) a new
 // cloud-init instance sees the new payload.
 func TestAgentMediaChangeE2E(t *testing.T) {
-	gate(t)
-	if len(filter([]string{"media-change"}, func(s string) string { return s })) == 0 {
-		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
-	}
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
-	defer cancel()
-	tok := testenv.RandHex(t, 6)
+	ctx, tok := parallelCase(t, "media-change")
 	mac := "52:54:00:e3:21:01"
 	v, x := newVM(ctx, t, guest.Trixie, "q35", guest.BusSATA, []guest.NIC{{MAC: mac}}, "vmpx.poweroff=0")
 	job := func(id, action, host string) map[string]any {

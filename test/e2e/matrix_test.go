@@ -231,14 +231,7 @@ func checkJoliet(t *testing.T, rep *guest.Report, img string) {
 // payloads as a read-only virtio disk (SCSI where the domain has a SCSI
 // controller) instead of a CD-ROM; cloud-init must find and apply it.
 func TestAgentVFATE2E(t *testing.T) {
-	gate(t)
-	if len(filter([]string{"vfat"}, func(s string) string { return s })) == 0 {
-		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
-	}
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
-	defer cancel()
-	tok := testenv.RandHex(t, 6)
+	ctx, tok := parallelCase(t, "vfat")
 	mac := "52:54:00:e3:22:01"
 	host := "vmpx-vfat-" + tok[:6]
 	v, x := newVM(ctx, t, guest.Bookworm, "q35", guest.BusSATA, []guest.NIC{{MAC: mac}}, "")
@@ -276,6 +269,27 @@ func filter[T any](cases []T, name func(T) string) []T {
 		}
 	}
 	return out
+}
+
+// gateCase is gate, then skips t unless VMPAYLOAD_E2E_ONLY lets the case
+// name run.
+func gateCase(t *testing.T, name string) {
+	t.Helper()
+	gate(t)
+	if len(filter([]string{name}, func(s string) string { return s })) == 0 {
+		t.Skip("filtered out by VMPAYLOAD_E2E_ONLY")
+	}
+}
+
+// parallelCase is gateCase, then runs t in parallel; it returns the case's
+// context (caseWait, cancelled when t ends) and a random token.
+func parallelCase(t *testing.T, name string) (context.Context, string) {
+	t.Helper()
+	gateCase(t, name)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), caseWait)
+	t.Cleanup(cancel)
+	return ctx, testenv.RandHex(t, 6)
 }
 
 // check is one named observation; got and want are compared with ==.

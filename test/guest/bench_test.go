@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // BenchmarkBootToReport measures virsh start -> report on the serial console
@@ -14,9 +16,7 @@ import (
 // TestBootE2E; VMPAYLOAD_BENCH_SUITE picks the suite (default bookworm).
 // Run with -benchtime=1x: each iteration is a full guest boot.
 func BenchmarkBootToReport(b *testing.B) {
-	if os.Getenv("VMPAYLOAD_E2E") != "1" || os.Geteuid() != 0 {
-		b.Skip("set VMPAYLOAD_E2E=1 and run as root to boot real guests")
-	}
+	testenv.NeedE2E(b, "boot real guests")
 	suite := os.Getenv("VMPAYLOAD_BENCH_SUITE")
 	if suite == "" {
 		suite = Bookworm

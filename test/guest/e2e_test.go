@@ -19,12 +19,7 @@ import (
 // e2e gates tests that build images and boot real guests.
 func e2e(t *testing.T) {
 	t.Helper()
-	if os.Getenv("VMPAYLOAD_E2E") != "1" {
-		t.Skip("set VMPAYLOAD_E2E=1 to build guest images and boot real guests (needs root, libvirtd, qemu, mmdebstrap)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for qemu:///system and mmdebstrap")
-	}
+	testenv.NeedE2E(t, "build guest images and boot real guests")
 	ensureLibvirtd(t)
 }
 

@@ -272,16 +272,7 @@ func TestDomainXML(t *testing.T) {
 					return
 				}
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(x, w) {
-					t.Errorf("XML lacks %s:\n%s", w, x)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(x, w) {
-					t.Errorf("XML has %s:\n%s", w, x)
-				}
-			}
+			testenv.Contains(t, "XML", x, tc.want, tc.notWant)
 		})
 	}
 }

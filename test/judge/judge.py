@@ -521,13 +521,7 @@ def judge_nocloud(seed, workdir, report, log):
         )
     defaults = {"instance-id": "nocloud", "dsmode": "net"}
     md = util.mergemanydict([mydata["meta-data"], defaults])
-    report["valid_seed"] = True
-    report["meta_data"] = jsonable(md)
-    report["instance_id"] = str(md.get("instance-id"))
-    report["hostname"] = jsonable(md.get("local-hostname"))
-    report["public_keys"] = jsonable(
-        sources.normalize_pubkey_data(md.get("public-keys"))
-    )
+    report_meta_data(report, md, "public-keys")
     report["dsmode"] = md.get("dsmode")
     if "instance-id" not in (md_raw or {}):
         report["errors"].append(
@@ -566,6 +560,17 @@ def judge_nocloud(seed, workdir, report, log):
         rendered, errs = net_convert(path, "yaml", workdir, [])
         report["rendered_network"] = rendered
         report["network_errors"].extend(errs)
+
+
+def report_meta_data(report, md, keys):
+    """Marks the seed valid and reports what cloud-init reads of md, the
+    merged meta-data: its instance-id, hostname and public keys (the key
+    keys: "public-keys" in NoCloud, "public_keys" in config-drive)."""
+    report["valid_seed"] = True
+    report["meta_data"] = jsonable(md)
+    report["instance_id"] = str(md.get("instance-id"))
+    report["hostname"] = jsonable(md.get("local-hostname"))
+    report["public_keys"] = jsonable(sources.normalize_pubkey_data(md.get(keys)))
 
 
 def seed_entropy(md, report):
@@ -613,16 +618,10 @@ def judge_configdrive(seed, workdir, report, log):
         )
         return
     report["errors"].extend(log.take())
-    report["valid_seed"] = True
     md = util.mergemanydict(
         [results.get("metadata", {}), ds_configdrive.DEFAULT_METADATA]
     )
-    report["meta_data"] = jsonable(md)
-    report["instance_id"] = str(md.get("instance-id"))
-    report["hostname"] = jsonable(md.get("local-hostname"))
-    report["public_keys"] = jsonable(
-        sources.normalize_pubkey_data(md.get("public_keys"))
-    )
+    report_meta_data(report, md, "public_keys")
     report["dsmode"] = results.get("dsmode")
     report["injected_files"] = jsonable(results.get("files", {}))
     report["network_eni"] = jsonable(results.get("network_config"))

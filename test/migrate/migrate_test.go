@@ -67,12 +67,7 @@ func TestMain(m *testing.M) {
 // gate skips unless VMPAYLOAD_E2E=1 and root.
 func gate(t *testing.T) {
 	t.Helper()
-	if os.Getenv("VMPAYLOAD_E2E") != "1" {
-		t.Skip("set VMPAYLOAD_E2E=1 to live-migrate a real guest between two private libvirtd (needs root, libvirtd, qemu, mmdebstrap)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.NeedE2E(t, "live-migrate a real guest between two private libvirtd")
 }
 
 // startSet starts two hosts in layout local; t's clean-up stops them.

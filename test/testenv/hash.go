@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -32,4 +34,19 @@ func SumOf(p string) string {
 		return "(" + err.Error() + ")"
 	}
 	return SHA256(b)
+}
+
+// Gzip returns s compressed with gzip (default level); it fails tb on a
+// write error.
+func Gzip(tb testing.TB, s string) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	if _, err := w.Write([]byte(s)); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Bytes()
 }

@@ -30,6 +30,19 @@ func NeedLibvirtd(tb testing.TB) {
 	}
 }
 
+// NeedE2E skips tb unless VMPAYLOAD_E2E=1 (make test sets it) and the
+// process is root: real guests are built and booted through qemu:///system.
+// what says what the test does ("boot real guests through the agent").
+func NeedE2E(tb testing.TB, what string) {
+	tb.Helper()
+	if os.Getenv("VMPAYLOAD_E2E") != "1" {
+		tb.Skipf("set VMPAYLOAD_E2E=1 to %s (needs root, libvirtd, qemu, mmdebstrap)", what)
+	}
+	if os.Geteuid() != 0 {
+		tb.Skipf("VMPAYLOAD_E2E=1 but not root: %s needs root for qemu:///system", what)
+	}
+}
+
 // NeedLibvirtdRestart skips tb unless VMPAYLOAD_LIBVIRTD_RESTART=1 as well
 // (make test sets both and runs packages one at a time): a test that stops,
 // kills or restarts the shared libvirtd would break every test running

@@ -1,8 +1,14 @@
 package testenv
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -63,5 +69,73 @@ func TestTempDirAndHashes(t *testing.T) {
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("TempDir %s left after its test: %v", dir, err)
+	}
+}
+
+func TestGzip(t *testing.T) {
+	r, err := gzip.NewReader(bytes.NewReader(Gzip(t, "#cloud-config\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(r); err != nil || string(b) != "#cloud-config\n" {
+		t.Errorf("Gzip read back %q, %v", b, err)
+	}
+}
+
+// stopTB records how MissingJudge stops a test.
+type stopTB struct {
+	testing.TB
+	how, msg string
+}
+
+func (s *stopTB) Helper()                   {}
+func (s *stopTB) Fatalf(f string, a ...any) { s.how, s.msg = "fail", fmt.Sprintf(f, a...) }
+func (s *stopTB) Skipf(f string, a ...any)  { s.how, s.msg = "skip", fmt.Sprintf(f, a...) }
+
+// TestMissingJudge: a missing judge skips the test, unless
+// VMPAYLOAD_JUDGES=required (make test), where it fails it.
+func TestMissingJudge(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"", "skip"}, {"0", "skip"}, {"required", "fail"},
+	} {
+		t.Setenv(JudgesEnv, tc.env)
+		s := &stopTB{TB: t}
+		MissingJudge(s, "no %s here", "judge")
+		if s.how != tc.want || !strings.HasPrefix(s.msg, "no judge here") {
+			t.Errorf("%s=%q: %s %q; want %s", JudgesEnv, tc.env, s.how, s.msg, tc.want)
+		}
+	}
+}
+
+// errTB records the errors Contains reports.
+type errTB struct {
+	testing.TB
+	errs []string
+}
+
+func (e *errTB) Helper()                   {}
+func (e *errTB) Errorf(f string, a ...any) { e.errs = append(e.errs, fmt.Sprintf(f, a...)) }
+
+func TestContains(t *testing.T) {
+	var e errTB
+	Contains(&e, "the definition", "<a/><b/>", []string{"<a/>", "<c/>"}, []string{"<d/>", "<b/>"})
+	want := []string{"the definition lacks <c/>:\n<a/><b/>", "the definition has <b/>:\n<a/><b/>"}
+	if !slices.Equal(e.errs, want) {
+		t.Errorf("Contains reported %q, want %q", e.errs, want)
+	}
+}
+
+func TestNeedE2E(t *testing.T) {
+	t.Setenv("VMPAYLOAD_E2E", "")
+	s := &stopTB{TB: t}
+	NeedE2E(s, "boot guests")
+	if s.how != "skip" || !strings.HasPrefix(s.msg, "set VMPAYLOAD_E2E=1 to boot guests (") {
+		t.Errorf("VMPAYLOAD_E2E unset: %s %q; want a skip", s.how, s.msg)
+	}
+	t.Setenv("VMPAYLOAD_E2E", "1")
+	s = &stopTB{TB: t}
+	NeedE2E(s, "boot guests")
+	if want := map[bool]string{true: "", false: "skip"}[os.Geteuid() == 0]; s.how != want {
+		t.Errorf("VMPAYLOAD_E2E=1, uid %d: %s %q; want %q", os.Geteuid(), s.how, s.msg, want)
 	}
 }

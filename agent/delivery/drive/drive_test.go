@@ -2,30 +2,24 @@ package drive
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
+	"github.com/vmpayload/vmpayload/agent/delivery/deliverytest"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 )
 
-const dir = "/var/lib/vmpayload-test"
+const dir = deliverytest.Dir
 
 func setup(t *testing.T, devices string, bus domxml.Bus) (*libvirtxtest.Fake, *Delivery, libvirtx.DomainInfo) {
 	t.Helper()
-	f := libvirtxtest.New()
-	dom, err := f.DefineXML(context.Background(), "<domain type='kvm'><name>dlv-drive</name><memory unit='MiB'>64</memory><os><type arch='x86_64' machine='pc'>hvm</type></os><devices>"+devices+"</devices></domain>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &delivery.Env{Host: f, PayloadDir: dir, Bus: bus, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Start: func(ctx context.Context, dom libvirtx.DomainInfo, _ bool) error { return f.Start(ctx, dom.UUID) }}
+	f, env, dom := deliverytest.Setup(t, "<domain type='kvm'><name>dlv-drive</name><memory unit='MiB'>64</memory><os><type arch='x86_64' machine='pc'>hvm</type></os><devices>"+devices+"</devices></domain>", false)
+	env.Bus = bus
 	return f, New(env).(*Delivery), dom
 }
 

@@ -2,13 +2,12 @@ package fwcfg_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
+	"github.com/vmpayload/vmpayload/agent/delivery/deliverytest"
 	"github.com/vmpayload/vmpayload/agent/delivery/fwcfg"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
@@ -16,7 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 )
 
-const dir = "/var/lib/vmpayload-test"
+const dir = deliverytest.Dir
 
 // domain is a shut-off domain whose definition holds sysinfo (a fwcfg
 // sysinfo's entries, "" for none).
@@ -32,18 +31,7 @@ func entry(name, file string) string { return "<entry name='" + name + "' file='
 
 func setup(t *testing.T, def string, active bool) (*libvirtxtest.Fake, *delivery.Env, libvirtx.DomainInfo) {
 	t.Helper()
-	f := libvirtxtest.New()
-	dom, err := f.DefineXML(context.Background(), def)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if active {
-		f.SetActive(dom.UUID, true)
-		dom.Active = true
-	}
-	env := &delivery.Env{Host: f, PayloadDir: dir, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Start: func(ctx context.Context, dom libvirtx.DomainInfo, _ bool) error { return f.Start(ctx, dom.UUID) }}
-	return f, env, dom
+	return deliverytest.Setup(t, def, active)
 }
 
 func named(file string, names ...string) []delivery.Named {

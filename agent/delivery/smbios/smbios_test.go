@@ -3,13 +3,12 @@ package smbios_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
+	"github.com/vmpayload/vmpayload/agent/delivery/deliverytest"
 	"github.com/vmpayload/vmpayload/agent/delivery/smbios"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/internal/seal"
@@ -18,6 +17,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 func domain(extra, osExtra string) string {
@@ -54,17 +54,7 @@ func rendered(t *testing.T, members string) ([]domxml.Credential, string) {
 
 func setup(t *testing.T, def string, active bool) (*libvirtxtest.Fake, delivery.Delivery, libvirtx.DomainInfo) {
 	t.Helper()
-	f := libvirtxtest.New()
-	dom, err := f.DefineXML(context.Background(), def)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if active {
-		f.SetActive(dom.UUID, true)
-		dom.Active = true
-	}
-	env := &delivery.Env{Host: f, PayloadDir: "/var/lib/vmpayload-test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Start: func(ctx context.Context, dom libvirtx.DomainInfo, _ bool) error { return f.Start(ctx, dom.UUID) }}
+	f, env, dom := deliverytest.Setup(t, def, active)
 	return f, smbios.New(env), dom
 }
 
@@ -123,16 +113,7 @@ func TestAttach(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range c.want {
-				if !strings.Contains(x, w) {
-					t.Errorf("lacks %s:\n%s", w, x)
-				}
-			}
-			for _, w := range c.notWant {
-				if strings.Contains(x, w) {
-					t.Errorf("still has %s:\n%s", w, x)
-				}
-			}
+			testenv.Contains(t, "the definition", x, c.want, c.notWant)
 			if c.notice != "" && (!strings.Contains(r.Notice, c.notice) || r.TakesEffect != result.TakesEffectNextColdStart) {
 				t.Errorf("notice %q takes_effect %q, want %q", r.Notice, r.TakesEffect, c.notice)
 			}
@@ -184,16 +165,7 @@ func TestDropDetach(t *testing.T) {
 					t.Fatal(err)
 				}
 				x, _ := ed.XML()
-				for _, w := range c.keep {
-					if !strings.Contains(x, w) {
-						t.Errorf("lacks %s:\n%s", w, x)
-					}
-				}
-				for _, w := range c.gone {
-					if strings.Contains(x, w) {
-						t.Errorf("still has %s:\n%s", w, x)
-					}
-				}
+				testenv.Contains(t, "the definition", x, c.keep, c.gone)
 				if d.Files(x) != nil {
 					t.Error("Files of an SMBIOS payload")
 				}

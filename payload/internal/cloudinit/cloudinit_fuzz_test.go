@@ -14,32 +14,11 @@ import (
 // reach the agent as a run-time failure of a job it accepted), and must be
 // deterministic.
 func FuzzRender(f *testing.F) {
-	f.Add("#cloud-config\npackages: [htop]\n", "", "vm-1", false, false)
-	f.Add("#!/bin/sh\necho hi\n", "version: 1\nconfig: []\n", "vm-2", true, true)
-	f.Add("Content-Type: multipart/mixed; boundary=\"b\"\n\n--b\nContent-Type: text/cloud-config\n\n#cloud-config\na: 1\n--b--\n", "", "vm-3", false, true)
-	f.Add("#cloud-config\nusers: [default, {name: x}]\nruncmd: [[echo, a]]\n", "version: 2\nethernets: {eth0: {dhcp4: true}}\n", "h", true, false)
-	f.Add("#include\nhttp://example.invalid/x\n", "", "", false, false)
+	for _, a := range renderSeeds {
+		f.Add(a.userData, a.netConfig, a.hostname, a.configDrive, a.replace)
+	}
 	f.Fuzz(func(t *testing.T, userData, netConfig, hostname string, configDrive, replace bool) {
-		m := map[string]any{"version": 1}
-		if userData != "" {
-			m["user_data"] = userData
-		}
-		if netConfig != "" {
-			m["network_config"] = netConfig
-		}
-		if hostname != "" {
-			m["hostname"] = hostname
-		}
-		if configDrive {
-			m["format"] = "configdrive"
-		}
-		if replace {
-			m["user_data_mode"] = "replace"
-		}
-		doc, err := json.Marshal(m)
-		if err != nil {
-			return
-		}
+		doc := renderArgs{userData, netConfig, hostname, configDrive, replace}.job()
 		_, c, rep := payload.Check(doc, payload.CheckOptions{Secrets: true})
 		if !rep.OK() {
 			return
@@ -64,4 +43,45 @@ func FuzzRender(f *testing.F) {
 			t.Fatalf("rendered nothing: %+v", d1)
 		}
 	})
+}
+
+// renderArgs are FuzzRender's arguments; TestRecordedJobs replays its
+// seeds and its corpus as jobs.
+type renderArgs struct {
+	userData, netConfig, hostname string
+	configDrive, replace          bool
+}
+
+// renderSeeds are FuzzRender's seeds.
+var renderSeeds = []renderArgs{
+	{"#cloud-config\npackages: [htop]\n", "", "vm-1", false, false},
+	{"#!/bin/sh\necho hi\n", "version: 1\nconfig: []\n", "vm-2", true, true},
+	{"Content-Type: multipart/mixed; boundary=\"b\"\n\n--b\nContent-Type: text/cloud-config\n\n#cloud-config\na: 1\n--b--\n", "", "vm-3", false, true},
+	{"#cloud-config\nusers: [default, {name: x}]\nruncmd: [[echo, a]]\n", "version: 2\nethernets: {eth0: {dhcp4: true}}\n", "h", true, false},
+	{"#include\nhttp://example.invalid/x\n", "", "", false, false},
+}
+
+// job is the job document FuzzRender checks and renders for a.
+func (a renderArgs) job() []byte {
+	m := map[string]any{"version": 1}
+	if a.userData != "" {
+		m["user_data"] = a.userData
+	}
+	if a.netConfig != "" {
+		m["network_config"] = a.netConfig
+	}
+	if a.hostname != "" {
+		m["hostname"] = a.hostname
+	}
+	if a.configDrive {
+		m["format"] = "configdrive"
+	}
+	if a.replace {
+		m["user_data_mode"] = "replace"
+	}
+	b, err := json.Marshal(m) // strings and a number: it does not fail
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -145,38 +145,13 @@ func recordedJobs(t *testing.T) map[string][]byte {
 		jobs["example/"+filepath.Base(p)] = b
 	}
 	// FuzzRender's arguments, from its seeds and its corpus
-	renderArgs := func(name, userData, netConfig, hostname string, configDrive, replace bool) {
-		m := map[string]any{"version": 1}
-		if userData != "" {
-			m["user_data"] = userData
-		}
-		if netConfig != "" {
-			m["network_config"] = netConfig
-		}
-		if hostname != "" {
-			m["hostname"] = hostname
-		}
-		if configDrive {
-			m["format"] = "configdrive"
-		}
-		if replace {
-			m["user_data_mode"] = "replace"
-		}
-		b, err := json.Marshal(m)
-		if err != nil {
-			return
-		}
-		jobs[name] = b
+	for i, a := range renderSeeds {
+		jobs[fmt.Sprintf("FuzzRender/seed%d", i+1)] = a.job()
 	}
-	renderArgs("FuzzRender/seed1", "#cloud-config\npackages: [htop]\n", "", "vm-1", false, false)
-	renderArgs("FuzzRender/seed2", "#!/bin/sh\necho hi\n", "version: 1\nconfig: []\n", "vm-2", true, true)
-	renderArgs("FuzzRender/seed3", "Content-Type: multipart/mixed; boundary=\"b\"\n\n--b\nContent-Type: text/cloud-config\n\n#cloud-config\na: 1\n--b--\n", "", "vm-3", false, true)
-	renderArgs("FuzzRender/seed4", "#cloud-config\nusers: [default, {name: x}]\nruncmd: [[echo, a]]\n", "version: 2\nethernets: {eth0: {dhcp4: true}}\n", "h", true, false)
-	renderArgs("FuzzRender/seed5", "#include\nhttp://example.invalid/x\n", "", "", false, false)
 	for _, p := range globCorpus(t, "testdata/fuzz/FuzzRender") {
 		v := readCorpus(t, p)
 		if len(v) == 5 {
-			renderArgs("FuzzRender/"+filepath.Base(p), v[0].(string), v[1].(string), v[2].(string), v[3].(bool), v[4].(bool))
+			jobs["FuzzRender/"+filepath.Base(p)] = renderArgs{v[0].(string), v[1].(string), v[2].(string), v[3].(bool), v[4].(bool)}.job()
 		}
 	}
 	for _, p := range globCorpus(t, "../../job/testdata/fuzz/FuzzParse") {

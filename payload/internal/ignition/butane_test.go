@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vmpayload/vmpayload/payload/internal/butane"
-	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/test/golden"
 )
 
@@ -118,50 +116,29 @@ func eqPtr[T comparable](p *T, v T) bool { return p != nil && *p == v }
 // drop-ins; kernel arguments. The rendered config is compared with the
 // golden testdata/butane/NAME.ign (go test -update rewrites it).
 func TestButaneConfigs(t *testing.T) {
-	names, err := filepath.Glob(filepath.Join("testdata", "butane", "*.bu"))
-	if err != nil || len(names) < 5 {
-		t.Fatalf("butane configs: %v %v", names, err)
-	}
-	for _, name := range names {
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			src, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want buConfig
-			if err := yaml.Unmarshal(src, &want); err != nil {
-				t.Fatal(err)
-			}
-			translated, spec, problems := butane.Translate(src)
-			if len(problems) > 0 {
-				t.Fatalf("Butane: %v", problems)
-			}
-			child := parseClean(t, translated)
-			member, _ := json.Marshal(string(src))
-			in := fullInputWith(t, `"butane":`+string(member))
-			raw, gotSpec, err := Render(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if gotSpec.String() != spec {
-				t.Errorf("spec %s, want %s (what Butane's version produces)", gotSpec, spec)
-			}
-			merged := render(t, parseClean(t, raw))
-			skip := map[string]bool{}
-			if _, ok := fileAt(child, job.IgnitionHostnamePath); ok {
-				skip[job.IgnitionHostnamePath] = true
-			}
-			for _, u := range child.Passwd.Users {
-				if u.PasswordHash != nil {
-					skip["passwordHash:"+u.Name] = true
-				}
-			}
-			assertCarriesJob(t, merged, in, skip)
-			assertCarriesChild(t, merged, child)
-			assertCarriesButane(t, merged, want)
-			golden.Compare(t, filepath.Join("testdata", "butane", strings.TrimSuffix(filepath.Base(name), ".bu")+".ign"), append(indent(t, raw), '\n'), *update)
-		})
-	}
+	eachTestdata(t, filepath.Join("testdata", "butane", "*.bu"), func(t *testing.T, name string, src []byte) {
+		var want buConfig
+		if err := yaml.Unmarshal(src, &want); err != nil {
+			t.Fatal(err)
+		}
+		translated, spec, problems := butane.Translate(src)
+		if len(problems) > 0 {
+			t.Fatalf("Butane: %v", problems)
+		}
+		child := parseClean(t, translated)
+		member, _ := json.Marshal(string(src))
+		in := fullInputWith(t, `"butane":`+string(member))
+		raw, gotSpec, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotSpec.String() != spec {
+			t.Errorf("spec %s, want %s (what Butane's version produces)", gotSpec, spec)
+		}
+		merged := assertMerged(t, raw, in, child)
+		assertCarriesButane(t, merged, want)
+		golden.Compare(t, filepath.Join("testdata", "butane", strings.TrimSuffix(filepath.Base(name), ".bu")+".ign"), append(indent(t, raw), '\n'), *update)
+	})
 }
 
 // assertCarriesButane fails unless c, a merged config as the guest's

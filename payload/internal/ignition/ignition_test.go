@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -279,6 +280,25 @@ func indent(t *testing.T, raw []byte) []byte {
 	return b
 }
 
+// eachTestdata runs f as a subtest for each file matching pattern, with
+// the file's name and contents; it fails t when fewer than 5 match.
+func eachTestdata(t *testing.T, pattern string, f func(t *testing.T, name string, data []byte)) {
+	t.Helper()
+	names, err := filepath.Glob(pattern)
+	if err != nil || len(names) < 5 {
+		t.Fatalf("%s: %v %v", pattern, names, err)
+	}
+	for _, name := range names {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			data, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(t, name, data)
+		})
+	}
+}
+
 // TestUserConfigs merges each user config in testdata/user (one per
 // stable spec, in the style of Ignition's and Fedora CoreOS's
 // documentation): the generated config takes the user's spec, the guest's
@@ -286,47 +306,56 @@ func indent(t *testing.T, raw []byte) []byte {
 // user's config says is in the result as the user's config says it (the
 // user's config is the merge child and wins).
 func TestUserConfigs(t *testing.T) {
-	names, err := filepath.Glob(filepath.Join("testdata", "user", "*.ign"))
-	if err != nil || len(names) < 5 {
-		t.Fatalf("user configs: %v %v", names, err)
+	eachTestdata(t, filepath.Join("testdata", "user", "*.ign"), func(t *testing.T, name string, user []byte) {
+		child := parseClean(t, user)
+		in := fullInput(t, string(user))
+		raw, spec, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head struct {
+			Ignition struct{ Version string } `json:"ignition"`
+		}
+		_ = json.Unmarshal(user, &head)
+		want := semver.New(head.Ignition.Version)
+		if spec != *want {
+			t.Errorf("spec %s, want the user's %s", spec, want)
+		}
+		if !strings.Contains(string(raw), `"version":"`+want.String()+`"`) {
+			t.Errorf("rendered config does not say version %s", want)
+		}
+		assertMerged(t, raw, in, child)
+		golden.Compare(t, filepath.Join("testdata", "merged", strings.TrimSuffix(filepath.Base(name), ".ign")+".ign"), append(indent(t, raw), '\n'), *update)
+	})
+}
+
+// assertMerged merges raw (the rendered config) over the guest's own as
+// Ignition does and checks that the result carries every job field of in,
+// except what the user's config child sets itself (a hostname file, a
+// password hash: the child wins), and everything child says. It returns
+// the merged config.
+func assertMerged(t *testing.T, raw []byte, in Input, child types.Config) types.Config {
+	t.Helper()
+	merged := render(t, parseClean(t, raw))
+	skip := map[string]bool{}
+	if _, ok := fileAt(child, job.IgnitionHostnamePath); ok {
+		skip[job.IgnitionHostnamePath] = true
 	}
-	for _, name := range names {
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			user, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			child := parseClean(t, user)
-			in := fullInput(t, string(user))
-			raw, spec, err := Render(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var head struct {
-				Ignition struct{ Version string } `json:"ignition"`
-			}
-			_ = json.Unmarshal(user, &head)
-			want := semver.New(head.Ignition.Version)
-			if spec != *want {
-				t.Errorf("spec %s, want the user's %s", spec, want)
-			}
-			if !strings.Contains(string(raw), `"version":"`+want.String()+`"`) {
-				t.Errorf("rendered config does not say version %s", want)
-			}
-			merged := render(t, parseClean(t, raw))
-			skip := map[string]bool{}
-			if _, ok := fileAt(child, job.IgnitionHostnamePath); ok {
-				skip[job.IgnitionHostnamePath] = true
-			}
-			for _, u := range child.Passwd.Users {
-				if u.PasswordHash != nil {
-					skip["passwordHash:"+u.Name] = true
-				}
-			}
-			assertCarriesJob(t, merged, in, skip)
-			assertCarriesChild(t, merged, child)
-			golden.Compare(t, filepath.Join("testdata", "merged", strings.TrimSuffix(filepath.Base(name), ".ign")+".ign"), append(indent(t, raw), '\n'), *update)
-		})
+	for _, u := range child.Passwd.Users {
+		if u.PasswordHash != nil {
+			skip["passwordHash:"+u.Name] = true
+		}
+	}
+	assertCarriesJob(t, merged, in, skip)
+	assertCarriesChild(t, merged, child)
+	return merged
+}
+
+// assertHas fails unless have holds an entry equal to want (named what).
+func assertHas[T any](t *testing.T, have []T, want T, what string) {
+	t.Helper()
+	if !slices.ContainsFunc(have, func(g T) bool { return reflect.DeepEqual(g, want) }) {
+		t.Errorf("%s lost", what)
 	}
 }
 
@@ -355,31 +384,13 @@ func assertCarriesChild(t *testing.T, merged, child types.Config) {
 		}
 	}
 	for _, d := range child.Storage.Directories {
-		found := false
-		for _, g := range merged.Storage.Directories {
-			found = found || reflect.DeepEqual(g, d)
-		}
-		if !found {
-			t.Errorf("directory %s lost", d.Path)
-		}
+		assertHas(t, merged.Storage.Directories, d, "directory "+d.Path)
 	}
 	for _, l := range child.Storage.Links {
-		found := false
-		for _, g := range merged.Storage.Links {
-			found = found || reflect.DeepEqual(g, l)
-		}
-		if !found {
-			t.Errorf("link %s lost", l.Path)
-		}
+		assertHas(t, merged.Storage.Links, l, "link "+l.Path)
 	}
 	for _, u := range child.Systemd.Units {
-		found := false
-		for _, g := range merged.Systemd.Units {
-			found = found || reflect.DeepEqual(g, u)
-		}
-		if !found {
-			t.Errorf("unit %s lost", u.Name)
-		}
+		assertHas(t, merged.Systemd.Units, u, "unit "+u.Name)
 	}
 	for _, u := range child.Passwd.Users {
 		g, ok := userNamed(merged, u.Name)
