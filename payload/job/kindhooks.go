@@ -4,7 +4,7 @@ package job
 // a job's format or guest OS; package payload/kinds answers (SetKinds).
 type Kinds interface {
 	// Check runs the own checks of the kind name of the field table
-	// ("ignition", "windows", "sysprep") on j: of a job of that kind, its
+	// ("ignition", "windows", "sysprep", "credentials") on j: of a job of that kind, its
 	// fields; of any other job, the refusal of the fields only it takes.
 	Check(j *Job, name string, r *Report)
 	// Defaults fills in the defaults of j's kind (withDefaults).
@@ -33,6 +33,9 @@ type Traits struct {
 	Cloudbase bool
 	// Windows: the guest runs Windows (guest_os "windows").
 	Windows bool
+	// GlobalDNS: the guest applies dns to every link (systemd-resolved's
+	// network.dns), so dns needs no nics.
+	GlobalDNS bool
 }
 
 var kindHooks Kinds

@@ -129,7 +129,7 @@ func (j *Job) Validate() Report {
 	hooks().Check(j, "ignition", &r)
 	hooks().Check(j, "windows", &r)
 	hooks().Check(j, "sysprep", &r)
-	validateCredentials(j, &r)
+	hooks().Check(j, "credentials", &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -326,8 +326,7 @@ func validateDNS(j *Job, r *Report) {
 			r.Add(index("dns.search", i), CodeInvalid, "%s is not a valid search domain", quote(s))
 		}
 	}
-	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil && j.Format != FormatCredentials {
-		// (systemd-resolved takes network.dns for every link)
+	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil && !KindTraits(j).GlobalDNS {
 		r.Add("dns", CodeRequired, "dns is applied to the job's NICs, so at least one entry in nics is needed")
 	}
 	if j.NetworkConfig != "" {

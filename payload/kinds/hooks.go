@@ -63,5 +63,6 @@ func (hooks) Traits(j *job.Job) job.Traits {
 		AnswerFile: f == job.FormatSysprep,
 		Cloudbase:  f == "" || f == job.FormatNoCloud || f == job.FormatConfigDrive,
 		Windows:    j.GuestOS == job.GuestWindows,
+		GlobalDNS:  f == job.FormatCredentials,
 	}
 }

@@ -42,4 +42,4 @@ func (kind) Valued() bool { return true }
 // Defaults sets the credentials delivery a job leaves out: "fwcfg" when
 // it carries a secret, else "smbios". A job with a delivery gets no
 // media default (there is no medium).
-func (kind) Defaults(j *job.Job) { j.CredentialsDelivery = j.DefaultCredentialsDelivery() }
+func (kind) Defaults(j *job.Job) { j.CredentialsDelivery = defaultDelivery(j) }
