@@ -12,8 +12,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-func init() { kinds.RegisterCheck(kinds.Credentials, kind{}) }
-
 // maxFwCfgNameLen is the longest fw_cfg name QEMU takes ("name too long
 // (max. 55 char)"): a credential name passed by fw_cfg has at most
 // maxFwCfgNameLen - len(job.FwCfgCredentialPrefix) = 28 characters.

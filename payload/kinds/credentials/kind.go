@@ -15,7 +15,7 @@ var Enabled = true
 
 func init() { kinds.Register(kind{}) }
 
-type kind struct{}
+type kind struct{ kinds.Base }
 
 func (kind) Format() job.Format { return job.FormatCredentials }
 
@@ -36,7 +36,7 @@ func (kind) Delivery(j *job.Job) string {
 	return kinds.DeliverySMBIOS
 }
 
-// Valued: the payload is credentials, named values (kinds.Valued).
+// Valued: the payload is credentials, named values.
 func (kind) Valued() bool { return true }
 
 // Defaults sets the credentials delivery a job leaves out: "fwcfg" when

@@ -5,8 +5,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-func init() { kinds.RegisterCheck(kinds.Ignition, kind{}) }
-
 // Check checks a job of format "ignition": its delivery and media, the
 // fields Ignition cannot carry (the field table), then its users, the
 // paths it writes and the user's own config (Butane translated once). Of any other job it refuses
