@@ -91,7 +91,7 @@ func decode(data []byte, r *Report) *Job {
 	}
 	if !utf8.Valid(data) {
 		off := invalidUTF8Offset(data)
-		line, col := lineCol(data, int64(off))
+		line, col := LineCol(data, int64(off))
 		r.Add("", CodeEncoding, "job document is not valid UTF-8 (line %d, column %d)", line, col)
 		return nil
 	}
@@ -149,7 +149,7 @@ func parseTree(data []byte, r *Report) (any, *FieldError) {
 		for end < int64(len(data)) && strings.IndexByte(" \t\r\n", data[end]) >= 0 {
 			end++
 		}
-		line, col := lineCol(data, end)
+		line, col := LineCol(data, end)
 		return nil, &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("unexpected data after the job object at line %d, column %d", line, col)}
 	}
 	pos := positions(data, p.duplicates)
@@ -180,7 +180,7 @@ func syntaxError(data []byte, dec *json.Decoder, err error) *FieldError {
 	if off < 0 {
 		off = 0
 	}
-	line, col := lineCol(data, off)
+	line, col := LineCol(data, off)
 	return &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("%s at line %d, column %d", msg, line, col)}
 }
 
@@ -478,9 +478,9 @@ func kindName(t reflect.Type) string {
 	}
 }
 
-// lineCol turns a byte offset into a 1-based line and column; the column
+// LineCol turns a byte offset into a 1-based line and column; the column
 // counts characters, not bytes.
-func lineCol(data []byte, off int64) (line, col int) {
+func LineCol(data []byte, off int64) (line, col int) {
 	if off > int64(len(data)) {
 		off = int64(len(data))
 	}

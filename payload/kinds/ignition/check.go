@@ -55,7 +55,7 @@ func (kind) Check(j *job.Job, r *job.Report) {
 			r.Errors = append(r.Errors, problems...)
 			return
 		}
-		r.Errors = append(r.Errors, job.CheckIgnitionConfig("butane", raw)...)
+		r.Errors = append(r.Errors, CheckConfig("butane", raw)...)
 		return
 	}
 	raw, field, err := job.IgnitionUserConfig(j)
@@ -64,7 +64,7 @@ func (kind) Check(j *job.Job, r *job.Report) {
 		return
 	}
 	if raw != nil {
-		r.Errors = append(r.Errors, job.CheckIgnitionConfig(field, raw)...)
+		r.Errors = append(r.Errors, CheckConfig(field, raw)...)
 	}
 }
 
