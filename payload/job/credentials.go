@@ -73,7 +73,7 @@ func (c *Credentials) decodeJSON(v any, path string, r *Report) {
 			m[k] = CredentialValue{Text: t}
 		case *object:
 			if len(t.keys) != 1 || t.keys[0] != "base64" {
-				r.Add(p, CodeType, "expected a string (text) or an object {\"base64\": \"...\"} (binary), got an object with keys %s", quote(strings.Join(t.keys, ", ")))
+				r.Add(p, CodeType, "expected a string (text) or an object {\"base64\": \"...\"} (binary), got an object with keys %s", Quote(strings.Join(t.keys, ", ")))
 				continue
 			}
 			s, ok := t.values["base64"].(string)

@@ -154,7 +154,7 @@ func parseTree(data []byte, r *Report) (any, *FieldError) {
 	}
 	pos := positions(data, p.duplicates)
 	for i, d := range p.duplicates {
-		r.add(FieldError{Field: d.field, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(d.key), pos[i].line, pos[i].col)})
+		r.add(FieldError{Field: d.field, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", Quote(d.key), pos[i].line, pos[i].col)})
 	}
 	r.dropped += p.ndups - len(p.duplicates)
 	return v, nil
@@ -250,12 +250,12 @@ func (p *parser) value(parent, key string, idx, depth int) (any, *FieldError) {
 	}
 }
 
-// childPath is join(parent, key) for idx -1, index(parent, idx) for
+// childPath is join(parent, key) for idx -1, Index(parent, idx) for
 // idx ≥ 0 and parent itself for idx self.
 func childPath(parent, key string, idx int) string {
 	switch {
 	case idx >= 0:
-		return index(parent, idx)
+		return Index(parent, idx)
 	case idx == self:
 		return parent
 	}
@@ -301,7 +301,7 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 		for _, k := range obj.keys {
 			idx, known := fields[k]
 			if !known {
-				r.Add(join(path, k), CodeUnknownField, "unknown field %s (job format version %d)", quote(k), Version)
+				r.Add(join(path, k), CodeUnknownField, "unknown field %s (job format version %d)", Quote(k), Version)
 				continue
 			}
 			decodeValue(dst.Field(idx), obj.values[k], join(path, k), r)
@@ -344,10 +344,10 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 		s := reflect.MakeSlice(dst.Type(), len(list), len(list))
 		for i, e := range list {
 			if e == nil {
-				r.Add(index(path, i), CodeType, "expected %s, got null", kindName(dst.Type().Elem()))
+				r.Add(Index(path, i), CodeType, "expected %s, got null", kindName(dst.Type().Elem()))
 				continue
 			}
-			decodeValue(s.Index(i), e, index(path, i), r)
+			decodeValue(s.Index(i), e, Index(path, i), r)
 		}
 		dst.Set(s)
 	case reflect.Map: // map[string]any (meta_data)
@@ -371,7 +371,7 @@ func (c *Command) decodeJSON(v any, path string, r *Report) {
 		for i, e := range t {
 			s, ok := e.(string)
 			if !ok {
-				r.Add(index(path, i), CodeType, "expected a string (argv element), got %s", describe(e))
+				r.Add(Index(path, i), CodeType, "expected a string (argv element), got %s", describe(e))
 				continue
 			}
 			c.Argv = append(c.Argv, s)
@@ -448,7 +448,7 @@ func describe(v any) string {
 	case nil:
 		return "null"
 	case string:
-		return "string " + quote(t)
+		return "string " + Quote(t)
 	case bool:
 		return fmt.Sprintf("boolean %t", t)
 	case json.Number:

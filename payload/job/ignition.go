@@ -54,7 +54,7 @@ func IgnitionUserConfig(j *Job) (raw []byte, field string, err error) {
 	case j.IgnitionBase64 != "":
 		b, err := base64.StdEncoding.DecodeString(j.IgnitionBase64)
 		if err != nil {
-			return nil, "ignition_base64", fmt.Errorf("%s is not valid base64: %w", quote(j.IgnitionBase64), err)
+			return nil, "ignition_base64", fmt.Errorf("%s is not valid base64: %w", Quote(j.IgnitionBase64), err)
 		}
 		b, err = convertSpec2(b)
 		return b, "ignition_base64", err

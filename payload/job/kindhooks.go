@@ -11,6 +11,9 @@ type Kinds interface {
 	Defaults(j *Job)
 	// Traits describes j's kind.
 	Traits(j *Job) Traits
+	// Takes reports whether every kind j is of takes field (the field
+	// table).
+	Takes(j *Job, field string) bool
 }
 
 // Traits is what a job's kind means for the checks and renderers shared
@@ -53,13 +56,3 @@ func KindTraits(j *Job) Traits { return hooks().Traits(j) }
 // SetKinds installs the kinds' answers; package payload/kinds calls it
 // from its init.
 func SetKinds(k Kinds) { kindHooks = k }
-
-// Quote shortens a long value and quotes it, as every job error message
-// does.
-func Quote(s string) string { return quote(s) }
-
-// Index is the path of element i of the list at parent ("files[2]").
-func Index(parent string, i int) string { return index(parent, i) }
-
-// CheckSecretName reports a name at p that cannot name a secret.
-func CheckSecretName(p, name string, r *Report) { validateSecretName(p, name, r) }

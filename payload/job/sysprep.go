@@ -60,4 +60,4 @@ const MaxSysprepValueBytes = 256
 
 // ProductKeyRE returns the pattern of a Windows product key (compiled on first use): five groups of five letters and
 // digits separated by hyphens.
-var ProductKeyRE = lazyRegexp(`^[A-Za-z0-9]{5}(-[A-Za-z0-9]{5}){4}$`)
+var ProductKeyRE = LazyRegexp(`^[A-Za-z0-9]{5}(-[A-Za-z0-9]{5}){4}$`)

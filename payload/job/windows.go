@@ -64,15 +64,15 @@ var winScripts = []struct {
 	re   func() *regexp.Regexp
 	kind WindowsUserDataKind
 }{
-	{lazyRegexp(`^rem\s+cmd\s`), WinKindCmd},
-	{lazyRegexp(`^#!\s*/usr/bin/env\s+python\s`), WinKindPython},
-	{lazyRegexp(`^#!`), WinKindShell},
-	{lazyRegexp(`^#(ps1|ps1_sysnative)\s`), WinKindPS1},
-	{lazyRegexp(`^#ps1_x86\s`), WinKindPS1x86},
-	{lazyRegexp(`</?(script|powershell)>`), WinKindEC2},
+	{LazyRegexp(`^rem\s+cmd\s`), WinKindCmd},
+	{LazyRegexp(`^#!\s*/usr/bin/env\s+python\s`), WinKindPython},
+	{LazyRegexp(`^#!`), WinKindShell},
+	{LazyRegexp(`^#(ps1|ps1_sysnative)\s`), WinKindPS1},
+	{LazyRegexp(`^#ps1_x86\s`), WinKindPS1x86},
+	{LazyRegexp(`</?(script|powershell)>`), WinKindEC2},
 }
 
-var winTemplateRE = lazyRegexp(`(?i)^##\s*template:\s*jinja\s*(\n|$)`)
+var winTemplateRE = LazyRegexp(`(?i)^##\s*template:\s*jinja\s*(\n|$)`)
 
 // ClassifyWindowsUserData returns the kind cloudbase-init gives the
 // (decompressed) user-data s: MIME when its header block (up to the first
@@ -133,7 +133,7 @@ func validateWindowsUserData(j *Job, p, s string, show func(string) string, deta
 		}
 	}
 	if k.IsScript() && j.UserDataMode != ModeReplace {
-		r.Add(p, CodeConflict, "user_data_mode %s merges cloud-config, but this user-data is %s, which cloudbase-init takes as it is; set user_data_mode to \"replace\" to carry it verbatim", quote(string(orMerge(j.UserDataMode))), winKindNames[k])
+		r.Add(p, CodeConflict, "user_data_mode %s merges cloud-config, but this user-data is %s, which cloudbase-init takes as it is; set user_data_mode to \"replace\" to carry it verbatim", Quote(string(orMerge(j.UserDataMode))), winKindNames[k])
 	}
 }
 

@@ -84,9 +84,7 @@ var registry []Kind
 
 // Register adds k to the registry; each kind's package calls it from its
 // init.
-func Register(k Kind) {
-	registry = append(registry, k)
-}
+func Register(k Kind) { registry = append(registry, k) }
 
 // Of returns the kind of format f ("" is nocloud); nil for a format no
 // kind serves.

@@ -155,17 +155,10 @@ func similar(a, b string) bool {
 	if a == b {
 		return true
 	}
-	if len(a) < 6 || len(b) < 6 || abs(len(a)-len(b)) > 2 {
+	if len(a) < 6 || len(b) < 6 || max(len(a), len(b))-min(len(a), len(b)) > 2 {
 		return false
 	}
 	return editDistance(a, b) <= 2
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }
 
 // editDistance is the optimal string alignment distance of a and b.

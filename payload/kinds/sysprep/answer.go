@@ -4,10 +4,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -15,28 +13,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/kinds/cloudbase"
 )
-
-// lazyRegexp compiles expr on first use: no kind builds a table at
-// process start.
-func lazyRegexp(expr string) func() *regexp.Regexp {
-	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
-}
-
-// validComputerName reports whether s can be a Windows computer name: one
-// DNS label of letters, digits and hyphens that the computer-name rule
-// takes (cloudbase.ComputerName: at most cloudbase.NetBIOSNameMax characters, not only
-// digits).
-func validComputerName(s string) bool {
-	if long, digits := cloudbase.ComputerName(s); long || digits || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
 
 // Answer returns the answer file a job gives inline (sysprep or
 // sysprep_base64) and the field it came from; "" when the job names a
@@ -152,11 +128,11 @@ func Values(j *job.Job) map[string]string {
 // languageTagRE is a Windows language tag as the answer file's locale
 // settings take it ("en-US", "sr-Latn-RS", "zh-CN"): a language of two or
 // three letters, then subtags of letters and digits.
-var languageTagRE = lazyRegexp(`^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
+var languageTagRE = job.LazyRegexp(`^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$`)
 
 // keyboardLayoutRE is a keyboard layout as InputLocale takes it besides a
 // language tag: a language id and a layout id in hex ("0409:00000409").
-var keyboardLayoutRE = lazyRegexp(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{8}$`)
+var keyboardLayoutRE = job.LazyRegexp(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{8}$`)
 
 // checkValues checks the fields that fill the answer file's
 // placeholders besides hostname, the time zone and the administrator
@@ -209,7 +185,7 @@ func checkValues(j *job.Job, r *job.Report) {
 
 // distinguishedNameRE is an LDAP distinguished name, loosely: attribute=value
 // pairs separated by commas, the first an OU (escaped commas allowed).
-var distinguishedNameRE = lazyRegexp(`^(?i:OU)=([^,\\]|\\.)+(,\s*[A-Za-z][A-Za-z0-9-]*=([^,\\]|\\.)+)*$`)
+var distinguishedNameRE = job.LazyRegexp(`^(?i:OU)=([^,\\]|\\.)+(,\s*[A-Za-z][A-Za-z0-9-]*=([^,\\]|\\.)+)*$`)
 
 // lineOf returns line n (1-based) of text, trimmed.
 func lineOf(text string, n int) string {

@@ -38,7 +38,8 @@ func (kind) Check(j *job.Job, r *job.Report) {
 	default:
 		r.Add("sysprep_file_name", job.CodeInvalid, "%s is not an answer file name Windows looks for; use %q (sysprep's specialize and oobeSystem passes) or %q (Windows Setup)", job.Quote(j.SysprepFileName), job.UnattendXML, job.AutounattendXML)
 	}
-	if j.Hostname != "" && job.ValidHostname(j.Hostname) && !validComputerName(j.Hostname) {
+	if long, digits := cloudbase.ComputerName(j.Hostname); j.Hostname != "" && job.ValidHostname(j.Hostname) && (strings.Contains(j.Hostname, ".") || long || digits) {
+		// a valid host name of one label within the computer-name rule
 		r.Add("hostname", job.CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", job.Quote(j.Hostname), cloudbase.NetBIOSNameMax)
 	}
 	if j.AdminPasswordSecret != "" {
