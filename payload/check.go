@@ -47,7 +47,7 @@ type Checked struct {
 	// docs are the documents the check rendered (renderCheckNeeded), which
 	// a render with no pinned identity, salt or randomness reuses.
 	docs *cloudinit.Documents
-	// creds are the values of a job of a valued kind (kinds.Valued:
+	// creds are the values of a job of a valued kind (Kind.Valued:
 	// systemd credentials), which renders no documents.
 	creds []credentials.Credential
 }

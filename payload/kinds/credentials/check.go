@@ -215,7 +215,7 @@ func generated(j *job.Job) map[string]string {
 	}
 	for i, u := range j.Users {
 		if u.Name != "root" {
-			continue // validateCredentials refuses other users
+			continue // Check refuses other users
 		}
 		p := job.Index("users", i)
 		if len(u.SSHAuthorizedKeys) > 0 {
