@@ -47,7 +47,7 @@ type Checked struct {
 	// docs are the documents the check rendered (renderCheckNeeded), which
 	// a render with no pinned identity, salt or randomness reuses.
 	docs *cloudinit.Documents
-	// creds are the values of a job of a valued kind (kinds.Valued:
+	// creds are the values of a job of a valued kind (Kind.Valued:
 	// systemd credentials), which renders no documents.
 	creds []credentials.Credential
 }
@@ -288,7 +288,8 @@ func resolveSecrets(j *job.Job, sd secrets.Dir, r *job.Report) (cloudinit.Input,
 // where its text is known (never quoted). The administrator password is
 // read with the other secrets (resolveSecrets), for every format.
 func resolveSysprep(j *job.Job, sd secrets.Dir, in *cloudinit.Input, r *job.Report) {
-	if text, _, err := job.SysprepAnswer(j); err == nil && text != "" {
+	k := kinds.Of(j.Format)
+	if text := k.Document(j); text != "" {
 		in.Sysprep = text // Validate checked it
 	}
 	if j.SysprepSecret != "" && job.ValidSecretName(j.SysprepSecret) {
@@ -297,7 +298,7 @@ func resolveSysprep(j *job.Job, sd secrets.Dir, in *cloudinit.Input, r *job.Repo
 			addSecretError(r, "sysprep_secret", j.SysprepSecret, err)
 		} else {
 			in.Sysprep = string(b)
-			r.Errors = append(r.Errors, job.CheckSysprepAnswer(j, "sysprep_secret", in.Sysprep, true)...)
+			r.Errors = append(r.Errors, k.CheckDocument(j, "sysprep_secret", in.Sysprep)...)
 		}
 	}
 	if j.DomainAdminPasswordSecret != "" {

@@ -66,7 +66,7 @@ func (j Job) Apply(d Defaults) Job {
 		switch {
 		case j.Action == ActionDetach:
 			j.GuestReport = nil
-		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && table().Takes(&j, "guest_report"):
+		case j.GuestReport == nil && *d.GuestReport && j.PrebuiltImage == "" && hooks().Takes(&j, "guest_report"):
 			// the reporter is a cloud-init part: an Ignition or sysprep job
 			// or a Windows guest (cloudbase-init) has none
 			on := true

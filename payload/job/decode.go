@@ -91,7 +91,7 @@ func decode(data []byte, r *Report) *Job {
 	}
 	if !utf8.Valid(data) {
 		off := invalidUTF8Offset(data)
-		line, col := lineCol(data, int64(off))
+		line, col := LineCol(data, int64(off))
 		r.Add("", CodeEncoding, "job document is not valid UTF-8 (line %d, column %d)", line, col)
 		return nil
 	}
@@ -149,12 +149,12 @@ func parseTree(data []byte, r *Report) (any, *FieldError) {
 		for end < int64(len(data)) && strings.IndexByte(" \t\r\n", data[end]) >= 0 {
 			end++
 		}
-		line, col := lineCol(data, end)
+		line, col := LineCol(data, end)
 		return nil, &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("unexpected data after the job object at line %d, column %d", line, col)}
 	}
 	pos := positions(data, p.duplicates)
 	for i, d := range p.duplicates {
-		r.add(FieldError{Field: d.field, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", quote(d.key), pos[i].line, pos[i].col)})
+		r.add(FieldError{Field: d.field, Code: CodeDuplicateKey, Message: fmt.Sprintf("key %s appears more than once in the same object (again at line %d, column %d)", Quote(d.key), pos[i].line, pos[i].col)})
 	}
 	r.dropped += p.ndups - len(p.duplicates)
 	return v, nil
@@ -180,7 +180,7 @@ func syntaxError(data []byte, dec *json.Decoder, err error) *FieldError {
 	if off < 0 {
 		off = 0
 	}
-	line, col := lineCol(data, off)
+	line, col := LineCol(data, off)
 	return &FieldError{Code: CodeSyntax, Message: fmt.Sprintf("%s at line %d, column %d", msg, line, col)}
 }
 
@@ -250,12 +250,12 @@ func (p *parser) value(parent, key string, idx, depth int) (any, *FieldError) {
 	}
 }
 
-// childPath is join(parent, key) for idx -1, index(parent, idx) for
+// childPath is join(parent, key) for idx -1, Index(parent, idx) for
 // idx ≥ 0 and parent itself for idx self.
 func childPath(parent, key string, idx int) string {
 	switch {
 	case idx >= 0:
-		return index(parent, idx)
+		return Index(parent, idx)
 	case idx == self:
 		return parent
 	}
@@ -301,7 +301,7 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 		for _, k := range obj.keys {
 			idx, known := fields[k]
 			if !known {
-				r.Add(join(path, k), CodeUnknownField, "unknown field %s (job format version %d)", quote(k), Version)
+				r.Add(join(path, k), CodeUnknownField, "unknown field %s (job format version %d)", Quote(k), Version)
 				continue
 			}
 			decodeValue(dst.Field(idx), obj.values[k], join(path, k), r)
@@ -344,10 +344,10 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 		s := reflect.MakeSlice(dst.Type(), len(list), len(list))
 		for i, e := range list {
 			if e == nil {
-				r.Add(index(path, i), CodeType, "expected %s, got null", kindName(dst.Type().Elem()))
+				r.Add(Index(path, i), CodeType, "expected %s, got null", kindName(dst.Type().Elem()))
 				continue
 			}
-			decodeValue(s.Index(i), e, index(path, i), r)
+			decodeValue(s.Index(i), e, Index(path, i), r)
 		}
 		dst.Set(s)
 	case reflect.Map: // map[string]any (meta_data)
@@ -371,7 +371,7 @@ func (c *Command) decodeJSON(v any, path string, r *Report) {
 		for i, e := range t {
 			s, ok := e.(string)
 			if !ok {
-				r.Add(index(path, i), CodeType, "expected a string (argv element), got %s", describe(e))
+				r.Add(Index(path, i), CodeType, "expected a string (argv element), got %s", describe(e))
 				continue
 			}
 			c.Argv = append(c.Argv, s)
@@ -448,7 +448,7 @@ func describe(v any) string {
 	case nil:
 		return "null"
 	case string:
-		return "string " + quote(t)
+		return "string " + Quote(t)
 	case bool:
 		return fmt.Sprintf("boolean %t", t)
 	case json.Number:
@@ -478,9 +478,9 @@ func kindName(t reflect.Type) string {
 	}
 }
 
-// lineCol turns a byte offset into a 1-based line and column; the column
+// LineCol turns a byte offset into a 1-based line and column; the column
 // counts characters, not bytes.
-func lineCol(data []byte, off int64) (line, col int) {
+func LineCol(data []byte, off int64) (line, col int) {
 	if off > int64(len(data)) {
 		off = int64(len(data))
 	}

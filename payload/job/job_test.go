@@ -337,8 +337,8 @@ func checkQuoted(t *testing.T, doc string, e FieldError) {
 	}
 	if e.Code == CodeUnknownField || e.Code == CodeDuplicateKey {
 		key := e.Field[strings.LastIndex(e.Field, ".")+1:]
-		if !strings.Contains(e.Message, quote(key)) {
-			t.Errorf("%s: message %q does not quote the key %s", e.Field, e.Message, quote(key))
+		if !strings.Contains(e.Message, Quote(key)) {
+			t.Errorf("%s: message %q does not quote the key %s", e.Field, e.Message, Quote(key))
 		}
 		return
 	}
@@ -354,7 +354,7 @@ func checkQuoted(t *testing.T, doc string, e FieldError) {
 	var want string
 	switch v := v.(type) {
 	case string:
-		want = quote(v)
+		want = Quote(v)
 	case json.Number:
 		want = v.String()
 	default:
@@ -760,7 +760,7 @@ func TestReportForms(t *testing.T) {
 
 func TestQuoteTruncates(t *testing.T) {
 	long := strings.Repeat("é", 100)
-	q := quote(long)
+	q := Quote(long)
 	if !strings.HasSuffix(q, "…(200 bytes)") || !strings.HasPrefix(q, `"ééé`) {
 		t.Errorf("quote = %q", q)
 	}

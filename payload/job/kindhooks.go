@@ -4,13 +4,16 @@ package job
 // a job's format or guest OS; package payload/kinds answers (SetKinds).
 type Kinds interface {
 	// Check runs the own checks of the kind name of the field table
-	// ("ignition", "windows", "sysprep") on j: of a job of that kind, its
+	// ("ignition", "windows", "sysprep", "credentials") on j: of a job of that kind, its
 	// fields; of any other job, the refusal of the fields only it takes.
 	Check(j *Job, name string, r *Report)
 	// Defaults fills in the defaults of j's kind (withDefaults).
 	Defaults(j *Job)
 	// Traits describes j's kind.
 	Traits(j *Job) Traits
+	// Takes reports whether every kind j is of takes field (the field
+	// table).
+	Takes(j *Job, field string) bool
 }
 
 // Traits is what a job's kind means for the checks and renderers shared
@@ -33,6 +36,9 @@ type Traits struct {
 	Cloudbase bool
 	// Windows: the guest runs Windows (guest_os "windows").
 	Windows bool
+	// GlobalDNS: the guest applies dns to every link (systemd-resolved's
+	// network.dns), so dns needs no nics.
+	GlobalDNS bool
 }
 
 var kindHooks Kinds
@@ -50,13 +56,3 @@ func KindTraits(j *Job) Traits { return hooks().Traits(j) }
 // SetKinds installs the kinds' answers; package payload/kinds calls it
 // from its init.
 func SetKinds(k Kinds) { kindHooks = k }
-
-// Quote shortens a long value and quotes it, as every job error message
-// does.
-func Quote(s string) string { return quote(s) }
-
-// Index is the path of element i of the list at parent ("files[2]").
-func Index(parent string, i int) string { return index(parent, i) }
-
-// CheckSecretName reports a name at p that cannot name a secret.
-func CheckSecretName(p, name string, r *Report) { validateSecretName(p, name, r) }

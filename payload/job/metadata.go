@@ -51,7 +51,7 @@ func checkMetaDataSpellings(md map[string]any, r *Report) {
 		v2, ok2 := md[a.configdrive]
 		if ok1 && ok2 && !reflect.DeepEqual(v1, v2) && a.nocloud != "local-hostname" {
 			r.Add(join("meta_data", a.configdrive), CodeConflict, "meta_data gives %s and %s with different values (%s, %s); they are the same setting spelled for NoCloud and config-drive, give one",
-				a.nocloud, a.configdrive, quote(fmt.Sprint(v1)), quote(fmt.Sprint(v2)))
+				a.nocloud, a.configdrive, Quote(fmt.Sprint(v1)), Quote(fmt.Sprint(v2)))
 		}
 	}
 	// NoCloud reads local-hostname; config-drive reads hostname, and on
@@ -59,7 +59,7 @@ func checkMetaDataSpellings(md map[string]any, r *Report) {
 	if v1, ok := md["local-hostname"]; ok {
 		if v2, ok := md["hostname"]; ok && !reflect.DeepEqual(v1, v2) {
 			r.Add("meta_data.hostname", CodeConflict, "meta_data gives local-hostname and hostname with different values (%s, %s); NoCloud reads local-hostname and config-drive hostname, give one",
-				quote(fmt.Sprint(v1)), quote(fmt.Sprint(v2)))
+				Quote(fmt.Sprint(v1)), Quote(fmt.Sprint(v2)))
 		}
 	}
 	for _, k := range []string{"instance-id", "uuid"} {
@@ -70,7 +70,7 @@ func checkMetaDataSpellings(md map[string]any, r *Report) {
 					r.Add(join("meta_data", k), CodeInvalid, "meta_data %s is empty; it becomes the instance-id", k)
 				}
 			default:
-				r.Add(join("meta_data", k), CodeInvalid, "meta_data %s must be a string (it becomes the instance-id), got %s", k, quote(fmt.Sprint(v)))
+				r.Add(join("meta_data", k), CodeInvalid, "meta_data %s must be a string (it becomes the instance-id), got %s", k, Quote(fmt.Sprint(v)))
 			}
 		}
 	}

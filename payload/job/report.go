@@ -124,11 +124,11 @@ func join(parent, key string) string {
 	return parent + "." + key
 }
 
-// index builds an element path: index("nics", 0) = "nics[0]".
-func index(parent string, i int) string { return fmt.Sprintf("%s[%d]", parent, i) }
+// Index builds an element path: Index("nics", 0) = "nics[0]".
+func Index(parent string, i int) string { return fmt.Sprintf("%s[%d]", parent, i) }
 
-// quote shortens long values so messages stay readable, then quotes them.
-func quote(s string) string {
+// Quote shortens long values so messages stay readable, then quotes them.
+func Quote(s string) string {
 	const max = 80
 	if len(s) > max {
 		cut := max

@@ -17,7 +17,7 @@ import (
 // set beyond users and network: root, given SSH host keys, locale, power
 // state, phone home, random seed and a raw network_data.json.
 
-var localeRE = lazyRegexp(`^(C|POSIX|C\.[A-Za-z0-9-]+|[a-z]{2,3}(_[A-Z]{2}|_[0-9]{3})?(\.[A-Za-z0-9][A-Za-z0-9-]*)?(@[a-z0-9]+)?)$`)
+var localeRE = LazyRegexp(`^(C|POSIX|C\.[A-Za-z0-9-]+|[a-z]{2,3}(_[A-Z]{2}|_[0-9]{3})?(\.[A-Za-z0-9][A-Za-z0-9-]*)?(@[a-z0-9]+)?)$`)
 
 // ValidLocale reports whether s is a locale name in the form glibc and
 // update-locale use: "C", "POSIX", "C.UTF-8", "en_US.UTF-8", "de_DE@euro",
@@ -37,13 +37,13 @@ var HostKeyAlgorithms = map[string][]string{
 // exists, so they would be dropped silently.
 func validateRootUser(p string, u User, top []string, r *Report) {
 	if len(u.Groups) > 0 {
-		r.Add(join(p, "groups"), CodeInvalid, "groups %s cannot be set for root: cloud-init does not change an existing account's groups", quote(strings.Join(u.Groups, ",")))
+		r.Add(join(p, "groups"), CodeInvalid, "groups %s cannot be set for root: cloud-init does not change an existing account's groups", Quote(strings.Join(u.Groups, ",")))
 	}
 	if u.Shell != "" {
-		r.Add(join(p, "shell"), CodeInvalid, "shell %s cannot be set for root: cloud-init does not change an existing account's shell", quote(u.Shell))
+		r.Add(join(p, "shell"), CodeInvalid, "shell %s cannot be set for root: cloud-init does not change an existing account's shell", Quote(u.Shell))
 	}
 	if u.Sudo != "" {
-		r.Add(join(p, "sudo"), CodeInvalid, "sudo %s does not apply to root", quote(u.Sudo))
+		r.Add(join(p, "sudo"), CodeInvalid, "sudo %s does not apply to root", Quote(u.Sudo))
 	}
 	// cloud-init gives the job-wide keys to root too, with a forced
 	// command refusing the log-in (disable_root); the same key given for
@@ -56,7 +56,7 @@ func validateRootUser(p string, u User, top []string, r *Report) {
 	}
 	for i, k := range u.SSHAuthorizedKeys {
 		if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(k)); err == nil && blobs[string(pk.Marshal())] {
-			r.Add(index(join(p, "ssh_authorized_keys"), i), CodeConflict, "key %s is also in the top-level ssh_authorized_keys, which cloud-init installs for root with a command refusing the log-in; give it in one place only", quote(k))
+			r.Add(Index(join(p, "ssh_authorized_keys"), i), CodeConflict, "key %s is also in the top-level ssh_authorized_keys, which cloud-init installs for root with a command refusing the log-in; give it in one place only", Quote(k))
 		}
 	}
 }
@@ -64,38 +64,38 @@ func validateRootUser(p string, u User, top []string, r *Report) {
 func validateSSHHostKeys(j *Job, r *Report) {
 	seen := map[string]int{}
 	for i, k := range j.SSHHostKeys {
-		p := index("ssh_host_keys", i)
+		p := Index("ssh_host_keys", i)
 		algos, known := HostKeyAlgorithms[k.Type]
 		switch {
 		case k.Type == "":
 			r.Add(join(p, "type"), CodeRequired, "type is required; use \"ed25519\", \"ecdsa\" or \"rsa\"")
 		case !known:
-			r.Add(join(p, "type"), CodeInvalid, "%s is not a host key type; use \"ed25519\", \"ecdsa\" or \"rsa\"", quote(k.Type))
+			r.Add(join(p, "type"), CodeInvalid, "%s is not a host key type; use \"ed25519\", \"ecdsa\" or \"rsa\"", Quote(k.Type))
 		default:
 			if prev, dup := seen[k.Type]; dup {
-				r.Add(join(p, "type"), CodeDuplicate, "a %s host key is already given at ssh_host_keys[%d]", quote(k.Type), prev)
+				r.Add(join(p, "type"), CodeDuplicate, "a %s host key is already given at ssh_host_keys[%d]", Quote(k.Type), prev)
 			}
 			seen[k.Type] = i
 		}
 		if k.PrivateKeySecret == "" {
 			r.Add(join(p, "private_key_secret"), CodeRequired, "private_key_secret is required: the name of the secret holding the private key (private keys are never given inline)")
 		} else {
-			validateSecretName(join(p, "private_key_secret"), k.PrivateKeySecret, r)
+			CheckSecretName(join(p, "private_key_secret"), k.PrivateKeySecret, r)
 		}
 		if k.PublicKey != "" {
 			pp := join(p, "public_key")
 			if strings.ContainsAny(k.PublicKey, "\r\n") {
-				r.Add(pp, CodeInvalid, "%s holds more than one line; give one public key", quote(k.PublicKey))
+				r.Add(pp, CodeInvalid, "%s holds more than one line; give one public key", Quote(k.PublicKey))
 				continue
 			}
 			pk, _, opts, _, err := ssh.ParseAuthorizedKey([]byte(k.PublicKey))
 			switch {
 			case err != nil:
-				r.Add(pp, CodeInvalid, "%s is not an SSH public key (\"ssh-ed25519 AAAA... comment\"): %v", quote(k.PublicKey), err)
+				r.Add(pp, CodeInvalid, "%s is not an SSH public key (\"ssh-ed25519 AAAA... comment\"): %v", Quote(k.PublicKey), err)
 			case len(opts) > 0:
-				r.Add(pp, CodeInvalid, "%s carries authorized_keys options; give the plain public key", quote(k.PublicKey))
+				r.Add(pp, CodeInvalid, "%s carries authorized_keys options; give the plain public key", Quote(k.PublicKey))
 			case known && !contains(algos, pk.Type()):
-				r.Add(pp, CodeInvalid, "%s is a %s key, not of type %s", quote(k.PublicKey), pk.Type(), quote(k.Type))
+				r.Add(pp, CodeInvalid, "%s is a %s key, not of type %s", Quote(k.PublicKey), pk.Type(), Quote(k.Type))
 			}
 		}
 	}
@@ -120,7 +120,7 @@ func validatePowerState(ps *PowerState, r *Report) {
 	case "":
 		r.Add(join(p, "mode"), CodeRequired, "mode is required; use \"poweroff\" or \"reboot\"")
 	default:
-		r.Add(join(p, "mode"), CodeInvalid, "%s is not a power state mode; use \"poweroff\" or \"reboot\"", quote(ps.Mode))
+		r.Add(join(p, "mode"), CodeInvalid, "%s is not a power state mode; use \"poweroff\" or \"reboot\"", Quote(ps.Mode))
 	}
 	if ps.DelayMinutes < 0 || ps.DelayMinutes > 1440 {
 		r.Add(join(p, "delay_minutes"), CodeOutOfRange, "delay %d is out of range; use 0-1440 minutes (0: as soon as cloud-init has finished)", ps.DelayMinutes)
@@ -129,7 +129,7 @@ func validatePowerState(ps *PowerState, r *Report) {
 		r.Add(join(p, "timeout_seconds"), CodeOutOfRange, "timeout %d is out of range; use 1-86400 seconds (0: cloud-init's default, 30)", ps.TimeoutSeconds)
 	}
 	if len(ps.Message) > 256 || hasControl(ps.Message) {
-		r.Add(join(p, "message"), CodeInvalid, "%s is not a one-line message of at most 256 bytes", quote(ps.Message))
+		r.Add(join(p, "message"), CodeInvalid, "%s is not a one-line message of at most 256 bytes", Quote(ps.Message))
 	}
 	if c := ps.Condition; c != nil {
 		validateCommand(join(p, "condition"), *c, r)
@@ -143,13 +143,13 @@ func validateCommand(p string, c Command, r *Report) {
 	case c.Argv != nil:
 		for k, a := range c.Argv {
 			if strings.ContainsRune(a, 0) {
-				r.Add(index(p, k), CodeInvalid, "argument %s contains a NUL byte", quote(a))
+				r.Add(Index(p, k), CodeInvalid, "argument %s contains a NUL byte", Quote(a))
 			}
 		}
 	case strings.TrimSpace(c.Shell) == "":
 		r.Add(p, CodeRequired, "a shell command must not be empty")
 	case strings.ContainsRune(c.Shell, 0):
-		r.Add(p, CodeInvalid, "command %s contains a NUL byte", quote(c.Shell))
+		r.Add(p, CodeInvalid, "command %s contains a NUL byte", Quote(c.Shell))
 	}
 }
 
@@ -161,13 +161,13 @@ func validatePhoneHome(ph *PhoneHome, r *Report) {
 		u, err := url.Parse(ph.URL)
 		switch {
 		case len(ph.URL) > 2048 || hasControl(ph.URL) || strings.ContainsAny(ph.URL, " \t"):
-			r.Add(join(p, "url"), CodeInvalid, "%s is not a URL: at most 2048 characters, no spaces or control characters", quote(ph.URL))
+			r.Add(join(p, "url"), CodeInvalid, "%s is not a URL: at most 2048 characters, no spaces or control characters", Quote(ph.URL))
 		case err != nil:
-			r.Add(join(p, "url"), CodeInvalid, "%s is not a URL: %v", quote(ph.URL), err)
+			r.Add(join(p, "url"), CodeInvalid, "%s is not a URL: %v", Quote(ph.URL), err)
 		case u.Scheme != "http" && u.Scheme != "https":
-			r.Add(join(p, "url"), CodeInvalid, "%s is not an http or https URL", quote(ph.URL))
+			r.Add(join(p, "url"), CodeInvalid, "%s is not an http or https URL", Quote(ph.URL))
 		case u.Host == "":
-			r.Add(join(p, "url"), CodeInvalid, "%s has no host", quote(ph.URL))
+			r.Add(join(p, "url"), CodeInvalid, "%s has no host", Quote(ph.URL))
 		}
 	}
 	if ph.Post != nil && len(ph.Post) == 0 {
@@ -175,11 +175,11 @@ func validatePhoneHome(ph *PhoneHome, r *Report) {
 	}
 	seen := map[string]int{}
 	for i, k := range ph.Post {
-		pp := index(join(p, "post"), i)
+		pp := Index(join(p, "post"), i)
 		if !contains(PhoneHomeKeys, k) {
-			r.Add(pp, CodeInvalid, "%s is not a phone_home key; use %s", quote(k), strings.Join(PhoneHomeKeys, ", "))
+			r.Add(pp, CodeInvalid, "%s is not a phone_home key; use %s", Quote(k), strings.Join(PhoneHomeKeys, ", "))
 		} else if prev, dup := seen[k]; dup {
-			r.Add(pp, CodeDuplicate, "%s is already listed at post[%d]", quote(k), prev)
+			r.Add(pp, CodeDuplicate, "%s is already listed at post[%d]", Quote(k), prev)
 		}
 		seen[k] = i
 	}
@@ -200,11 +200,11 @@ func validateRandomSeed(rs *RandomSeed, r *Report) {
 		b, err := base64.StdEncoding.DecodeString(rs.Data)
 		switch {
 		case err != nil:
-			r.Add(join(p, "data"), CodeInvalid, "%s is not valid base64 (standard alphabet, padded): %v", quote(rs.Data), err)
+			r.Add(join(p, "data"), CodeInvalid, "%s is not valid base64 (standard alphabet, padded): %v", Quote(rs.Data), err)
 		case len(b) < MinRandomSeedBytes || len(b) > MaxRandomSeedBytes:
-			r.Add(join(p, "data"), CodeOutOfRange, "%s decodes to %d bytes; use %d-%d", quote(rs.Data), len(b), MinRandomSeedBytes, MaxRandomSeedBytes)
+			r.Add(join(p, "data"), CodeOutOfRange, "%s decodes to %d bytes; use %d-%d", Quote(rs.Data), len(b), MinRandomSeedBytes, MaxRandomSeedBytes)
 		case base64.StdEncoding.EncodeToString(b) != rs.Data:
-			r.Add(join(p, "data"), CodeInvalid, "%s is not canonical base64 (no line breaks, padding as encoded)", quote(rs.Data))
+			r.Add(join(p, "data"), CodeInvalid, "%s is not canonical base64 (no line breaks, padding as encoded)", Quote(rs.Data))
 		}
 	}
 	if rs.GenerateBytes != 0 && (rs.GenerateBytes < MinRandomSeedBytes || rs.GenerateBytes > MaxRandomSeedBytes) {
@@ -220,38 +220,38 @@ func validateNetworkData(j *Job, r *Report) {
 	// a job without format gets the agent's default format, which may be
 	// configdrive; the renderer refuses network_data with nocloud then
 	if KindTraits(j).NoCloud {
-		r.Add(p, CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %s use network_config or nics", quote(string(j.Format)))
+		r.Add(p, CodeConflict, "network_data is the config-drive document (format \"configdrive\"); with format %s use network_config or nics", Quote(string(j.Format)))
 	}
 	if len(j.NICs) > 0 || j.DNS != nil || j.NetworkConfig != "" {
 		r.Add(p, CodeConflict, "network_data replaces nics, dns and network_config; give one of them")
 	}
 	for _, k := range slices.Sorted(maps.Keys(j.NetworkData)) {
 		if k != "links" && k != "networks" && k != "services" {
-			r.Add(join(p, k), CodeUnknownField, "unknown key %s; network_data has links, networks and services", quote(k))
+			r.Add(join(p, k), CodeUnknownField, "unknown key %s; network_data has links, networks and services", Quote(k))
 		}
 	}
 	links := objects(p, "links", j.NetworkData, true, r)
 	ids := map[string]int{}
 	for i, l := range links {
-		lp := index(join(p, "links"), i)
+		lp := Index(join(p, "links"), i)
 		if l == nil {
 			continue
 		}
 		id := str(lp, "id", l, true, r)
 		if id != "" {
 			if prev, dup := ids[id]; dup {
-				r.Add(join(lp, "id"), CodeDuplicate, "link id %s is already used by links[%d]", quote(id), prev)
+				r.Add(join(lp, "id"), CodeDuplicate, "link id %s is already used by links[%d]", Quote(id), prev)
 			}
 			ids[id] = i
 		}
 		str(lp, "type", l, true, r)
 		mac := str(lp, "ethernet_mac_address", l, false, r)
 		if mac != "" && !macRE().MatchString(mac) {
-			r.Add(join(lp, "ethernet_mac_address"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", quote(mac))
+			r.Add(join(lp, "ethernet_mac_address"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", Quote(mac))
 		}
 		name := str(lp, "name", l, false, r)
 		if name != "" && !ifnameRE().MatchString(name) {
-			r.Add(join(lp, "name"), CodeInvalid, "%s is not a valid interface name", quote(name))
+			r.Add(join(lp, "name"), CodeInvalid, "%s is not a valid interface name", Quote(name))
 		}
 		if mac == "" && name == "" {
 			r.Add(lp, CodeRequired, "a link needs ethernet_mac_address or name; cloud-init cannot match it to a NIC otherwise")
@@ -263,38 +263,38 @@ func validateNetworkData(j *Job, r *Report) {
 		}
 	}
 	for i, n := range objects(p, "networks", j.NetworkData, false, r) {
-		np := index(join(p, "networks"), i)
+		np := Index(join(p, "networks"), i)
 		if n == nil {
 			continue
 		}
 		str(np, "id", n, true, r)
 		typ := str(np, "type", n, true, r)
 		if typ != "" && !contains(NetworkDataTypes, typ) {
-			r.Add(join(np, "type"), CodeInvalid, "%s is not a network type; use %s", quote(typ), strings.Join(NetworkDataTypes, ", "))
+			r.Add(join(np, "type"), CodeInvalid, "%s is not a network type; use %s", Quote(typ), strings.Join(NetworkDataTypes, ", "))
 		}
 		if link := str(np, "link", n, true, r); link != "" {
 			if _, ok := ids[link]; !ok {
-				r.Add(join(np, "link"), CodeNotFound, "no link has id %s", quote(link))
+				r.Add(join(np, "link"), CodeNotFound, "no link has id %s", Quote(link))
 			}
 		}
 		if typ == "ipv4" || typ == "ipv6" {
 			addr := str(np, "ip_address", n, true, r)
 			if a, err := netip.ParseAddr(addr); addr != "" && (err != nil || a.Is6() != (typ == "ipv6") || a.Zone() != "") {
-				r.Add(join(np, "ip_address"), CodeInvalid, "%s is not an %s address", quote(addr), typ)
+				r.Add(join(np, "ip_address"), CodeInvalid, "%s is not an %s address", Quote(addr), typ)
 			}
 			if m := str(np, "netmask", n, false, r); m != "" && !strings.Contains(addr, "/") && !validNetmask(m, typ == "ipv6") {
-				r.Add(join(np, "netmask"), CodeInvalid, "%s is not an %s netmask", quote(m), typ)
+				r.Add(join(np, "netmask"), CodeInvalid, "%s is not an %s netmask", Quote(m), typ)
 			}
 		}
 		for k, rt := range objects(np, "routes", n, false, r) {
-			rp := index(join(np, "routes"), k)
+			rp := Index(join(np, "routes"), k)
 			if rt == nil {
 				continue
 			}
 			for _, f := range []string{"network", "netmask", "gateway"} {
 				if v := str(rp, f, rt, true, r); v != "" {
 					if _, err := netip.ParseAddr(v); err != nil {
-						r.Add(join(rp, f), CodeInvalid, "%s is not an IP address", quote(v))
+						r.Add(join(rp, f), CodeInvalid, "%s is not an IP address", Quote(v))
 					}
 				}
 			}
@@ -306,14 +306,14 @@ func validateNetworkData(j *Job, r *Report) {
 
 func validateServices(p string, m map[string]any, r *Report) {
 	for i, s := range objects(p, "services", m, false, r) {
-		sp := index(join(p, "services"), i)
+		sp := Index(join(p, "services"), i)
 		if s == nil {
 			continue
 		}
 		if typ := str(sp, "type", s, true, r); typ == "dns" {
 			if a := str(sp, "address", s, true, r); a != "" {
 				if _, err := netip.ParseAddr(a); err != nil {
-					r.Add(join(sp, "address"), CodeInvalid, "%s is not an IP address", quote(a))
+					r.Add(join(sp, "address"), CodeInvalid, "%s is not an IP address", Quote(a))
 				}
 			}
 		}
@@ -353,7 +353,7 @@ func objects(p, key string, m map[string]any, required bool, r *Report) []map[st
 	for i, e := range list {
 		o, ok := e.(map[string]any)
 		if !ok {
-			r.Add(index(join(p, key), i), CodeType, "expected an object, got %s", describe(e))
+			r.Add(Index(join(p, key), i), CodeType, "expected an object, got %s", describe(e))
 			continue
 		}
 		out[i] = o
@@ -385,7 +385,7 @@ func str(p, key string, m map[string]any, required bool, r *Report) string {
 // validateSeeds checks the fields of this file.
 func validateSeeds(j *Job, r *Report) {
 	if j.Locale != "" && !ValidLocale(j.Locale) {
-		r.Add("locale", CodeInvalid, "%s is not a locale name such as \"en_US.UTF-8\", \"de_DE@euro\", \"C.UTF-8\" or \"POSIX\"", quote(j.Locale))
+		r.Add("locale", CodeInvalid, "%s is not a locale name such as \"en_US.UTF-8\", \"de_DE@euro\", \"C.UTF-8\" or \"POSIX\"", Quote(j.Locale))
 	}
 	validateSSHHostKeys(j, r)
 	if j.PowerState != nil {
@@ -403,7 +403,7 @@ func validateSeeds(j *Job, r *Report) {
 		} else if sv, isStr := v.(string); KindTraits(j).OpenStack && (!isStr || !validBase64(sv)) {
 			// cloud-init's config-2 reader raises on a non-base64 seed
 			// and ignores the whole drive
-			r.Add("meta_data.random_seed", CodeInvalid, "%s is not a base64 string; config-2 readers refuse the drive then", quote(fmt.Sprint(v)))
+			r.Add("meta_data.random_seed", CodeInvalid, "%s is not a base64 string; config-2 readers refuse the drive then", Quote(fmt.Sprint(v)))
 		}
 	}
 	if j.NetworkData != nil {

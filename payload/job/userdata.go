@@ -134,7 +134,7 @@ type Part struct {
 // headerLineRE is the test Python's email parser applies to a line at the
 // start of a message: a header ("Name:", the name printable ASCII but ':'),
 // a continuation, or a unix From.
-var headerLineRE = lazyRegexp(`^([\x21-\x39\x3b-\x7e]*:|[\t ])`)
+var headerLineRE = LazyRegexp(`^([\x21-\x39\x3b-\x7e]*:|[\t ])`)
 
 // ParseMessage reads a MIME message as Python's email parser (which
 // cloud-init uses) does: an optional leading mbox "From " line, then

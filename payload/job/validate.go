@@ -33,20 +33,20 @@ const (
 // The name forms the validator checks. Each is compiled at its first use,
 // not at the start of every subcommand (`vmpayload version` needs none).
 var (
-	userRE   = lazyRegexp(`^[a-z_][a-z0-9_-]{0,31}$`)                 // user and group names
-	ifnameRE = lazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)       // interface names
-	labelRE  = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`) // one DNS label; the caller checks its 63 bytes
-	macRE    = lazyRegexp(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
-	permRE   = lazyRegexp(`^0?[0-7]{3,4}$`)
-	secretRE = lazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`) // the characters of a secret name
+	userRE   = LazyRegexp(`^[a-z_][a-z0-9_-]{0,31}$`)                 // user and group names
+	ifnameRE = LazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$`)       // interface names
+	labelRE  = LazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`) // one DNS label; the caller checks its 63 bytes
+	macRE    = LazyRegexp(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
+	permRE   = LazyRegexp(`^0?[0-7]{3,4}$`)
+	secretRE = LazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`) // the characters of a secret name
 	// cryptRE matches the crypt(3) hash forms Linux guests understand: $1$
 	// (MD5), $5$ (SHA-256), $6$ (SHA-512), $2a/b/y$ (bcrypt), $y$/$gy$
 	// (yescrypt), $7$ (scrypt).
-	cryptRE = lazyRegexp(`^\$(1|5|6|2[aby]|y|gy|7)\$[./A-Za-z0-9$=,]+$`)
+	cryptRE = LazyRegexp(`^\$(1|5|6|2[aby]|y|gy|7)\$[./A-Za-z0-9$=,]+$`)
 )
 
-// lazyRegexp compiles a regexp at its first use, not at process start.
-func lazyRegexp(expr string) func() *regexp.Regexp {
+// LazyRegexp compiles a regexp at its first use, not at process start.
+func LazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }
 
@@ -61,7 +61,7 @@ func (j *Job) Validate() Report {
 		r.Add("version", CodeUnsupported, "job format version %d is not supported; this agent reads version %d", j.Version, Version)
 	}
 	if j.ID != "" && !ValidID(j.ID) {
-		r.Add("id", CodeInvalid, "%s is not a valid job id: use 1-128 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", quote(j.ID))
+		r.Add("id", CodeInvalid, "%s is not a valid job id: use 1-128 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", Quote(j.ID))
 	}
 	if j.Domain != "" {
 		validateDomainName("domain", j.Domain, &r)
@@ -69,20 +69,20 @@ func (j *Job) Validate() Report {
 	switch j.Action {
 	case "", ActionStart, ActionAttach, ActionDetach:
 	default:
-		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", quote(string(j.Action)))
+		r.Add("action", CodeInvalid, "%s is not an action; use \"start\", \"attach\" or \"detach\"", Quote(string(j.Action)))
 	}
 	if !KindTraits(j).Known {
-		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\", \"sysprep\" or \"credentials\"", quote(string(j.Format)))
+		r.Add("format", CodeInvalid, "%s is not a format; use \"nocloud\", \"configdrive\", \"ignition\", \"sysprep\" or \"credentials\"", Quote(string(j.Format)))
 	}
 	switch j.Media {
 	case "", MediaISO, MediaVFAT:
 	default:
-		r.Add("media", CodeInvalid, "%s is not a media type; use \"iso\" or \"vfat\"", quote(string(j.Media)))
+		r.Add("media", CodeInvalid, "%s is not a media type; use \"iso\" or \"vfat\"", Quote(string(j.Media)))
 	}
 	switch j.UserDataMode {
 	case "", ModeMerge, ModeReplace:
 	default:
-		r.Add("user_data_mode", CodeInvalid, "%s is not a user-data mode; use \"merge\" or \"replace\"", quote(string(j.UserDataMode)))
+		r.Add("user_data_mode", CodeInvalid, "%s is not a user-data mode; use \"merge\" or \"replace\"", Quote(string(j.UserDataMode)))
 	}
 	if j.DomainXML != "" {
 		validateDomainXML(j, &r)
@@ -92,7 +92,7 @@ func (j *Job) Validate() Report {
 	}
 	if j.InstanceID != "" {
 		if len(j.InstanceID) > maxNameLen || strings.ContainsAny(j.InstanceID, "/\\") || hasControl(j.InstanceID) || strings.TrimSpace(j.InstanceID) != j.InstanceID {
-			r.Add("instance_id", CodeInvalid, "%s is not a usable instance id: at most %d printable characters, no slashes, no leading or trailing spaces", quote(j.InstanceID), maxNameLen)
+			r.Add("instance_id", CodeInvalid, "%s is not a usable instance id: at most %d printable characters, no slashes, no leading or trailing spaces", Quote(j.InstanceID), maxNameLen)
 		}
 	}
 	if j.Hostname != "" {
@@ -110,14 +110,14 @@ func (j *Job) Validate() Report {
 	validateNICs(j.NICs, &r)
 	validateFiles(j.Files, &r)
 	for i, c := range j.Runcmd {
-		p := index("runcmd", i)
+		p := Index("runcmd", i)
 		validateCommand(p, c, &r)
 	}
 	validateUserData(j, &r)
 	if j.MetaData != nil {
 		for _, k := range slices.Sorted(maps.Keys(j.MetaData)) {
 			if k == "" || hasControl(k) {
-				r.Add(join("meta_data", k), CodeInvalid, "meta-data key %s is empty or has control characters", quote(k))
+				r.Add(join("meta_data", k), CodeInvalid, "meta-data key %s is empty or has control characters", Quote(k))
 			}
 		}
 		checkMetaDataSpellings(j.MetaData, &r)
@@ -129,7 +129,7 @@ func (j *Job) Validate() Report {
 	hooks().Check(j, "ignition", &r)
 	hooks().Check(j, "windows", &r)
 	hooks().Check(j, "sysprep", &r)
-	validateCredentials(j, &r)
+	hooks().Check(j, "credentials", &r)
 	validateCombinations(j, &r)
 	return r
 }
@@ -148,14 +148,14 @@ func validateDomainName(p, name string, r *Report) {
 		return
 	}
 	if len(name) > 255 || strings.Contains(name, "/") || hasControl(name) || strings.TrimSpace(name) != name {
-		r.Add(p, CodeInvalid, "%s is not a libvirt domain name or UUID: at most 255 printable characters, no '/', no leading or trailing spaces", quote(name))
+		r.Add(p, CodeInvalid, "%s is not a libvirt domain name or UUID: at most 255 printable characters, no '/', no leading or trailing spaces", Quote(name))
 	}
 }
 
 func validateDomainXML(j *Job, r *Report) {
 	root, err := domxml.ReadIdentity(j.DomainXML)
 	if err != nil {
-		r.Add("domain_xml", CodeInvalid, "%s is not a libvirt <domain> XML document: %v", quote(j.DomainXML), err)
+		r.Add("domain_xml", CodeInvalid, "%s is not a libvirt <domain> XML document: %v", Quote(j.DomainXML), err)
 		return
 	}
 	if root.Name == "" {
@@ -163,14 +163,14 @@ func validateDomainXML(j *Job, r *Report) {
 		return
 	}
 	if j.Domain != "" && j.Domain != root.Name && !domxml.SameUUID(j.Domain, root.UUID) {
-		r.Add("domain_xml", CodeConflict, "the <domain> XML defines %s but the job's domain is %s", quote(root.Name), quote(j.Domain))
+		r.Add("domain_xml", CodeConflict, "the <domain> XML defines %s but the job's domain is %s", Quote(root.Name), Quote(j.Domain))
 	}
 }
 
 func validatePrebuilt(j *Job, r *Report) {
 	p := j.PrebuiltImage
 	if !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
-		r.Add("prebuilt_image", CodeInvalid, "%s must be an absolute, clean path", quote(p))
+		r.Add("prebuilt_image", CodeInvalid, "%s must be an absolute, clean path", Quote(p))
 	}
 	var content []string
 	for _, f := range []struct {
@@ -217,17 +217,17 @@ func ValidHostname(s string) bool {
 
 func validateHostname(p, s string, r *Report) {
 	if !ValidHostname(s) {
-		r.Add(p, CodeInvalid, "%s is not a valid host name: labels of 1-63 letters, digits and hyphens (not at either end), separated by dots, at most 253 characters", quote(s))
+		r.Add(p, CodeInvalid, "%s is not a valid host name: labels of 1-63 letters, digits and hyphens (not at either end), separated by dots, at most 253 characters", Quote(s))
 	}
 }
 
 func validateTimezone(p, tz string, r *Report) {
 	if tz == "Local" || strings.HasPrefix(tz, "/") || strings.Contains(tz, "..") || hasControl(tz) {
-		r.Add(p, CodeInvalid, "%s is not an IANA time zone name such as \"Europe/Berlin\" or \"UTC\"", quote(tz))
+		r.Add(p, CodeInvalid, "%s is not an IANA time zone name such as \"Europe/Berlin\" or \"UTC\"", Quote(tz))
 		return
 	}
 	if _, err := time.LoadLocation(tz); err != nil {
-		r.Add(p, CodeNotFound, "time zone %s is not in the zoneinfo database", quote(tz))
+		r.Add(p, CodeNotFound, "time zone %s is not in the zoneinfo database", Quote(tz))
 	}
 }
 
@@ -237,24 +237,25 @@ func ValidSecretName(name string) bool {
 	return len(name) <= 128 && secretRE().MatchString(name) && !strings.Contains(name, "..")
 }
 
-func validateSecretName(p, name string, r *Report) {
+// CheckSecretName reports a name at p that cannot name a secret.
+func CheckSecretName(p, name string, r *Report) {
 	if !ValidSecretName(name) {
-		r.Add(p, CodeInvalid, "%s is not a secret name: a single file name inside the secrets directory (letters, digits, . _ -, no \"/\", no \"..\", not starting with a dot)", quote(name))
+		r.Add(p, CodeInvalid, "%s is not a secret name: a single file name inside the secrets directory (letters, digits, . _ -, no \"/\", no \"..\", not starting with a dot)", Quote(name))
 	}
 }
 
 func validateUsers(users []User, topKeys []string, r *Report) {
 	seen := map[string]int{}
 	for i, u := range users {
-		p := index("users", i)
+		p := Index("users", i)
 		switch {
 		case u.Name == "":
 			r.Add(join(p, "name"), CodeRequired, "a user needs a name")
 		case !userRE().MatchString(u.Name):
-			r.Add(join(p, "name"), CodeInvalid, "%s is not a valid user name: lowercase letters, digits, _ and -, starting with a letter or _, at most 32 characters", quote(u.Name))
+			r.Add(join(p, "name"), CodeInvalid, "%s is not a valid user name: lowercase letters, digits, _ and -, starting with a letter or _, at most 32 characters", Quote(u.Name))
 		default:
 			if prev, dup := seen[u.Name]; dup {
-				r.Add(join(p, "name"), CodeDuplicate, "user %s is already defined at users[%d]", quote(u.Name), prev)
+				r.Add(join(p, "name"), CodeDuplicate, "user %s is already defined at users[%d]", Quote(u.Name), prev)
 			}
 			seen[u.Name] = i
 		}
@@ -276,40 +277,40 @@ func validateUsers(users []User, topKeys []string, r *Report) {
 		}
 		if u.PasswordSecret != "" {
 			set = append(set, "password_secret")
-			validateSecretName(join(p, "password_secret"), u.PasswordSecret, r)
+			CheckSecretName(join(p, "password_secret"), u.PasswordSecret, r)
 		}
 		if len(set) > 1 {
 			r.Add(p, CodeConflict, "use only one of password, password_hash and password_secret (got %s)", strings.Join(set, ", "))
 		}
 		validateKeys(join(p, "ssh_authorized_keys"), u.SSHAuthorizedKeys, r)
 		if u.Sudo != "" && (strings.ContainsAny(u.Sudo, "\n\r\x00") || strings.TrimSpace(u.Sudo) == "") {
-			r.Add(join(p, "sudo"), CodeInvalid, "%s is not a single sudoers rule such as \"ALL=(ALL) NOPASSWD:ALL\"", quote(u.Sudo))
+			r.Add(join(p, "sudo"), CodeInvalid, "%s is not a single sudoers rule such as \"ALL=(ALL) NOPASSWD:ALL\"", Quote(u.Sudo))
 		}
 		gseen := map[string]bool{}
 		for k, g := range u.Groups {
-			gp := index(join(p, "groups"), k)
+			gp := Index(join(p, "groups"), k)
 			if !userRE().MatchString(g) {
-				r.Add(gp, CodeInvalid, "%s is not a valid group name", quote(g))
+				r.Add(gp, CodeInvalid, "%s is not a valid group name", Quote(g))
 			} else if gseen[g] {
-				r.Add(gp, CodeDuplicate, "group %s is listed twice", quote(g))
+				r.Add(gp, CodeDuplicate, "group %s is listed twice", Quote(g))
 			}
 			gseen[g] = true
 		}
 		if u.Shell != "" && (!path.IsAbs(u.Shell) || path.Clean(u.Shell) != u.Shell || hasControl(u.Shell)) {
-			r.Add(join(p, "shell"), CodeInvalid, "%s must be an absolute path such as \"/bin/bash\"", quote(u.Shell))
+			r.Add(join(p, "shell"), CodeInvalid, "%s must be an absolute path such as \"/bin/bash\"", Quote(u.Shell))
 		}
 	}
 }
 
 func validateKeys(p string, keys []string, r *Report) {
 	for i, k := range keys {
-		kp := index(p, i)
+		kp := Index(p, i)
 		if strings.ContainsAny(k, "\n\r") {
-			r.Add(kp, CodeInvalid, "%s holds more than one line; give one key per array element", quote(k))
+			r.Add(kp, CodeInvalid, "%s holds more than one line; give one key per array element", Quote(k))
 			continue
 		}
 		if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(k)); err != nil {
-			r.Add(kp, CodeInvalid, "%s is not an authorized_keys line (\"ssh-ed25519 AAAA... comment\"): %v", quote(k), err)
+			r.Add(kp, CodeInvalid, "%s is not an authorized_keys line (\"ssh-ed25519 AAAA... comment\"): %v", Quote(k), err)
 		}
 	}
 }
@@ -318,16 +319,15 @@ func validateDNS(j *Job, r *Report) {
 	d := j.DNS
 	for i, ns := range d.Nameservers {
 		if _, err := netip.ParseAddr(ns); err != nil {
-			r.Add(index("dns.nameservers", i), CodeInvalid, "%s is not an IPv4 or IPv6 address", quote(ns))
+			r.Add(Index("dns.nameservers", i), CodeInvalid, "%s is not an IPv4 or IPv6 address", Quote(ns))
 		}
 	}
 	for i, s := range d.Search {
 		if !ValidHostname(s) {
-			r.Add(index("dns.search", i), CodeInvalid, "%s is not a valid search domain", quote(s))
+			r.Add(Index("dns.search", i), CodeInvalid, "%s is not a valid search domain", Quote(s))
 		}
 	}
-	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil && j.Format != FormatCredentials {
-		// (systemd-resolved takes network.dns for every link)
+	if len(j.NICs) == 0 && j.NetworkConfig == "" && j.NetworkData == nil && !KindTraits(j).GlobalDNS {
 		r.Add("dns", CodeRequired, "dns is applied to the job's NICs, so at least one entry in nics is needed")
 	}
 	if j.NetworkConfig != "" {
@@ -339,12 +339,12 @@ func validateNICs(nics []NIC, r *Report) {
 	names := map[string]int{}
 	macs := map[string]int{}
 	for i, n := range nics {
-		p := index("nics", i)
+		p := Index("nics", i)
 		if n.Name != "" {
 			if !ifnameRE().MatchString(n.Name) {
-				r.Add(join(p, "name"), CodeInvalid, "%s is not a valid interface name: 1-15 characters from A-Z a-z 0-9 _ . -", quote(n.Name))
+				r.Add(join(p, "name"), CodeInvalid, "%s is not a valid interface name: 1-15 characters from A-Z a-z 0-9 _ . -", Quote(n.Name))
 			} else if prev, dup := names[n.Name]; dup {
-				r.Add(join(p, "name"), CodeDuplicate, "interface name %s is already used by nics[%d]", quote(n.Name), prev)
+				r.Add(join(p, "name"), CodeDuplicate, "interface name %s is already used by nics[%d]", Quote(n.Name), prev)
 			} else {
 				names[n.Name] = i
 			}
@@ -353,14 +353,14 @@ func validateNICs(nics []NIC, r *Report) {
 		case n.MAC == "":
 			r.Add(join(p, "mac"), CodeRequired, "a NIC needs a MAC address; the guest's interface is matched by it")
 		case !macRE().MatchString(n.MAC):
-			r.Add(join(p, "mac"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", quote(n.MAC))
+			r.Add(join(p, "mac"), CodeInvalid, "%s is not a MAC address such as \"52:54:00:12:34:56\"", Quote(n.MAC))
 		default:
 			hw, _ := net.ParseMAC(n.MAC)
 			key := strings.ToLower(n.MAC)
 			if hw[0]&1 == 1 {
-				r.Add(join(p, "mac"), CodeInvalid, "%s is a multicast address; a NIC needs a unicast MAC", quote(n.MAC))
+				r.Add(join(p, "mac"), CodeInvalid, "%s is a multicast address; a NIC needs a unicast MAC", Quote(n.MAC))
 			} else if prev, dup := macs[key]; dup {
-				r.Add(join(p, "mac"), CodeDuplicate, "MAC %s is already used by nics[%d]", quote(n.MAC), prev)
+				r.Add(join(p, "mac"), CodeDuplicate, "MAC %s is already used by nics[%d]", Quote(n.MAC), prev)
 			} else {
 				macs[key] = i
 			}
@@ -394,21 +394,21 @@ func validateIP(p string, c *IPConfig, v6 bool, r *Report) {
 	case MethodStatic:
 	case MethodDHCP, MethodNone:
 		if c.Address != "" || c.Gateway != "" {
-			r.Add(p, CodeConflict, "address and gateway only go with method \"static\" (method is %s)", quote(c.Method))
+			r.Add(p, CodeConflict, "address and gateway only go with method \"static\" (method is %s)", Quote(c.Method))
 		}
 		return
 	case MethodSLAAC:
 		if !v6 {
-			r.Add(join(p, "method"), CodeInvalid, "%s is not an IPv4 method; use %s", quote(c.Method), methods)
+			r.Add(join(p, "method"), CodeInvalid, "%s is not an IPv4 method; use %s", Quote(c.Method), methods)
 		} else if c.Address != "" || c.Gateway != "" {
-			r.Add(p, CodeConflict, "address and gateway only go with method \"static\" (method is %s)", quote(c.Method))
+			r.Add(p, CodeConflict, "address and gateway only go with method \"static\" (method is %s)", Quote(c.Method))
 		}
 		return
 	case "":
 		r.Add(join(p, "method"), CodeRequired, "method is required; use %s", methods)
 		return
 	default:
-		r.Add(join(p, "method"), CodeInvalid, "%s is not a method; use %s", quote(c.Method), methods)
+		r.Add(join(p, "method"), CodeInvalid, "%s is not a method; use %s", Quote(c.Method), methods)
 		return
 	}
 	if c.Address == "" {
@@ -417,32 +417,32 @@ func validateIP(p string, c *IPConfig, v6 bool, r *Report) {
 	}
 	pfx, err := netip.ParsePrefix(c.Address)
 	if err != nil || pfx.Addr().Zone() != "" {
-		r.Add(join(p, "address"), CodeInvalid, "%s is not an %s address in CIDR form such as %s", quote(c.Address), family, map[bool]string{false: `"192.0.2.10/24"`, true: `"2001:db8::10/64"`}[v6])
+		r.Add(join(p, "address"), CodeInvalid, "%s is not an %s address in CIDR form such as %s", Quote(c.Address), family, map[bool]string{false: `"192.0.2.10/24"`, true: `"2001:db8::10/64"`}[v6])
 		return
 	}
 	if pfx.Addr().Is6() != v6 || pfx.Addr().Is4In6() {
-		r.Add(join(p, "address"), CodeInvalid, "%s is not an %s address", quote(c.Address), family)
+		r.Add(join(p, "address"), CodeInvalid, "%s is not an %s address", Quote(c.Address), family)
 		return
 	}
 	// /31 (RFC 3021) and /32 have no network or broadcast address
 	if !v6 && pfx.Bits() < 31 && (pfx.Addr() == pfx.Masked().Addr() || pfx.Addr() == lastAddr(pfx)) {
-		r.Add(join(p, "address"), CodeInvalid, "%s is the network or broadcast address of its subnet", quote(c.Address))
+		r.Add(join(p, "address"), CodeInvalid, "%s is the network or broadcast address of its subnet", Quote(c.Address))
 	}
 	if c.Gateway != "" {
 		gw, err := netip.ParseAddr(c.Gateway)
 		switch {
 		case err != nil || gw.Zone() != "":
-			r.Add(join(p, "gateway"), CodeInvalid, "%s is not an %s address", quote(c.Gateway), family)
+			r.Add(join(p, "gateway"), CodeInvalid, "%s is not an %s address", Quote(c.Gateway), family)
 		case gw.Is6() != v6 || gw.Is4In6():
-			r.Add(join(p, "gateway"), CodeInvalid, "%s is not an %s address; the gateway must be in the same family as the address", quote(c.Gateway), family)
+			r.Add(join(p, "gateway"), CodeInvalid, "%s is not an %s address; the gateway must be in the same family as the address", Quote(c.Gateway), family)
 		case v6 && gw.IsLinkLocalUnicast():
 			// a link-local IPv6 router is reachable from any prefix
 		case !pfx.Masked().Contains(gw):
-			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is not inside the subnet %s", quote(c.Gateway), pfx.Masked())
+			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is not inside the subnet %s", Quote(c.Gateway), pfx.Masked())
 		case gw == pfx.Addr():
-			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is the NIC's own address", quote(c.Gateway))
+			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is the NIC's own address", Quote(c.Gateway))
 		case !v6 && pfx.Bits() < 31 && (gw == pfx.Masked().Addr() || gw == lastAddr(pfx)):
-			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is the network or broadcast address of the subnet %s", quote(c.Gateway), pfx.Masked())
+			r.Add(join(p, "gateway"), CodeInvalid, "gateway %s is the network or broadcast address of the subnet %s", Quote(c.Gateway), pfx.Masked())
 		}
 	}
 }
@@ -459,15 +459,15 @@ func validateFiles(files []File, r *Report) {
 	seen := map[string]int{}
 	total := 0
 	for i, f := range files {
-		p := index("files", i)
+		p := Index("files", i)
 		switch {
 		case f.Path == "":
 			r.Add(join(p, "path"), CodeRequired, "a file needs an absolute path")
 		case !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || f.Path == "/" || strings.Contains(f.Path, "/../") || hasControl(f.Path):
-			r.Add(join(p, "path"), CodeInvalid, "%s must be an absolute, clean path to a file (no \"..\", no \"//\", no trailing \"/\")", quote(f.Path))
+			r.Add(join(p, "path"), CodeInvalid, "%s must be an absolute, clean path to a file (no \"..\", no \"//\", no trailing \"/\")", Quote(f.Path))
 		default:
 			if prev, dup := seen[f.Path]; dup {
-				r.Add(join(p, "path"), CodeDuplicate, "path %s is already written by files[%d]", quote(f.Path), prev)
+				r.Add(join(p, "path"), CodeDuplicate, "path %s is already written by files[%d]", Quote(f.Path), prev)
 			}
 			seen[f.Path] = i
 		}
@@ -477,19 +477,19 @@ func validateFiles(files []File, r *Report) {
 		case EncodingBase64:
 			b, err := base64.StdEncoding.DecodeString(f.Content)
 			if err != nil {
-				r.Add(join(p, "content"), CodeInvalid, "content %s is not valid base64: %v", quote(f.Content), err)
+				r.Add(join(p, "content"), CodeInvalid, "content %s is not valid base64: %v", Quote(f.Content), err)
 			}
 			total += len(b)
 		default:
-			r.Add(join(p, "encoding"), CodeInvalid, "%s is not an encoding; use \"text\" or \"base64\"", quote(f.Encoding))
+			r.Add(join(p, "encoding"), CodeInvalid, "%s is not an encoding; use \"text\" or \"base64\"", Quote(f.Encoding))
 		}
 		if f.Permissions != "" && !permRE().MatchString(f.Permissions) {
-			r.Add(join(p, "permissions"), CodeInvalid, "%s is not an octal mode such as \"0644\"", quote(f.Permissions))
+			r.Add(join(p, "permissions"), CodeInvalid, "%s is not an octal mode such as \"0644\"", Quote(f.Permissions))
 		}
 		if f.Owner != "" {
 			u, g, ok := strings.Cut(f.Owner, ":")
 			if !ok || !userRE().MatchString(u) || !userRE().MatchString(g) {
-				r.Add(join(p, "owner"), CodeInvalid, "%s is not \"user:group\"", quote(f.Owner))
+				r.Add(join(p, "owner"), CodeInvalid, "%s is not \"user:group\"", Quote(f.Owner))
 			}
 		}
 	}
@@ -506,7 +506,7 @@ func validateUserData(j *Job, r *Report) {
 	if j.UserData != "" {
 		set = append(set, "user_data")
 		if j.IsWindows() {
-			validateWindowsUserData(j, "user_data", j.UserData, quote, func(err error) string { return err.Error() }, r)
+			validateWindowsUserData(j, "user_data", j.UserData, Quote, func(err error) string { return err.Error() }, r)
 		} else {
 			checkMergeableNode(j, validateUserDataText("user_data", j.UserData, r), r)
 			CheckReporterUserData(j, j.UserData, r)
@@ -516,9 +516,9 @@ func validateUserData(j *Job, r *Report) {
 		set = append(set, "user_data_base64")
 		b, err := base64.StdEncoding.DecodeString(j.UserDataBase64)
 		if err != nil {
-			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", quote(j.UserDataBase64), err)
+			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", Quote(j.UserDataBase64), err)
 		} else if j.IsWindows() {
-			validateWindowsUserData(j, "user_data_base64", string(b), quote, func(err error) string { return err.Error() }, r)
+			validateWindowsUserData(j, "user_data_base64", string(b), Quote, func(err error) string { return err.Error() }, r)
 		} else {
 			checkMergeableNode(j, validateUserDataText("user_data_base64", string(b), r), r)
 			CheckReporterUserData(j, string(b), r)
@@ -526,20 +526,20 @@ func validateUserData(j *Job, r *Report) {
 	}
 	if j.UserDataSecret != "" {
 		set = append(set, "user_data_secret")
-		validateSecretName("user_data_secret", j.UserDataSecret, r)
+		CheckSecretName("user_data_secret", j.UserDataSecret, r)
 	}
 	if len(set) > 1 {
 		r.Add("user_data", CodeConflict, "use only one of user_data, user_data_base64 and user_data_secret (got %s)", strings.Join(set, ", "))
 	}
 	if j.UserDataMode == ModeReplace && len(set) == 0 {
-		r.Add("user_data_mode", CodeConflict, "user_data_mode %s needs user_data, user_data_base64 or user_data_secret", quote(string(j.UserDataMode)))
+		r.Add("user_data_mode", CodeConflict, "user_data_mode %s needs user_data, user_data_base64 or user_data_secret", Quote(string(j.UserDataMode)))
 	}
 }
 
 // validateUserDataText checks user-data or vendor-data s for field p and
 // returns the top mapping of a #cloud-config (nil for other types).
 func validateUserDataText(p, s string, r *Report) *yaml.Node {
-	return checkUserDataContent(p, s, quote, func(err error) string { return err.Error() }, r)
+	return checkUserDataContent(p, s, Quote, func(err error) string { return err.Error() }, r)
 }
 
 // ValidateSecretUserData checks user-data read from a secret the way
@@ -553,7 +553,7 @@ func ValidateSecretUserData(field, name, s string) Report {
 	return r
 }
 
-var lineRE = lazyRegexp(`line \d+`)
+var lineRE = LazyRegexp(`line \d+`)
 
 // redactParseError keeps only the position of a parse error (its message
 // may quote the secret's text).
@@ -571,7 +571,7 @@ func validateVendorData(j *Job, r *Report) {
 	if j.VendorDataBase64 != "" {
 		b, err := base64.StdEncoding.DecodeString(j.VendorDataBase64)
 		if err != nil {
-			r.Add("vendor_data_base64", CodeInvalid, "%s is not valid base64: %v", quote(j.VendorDataBase64), err)
+			r.Add("vendor_data_base64", CodeInvalid, "%s is not valid base64: %v", Quote(j.VendorDataBase64), err)
 		} else {
 			validateUserDataText("vendor_data_base64", string(b), r)
 		}
@@ -690,20 +690,20 @@ func validateNetworkConfig(j *Job, r *Report) {
 	}
 	d, _, err := LoadYAMLMapping(j.NetworkConfig)
 	if errors.Is(err, ErrYAMLLimit) {
-		r.Add("network_config", CodeTooLarge, "%s is refused: %v", quote(j.NetworkConfig), err)
+		r.Add("network_config", CodeTooLarge, "%s is refused: %v", Quote(j.NetworkConfig), err)
 		return
 	}
 	if err != nil {
-		r.Add("network_config", CodeInvalid, "%s is not a valid YAML mapping: %v", quote(j.NetworkConfig), err)
+		r.Add("network_config", CodeInvalid, "%s is not a valid YAML mapping: %v", Quote(j.NetworkConfig), err)
 		return
 	}
 	if err := checkAliasing(d); err != nil {
-		r.Add("network_config", CodeInvalid, "%s expands beyond reason: %v", quote(j.NetworkConfig), err)
+		r.Add("network_config", CodeInvalid, "%s expands beyond reason: %v", Quote(j.NetworkConfig), err)
 		return
 	}
 	d, wrapped, err := networkConfigBody(d)
 	if err != nil {
-		r.Add("network_config", CodeInvalid, "%s: %v", quote(j.NetworkConfig), err)
+		r.Add("network_config", CodeInvalid, "%s: %v", Quote(j.NetworkConfig), err)
 		return
 	}
 	p := "network_config.version"
@@ -716,6 +716,6 @@ func validateNetworkConfig(j *Job, r *Report) {
 		return
 	}
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || (strings.TrimLeft(v.Value, "+0") != "1" && strings.TrimLeft(v.Value, "+0") != "2") {
-		r.Add(p, CodeUnsupported, "network-config version %s is not supported; use 1 or 2", quote(v.Value))
+		r.Add(p, CodeUnsupported, "network-config version %s is not supported; use 1 or 2", Quote(v.Value))
 	}
 }

@@ -1,8 +1,6 @@
 package job
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"regexp"
@@ -16,19 +14,6 @@ import (
 // baseopenstackservice.py, plugins/common/userdata.py and
 // userdatautils.py, utils/hostname.py); test/cloudbaseinit judges the
 // images with that code. docs/windows.md describes them.
-
-// NetBIOSNameMax is the longest computer name Windows keeps:
-// cloudbase-init cuts a longer first label to 15 characters (its
-// netbios_host_name_compatibility, on by default), which the job refuses
-// rather than let happen silently.
-const NetBIOSNameMax = 15
-
-// ComputerName is the one Windows computer-name rule, for name, a
-// hostname's (first) label: whether it is longer than NetBIOSNameMax or
-// all digits, either of which Windows does not take.
-func ComputerName(name string) (long, digits bool) {
-	return len(name) > NetBIOSNameMax, strings.Trim(name, "0123456789") == ""
-}
 
 // MaxAdminCertChunk is the length of the meta.admin_certN pieces a
 // certificate is cut into: Nova's limit on a metadata value, which
@@ -79,15 +64,15 @@ var winScripts = []struct {
 	re   func() *regexp.Regexp
 	kind WindowsUserDataKind
 }{
-	{lazyRegexp(`^rem\s+cmd\s`), WinKindCmd},
-	{lazyRegexp(`^#!\s*/usr/bin/env\s+python\s`), WinKindPython},
-	{lazyRegexp(`^#!`), WinKindShell},
-	{lazyRegexp(`^#(ps1|ps1_sysnative)\s`), WinKindPS1},
-	{lazyRegexp(`^#ps1_x86\s`), WinKindPS1x86},
-	{lazyRegexp(`</?(script|powershell)>`), WinKindEC2},
+	{LazyRegexp(`^rem\s+cmd\s`), WinKindCmd},
+	{LazyRegexp(`^#!\s*/usr/bin/env\s+python\s`), WinKindPython},
+	{LazyRegexp(`^#!`), WinKindShell},
+	{LazyRegexp(`^#(ps1|ps1_sysnative)\s`), WinKindPS1},
+	{LazyRegexp(`^#ps1_x86\s`), WinKindPS1x86},
+	{LazyRegexp(`</?(script|powershell)>`), WinKindEC2},
 }
 
-var winTemplateRE = lazyRegexp(`(?i)^##\s*template:\s*jinja\s*(\n|$)`)
+var winTemplateRE = LazyRegexp(`(?i)^##\s*template:\s*jinja\s*(\n|$)`)
 
 // ClassifyWindowsUserData returns the kind cloudbase-init gives the
 // (decompressed) user-data s: MIME when its header block (up to the first
@@ -111,42 +96,6 @@ func ClassifyWindowsUserData(s string) WindowsUserDataKind {
 		}
 	}
 	return WinKindUnknown
-}
-
-// windowsUserBad holds the characters Windows refuses in an account name.
-const windowsUserBad = "\"/\\[]:;|=,+*?<>@"
-
-// CheckWindowsUser reports a name at p that cannot be a Windows account
-// name.
-func CheckWindowsUser(p, name string, r *Report) {
-	switch {
-	case len([]rune(name)) > 20:
-		r.Add(p, CodeInvalid, "%s is not a Windows account name: at most 20 characters", quote(name))
-	case strings.ContainsAny(name, windowsUserBad) || hasControl(name):
-		r.Add(p, CodeInvalid, "%s is not a Windows account name: none of %s or control characters", quote(name), windowsUserBad)
-	case strings.Trim(name, ". ") == "" || strings.TrimSpace(name) != name:
-		r.Add(p, CodeInvalid, "%s is not a Windows account name: not only dots and spaces, no leading or trailing spaces", quote(name))
-	}
-}
-
-// CheckPEMCertificate checks that s is exactly one PEM CERTIFICATE block
-// holding an X.509 certificate, with nothing but white space around it.
-func CheckPEMCertificate(s string) error {
-	b, rest := pem.Decode([]byte(s))
-	switch {
-	case b == nil:
-		return fmt.Errorf("no PEM block")
-	case b.Type != "CERTIFICATE":
-		return fmt.Errorf("the PEM block is a %q, not a CERTIFICATE", b.Type)
-	case strings.TrimSpace(string(rest)) != "":
-		return fmt.Errorf("more than one PEM block, or text after it; give one certificate per element")
-	case strings.TrimSpace(s[:strings.Index(s, "-----BEGIN")]) != "":
-		return fmt.Errorf("text before the PEM block")
-	}
-	if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-		return fmt.Errorf("parsing it: %w", err)
-	}
-	return nil
 }
 
 // validateWindowsUserData checks user-data s (given in field p) for a
@@ -184,7 +133,7 @@ func validateWindowsUserData(j *Job, p, s string, show func(string) string, deta
 		}
 	}
 	if k.IsScript() && j.UserDataMode != ModeReplace {
-		r.Add(p, CodeConflict, "user_data_mode %s merges cloud-config, but this user-data is %s, which cloudbase-init takes as it is; set user_data_mode to \"replace\" to carry it verbatim", quote(string(orMerge(j.UserDataMode))), winKindNames[k])
+		r.Add(p, CodeConflict, "user_data_mode %s merges cloud-config, but this user-data is %s, which cloudbase-init takes as it is; set user_data_mode to \"replace\" to carry it verbatim", Quote(string(orMerge(j.UserDataMode))), winKindNames[k])
 	}
 }
 

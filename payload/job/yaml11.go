@@ -197,7 +197,7 @@ func dropDuplicateKeys(n *yaml.Node, path string, dups *[]string, seen map[*yaml
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			dropDuplicateKeys(c, index(path, i), dups, seen)
+			dropDuplicateKeys(c, Index(path, i), dups, seen)
 		}
 	}
 }

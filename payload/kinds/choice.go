@@ -22,15 +22,10 @@ const (
 	ChooseMedium
 )
 
-// A Chooser is a kind that leaves a choice to the domain.
-type Chooser interface {
-	Chooses() Choice
-}
-
 // Chooses is what a job of format f leaves to its domain.
 func Chooses(f job.Format) Choice {
-	if c, ok := Of(f).(Chooser); ok {
-		return c.Chooses()
+	if k := Of(f); k != nil {
+		return k.Chooses()
 	}
 	return ChooseNothing
 }

@@ -140,17 +140,10 @@ func Refuse(j *job.Job, kind string, of bool, r *job.Report) {
 	}
 }
 
-func init() { job.SetFieldTable(table{}) }
-
-// table is the field table as package job asks it.
-type table struct{}
-
-func (table) Refuse(j *job.Job, kind string, of bool, r *job.Report) { Refuse(j, kind, of, r) }
-
 // Takes reports whether every refusing kind j is of (Ignition for format
 // "ignition", Sysprep for "sysprep", Credentials for "credentials",
 // Windows for another format with guest_os "windows") takes field name.
-func (table) Takes(j *job.Job, name string) bool {
+func (hooks) Takes(j *job.Job, name string) bool {
 	of := map[string]bool{Ignition: j.Format == job.FormatIgnition, Sysprep: j.Format == job.FormatSysprep,
 		Windows: j.GuestOS == job.GuestWindows && j.Format != job.FormatSysprep, Credentials: j.Format == job.FormatCredentials}
 	for _, f := range Fields {

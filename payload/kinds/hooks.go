@@ -2,24 +2,17 @@ package kinds
 
 import "github.com/vmpayload/vmpayload/payload/job"
 
-// A Checker is a kind's own checks of a job: of a job of its kind, its
-// fields; of any other job, the refusal of the fields only it takes. The
-// kind's package registers them (RegisterCheck) under its name in the
-// field table.
+// A Checker is checks that are no format's: those of guest_os "windows"
+// (package cloudbase), a guest of the cloud-init kinds' images that has
+// fields and refusals of its own but no format, so no Kind.
 type Checker interface {
 	Check(j *job.Job, r *job.Report)
 }
 
-// A Defaulter is a kind with defaults of its own, filled in before the
-// job's shared ones (media "iso", user_data_mode "merge").
-type Defaulter interface {
-	Defaults(j *job.Job)
-}
-
 var checks = map[string]Checker{}
 
-// RegisterCheck makes c the checks of the field table's kind name
-// (Ignition, Windows, Sysprep); job.Validate runs them in that order.
+// RegisterCheck makes c the checks of the field table's name (Windows)
+// that no kind serves as its format.
 func RegisterCheck(name string, c Checker) { checks[name] = c }
 
 func init() { job.SetKinds(hooks{}) }
@@ -33,8 +26,13 @@ func linked() {
 	}
 }
 
+// Check runs the checks of name: the kind whose format it is (Ignition,
+// Sysprep, Credentials) or those registered under it (Windows).
 func (hooks) Check(j *job.Job, name string, r *job.Report) {
-	c := checks[name]
+	var c Checker = checks[name]
+	if k := Of(job.Format(name)); k != nil && name != "" {
+		c = k
+	}
 	if c == nil {
 		panic("kinds: the checks of kind " + name + " are not linked in; import payload/kinds/register")
 	}
@@ -48,8 +46,8 @@ func (hooks) Defaults(j *job.Job) {
 	if j.Format == "" {
 		j.Format = job.FormatNoCloud
 	}
-	if d, ok := Of(j.Format).(Defaulter); ok {
-		d.Defaults(j)
+	if k := Of(j.Format); k != nil {
+		k.Defaults(j)
 	}
 }
 
@@ -63,5 +61,6 @@ func (hooks) Traits(j *job.Job) job.Traits {
 		AnswerFile: f == job.FormatSysprep,
 		Cloudbase:  f == "" || f == job.FormatNoCloud || f == job.FormatConfigDrive,
 		Windows:    j.GuestOS == job.GuestWindows,
+		GlobalDNS:  f == job.FormatCredentials,
 	}
 }

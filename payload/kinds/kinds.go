@@ -31,7 +31,9 @@ const (
 	DeliverySMBIOS = "smbios"
 )
 
-// Kind is one kind of payload.
+// Kind is one kind of payload: what a package of payload/kinds
+// implements and registers. Embed Base for the answers of a kind that
+// has no checks, defaults or choices of its own.
 type Kind interface {
 	// Format is the job format the kind serves.
 	Format() job.Format
@@ -44,15 +46,45 @@ type Kind interface {
 	Label(j *job.Job) string
 	// Delivery names the delivery of j's payload (defaults applied).
 	Delivery(j *job.Job) string
+	// Check is the kind's own checks (job.Validate, in the field table's
+	// order: ignition, windows, sysprep, credentials): of a job of its
+	// kind, its fields; of any other job, the refusal of the fields only
+	// it takes (Refuse).
+	Check(j *job.Job, r *job.Report)
+	// Defaults fills in the kind's own defaults, before the job's shared
+	// ones (media "iso", user_data_mode "merge").
+	Defaults(j *job.Job)
+	// Chooses is what the kind leaves to the domain its job is for.
+	Chooses() Choice
+	// Valued reports that the kind's payload is not documents on an
+	// image but named values (systemd credentials).
+	Valued() bool
+	// Document is the document of j the payload carries whole (an answer
+	// file) when the job gives it inline; "" when it gives none or names
+	// a secret.
+	Document(j *job.Job) string
+	// CheckDocument checks text, such a document read from the secret
+	// named in field; its messages quote nothing of text.
+	CheckDocument(j *job.Job, field, text string) []job.FieldError
 }
+
+// Base gives a kind the answers of one that has nothing of its own: no
+// checks, no defaults, no choice, documents rather than values, no
+// whole document. A kind embeds it and implements what it has.
+type Base struct{}
+
+func (Base) Check(*job.Job, *job.Report)                             {}
+func (Base) Defaults(*job.Job)                                       {}
+func (Base) Chooses() Choice                                         { return ChooseNothing }
+func (Base) Valued() bool                                            { return false }
+func (Base) Document(*job.Job) string                                { return "" }
+func (Base) CheckDocument(*job.Job, string, string) []job.FieldError { return nil }
 
 var registry []Kind
 
 // Register adds k to the registry; each kind's package calls it from its
 // init.
-func Register(k Kind) {
-	registry = append(registry, k)
-}
+func Register(k Kind) { registry = append(registry, k) }
 
 // Of returns the kind of format f ("" is nocloud); nil for a format no
 // kind serves.
@@ -80,17 +112,9 @@ func ByLabel(label string) (Kind, bool) {
 	return nil, false
 }
 
-// Valued is implemented by a kind whose payload is not documents on an
-// image but a set of named values (systemd credentials): the payload
-// package asks it, never the format's name, whether a job renders values.
-type Valued interface {
-	// Valued reports that the kind's payload is named values.
-	Valued() bool
-}
-
 // IsValued reports whether jobs of format f render named values
-// (Valued) rather than documents.
+// (Kind.Valued) rather than documents.
 func IsValued(f job.Format) bool {
-	v, ok := Of(f).(Valued)
-	return ok && v.Valued()
+	k := Of(f)
+	return k != nil && k.Valued()
 }

@@ -6,7 +6,7 @@
 // translate/v24tov31 translates it to spec 3.1.0, with the root filesystem
 // as the only filesystem mapping (its files, directories and links are
 // written under /). The result is judged afterwards like any spec 3 config
-// (payload/job.CheckIgnitionConfig: Ignition's config.Parse).
+// (payload/kinds/ignition.CheckConfig: Ignition's config.Parse).
 package ignconvert
 
 import (

@@ -7,8 +7,11 @@
 package cloudbase
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/kinds"
@@ -69,27 +72,27 @@ func reads(f job.Format) bool {
 }
 
 // checkFields checks the fields cloudbase-init reads of a job for a
-// Windows guest: its computer name (job.ComputerName, the one rule), the
+// Windows guest: its computer name (ComputerName, the one rule), the
 // administrator's name, password secret and certificates, and meta_data
 // beside them.
 func checkFields(j *job.Job, r *job.Report) {
 	if j.Hostname != "" && job.ValidHostname(j.Hostname) {
 		short, _, _ := strings.Cut(strings.TrimSuffix(j.Hostname, "."), ".")
-		switch long, digits := job.ComputerName(short); {
+		switch long, digits := ComputerName(short); {
 		case long:
-			r.Add("hostname", job.CodeInvalid, "%s is not a Windows computer name: its first label %s has %d characters, the NetBIOS limit is %d (cloudbase-init would cut it to %s)", job.Quote(j.Hostname), job.Quote(short), len(short), job.NetBIOSNameMax, job.Quote(short[:job.NetBIOSNameMax]))
+			r.Add("hostname", job.CodeInvalid, "%s is not a Windows computer name: its first label %s has %d characters, the NetBIOS limit is %d (cloudbase-init would cut it to %s)", job.Quote(j.Hostname), job.Quote(short), len(short), NetBIOSNameMax, job.Quote(short[:NetBIOSNameMax]))
 		case digits:
 			r.Add("hostname", job.CodeInvalid, "%s is not a Windows computer name: its first label %s is all digits", job.Quote(j.Hostname), job.Quote(short))
 		}
 	}
 	if j.AdminUsername != "" {
-		job.CheckWindowsUser("admin_username", j.AdminUsername, r)
+		CheckUser("admin_username", j.AdminUsername, r)
 	}
 	if j.AdminPasswordSecret != "" {
 		job.CheckSecretName("admin_password_secret", j.AdminPasswordSecret, r)
 	}
 	for i, c := range j.AdminCerts {
-		if err := job.CheckPEMCertificate(c); err != nil {
+		if err := CheckPEMCertificate(c); err != nil {
 			r.Add(job.Index("admin_certs", i), job.CodeInvalid, "%s is not a PEM X.509 certificate (\"-----BEGIN CERTIFICATE-----...\"): %v", job.Quote(c), err)
 		}
 	}
@@ -155,4 +158,53 @@ func checkMeta(j *job.Job, r *job.Report) {
 			}
 		}
 	}
+}
+
+// NetBIOSNameMax is the longest computer name Windows keeps:
+// cloudbase-init cuts a longer first label to 15 characters (its
+// netbios_host_name_compatibility, on by default), which the job refuses
+// rather than let happen silently.
+const NetBIOSNameMax = 15
+
+// ComputerName is the one Windows computer-name rule, for name, a
+// hostname's (first) label: whether it is longer than NetBIOSNameMax or
+// all digits, either of which Windows does not take.
+func ComputerName(name string) (long, digits bool) {
+	return len(name) > NetBIOSNameMax, strings.Trim(name, "0123456789") == ""
+}
+
+// windowsUserBad holds the characters Windows refuses in an account name.
+const windowsUserBad = "\"/\\[]:;|=,+*?<>@"
+
+// CheckUser reports a name at p that cannot be a Windows account
+// name.
+func CheckUser(p, name string, r *job.Report) {
+	switch {
+	case len([]rune(name)) > 20:
+		r.Add(p, job.CodeInvalid, "%s is not a Windows account name: at most 20 characters", job.Quote(name))
+	case strings.ContainsAny(name, windowsUserBad) || strings.ContainsFunc(name, unicode.IsControl):
+		r.Add(p, job.CodeInvalid, "%s is not a Windows account name: none of %s or control characters", job.Quote(name), windowsUserBad)
+	case strings.Trim(name, ". ") == "" || strings.TrimSpace(name) != name:
+		r.Add(p, job.CodeInvalid, "%s is not a Windows account name: not only dots and spaces, no leading or trailing spaces", job.Quote(name))
+	}
+}
+
+// CheckPEMCertificate checks that s is exactly one PEM CERTIFICATE block
+// holding an X.509 certificate, with nothing but white space around it.
+func CheckPEMCertificate(s string) error {
+	b, rest := pem.Decode([]byte(s))
+	switch {
+	case b == nil:
+		return fmt.Errorf("no PEM block")
+	case b.Type != "CERTIFICATE":
+		return fmt.Errorf("the PEM block is a %q, not a CERTIFICATE", b.Type)
+	case strings.TrimSpace(string(rest)) != "":
+		return fmt.Errorf("more than one PEM block, or text after it; give one certificate per element")
+	case strings.TrimSpace(s[:strings.Index(s, "-----BEGIN")]) != "":
+		return fmt.Errorf("text before the PEM block")
+	}
+	if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+		return fmt.Errorf("parsing it: %w", err)
+	}
+	return nil
 }

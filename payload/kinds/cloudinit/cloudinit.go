@@ -16,11 +16,12 @@ const (
 )
 
 func init() {
-	kinds.Register(kind{job.FormatNoCloud, LabelNoCloud})
-	kinds.Register(kind{job.FormatConfigDrive, LabelConfigDrive})
+	kinds.Register(kind{format: job.FormatNoCloud, label: LabelNoCloud})
+	kinds.Register(kind{format: job.FormatConfigDrive, label: LabelConfigDrive})
 }
 
 type kind struct {
+	kinds.Base
 	format job.Format
 	label  string
 }

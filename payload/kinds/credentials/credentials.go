@@ -118,9 +118,9 @@ func FromJob(j *job.Job, sr SecretReader) ([]Credential, error) {
 	}
 	for i, n := range j.NICs {
 		p := fmt.Sprintf("nics[%d]", i)
-		add(job.NICNetworkCredential(i), p, networkFile(n), false)
+		add(nicNetwork(i), p, networkFile(n), false)
 		if n.Name != "" {
-			add(job.NICLinkCredential(i), p+".name", linkFile(n), false)
+			add(nicLink(i), p+".name", linkFile(n), false)
 		}
 	}
 	if len(j.Files) > 0 {

@@ -111,15 +111,15 @@ func TestFromJobGolden(t *testing.T) {
 				t.Errorf("credentials differ from %s:\n%s", gold, got)
 			}
 			// the names the job package predicts are exactly these
-			gen := j.GeneratedCredentials()
+			gen := generated(j)
 			for _, c := range creds {
 				if _, ok := gen[c.Name]; !ok && !strings.HasPrefix(c.Field, "credential") {
-					t.Errorf("credential %s (from %s) is not in job.GeneratedCredentials", c.Name, c.Field)
+					t.Errorf("credential %s (from %s) is not in generated", c.Name, c.Field)
 				}
 				delete(gen, c.Name)
 			}
 			if len(gen) > 0 {
-				t.Errorf("job.GeneratedCredentials names %v, which FromJob does not produce", gen)
+				t.Errorf("generated names %v, which FromJob does not produce", gen)
 			}
 		})
 	}

@@ -15,7 +15,7 @@ var Enabled = true
 
 func init() { kinds.Register(kind{}) }
 
-type kind struct{}
+type kind struct{ kinds.Base }
 
 func (kind) Format() job.Format { return job.FormatCredentials }
 
@@ -36,10 +36,10 @@ func (kind) Delivery(j *job.Job) string {
 	return kinds.DeliverySMBIOS
 }
 
-// Valued: the payload is credentials, named values (kinds.Valued).
+// Valued: the payload is credentials, named values.
 func (kind) Valued() bool { return true }
 
 // Defaults sets the credentials delivery a job leaves out: "fwcfg" when
 // it carries a secret, else "smbios". A job with a delivery gets no
 // media default (there is no medium).
-func (kind) Defaults(j *job.Job) { j.CredentialsDelivery = j.DefaultCredentialsDelivery() }
+func (kind) Defaults(j *job.Job) { j.CredentialsDelivery = defaultDelivery(j) }

@@ -5,8 +5,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-func init() { kinds.RegisterCheck(kinds.Ignition, kind{}) }
-
 // Check checks a job of format "ignition": its delivery and media, the
 // fields Ignition cannot carry (the field table), then its users, the
 // paths it writes and the user's own config (Butane translated once). Of any other job it refuses
@@ -57,7 +55,7 @@ func (kind) Check(j *job.Job, r *job.Report) {
 			r.Errors = append(r.Errors, problems...)
 			return
 		}
-		r.Errors = append(r.Errors, job.CheckIgnitionConfig("butane", raw)...)
+		r.Errors = append(r.Errors, CheckConfig("butane", raw)...)
 		return
 	}
 	raw, field, err := job.IgnitionUserConfig(j)
@@ -66,7 +64,7 @@ func (kind) Check(j *job.Job, r *job.Report) {
 		return
 	}
 	if raw != nil {
-		r.Errors = append(r.Errors, job.CheckIgnitionConfig(field, raw)...)
+		r.Errors = append(r.Errors, CheckConfig(field, raw)...)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 func init() { kinds.Register(kind{}) }
 
-type kind struct{}
+type kind struct{ kinds.Base }
 
 func (kind) Format() job.Format { return job.FormatIgnition }
 

@@ -6,9 +6,8 @@ import (
 	answer "github.com/vmpayload/vmpayload/payload/internal/sysprep"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/kinds"
+	"github.com/vmpayload/vmpayload/payload/kinds/cloudbase"
 )
-
-func init() { kinds.RegisterCheck(kinds.Sysprep, kind{}) }
 
 // Check checks a job of format "sysprep": its guest_os, the fields the
 // answer file cannot carry (the field table), its medium and file name,
@@ -39,13 +38,14 @@ func (kind) Check(j *job.Job, r *job.Report) {
 	default:
 		r.Add("sysprep_file_name", job.CodeInvalid, "%s is not an answer file name Windows looks for; use %q (sysprep's specialize and oobeSystem passes) or %q (Windows Setup)", job.Quote(j.SysprepFileName), job.UnattendXML, job.AutounattendXML)
 	}
-	if j.Hostname != "" && job.ValidHostname(j.Hostname) && !job.ValidComputerName(j.Hostname) {
-		r.Add("hostname", job.CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", job.Quote(j.Hostname), job.NetBIOSNameMax)
+	if long, digits := cloudbase.ComputerName(j.Hostname); j.Hostname != "" && job.ValidHostname(j.Hostname) && (strings.Contains(j.Hostname, ".") || long || digits) {
+		// a valid host name of one label within the computer-name rule
+		r.Add("hostname", job.CodeInvalid, "%s is not a Windows computer name: one label of at most %d letters, digits and hyphens (the NetBIOS limit), not only digits", job.Quote(j.Hostname), cloudbase.NetBIOSNameMax)
 	}
 	if j.AdminPasswordSecret != "" {
 		job.CheckSecretName("admin_password_secret", j.AdminPasswordSecret, r)
 	}
-	job.CheckSysprepValues(j, r)
+	checkValues(j, r)
 	if j.WindowsTimezone != "" {
 		if j.Timezone != "" {
 			r.Add("windows_timezone", job.CodeConflict, "use only one of timezone (an IANA name, mapped to Windows') and windows_timezone")
@@ -77,14 +77,30 @@ func (kind) Check(j *job.Job, r *job.Report) {
 	}
 	if j.SysprepSecret != "" {
 		job.CheckSecretName("sysprep_secret", j.SysprepSecret, r)
-		return // its content is checked when the secret is read (CheckSysprepAnswer)
+		return // its content is checked when the secret is read (CheckAnswer)
 	}
-	text, field, err := job.SysprepAnswer(j)
+	text, field, err := Answer(j)
 	if err != nil {
 		r.Add(field, job.CodeInvalid, "%v", err)
 		return
 	}
-	r.Errors = append(r.Errors, job.CheckSysprepAnswer(j, field, text, false)...)
+	r.Errors = append(r.Errors, CheckAnswer(j, field, text, false)...)
+}
+
+// Document is the answer file j gives inline (sysprep, sysprep_base64);
+// "" for one given by sysprep_secret.
+func (kind) Document(j *job.Job) string {
+	text, _, err := Answer(j)
+	if err != nil {
+		return "" // Check reports it
+	}
+	return text
+}
+
+// CheckDocument checks the answer file read from the secret named in
+// field (sysprep_secret), quoting none of it.
+func (kind) CheckDocument(j *job.Job, field, text string) []job.FieldError {
+	return CheckAnswer(j, field, text, true)
 }
 
 // Defaults picks the medium (sysprep_medium, else the one media names,

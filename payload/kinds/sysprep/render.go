@@ -21,7 +21,7 @@ func render(j *job.Job, in cloudinit.Input, d cloudinit.Derived) (*cloudinit.Doc
 	// the byte order mark Windows tools write is kept: the file goes to
 	// the medium as the user gave it, placeholders aside
 	text, bom := strings.CutPrefix(in.Sysprep, "\uFEFF")
-	values := job.SysprepValues(j)
+	values := Values(j)
 	values[answer.AdminPassword] = in.AdminPassword
 	values[answer.DomainAdminPassword] = in.DomainAdminPassword
 	values[answer.ProductKey] = in.ProductKey

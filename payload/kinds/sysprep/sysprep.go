@@ -14,7 +14,7 @@ const Label = "SYSPREP"
 
 func init() { kinds.Register(kind{}) }
 
-type kind struct{}
+type kind struct{ kinds.Base }
 
 func (kind) Format() job.Format    { return job.FormatSysprep }
 func (kind) Labels() []string      { return []string{Label} }
