@@ -3,6 +3,7 @@ package main
 import (
 	"debug/elf"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +100,52 @@ func TestPureBinary(t *testing.T) {
 	}
 	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "vmpayload ") {
 		t.Errorf("the static binary: %q %v", out, err)
+	}
+	checkStartupInit(t, bin)
+}
+
+// ownInitBudget bounds the heap bytes vmpayload's own packages allocate in
+// their init (GODEBUG=inittrace=1): a kind's tables are built on first use,
+// not at every start (issue 40; 6 504 bytes, the kind registrations and a
+// few small tables, when it was set).
+const ownInitBudget = 8 << 10
+
+// checkStartupInit runs "bin version" with GODEBUG=inittrace=1: package
+// main has no init, and vmpayload's own packages allocate at most
+// ownInitBudget bytes in theirs. Allocation counts do not depend on the
+// machine's speed.
+func checkStartupInit(t *testing.T, bin string) {
+	t.Helper()
+	cmd := exec.Command(bin, "version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s version with GODEBUG=inittrace=1: %v\n%s", bin, err, stderr.String())
+	}
+	own, lines := 0, 0
+	var ownLines strings.Builder
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		var pkg string
+		var at, clock float64
+		var bytes, allocs int
+		if _, err := fmt.Sscanf(l, "init %s @%f ms, %f ms clock, %d bytes, %d allocs", &pkg, &at, &clock, &bytes, &allocs); err != nil {
+			continue
+		}
+		lines++
+		if pkg == "main" {
+			t.Errorf("package main has an init at start-up (%d bytes, %d allocations)", bytes, allocs)
+		}
+		if strings.HasPrefix(pkg, "github.com/vmpayload/vmpayload/") {
+			own += bytes
+			ownLines.WriteString(l + "\n")
+		}
+	}
+	if lines == 0 {
+		t.Fatalf("no init lines in the trace:\n%s", stderr.String())
+	}
+	if own > ownInitBudget {
+		t.Errorf("vmpayload's own packages allocate %d bytes at init, more than %d: build tables on first use\n%s", own, ownInitBudget, ownLines.String())
 	}
 }
 

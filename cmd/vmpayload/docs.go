@@ -29,7 +29,7 @@ import (
 // reads it), so the same commit gives the same pages.
 
 func init() {
-	subcommands["gendocs"] = newDocsCmd
+	subcommands = append(subcommands, subcommand{"gendocs", newDocsCmd})
 }
 
 func newDocsCmd() *cobra.Command {

@@ -46,8 +46,9 @@ func newHookCmd() *cobra.Command {
 // given (tests; libvirt runs hooks with a cleared environment).
 const hookConfigEnv = "VMPAYLOAD_CONFIG"
 
-// hookStdin is where the hook reads the domain XML (a variable for tests).
-var hookStdin io.Reader = os.Stdin
+// hookStdin is where the hook reads the domain XML (a variable for tests);
+// nil is os.Stdin (a nil default leaves main without a package init).
+var hookStdin io.Reader
 
 // hookSyslog logs one line to syslog/the journal at LOG_WARNING|LOG_DAEMON
 // (a variable for tests). Errors are ignored (the line also goes to
@@ -148,7 +149,11 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 // ("", "", nil), except for a restore or an incoming migration whose XML
 // names a missing image in the payload directory (missingWithoutRecipe).
 func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error) (recipe.Outcome, string, error) {
-	data, err := io.ReadAll(io.LimitReader(hookStdin, recipe.MaxDomainXML+1))
+	in := hookStdin
+	if in == nil {
+		in = os.Stdin
+	}
+	data, err := io.ReadAll(io.LimitReader(in, recipe.MaxDomainXML+1))
 	if err != nil {
 		return "", "", fmt.Errorf("reading the domain XML on stdin: %w", err)
 	}

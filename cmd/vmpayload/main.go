@@ -26,11 +26,18 @@ const (
 	exitUsage   = cli.ExitUsage   // bad flags or arguments, or an I/O problem
 )
 
-// subcommands makes the subcommands by name.
-var subcommands = map[string]func() *cobra.Command{
-	"validate": newValidateCmd, "build": newBuildCmd, "inspect": newInspectCmd, "recipe": newRecipeCmd,
-	"hook": newHookCmd, "submit": newSubmitCmd, "status": newStatusCmd, "run": newRunCmd,
-	"agent": newAgentCmd, "version": newVersionCmd, "dial-stdio": newDialStdioCmd,
+// subcommand makes one subcommand.
+type subcommand struct {
+	name string
+	mk   func() *cobra.Command
+}
+
+// subcommands makes the subcommands by name. A slice, not a map: the
+// compiler lays it out in the binary, where a map is built at every start.
+var subcommands = []subcommand{
+	{"validate", newValidateCmd}, {"build", newBuildCmd}, {"inspect", newInspectCmd}, {"recipe", newRecipeCmd},
+	{"hook", newHookCmd}, {"submit", newSubmitCmd}, {"status", newStatusCmd}, {"run", newRunCmd},
+	{"agent", newAgentCmd}, {"version", newVersionCmd}, {"dial-stdio", newDialStdioCmd},
 }
 
 func main() {
@@ -64,12 +71,18 @@ func newRoot(only string) *cobra.Command {
 			return cli.ExitCode(exitUsage)
 		},
 	}
-	if mk, ok := subcommands[only]; ok {
-		root.AddCommand(mk())
-		return root
+	for _, sc := range subcommands {
+		if sc.name == only {
+			root.AddCommand(sc.mk())
+			// the process runs sc: cobra's "completion" command (four
+			// shells' long help texts formatted at every start) is not
+			// the one called
+			root.CompletionOptions.DisableDefaultCmd = true
+			return root
+		}
 	}
-	for _, mk := range subcommands {
-		root.AddCommand(mk())
+	for _, sc := range subcommands {
+		root.AddCommand(sc.mk())
 	}
 	return root
 }

@@ -342,14 +342,12 @@ func valuesFragment(rd *payload.Rendered, paths map[string]string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	frag := strings.Join(sysinfoRE.FindAllString(x, -1), "\n")
+	frag := strings.Join(regexp.MustCompile(`(?s)<sysinfo\b.*?</sysinfo>`).FindAllString(x, -1), "\n")
 	if len(paths) == 0 {
 		frag += "\n<!-- in <os>: -->\n<smbios mode='sysinfo'/>"
 	}
 	return frag, nil
 }
-
-var sysinfoRE = regexp.MustCompile(`(?s)<sysinfo\b.*?</sysinfo>`)
 
 // sealedElement is rc's recipe element, its job sealed with the secrets
 // directory's recipe key (made on first need), which the hook reads there

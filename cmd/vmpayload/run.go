@@ -45,8 +45,8 @@ func newRunCmd() *cobra.Command {
 // runHelp is printed after the summary of "vmpayload run -h".
 const runHelp = `Flags that read a file take "-" for standard input (one of them at most). Passwords are only read from files or standard input, never from the command line. Repeatable flags say so. Without --attach or --detach the payload is attached and the domain started. --print-job prints the job document instead of submitting it; the document holds the passwords read from files.`
 
-// runStdin is what "-" reads (a variable for tests).
-var runStdin io.Reader = os.Stdin
+// runStdin is what "-" reads (a variable for tests); nil is os.Stdin.
+var runStdin io.Reader
 
 // runFlags holds the parsed flags of "vmpayload run". The bools
 // regenHostKeys, sshPasswordAuth, lockPassword and rootLock go into the job
@@ -198,6 +198,9 @@ func runRun(cmd *cobra.Command, f *runFlags, pos []string) int {
 		return exitUsage
 	}
 	b := &jobBuilder{flags: cmd.Flags(), origin: map[string]string{}, stdin: runStdin}
+	if b.stdin == nil {
+		b.stdin = os.Stdin
+	}
 	j, err := b.build(pos[0], f)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload run: %v\n", err)

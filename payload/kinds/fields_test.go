@@ -9,7 +9,7 @@ import "testing"
 func TestFields(t *testing.T) {
 	seen := map[string]bool{}
 	count := map[string]int{}
-	for _, f := range Fields {
+	for _, f := range Fields() {
 		for k := range f.Why {
 			if seen[f.Name+" "+k] {
 				t.Errorf("field %s has two rows for kind %s", f.Name, k)
@@ -20,7 +20,7 @@ func TestFields(t *testing.T) {
 			t.Errorf("field %s: give either the one kind that takes it or the reasons of those that refuse it", f.Name)
 		}
 		for k, why := range f.Why {
-			if why == "" || who[k] == "" {
+			if why == "" || who(k) == "" {
 				t.Errorf("field %s: refusal of kind %q without a reason or a kind", f.Name, k)
 			}
 			count[k]++
