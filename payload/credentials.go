@@ -52,7 +52,7 @@ type Part struct {
 	Secret bool
 }
 
-// checkValues adds what a job of a valued kind (kinds.Valued: systemd
+// checkValues adds what a job of a valued kind (Kind.Valued: systemd
 // credentials) needs beyond its fields: its secrets resolve (each problem
 // under its field) and its values fit the job's delivery. It returns the
 // values (nil with a problem).

@@ -98,7 +98,7 @@ type Rendered struct {
 	// Docs are the documents of a kind that renders documents; nil for
 	// one of named values (Shape ShapeParts or ShapeInline).
 	Docs *cloudinit.Documents
-	// creds are the values of a valued kind (kinds.Valued).
+	// creds are the values of a valued kind (Kind.Valued).
 	creds []credentials.Credential
 }
 

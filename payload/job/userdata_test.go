@@ -2,26 +2,14 @@ package job
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-func gz(t testing.TB, s string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
-	if _, err := w.Write([]byte(s)); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+	"github.com/vmpayload/vmpayload/test/testenv"
+)
 
 // TestClassifyAsCloudInit: cloud-init lower-cases and left-strips the text
 // before matching prefixes, longest first, and reads anything with
@@ -63,14 +51,14 @@ func TestClassifyAsCloudInit(t *testing.T) {
 }
 
 func TestGunzipBounded(t *testing.T) {
-	text, zipped, err := Gunzip(gz(t, "#cloud-config\na: 1\n"), 100)
+	text, zipped, err := Gunzip(testenv.Gzip(t, "#cloud-config\na: 1\n"), 100)
 	if err != nil || !zipped || string(text) != "#cloud-config\na: 1\n" {
 		t.Fatalf("Gunzip = %q, %v, %v", text, zipped, err)
 	}
 	if text, zipped, err := Gunzip([]byte("#!/bin/sh\n"), 100); err != nil || zipped || string(text) != "#!/bin/sh\n" {
 		t.Fatalf("plain text: %q %v %v", text, zipped, err)
 	}
-	if _, _, err := Gunzip(gz(t, strings.Repeat("x", 101)), 100); !errors.Is(err, ErrDecompressedTooLarge) {
+	if _, _, err := Gunzip(testenv.Gzip(t, strings.Repeat("x", 101)), 100); !errors.Is(err, ErrDecompressedTooLarge) {
 		t.Fatalf("101 bytes with limit 100: %v", err)
 	}
 	if _, _, err := Gunzip([]byte{0x1f, 0x8b, 1, 2, 3}, 100); err == nil {
@@ -83,20 +71,20 @@ func TestGunzipBounded(t *testing.T) {
 // too_large error.
 func TestGzipUserDataFields(t *testing.T) {
 	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-	bomb := gz(t, "#cloud-config\n#"+strings.Repeat("A", MaxContentBytes))
+	bomb := testenv.Gzip(t, "#cloud-config\n#"+strings.Repeat("A", MaxContentBytes))
 	for _, c := range []struct {
 		name string
 		job  Job
 		want string // "" = valid, else "field|code"
 	}{
-		{"gzip cloud-config", Job{Version: 1, UserDataBase64: b64(gz(t, "#cloud-config\nssh_pwauth: yes\n"))}, ""},
-		{"gzip vendor-data", Job{Version: 1, VendorDataBase64: b64(gz(t, "#cloud-config\nntp: {enabled: true}\n"))}, ""},
-		{"gzip of unknown text", Job{Version: 1, UserDataBase64: b64(gz(t, "hello\n"))}, "user_data_base64|invalid"},
+		{"gzip cloud-config", Job{Version: 1, UserDataBase64: b64(testenv.Gzip(t, "#cloud-config\nssh_pwauth: yes\n"))}, ""},
+		{"gzip vendor-data", Job{Version: 1, VendorDataBase64: b64(testenv.Gzip(t, "#cloud-config\nntp: {enabled: true}\n"))}, ""},
+		{"gzip of unknown text", Job{Version: 1, UserDataBase64: b64(testenv.Gzip(t, "hello\n"))}, "user_data_base64|invalid"},
 		{"gzip bomb", Job{Version: 1, UserDataBase64: b64(bomb)}, "user_data_base64|too_large"},
 		{"vendor bomb", Job{Version: 1, VendorDataBase64: b64(bomb)}, "vendor_data_base64|too_large"},
 		{"broken gzip", Job{Version: 1, UserDataBase64: b64([]byte{0x1f, 0x8b, 0, 0})}, "user_data_base64|invalid"},
 		{"runcmd string against the job's runcmd", Job{Version: 1, Runcmd: []Command{{Shell: "echo"}}, UserData: "#cloud-config\nruncmd: echo x\n"}, "user_data|conflict"},
-		{"runcmd string in gzip base64", Job{Version: 1, Runcmd: []Command{{Shell: "echo"}}, UserDataBase64: b64(gz(t, "#cloud-config\nruncmd: echo x\n"))}, "user_data|conflict"},
+		{"runcmd string in gzip base64", Job{Version: 1, Runcmd: []Command{{Shell: "echo"}}, UserDataBase64: b64(testenv.Gzip(t, "#cloud-config\nruncmd: echo x\n"))}, "user_data|conflict"},
 		{"runcmd string in replace mode", Job{Version: 1, UserDataMode: ModeReplace, UserData: "#cloud-config\nruncmd: echo x\n"}, ""},
 		{"both vendor fields", Job{Version: 1, VendorData: "#!/bin/sh\n", VendorDataBase64: b64([]byte("#!/bin/sh\n"))}, "vendor_data|conflict"},
 	} {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // testCert returns a self-signed PEM certificate.
@@ -50,7 +52,7 @@ func TestWindowsGoodJobs(t *testing.T) {
 		"cloud-config":    win(`"user_data":"#cloud-config\nset_timezone: UTC\n"`),
 		"ec2 replace":     win(`"user_data":"<powershell>\nWrite-Host hi\n</powershell>\n","user_data_mode":"replace"`),
 		"nocloud windows": v1(`"guest_os":"windows","hostname":"win1","ssh_authorized_keys":["` + testKey + `"]`),
-		"gzip script":     win(`"user_data_base64":"` + base64.StdEncoding.EncodeToString(gz(t, "rem cmd\r\ndir\r\n")) + `","user_data_mode":"replace"`),
+		"gzip script":     win(`"user_data_base64":"` + base64.StdEncoding.EncodeToString(testenv.Gzip(t, "rem cmd\r\ndir\r\n")) + `","user_data_mode":"replace"`),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, r := Parse([]byte(doc)); !r.OK() {

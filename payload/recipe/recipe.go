@@ -74,7 +74,7 @@ type Recipe struct {
 	// attribute carries it; a recipe without one (every recipe written
 	// before issue 35) is image.ISOLayoutGoDiskfs.
 	ISOLayout image.ISOLayout
-	// Values are the values of a valued payload (kinds.Valued: systemd
+	// Values are the values of a valued payload (Kind.Valued: systemd
 	// credentials), which has no image: Path, SHA256, Size, Label,
 	// InstanceID and ISOLayout are then zero (values.go).
 	Values []Value

@@ -20,7 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-// A recipe of a valued payload (kinds.Valued: systemd credentials) names
+// A recipe of a valued payload (Kind.Valued: systemd credentials) names
 // no image: it lists the payload's values by name, and for a payload of
 // files (payload.ShapeParts, fw_cfg) each value's file:
 //
