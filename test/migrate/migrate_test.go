@@ -45,7 +45,16 @@ const (
 // in its meta-data, and prints them on the serial console:
 // "VMPXCD <n> <sha256 of /dev/sr0> <instance-id>". The device's bytes are the
 // image file's, so its sha256 is the image's.
-const cdReader = `systemd-run --unit=vmpx-cdread --collect /bin/sh -c 'n=0; mkdir -p /run/vmpx-cd; while :; do n=$((n+1)); echo 3 > /proc/sys/vm/drop_caches; d=$(dd if=/dev/sr0 iflag=direct bs=2048 2>/dev/null | sha256sum | cut -c1-64); i=none; if mount -o ro /dev/sr0 /run/vmpx-cd 2>/dev/null; then i=$(sed -n "s/^instance-id: *//p" /run/vmpx-cd/meta-data | head -n 1); umount /run/vmpx-cd; fi; echo "VMPXCD $n $d $i" > /dev/ttyS0; sleep 2; done'`
+//
+// The line goes out as a kernel message of level 0 (/dev/kmsg), which the
+// kernel's serial console writes by polling the UART, not through the tty
+// layer, whose output waits for the UART's transmit interrupts: one CI run
+// saw the guest print nothing more on the tty after a migration while the
+// domain ran (CI of 2026-11-29). The report lowered the console log level
+// to 1, so level 0 is what still reaches the console. As console writes
+// do not take the tty's lock either, the reader starts after the report
+// (a line of its own inside a report line would break the report).
+const cdReader = `systemd-run --unit=vmpx-cdread --collect /bin/sh -c 'until [ "$(systemctl show -P ActiveState vmpx-report.service)" = active ]; do sleep 1; done; n=0; mkdir -p /run/vmpx-cd; while :; do n=$((n+1)); echo 3 > /proc/sys/vm/drop_caches; d=$(dd if=/dev/sr0 iflag=direct bs=2048 2>/dev/null | sha256sum | cut -c1-64); i=none; if mount -o ro /dev/sr0 /run/vmpx-cd 2>/dev/null; then i=$(sed -n "s/^instance-id: *//p" /run/vmpx-cd/meta-data | head -n 1); umount /run/vmpx-cd; fi; echo "<0>VMPXCD $n $d $i" > /dev/kmsg; sleep 2; done'`
 
 var cdLine = regexp.MustCompile(`VMPXCD (\d+) ([0-9a-f]{64}) (\S+)`)
 
@@ -170,13 +179,20 @@ type cdRead struct {
 	logOffset int
 }
 
+// console is where the guest's CD-ROM reads show: its serial log, and the
+// host running it (for a diagnosis when none shows).
+type console struct {
+	serial, dom string
+	at          *host
+}
+
 // readCD waits for the guest's next CD-ROM read printed after serial log
 // offset from, and returns it.
-func readCD(t *testing.T, serial string, from int) cdRead {
+func (c *console) readCD(t *testing.T, from int) cdRead {
 	t.Helper()
 	deadline := time.Now().Add(stepWait)
 	for {
-		b, _ := os.ReadFile(serial)
+		b, _ := os.ReadFile(c.serial)
 		if from < len(b) {
 			// the first complete line after from
 			for _, line := range strings.Split(string(b[from:]), "\n") {
@@ -187,21 +203,47 @@ func readCD(t *testing.T, serial string, from int) cdRead {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no CD-ROM read on the serial console within %v\n--- serial tail ---\n%s", stepWait, testenv.Tail(string(b), 30))
+			t.Fatalf("no CD-ROM read on the serial console within %v\n--- serial tail ---\n%s\n--- the domain on host %d ---\n%s",
+				stepWait, testenv.Tail(string(b), 30), c.at.N, c.diagnose())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
 
+// diagnose says what the domain's QEMU shows of the guest: its state, and
+// its CPUs and registers twice, 2 s apart (a guest that runs moves its
+// instruction pointer; a halted one waits for an interrupt).
+func (c *console) diagnose() string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var b strings.Builder
+	for i, args := range [][]string{
+		{"domstate", "--reason", c.dom},
+		{"qemu-monitor-command", "--hmp", c.dom, "info status"},
+		{"qemu-monitor-command", "--hmp", c.dom, "info cpus"},
+		{"qemu-monitor-command", "--hmp", c.dom, "info registers"},
+		{"qemu-monitor-command", "--hmp", c.dom, "info cpus"},
+		{"qemu-monitor-command", "--hmp", c.dom, "info registers"},
+		{"qemu-monitor-command", "--hmp", c.dom, "info block"},
+	} {
+		if i == 4 {
+			time.Sleep(2 * time.Second)
+		}
+		out, err := guest.Virsh(ctx, c.at.URI, args...)
+		fmt.Fprintf(&b, "$ virsh %s (%v)\n%s\n", strings.Join(args, " "), err, out)
+	}
+	return b.String()
+}
+
 // readCDWant waits for a read (after from) that shows sha; it fails on a
 // read of anything else only after stepWait (a live medium change takes
 // the guest a read or two to notice).
-func readCDWant(t *testing.T, serial string, from int, sha, iid, what string) cdRead {
+func (c *console) readCDWant(t *testing.T, from int, sha, iid, what string) cdRead {
 	t.Helper()
 	deadline := time.Now().Add(stepWait)
 	var last cdRead
 	for time.Now().Before(deadline) {
-		last = readCD(t, serial, from)
+		last = c.readCD(t, from)
 		if last.sha == sha && last.iid == iid {
 			return last
 		}
@@ -384,7 +426,8 @@ func TestLiveMigrationE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("TIMING boot to report: %.1fs (guest uptime %.1fs)", time.Since(tBoot).Seconds(), rep.Meta.UptimeSeconds)
-	before := readCD(t, g.SerialLog, 0)
+	con := &console{serial: g.SerialLog, dom: g.Name, at: h1}
+	before := con.readCD(t, 0)
 	if before.sha != r1.Payload.SHA256 || before.iid != r1.Payload.InstanceID {
 		t.Fatalf("before migrating, the guest read %s (instance-id %s) from its CD-ROM, want the image's %s (%s)", before.sha, before.iid, r1.Payload.SHA256, r1.Payload.InstanceID)
 	}
@@ -395,13 +438,14 @@ func TestLiveMigrationE2E(t *testing.T) {
 	// 1. Layout local: host 1 -> host 2.
 	ev1 := h1.events(ctx, t)
 	s.migrate(t, g.Name, h1, h2, "local")
+	con.at = h2
 	afterMig := serialSize(g.SerialLog)
 	waitEvent(t, ev1, "stopped", uuid) // host 1's agent acted on the domain leaving
 	checkImage(t, "local: host 2's hook rebuilt it", s.Storage(h2.N, p1, "local"), r1.Payload.SHA256, h2.MachineID)
 	// libvirt removes the definition just after the stopped event; the
 	// agent's next rescan (1 s here) then removes its own copy.
 	waitAbsent(t, "local: host 1's own copy after the domain left", s.Storage(h1.N, p1, "local"))
-	readCDWant(t, g.SerialLog, afterMig, r1.Payload.SHA256, r1.Payload.InstanceID, "local: after the migration")
+	con.readCDWant(t, afterMig, r1.Payload.SHA256, r1.Payload.InstanceID, "local: after the migration")
 	h1.healthy(t, "local: after the migration")
 	h2.healthy(t, "local: after the migration")
 	// Host 2 adopts the domain: a restart keeps its image.
@@ -411,7 +455,7 @@ func TestLiveMigrationE2E(t *testing.T) {
 	if r2.DomainState != "running" || r2.Payload.Path == p1 || r2.Payload.InstanceID == r1.Payload.InstanceID {
 		t.Fatalf("local: host 2's job: state %s, image %s, instance-id %s", r2.DomainState, r2.Payload.Path, r2.Payload.InstanceID)
 	}
-	readCDWant(t, g.SerialLog, serialSize(g.SerialLog), r2.Payload.SHA256, r2.Payload.InstanceID, "local: after host 2's medium change")
+	con.readCDWant(t, serialSize(g.SerialLog), r2.Payload.SHA256, r2.Payload.InstanceID, "local: after host 2's medium change")
 	checkImage(t, "local: host 2's new image", s.Storage(h2.N, r2.Payload.Path, "local"), r2.Payload.SHA256, h2.MachineID)
 	absent(t, "local: host 2's superseded image", s.Storage(h2.N, p1, "local"))
 	if t.Failed() {
@@ -435,10 +479,11 @@ func TestLiveMigrationE2E(t *testing.T) {
 
 	ev2 := h2.events(ctx, t)
 	s.migrate(t, g.Name, h2, h1, "shared")
+	con.at = h1
 	afterMig = serialSize(g.SerialLog)
 	waitEvent(t, ev2, "stopped", uuid) // host 2's agent acted on the domain leaving
 	checkImage(t, "shared: after host 2's agent saw the domain leave", shared, r2.Payload.SHA256, h1.MachineID)
-	readCDWant(t, g.SerialLog, afterMig, r2.Payload.SHA256, r2.Payload.InstanceID, "shared: after the migration back")
+	con.readCDWant(t, afterMig, r2.Payload.SHA256, r2.Payload.InstanceID, "shared: after the migration back")
 	s.restartAgent(t, h2, "restart")
 	s.restartAgent(t, h1, "restart")
 	checkImage(t, "shared: after both agents' restarts", shared, r2.Payload.SHA256, h1.MachineID)
@@ -448,7 +493,7 @@ func TestLiveMigrationE2E(t *testing.T) {
 	if r3.DomainState != "running" || r3.Payload.Path == p2 {
 		t.Fatalf("shared: host 1's job: state %s, image %s", r3.DomainState, r3.Payload.Path)
 	}
-	readCDWant(t, g.SerialLog, serialSize(g.SerialLog), r3.Payload.SHA256, r3.Payload.InstanceID, "shared: after host 1's medium change")
+	con.readCDWant(t, serialSize(g.SerialLog), r3.Payload.SHA256, r3.Payload.InstanceID, "shared: after host 1's medium change")
 	checkImage(t, "shared: host 1's new image", s.Storage(h1.N, r3.Payload.Path, "shared"), r3.Payload.SHA256, h1.MachineID)
 	absent(t, "shared: host 1's superseded image", shared)
 	t.Logf("TIMING whole test %.1fs", time.Since(tStart).Seconds())
