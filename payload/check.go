@@ -69,7 +69,6 @@ func Check(data []byte, opt CheckOptions) (*job.Job, *Checked, job.Report) {
 	return j, c, r
 }
 
-
 // CheckJob is Check for a decoded job.
 func CheckJob(j *job.Job, opt CheckOptions) (*Checked, job.Report) {
 	a := j.Apply(opt.Defaults)
