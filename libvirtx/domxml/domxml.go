@@ -37,7 +37,7 @@
 //     recipe per job) share one parse and one serialisation (Edit is a
 //     Document).
 //
-// The functions that take a string (FindPayload, ChooseDevice, ...) read
+// The functions that take a string (FindPayload, FwCfgEntries, ...) read
 // it into a Document for one answer; a caller that asks several
 // questions of one definition reads it once and asks the Document.
 //
