@@ -293,8 +293,6 @@ func (a *Agent) Run(ctx context.Context, ready func()) error {
 		stopped = true
 		a.mu.Lock()
 		a.closing = true
-		a.mu.Unlock()
-		a.mu.Lock()
 		a.readyClosed = true
 		a.readyCond.Broadcast()
 		a.mu.Unlock()

@@ -518,8 +518,12 @@ func (g *guests) channelPath(ctx context.Context, uuid string) (string, bool, er
 	if err != nil {
 		return "", false, err
 	}
-	p, ok, err := domxml.ChannelPath(x, guestreport.Channel)
-	return p, ok, err
+	doc, err := domxml.Read(x)
+	if err != nil {
+		return "", false, err
+	}
+	p, ok := doc.ChannelPath(guestreport.Channel)
+	return p, ok, nil
 }
 
 // result reads the tracked job's result.

@@ -57,7 +57,7 @@
 // payload drive changes its medium with UpdateDevice
 // (LIVE|CONFIG|FORCE; IsTrayBusy while the guest resets the drive), except
 // a drive hot-plugged in the current run, which is detached and attached
-// again; a new drive is attached LIVE|CONFIG when domxml.ChooseDevice picks
+// again; a new drive is attached LIVE|CONFIG when Document.ChooseDevice picks
 // a Hotpluggable bus, else only defined (effective at the next start).
 // vfat payloads are read-only disks (virtio or SCSI), removed live with
 // DetachDevice.

@@ -214,9 +214,8 @@ func TestHostListDomainsNodeFile(t *testing.T) {
 	if err != nil || !found || p.Path != "/var/lib/vmpayload/payload/old.iso" || p.Target != "hdc" {
 		t.Errorf("FindPayload = %+v, %v, %v", p, found, err)
 	}
-	files, err := domxml.ReferencedFiles(run.InactiveXML)
-	if err != nil || len(files) != 1 {
-		t.Errorf("ReferencedFiles = %q, %v", files, err)
+	if d, err := domxml.Read(run.InactiveXML); err != nil || len(d.ReferencedFiles()) != 1 {
+		t.Errorf("ReferencedFiles of %s: %v", run.InactiveXML, err)
 	}
 }
 

@@ -225,7 +225,11 @@ func testMediaChange(t *testing.T, machine string, wantBus domxml.Bus) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := domxml.ChooseDevice(cur.InactiveXML, domxml.BusAuto)
+	doc, err := domxml.Read(cur.InactiveXML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := doc.ChooseDevice(domxml.BusAuto)
 	if err != nil || next.Bus != wantBus || next.Bus.Hotpluggable() || next.Target == dev.Target {
 		t.Fatalf("ChooseDevice for a second drive = %+v, %v", next, err)
 	}
@@ -280,7 +284,11 @@ func TestLibvirtdSCSIHotplug(t *testing.T) {
 	name := uniqueName(t)
 	di := defineAndStart(t, h, name, qemuDomainXML(name, "pc", true))
 
-	dev, err := domxml.ChooseDevice(di.InactiveXML, domxml.BusAuto)
+	doc, err := domxml.Read(di.InactiveXML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := doc.ChooseDevice(domxml.BusAuto)
 	if err != nil || dev.Bus != domxml.BusSCSI {
 		t.Fatalf("ChooseDevice = %+v, %v; want scsi", dev, err)
 	}

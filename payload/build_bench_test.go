@@ -55,8 +55,8 @@ func benchJob(b *testing.B, size, format string) *job.Job {
 	if err != nil {
 		b.Fatal(err)
 	}
-	jj, err := job.Decode(data)
-	if err != nil {
+	jj, rep := job.Parse(data)
+	if err := rep.Err(); err != nil {
 		b.Fatal(err)
 	}
 	return jj

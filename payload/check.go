@@ -65,27 +65,24 @@ type Checked struct {
 // prebuilt_image job (the agent renders nothing for them).
 func Check(data []byte, opt CheckOptions) (*job.Job, *Checked, job.Report) {
 	j, r := job.ParseWith(data, opt.Defaults)
-	c := checkParsed(j, &r, opt)
+	c := CheckParsed(j, &r, opt)
 	return j, c, r
-}
-
-// CheckParsed completes the check of a job job.ParseWith(data,
-// opt.Defaults) returned with report r: it adds what running the job needs
-// (a domain on the agent, secrets that resolve) for the fields r does not
-// already find fault with. Check is ParseWith followed by CheckParsed.
-func CheckParsed(j *job.Job, r *job.Report, opt CheckOptions) {
-	checkParsed(j, r, opt)
 }
 
 // CheckJob is Check for a decoded job.
 func CheckJob(j *job.Job, opt CheckOptions) (*Checked, job.Report) {
 	a := j.Apply(opt.Defaults)
 	r := a.Validate()
-	c := checkParsed(j, &r, opt)
+	c := CheckParsed(j, &r, opt)
 	return c, r
 }
 
-func checkParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
+// CheckParsed completes the check of a job job.ParseWith(data,
+// opt.Defaults) returned with report r: it adds what running the job needs
+// (a domain on the agent, secrets that resolve) for the fields r does not
+// already find fault with, and returns the checked job as Check does.
+// Check is ParseWith followed by CheckParsed.
+func CheckParsed(j *job.Job, r *job.Report, opt CheckOptions) *Checked {
 	if j == nil {
 		return nil
 	}

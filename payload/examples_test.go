@@ -94,8 +94,8 @@ func largeFileExamples(t *testing.T) []example {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jj, err := job.Decode(data)
-		if err != nil {
+		jj, rep := job.Parse(data)
+		if err := rep.Err(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		return example{name, jj}

@@ -202,8 +202,8 @@ func BenchmarkSysprepBuild(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		j, err := job.Decode(data)
-		if err != nil {
+		j, rep := job.Parse(data)
+		if err := rep.Err(); err != nil {
 			b.Fatal(err)
 		}
 		return j

@@ -384,6 +384,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, client.Answer{Error: fmt.Sprintf("%q is not a job id", id)})
 		return
 	}
+	res, ok := result.Result{}, false
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
 		if err != nil || d < 0 {
@@ -404,15 +405,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, client.Answer{Error: fmt.Sprintf("for=%q: want job or guest", f)})
 			return
 		}
-		res, ok := wait(ctx, id)
-		if !ok {
-			writeJSON(w, http.StatusNotFound, client.Answer{Error: fmt.Sprintf("no job %q", id)})
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-		return
+		res, ok = wait(ctx, id)
+	} else {
+		res, ok = s.Backend.Job(id)
 	}
-	res, ok := s.Backend.Job(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, client.Answer{Error: fmt.Sprintf("no job %q", id)})
 		return

@@ -30,6 +30,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -463,12 +464,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: invalid value %q: %s", key, value, why))
 	}
 	oneOf := func(key, value string, allowed []string) {
-		for _, a := range allowed {
-			if value == a {
-				return
-			}
+		if !slices.Contains(allowed, value) {
+			bad(key, value, "want "+strings.Join(allowed, ", "))
 		}
-		bad(key, value, "want "+strings.Join(allowed, ", "))
 	}
 	path := func(key, value string) {
 		switch {

@@ -24,12 +24,11 @@ func (e *Env) ReadLive(ctx context.Context, dom libvirtx.DomainInfo) *Live {
 		e.Logger().Warn("reading the live definition failed; payload files it may name are kept until the domain stops", "domain", dom.Name, "err", err)
 		return &Live{}
 	}
-	files, err := domxml.ReferencedFiles(x)
+	doc, err := domxml.Read(x)
 	if err != nil {
 		return &Live{}
 	}
-	ents, _ := domxml.FwCfgEntries(x)
-	return &Live{Known: true, Files: files, FwCfg: ents}
+	return &Live{Known: true, Files: doc.ReferencedFiles(), FwCfg: doc.FwCfgEntries()}
 }
 
 // Has reports whether the live definition names path (an unread one, or

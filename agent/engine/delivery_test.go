@@ -32,7 +32,11 @@ func TestDeliverySwitchKeepsPayload(t *testing.T) {
 			t.Errorf("job %d (%s): the attached payload file is gone: %v", i, d, err)
 		}
 		x := f.XML(dom.UUID)
-		files, _ := domxml.ReferencedFiles(x)
+		doc, err := domxml.Read(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := doc.ReferencedFiles()
 		if len(files) != 1 || files[0] != r.Payload.Path {
 			t.Errorf("job %d (%s): the definition names %v, want only %s", i, d, files, r.Payload.Path)
 		}

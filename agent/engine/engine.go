@@ -494,12 +494,9 @@ func (e *Engine) savedUses(ctx context.Context, dom libvirtx.DomainInfo, img str
 	if saved == "" {
 		return false
 	}
-	files, _ := domxml.ReferencedFiles(saved)
-	for _, f := range files {
-		if filepath.Clean(f) == filepath.Clean(img) {
-			e.log().Info("keeping the superseded payload image: the domain's managed save resumes with it", "domain", dom.Name, "uuid", dom.UUID, "path", img)
-			return true
-		}
+	if doc, err := domxml.Read(saved); err == nil && slices.ContainsFunc(doc.ReferencedFiles(), func(f string) bool { return filepath.Clean(f) == filepath.Clean(img) }) {
+		e.log().Info("keeping the superseded payload image: the domain's managed save resumes with it", "domain", dom.Name, "uuid", dom.UUID, "path", img)
+		return true
 	}
 	return false
 }

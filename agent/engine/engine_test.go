@@ -226,8 +226,8 @@ func runJob(t *testing.T, e *Engine, name, host, action string) result.Result {
 // result.
 func runDoc(t *testing.T, e *Engine, doc, id string) result.Result {
 	t.Helper()
-	j, err := job.Decode([]byte(doc))
-	if err != nil {
+	j, rep := job.Parse([]byte(doc))
+	if err := rep.Err(); err != nil {
 		t.Fatal(err)
 	}
 	r, err := e.Run(context.Background(), j, result.Result{ID: id})

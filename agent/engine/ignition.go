@@ -34,10 +34,11 @@ const NoticeIgnitionFirstBoot = "Ignition applies a config only on a guest's fir
 // guest kernel's qemu_fw_cfg driver binds through ACPI, so the guest boots
 // without the config).
 func (e *Engine) ignitionDelivery(dom libvirtx.DomainInfo, j *job.Job, rendered *payload.Rendered, defaulted bool) (*payload.Rendered, error) {
-	plat, err := domxml.PlatformOf(dom.InactiveXML)
+	doc, err := domxml.Read(dom.InactiveXML)
 	if err != nil {
 		return nil, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
+	plat := doc.Platform()
 	d, reach := rendered.Job.IgnitionDelivery, fwcfg.ReachOf(plat)
 	if defaulted && d == job.DeliveryFwCfg && reach == fwcfg.NoDevice {
 		jb := *j

@@ -161,7 +161,11 @@ func TestIgnitionDeliveryOnFakeHost(t *testing.T) {
 			// files of earlier payloads the definition no longer names are
 			// gone (a running domain keeps its until it stops)
 			if !c.active {
-				files, _ := domxml.ReferencedFiles(x)
+				doc, err := domxml.Read(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				files := doc.ReferencedFiles()
 				for _, n := range dirNames(t, e.PayloadDir) {
 					if strings.HasSuffix(n, ".owner") {
 						continue

@@ -97,8 +97,8 @@ func TestResultJSONGolden(t *testing.T) {
 
 func mustDecode(t *testing.T, doc string) *job.Job {
 	t.Helper()
-	j, err := job.Decode([]byte(doc))
-	if err != nil {
+	j, rep := job.Parse([]byte(doc))
+	if err := rep.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return j

@@ -106,7 +106,7 @@ func (e *Engine) dropUnattached(ctx context.Context, uuid, imgPath string) {
 	if err != nil {
 		return // unknown state: orphan GC at start-up will judge it
 	}
-	if files, err := domxml.ReferencedFiles(d.InactiveXML); err != nil || slices.Contains(files, imgPath) {
+	if doc, err := domxml.Read(d.InactiveXML); err != nil || slices.Contains(doc.ReferencedFiles(), imgPath) {
 		return
 	}
 	e.removeImage(imgPath, metrics.ReasonUnattached)
@@ -211,11 +211,11 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		files, err := domxml.ReferencedFiles(d.InactiveXML)
+		doc, err := domxml.Read(d.InactiveXML)
 		if err != nil {
 			return 0, fmt.Errorf("reading the definition of %s: %w", d.Name, err)
 		}
-		for _, f := range files {
+		for _, f := range doc.ReferencedFiles() {
 			used[filepath.Clean(f)] = true
 		}
 		// The image a recipe names is kept even when no drive references

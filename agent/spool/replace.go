@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/atomicfile"
 )
 
 // ReplaceResult rewrites the result file of a finished job (done/ or
@@ -32,7 +33,7 @@ func (s *Spool) ReplaceResult(r result.Result) error {
 	if err != nil {
 		return fmt.Errorf("encoding the result of %s: %w", r.ID, err)
 	}
-	if err := writeFileAtomicOwned(p, append(b, '\n'), fi.Mode().Perm(), owner); err != nil {
+	if err := atomicfile.WriteFile(p, append(b, '\n'), fi.Mode().Perm(), owner); err != nil {
 		return fmt.Errorf("replacing the result of %s: %w", r.ID, err)
 	}
 	return nil

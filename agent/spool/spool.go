@@ -230,7 +230,7 @@ func KindName(m os.FileMode) string {
 	}
 }
 
-// removeStaleTemps deletes the temp files of result writes (WriteFileAtomic)
+// removeStaleTemps deletes the temp files of result writes (atomicfile.WriteFile)
 // that a crash left in done/ and failed/. Only the agent writes there, and
 // Open runs before it writes anything, so every such file is stale. Writers'
 // temp files in incoming/ are theirs and are left alone.
@@ -359,7 +359,7 @@ func (s *Spool) ClaimAll(names []string) ([]*Claimed, map[string]error) {
 	if len(moved) == 0 {
 		return nil, errs
 	}
-	if err := syncDir(s.Dir(Processing)); err != nil {
+	if err := atomicfile.SyncDir(s.Dir(Processing)); err != nil {
 		// The jobs stay in processing/ and run at the next start.
 		for _, name := range moved {
 			errs[name] = err
@@ -643,13 +643,13 @@ func (s *Spool) Complete(c *Claimed, r result.Result) error {
 		owner, perm = int(c.UID), OwnedResultMode
 	}
 	if c.Foreign || s.ForeignID(c, r.ID) {
-		if err := writeFileAtomicOwned(s.ForeignResultPath(r.ID, c.UID), append(b, '\n'), perm, owner); err != nil {
+		if err := atomicfile.WriteFile(s.ForeignResultPath(r.ID, c.UID), append(b, '\n'), perm, owner); err != nil {
 			return fmt.Errorf("writing result of %s: %w", r.ID, err)
 		}
 		return s.retire(c, result.Result{ID: r.ID, State: result.StateDone}) // no failed/ID.job.json of another's id
 	}
 	dst := s.ResultPath(r.ID, r.State)
-	if err := writeFileAtomicOwned(dst, append(b, '\n'), perm, owner); err != nil {
+	if err := atomicfile.WriteFile(dst, append(b, '\n'), perm, owner); err != nil {
 		return fmt.Errorf("writing result of %s: %w", r.ID, err)
 	}
 	other := result.StateFailed
@@ -668,7 +668,7 @@ func (s *Spool) retire(c *Claimed, r result.Result) error {
 		// belong to another user, and chmod of it would need CAP_FOWNER),
 		// without its passwords (RedactJob).
 		keep := filepath.Join(s.Dir(Failed), r.ID+".job.json")
-		if err := WriteFileAtomic(keep, RedactJob(c.Data), 0o600); err != nil {
+		if err := atomicfile.WriteFile(keep, RedactJob(c.Data), 0o600, -1); err != nil {
 			return fmt.Errorf("keeping failed job %s: %w", r.ID, err)
 		}
 	}
@@ -773,20 +773,5 @@ func (s *Spool) PutOwned(id string, data []byte, uid int) error {
 		}
 		return fmt.Errorf("queueing job %s: %w", id, err)
 	}
-	return syncDir(s.Dir(Incoming))
+	return atomicfile.SyncDir(s.Dir(Incoming))
 }
-
-// WriteFileAtomic writes data to path via a temp file in the same directory,
-// fsyncs it and renames it into place, then fsyncs the directory. On error
-// nothing is left behind.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeFileAtomicOwned(path, data, perm, -1)
-}
-
-// writeFileAtomicOwned is WriteFileAtomic giving the file to uid (unless -1)
-// before it appears under its name.
-func writeFileAtomicOwned(path string, data []byte, perm os.FileMode, uid int) error {
-	return atomicfile.WriteFile(path, data, perm, uid)
-}
-
-func syncDir(dir string) error { return atomicfile.SyncDir(dir) }

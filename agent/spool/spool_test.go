@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/internal/atomicfile"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -118,7 +119,7 @@ func TestRecoveryAfterCrashBetweenResultAndRetire(t *testing.T) {
 	c, _ := s.Claim("j2.json")
 	// simulate: result written, process killed before the job left processing/
 	r := result.Result{ID: "j2", State: result.StateDone, Claim: c.Token}
-	if err := WriteFileAtomic(s.ResultPath("j2", result.StateDone), mustJSON(t, r), 0o600); err != nil {
+	if err := atomicfile.WriteFile(s.ResultPath("j2", result.StateDone), mustJSON(t, r), 0o600, -1); err != nil {
 		t.Fatal(err)
 	}
 	names, _ := s.Interrupted()
@@ -181,10 +182,10 @@ func TestClaimRefusesSymlinksAndOversize(t *testing.T) {
 
 func TestWriteFileAtomicLeavesNothingOnError(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o600); err == nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o600, -1); err == nil {
 		t.Fatal("no error for a missing directory")
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, "x.json"), []byte("x"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, "x.json"), []byte("x"), 0o600, -1); err != nil {
 		t.Fatal(err)
 	}
 	ents, _ := os.ReadDir(dir)
@@ -240,7 +241,7 @@ func (s *Spool) Claim(name string) (*Claimed, error) {
 	if err := s.move(name); err != nil {
 		return nil, err
 	}
-	if err := syncDir(s.Dir(Processing)); err != nil {
+	if err := atomicfile.SyncDir(s.Dir(Processing)); err != nil {
 		return nil, err
 	}
 	return s.open(name)

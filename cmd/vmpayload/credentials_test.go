@@ -103,8 +103,8 @@ func TestRunCredentialsFlags(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errb)
 			}
-			j, err := job.Decode([]byte(out))
-			if err != nil {
+			j, rep := job.Parse([]byte(out))
+			if err := rep.Err(); err != nil {
 				t.Fatal(err)
 			}
 			if a := j.Apply(job.Defaults{}); !c.want(&a) {

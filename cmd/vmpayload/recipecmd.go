@@ -95,7 +95,6 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		return fail(exitInvalid, "%v", recipe.ErrPrebuilt)
 	}
 
-	dom := placeholderDomain
 	prefix := o.name
 	// the domain XML given is read once: its UUID, platform and edits
 	var doc *domxml.Document
@@ -104,8 +103,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(exitUsage, "reading the domain XML: %v", err)
 		}
-		dom = string(b)
-		if doc, err = domxml.Read(dom); err != nil {
+		if doc, err = domxml.Read(string(b)); err != nil {
 			return fail(exitInvalid, "reading the domain XML %s: %v", o.domainXML, err)
 		}
 		uuid := doc.UUID()
@@ -212,7 +210,8 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		}
 		return printDoc(doc, nil, "the payload drive", stdout, stderr)
 	}
-	dev, err := domxml.ChooseDevice(dom, bus, opts...)
+	ph, _ := domxml.Read(placeholderDomain) // a constant that parses
+	dev, err := ph.ChooseDevice(bus, opts...)
 	if err != nil {
 		return fail(exitInvalid, "choosing the payload drive: %v", err)
 	}

@@ -105,7 +105,7 @@ func Load(path string) (*Keyring, error) {
 	if len(b) > maxFile {
 		return nil, fmt.Errorf("reading the recipe key file %s: more than %d bytes", path, maxFile)
 	}
-	return parse(path, b)
+	return Parse(path, b)
 }
 
 func checkMode(path string, fi os.FileInfo) error {
@@ -121,11 +121,9 @@ func checkMode(path string, fi os.FileInfo) error {
 	return nil
 }
 
-// Parse reads key file content b (name is for messages), without Load's
+// Parse reads key file content b (path names it in messages), without Load's
 // checks of the file.
-func Parse(name string, b []byte) (*Keyring, error) { return parse(name, b) }
-
-func parse(path string, b []byte) (*Keyring, error) {
+func Parse(path string, b []byte) (*Keyring, error) {
 	k := &Keyring{path: path}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 4096), maxFile)

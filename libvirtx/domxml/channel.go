@@ -40,17 +40,6 @@ func guestChannel(name string) *etree.Element {
 // ChannelPath returns the host socket of the unix virtio channel named name
 // in a running domain's live XML ("" and false when the domain has no such
 // channel, or libvirt has not given it a path).
-func ChannelPath(liveXML, name string) (string, bool, error) {
-	d, err := Read(liveXML)
-	if err != nil {
-		return "", false, err
-	}
-	p, ok := d.ChannelPath(name)
-	return p, ok, nil
-}
-
-// ChannelPath returns the host socket of the guest channel name as the
-// function ChannelPath does.
 func (d *Document) ChannelPath(name string) (string, bool) {
 	for _, ch := range findChannels(d.root, name) {
 		if ch.SelectAttrValue("type", "") != "unix" {

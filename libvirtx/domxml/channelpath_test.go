@@ -43,7 +43,7 @@ func TestChannelPath(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, ok, err := ChannelPath(tc.xml, name)
+			d, err := Read(tc.xml)
 			if tc.bad {
 				if !errors.Is(err, ErrInvalidXML) {
 					t.Fatalf("err = %v, want ErrInvalidXML", err)
@@ -53,7 +53,7 @@ func TestChannelPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p != tc.want || ok != (tc.want != "") {
+			if p, ok := d.ChannelPath(name); p != tc.want || ok != (tc.want != "") {
 				t.Fatalf("ChannelPath = %q, %v; want %q", p, ok, tc.want)
 			}
 		})
@@ -69,10 +69,13 @@ func TestChannelPathLiveQEMU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := string(b)
-	p, ok, err := ChannelPath(x, "org.vmpayload.0")
-	if err != nil || !ok || p != "/var/lib/libvirt/qemu/channel/target/domain-53-vmpx-live-sample/org.vmpayload.0" {
-		t.Fatalf("ChannelPath = %q, %v, %v", p, ok, err)
+	d, err := Read(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := d.ChannelPath("org.vmpayload.0")
+	if !ok || p != "/var/lib/libvirt/qemu/channel/target/domain-53-vmpx-live-sample/org.vmpayload.0" {
+		t.Fatalf("ChannelPath = %q, %v", p, ok)
 	}
 }
 
@@ -85,8 +88,12 @@ func BenchmarkChannelPath(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok, err := ChannelPath(string(x), "org.vmpayload.0"); !ok || err != nil {
-			b.Fatal(ok, err)
+		d, err := Read(string(x))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := d.ChannelPath("org.vmpayload.0"); !ok {
+			b.Fatal("no channel")
 		}
 	}
 }

@@ -37,7 +37,7 @@
 //     recipe per job) share one parse and one serialisation (Edit is a
 //     Document).
 //
-// The functions that take a string (FindPayload, ChooseDevice, ...) read
+// The functions that take a string (FindPayload, FwCfgEntries, ...) read
 // it into a Document for one answer; a caller that asks several
 // questions of one definition reads it once and asks the Document.
 //
@@ -249,16 +249,6 @@ func isX86(arch string) bool {
 // (<sysinfo type='fwcfg'>, where an Ignition config delivered by fw_cfg
 // is named), in document order without duplicates. The agent uses it to
 // decide which payload files are still referenced (orphan GC).
-func ReferencedFiles(domainXML string) ([]string, error) {
-	d, err := Read(domainXML)
-	if err != nil {
-		return nil, err
-	}
-	return d.ReferencedFiles(), nil
-}
-
-// ReferencedFiles returns the files the document names as the function
-// ReferencedFiles does.
 func (d *Document) ReferencedFiles() []string {
 	root := d.root
 	var files []string
@@ -347,13 +337,4 @@ func (p Platform) NoFwCfg() bool {
 		return true
 	}
 	return false
-}
-
-// PlatformOf reads the platform of a domain definition.
-func PlatformOf(domainXML string) (Platform, error) {
-	d, err := Read(domainXML)
-	if err != nil {
-		return Platform{}, err
-	}
-	return d.Platform(), nil
 }

@@ -316,16 +316,16 @@ func TestReferencedFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.input, func(t *testing.T) {
-			got, err := ReferencedFiles(readInput(t, tt.input))
+			d, err := Read(readInput(t, tt.input))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, tt.want) {
+			if got := d.ReferencedFiles(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("ReferencedFiles = %q, want %q", got, tt.want)
 			}
 		})
 	}
-	if _, err := ReferencedFiles("not xml"); err == nil {
+	if _, err := Read("not xml"); err == nil {
 		t.Error("malformed: want error")
 	}
 }

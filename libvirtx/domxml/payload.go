@@ -199,16 +199,6 @@ func FindPayload(domainXML string) (PayloadDisk, bool, error) {
 // used by any other disk and whose implied drive address is free. On SCSI the
 // drive gets an explicit address on the virtio-scsi controller (the
 // lowest-indexed one; any SCSI controller if none is virtio-scsi).
-func ChooseDevice(domainXML string, bus Bus, opts ...Option) (Device, error) {
-	d, err := Read(domainXML)
-	if err != nil {
-		return Device{}, err
-	}
-	return d.ChooseDevice(bus, opts...)
-}
-
-// ChooseDevice picks bus and target for a new payload drive in the
-// document as the function ChooseDevice does.
 func (d *Document) ChooseDevice(bus Bus, opts ...Option) (Device, error) {
 	v, err := d.domain()
 	if err != nil {

@@ -22,16 +22,17 @@ func TestPlatformOf(t *testing.T) {
 		{"aarch64", `<domain type='kvm'><name>a</name><os><type arch='aarch64' machine='virt'>hvm</type></os><features><acpi/></features></domain>`, "aarch64", true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := PlatformOf(c.xml)
+			d, err := Read(c.xml)
 			if err != nil {
 				t.Fatal(err)
 			}
+			p := d.Platform()
 			if p.Arch != c.arch || p.ACPI != c.acpi || p.X86() != c.x86 || p.NoFwCfg() != c.noFwCfg {
 				t.Errorf("platform %+v x86 %v noFwCfg %v", p, p.X86(), p.NoFwCfg())
 			}
 		})
 	}
-	if _, err := PlatformOf("<domain"); err == nil {
+	if _, err := Read("<domain"); err == nil {
 		t.Error("malformed XML read")
 	}
 }

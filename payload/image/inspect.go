@@ -154,7 +154,7 @@ func newReader(f imageSource, p string) (r *reader, err error) {
 
 	switch {
 	case len(head) >= isoPVDOffset+isoBlock && head[isoPVDOffset] == 1 && string(head[isoPVDOffset+1:isoPVDOffset+6]) == "CD001":
-		v, err := readISOFile(f, r.size)
+		v, err := readISO(&isoVolume{src: f, size: r.size})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: read iso9660: %w", ErrUnknownFormat, p, err)
 		}

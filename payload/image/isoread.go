@@ -71,11 +71,6 @@ func readISOBytes(img []byte) (*isoVolume, error) {
 	return readISO(&isoVolume{mem: img, size: int64(len(img))})
 }
 
-// readISOFile reads the ISO 9660 volume in r (size bytes).
-func readISOFile(r io.ReaderAt, size int64) (*isoVolume, error) {
-	return readISO(&isoVolume{src: r, size: size})
-}
-
 func readISO(v *isoVolume) (*isoVolume, error) {
 	var pvd, svd []byte
 	for i := uint32(0); ; i++ {

@@ -71,15 +71,6 @@ func under(field string, paths map[string]bool) bool {
 	return false
 }
 
-// Decode is Parse returning the report as an error (*ValidationError).
-func Decode(data []byte) (*Job, error) {
-	j, r := Parse(data)
-	if err := r.Err(); err != nil {
-		return j, err
-	}
-	return j, nil
-}
-
 func decode(data []byte, r *Report) *Job {
 	if len(data) > MaxJobBytes {
 		r.Add("", CodeTooLarge, "job document is %d bytes; the limit is %d", len(data), MaxJobBytes)

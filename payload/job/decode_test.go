@@ -23,8 +23,8 @@ func TestDecodeLargeJobKeepsContent(t *testing.T) {
 		b.WriteString(`}`)
 	}
 	b.WriteString(`]}`)
-	j, err := Decode([]byte(b.String()))
-	if err != nil {
+	j, rep := Parse([]byte(b.String()))
+	if err := rep.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(j.Files) != 20 {
@@ -71,8 +71,8 @@ func BenchmarkDecode(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				if _, err := Decode(data); err != nil {
-					b.Fatal(err)
+				if _, r := Parse(data); r.Err() != nil {
+					b.Fatal(r.Err())
 				}
 			}
 		})

@@ -80,8 +80,8 @@ func decodeExample(t testing.TB, p string) Example {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := job.Decode(data)
-	if err != nil {
+	j, rep := job.Parse(data)
+	if err := rep.Err(); err != nil {
 		t.Fatalf("%s: %v", p, err)
 	}
 	return Example{strings.TrimSuffix(filepath.Base(p), ".json"), j}

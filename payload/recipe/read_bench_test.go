@@ -18,8 +18,8 @@ func typicalDomain(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	j, err := job.Decode(data)
-	if err != nil {
+	j, rep := job.Parse(data)
+	if err := rep.Err(); err != nil {
 		b.Fatal(err)
 	}
 	r, res := build(b, j, b.TempDir(), secretsDir)

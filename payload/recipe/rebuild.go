@@ -99,31 +99,9 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 	if intact {
 		return OutcomeIntact, nil
 	}
-	if r.Sealed() {
-		keys := opt.Keys
-		if keys == nil && opt.SecretsDir == "" {
-			return "", fmt.Errorf("rebuilding the payload image %s: its recipe is sealed and no secrets directory holds the recipe key", r.Path)
-		}
-		if keys == nil {
-			k, err := seal.Load(KeyFile(opt.SecretsDir))
-			if err != nil {
-				return "", fmt.Errorf("rebuilding the payload image %s: its recipe is sealed: %w", r.Path, err)
-			}
-			keys = k
-		}
-		o := *r
-		if err := o.Open(keys); err != nil {
-			return "", fmt.Errorf("rebuilding the payload image %s: %w", r.Path, err)
-		}
-		r = &o
-	}
-	if err := ensureDir(opt.PayloadDir); err != nil {
+	r, checked, err := openChecked(r, opt, "the payload image "+r.Path, "its")
+	if err != nil {
 		return "", err
-	}
-
-	checked, rep := payload.CheckJob(&r.Job, payload.CheckOptions{Secrets: true, SecretsDir: opt.SecretsDir})
-	if !rep.OK() {
-		return "", fmt.Errorf("rebuilding the payload image %s: %s", r.Path, oneLine(rep.Err()))
 	}
 	rendered, err := payload.Render(checked, payload.Options{
 		Identity: &payload.Identity{ContentHash: r.ContentHash, InstanceID: r.InstanceID},
@@ -146,6 +124,39 @@ func Rebuild(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome, error
 		return "", fmt.Errorf("rebuilding the payload image %s: %s", r.Path, oneLine(err))
 	}
 	return OutcomeRebuilt, nil
+}
+
+// openChecked opens r when it is sealed (its key from opt), makes the
+// payload directory and checks r's job again (its secrets resolved only
+// through opt.SecretsDir), for a rebuild of what; whose ("its", "the")
+// is how the messages name the recipe.
+func openChecked(r *Recipe, opt RebuildOptions, what, whose string) (*Recipe, *payload.Checked, error) {
+	if r.Sealed() {
+		keys := opt.Keys
+		if keys == nil && opt.SecretsDir == "" {
+			return nil, nil, fmt.Errorf("rebuilding %s: %s recipe is sealed and no secrets directory holds the recipe key", what, whose)
+		}
+		if keys == nil {
+			k, err := seal.Load(KeyFile(opt.SecretsDir))
+			if err != nil {
+				return nil, nil, fmt.Errorf("rebuilding %s: %s recipe is sealed: %w", what, whose, err)
+			}
+			keys = k
+		}
+		o := *r
+		if err := o.Open(keys); err != nil {
+			return nil, nil, fmt.Errorf("rebuilding %s: %w", what, err)
+		}
+		r = &o
+	}
+	if err := ensureDir(opt.PayloadDir); err != nil {
+		return nil, nil, err
+	}
+	checked, rep := payload.CheckJob(&r.Job, payload.CheckOptions{Secrets: true, SecretsDir: opt.SecretsDir})
+	if !rep.OK() {
+		return nil, nil, fmt.Errorf("rebuilding %s: %s", what, oneLine(rep.Err()))
+	}
+	return r, checked, nil
 }
 
 // checkPath refuses an image path that is not directly inside dir.

@@ -602,8 +602,8 @@ func benchRebuild(b *testing.B, jobFile string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	j, err := job.Decode(data)
-	if err != nil {
+	j, rep := job.Parse(data)
+	if err := rep.Err(); err != nil {
 		b.Fatal(err)
 	}
 	r, res := build(b, j, parent, secretsDir)

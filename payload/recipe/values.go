@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/beevik/etree"
-	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
@@ -305,30 +304,9 @@ func rebuildValues(ctx context.Context, r *Recipe, opt RebuildOptions) (Outcome,
 	if len(todo) == 0 {
 		return OutcomeIntact, nil
 	}
-	if r.Sealed() {
-		keys := opt.Keys
-		if keys == nil && opt.SecretsDir == "" {
-			return "", fmt.Errorf("rebuilding %s: the recipe is sealed and no secrets directory holds the recipe key", what)
-		}
-		if keys == nil {
-			k, err := seal.Load(KeyFile(opt.SecretsDir))
-			if err != nil {
-				return "", fmt.Errorf("rebuilding %s: the recipe is sealed: %w", what, err)
-			}
-			keys = k
-		}
-		o := *r
-		if err := o.Open(keys); err != nil {
-			return "", fmt.Errorf("rebuilding %s: %w", what, err)
-		}
-		r = &o
-	}
-	if err := ensureDir(opt.PayloadDir); err != nil {
+	r, checked, err := openChecked(r, opt, what, "the")
+	if err != nil {
 		return "", err
-	}
-	checked, rep := payload.CheckJob(&r.Job, payload.CheckOptions{Secrets: true, SecretsDir: opt.SecretsDir})
-	if !rep.OK() {
-		return "", fmt.Errorf("rebuilding %s: %s", what, oneLine(rep.Err()))
 	}
 	rd, err := payload.Render(checked, payload.Options{})
 	if err != nil {

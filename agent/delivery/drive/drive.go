@@ -104,15 +104,11 @@ func (d *Delivery) Attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 
 func (d *Delivery) attach(ctx context.Context, dom libvirtx.DomainInfo, p *delivery.Payload, r *result.Result) (string, domxml.Device, error) {
 	imgPath := p.Path
-	var (
-		ed    *domxml.Edit
-		cur   domxml.PayloadDisk
-		found bool
-		err   error
-	)
-	if dom.Active {
-		cur, found, err = domxml.FindPayload(dom.InactiveXML)
-	} else if ed, err = domxml.NewEdit(dom.InactiveXML); err == nil {
+	// read once: a stopped domain's edit, a running one's drive choice
+	ed, err := domxml.NewEdit(dom.InactiveXML)
+	var cur domxml.PayloadDisk
+	var found bool
+	if err == nil {
 		cur, found, err = ed.FindPayload()
 	}
 	if err != nil {
@@ -189,12 +185,12 @@ func (d *Delivery) attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 	var dev domxml.Device
 	if kind == domxml.KindDisk {
 		// A read-only disk hot-plugs on virtio or SCSI.
-		if dev, err = domxml.ChooseDevice(dom.InactiveXML, bus, opts...); err != nil {
+		if dev, err = ed.ChooseDevice(bus, opts...); err != nil {
 			return "", dev, fmt.Errorf("choosing the payload disk of running domain %s: %w", dom.Name, err)
 		}
 	} else {
-		dev, err = domxml.ChooseDevice(dom.InactiveXML, domxml.BusSCSI)
-		if err != nil || (bus != domxml.BusAuto && bus != domxml.BusSCSI) || !hasSCSI(dom.InactiveXML) {
+		dev, err = ed.ChooseDevice(domxml.BusSCSI)
+		if err != nil || (bus != domxml.BusAuto && bus != domxml.BusSCSI) || !hasSCSI(ed) {
 			return "", dev, delivery.Fail(result.CodeDomainRunning, "domain %s is running and has no payload drive, and a CD-ROM can only be hot-plugged on a SCSI controller: stop the domain or give it a SCSI controller (virtio-scsi)", dom.Name)
 		}
 	}

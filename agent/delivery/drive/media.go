@@ -287,7 +287,7 @@ func (d *Delivery) noteStart(uuid string) {
 	}
 }
 
-func hasSCSI(xml string) bool {
-	d, err := domxml.ChooseDevice(xml, domxml.BusAuto)
+func hasSCSI(doc *domxml.Document) bool {
+	d, err := doc.ChooseDevice(domxml.BusAuto)
 	return err == nil && d.Bus == domxml.BusSCSI
 }
