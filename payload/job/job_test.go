@@ -838,18 +838,7 @@ func FuzzParse(f *testing.F) {
 		if j == nil {
 			t.Fatal("clean report without a job")
 		}
-		b, err := json.Marshal(j)
-		if err != nil {
-			t.Fatalf("clean job does not re-encode: %v", err)
-		}
-		j2, r2 := Parse(b)
-		if !r2.OK() {
-			t.Fatalf("re-encoded job has problems: %v\n%s", r2.Err(), b)
-		}
-		b2, err := json.Marshal(j2)
-		if err != nil || !bytes.Equal(b, b2) {
-			t.Fatalf("re-encoding is not stable:\n%s\n%s", b, b2)
-		}
+		roundTrip(t, j)
 	})
 }
 
