@@ -16,6 +16,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/kinds/credentials"
 	"github.com/vmpayload/vmpayload/payload/secrets"
 	"github.com/vmpayload/vmpayload/test/agenttest"
@@ -123,12 +124,8 @@ func credsJob(t *testing.T, doc map[string]any, sd secrets.Dir) ([]credentials.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, r := job.ParseWith(b, job.Defaults{})
-	if !r.OK() {
-		t.Fatalf("job %s: %v", b, r.Err())
-	}
-	a := j.Apply(job.Defaults{})
-	creds, err := credentials.FromJob(&a, sd)
+	a := jobtest.Applied(t, b)
+	creds, err := credentials.FromJob(a, sd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/secrets"
 )
 
@@ -40,12 +41,7 @@ func loadJob(t *testing.T, path string) *job.Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, r := job.ParseWith(b, job.Defaults{})
-	if !r.OK() {
-		t.Fatalf("%s: %v", path, r.Err())
-	}
-	a := j.Apply(job.Defaults{})
-	return &a
+	return jobtest.Applied(t, b)
 }
 
 // render writes the credentials in a form a reviewer can read: each
