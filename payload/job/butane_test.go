@@ -8,6 +8,7 @@ import (
 	ignerrors "github.com/coreos/ignition/v2/config/shared/errors"
 
 	"github.com/vmpayload/vmpayload/payload/internal/butane"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // bu is a job of format ignition whose butane field is the YAML text src,
@@ -33,7 +34,7 @@ func TestButaneValidation(t *testing.T) {
 		want      []string // field|code, in order
 		msg       []string // in the first problem's message
 	}{
-		{name: "fcos 1.6.0", doc: bu(head+"passwd:\n  users:\n    - name: core\n      ssh_authorized_keys: ["+testKey+"]\n", "")},
+		{name: "fcos 1.6.0", doc: bu(head+"passwd:\n  users:\n    - name: core\n      ssh_authorized_keys: ["+testenv.KeyAlice+"]\n", "")},
 		{name: "fcos 1.7.0 (Ignition 3.6.0)", doc: bu("variant: fcos\nversion: 1.7.0\n", "")},
 		{name: "flatcar 1.1.0", doc: bu("variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n    - path: /etc/x\n      contents:\n        inline: x\n", "")},
 		{name: "fcos 1.0.0", doc: bu("variant: fcos\nversion: 1.0.0\n", "")},

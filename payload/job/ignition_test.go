@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	ignerrors "github.com/coreos/ignition/v2/config/shared/errors"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // ign is a job of format ignition with members.
@@ -18,8 +19,8 @@ func ign(members string) string {
 
 func TestIgnitionJobDecodesEveryField(t *testing.T) {
 	doc := ign(`"ignition_delivery":"configdrive","media":"vfat","hostname":"node1.example.com","timezone":"Europe/Berlin",
-		"users":[{"name":"core","password_hash":"` + testHash + `","ssh_authorized_keys":["` + testKey + `"],"groups":["wheel"],"shell":"/bin/bash","sudo":"ALL=(ALL) NOPASSWD:ALL","lock_password":false}],
-		"ssh_authorized_keys":["` + testKey + `"],
+		"users":[{"name":"core","password_hash":"` + testenv.HashA + `","ssh_authorized_keys":["` + testenv.KeyAlice + `"],"groups":["wheel"],"shell":"/bin/bash","sudo":"ALL=(ALL) NOPASSWD:ALL","lock_password":false}],
+		"ssh_authorized_keys":["` + testenv.KeyAlice + `"],
 		"files":[{"path":"/etc/motd","content":"hi\n","permissions":"0640","owner":"core:core"}],
 		"ssh_host_keys":[{"type":"ed25519","private_key_secret":"host.key"}],
 		"ignition":{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/x","contents":{"source":"data:,x"}}]}}`)
