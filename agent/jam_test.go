@@ -26,9 +26,6 @@ import (
 // The domain "shared" exists (stopped) for the members' attach jobs.
 func memberAgent(t *testing.T, opts func(*agent.Options), names ...string) (*harness, []testUser, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl")
 	group := "spoolg" + sfx
 	gid := addGroup(t, group)
@@ -353,16 +350,8 @@ func TestResultRetention(t *testing.T) {
 // still fails with bad_file naming the type, lands in rejected/ with its
 // content and its owner, and the member's next job gets its result.
 func TestMemberDirectoryMovedAsideWithPackagedCaps(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "setpriv")
-	group := "spoolc" + sfx
-	addGroup(t, group)
-	m := addUser(t, "spoolc"+sfx+"u", group)
-	a := newAgent(t, "test:///default", "--spool-group", group)
-	a.onlyCaps(t, "+chown,+dac_read_search")
-	a.start()
+	a, m := capsAgent(t, "spoolc"+sfx, "--spool-group", "+chown,+dac_read_search")
 	in := filepath.Join(a.SpoolDir, spool.Incoming)
 	if out, err := runAs(m, fmt.Sprintf("mkdir %[1]s/.d.tmp && echo x > %[1]s/.d.tmp/inside && chmod 0700 %[1]s/.d.tmp && mv %[1]s/.d.tmp %[1]s/cap-dir.json", in)); err != nil {
 		t.Fatalf("%s: %v", out, err)
