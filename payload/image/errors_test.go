@@ -30,6 +30,14 @@ func mountTmpfs(t *testing.T, opts string) string {
 	return dir
 }
 
+// onTmpfs is an outFn writing payload.img on a tmpfs mounted with opts.
+func onTmpfs(opts string) func(t *testing.T) (string, string) {
+	return func(t *testing.T) (string, string) {
+		d := mountTmpfs(t, opts)
+		return d, filepath.Join(d, "payload.img")
+	}
+}
+
 func TestWriteErrorsLeaveNothing(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -68,27 +76,18 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 		},
 		{
 			name: "out dir read-only", spec: Spec{MediaISO, "cidata", cidataEntries()},
-			outFn: func(t *testing.T) (string, string) {
-				d := mountTmpfs(t, "size=1m,ro")
-				return d, filepath.Join(d, "payload.img")
-			},
-			is: []error{syscall.EROFS},
+			outFn: onTmpfs("size=1m,ro"),
+			is:    []error{syscall.EROFS},
 		},
 		{
 			name: "disk full iso", spec: Spec{MediaISO, "cidata", append(cidataEntries(), Entry{"big", bigData(256 << 10)})},
-			outFn: func(t *testing.T) (string, string) {
-				d := mountTmpfs(t, "size=64k")
-				return d, filepath.Join(d, "payload.img")
-			},
-			is: []error{syscall.ENOSPC},
+			outFn: onTmpfs("size=64k"),
+			is:    []error{syscall.ENOSPC},
 		},
 		{
 			name: "disk full vfat", spec: Spec{MediaVFAT, "cidata", cidataEntries()},
-			outFn: func(t *testing.T) (string, string) {
-				d := mountTmpfs(t, "size=64k")
-				return d, filepath.Join(d, "payload.img")
-			},
-			is: []error{syscall.ENOSPC},
+			outFn: onTmpfs("size=64k"),
+			is:    []error{syscall.ENOSPC},
 		},
 	}
 	for _, tc := range cases {
