@@ -130,3 +130,18 @@ func RepoPath(elem ...string) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, elem...)...)
 }
+
+// DirNames lists the names in dir, sorted (nil when dir does not exist);
+// it fails tb when dir cannot be read.
+func DirNames(tb testing.TB, dir string) []string {
+	tb.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		tb.Fatal(err)
+	}
+	var n []string
+	for _, e := range ents {
+		n = append(n, e.Name())
+	}
+	return n
+}

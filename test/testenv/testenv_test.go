@@ -66,6 +66,9 @@ func TestTempDirAndHashes(t *testing.T) {
 		if s := SumOf(filepath.Join(dir, "missing")); s[0] != '(' {
 			t.Errorf("SumOf of a missing file = %q", s)
 		}
+		if n, missing := DirNames(t, dir), DirNames(t, filepath.Join(dir, "missing")); !slices.Equal(n, []string{"f"}) || missing != nil {
+			t.Errorf("DirNames: %q, of a missing directory %q", n, missing)
+		}
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("TempDir %s left after its test: %v", dir, err)
