@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/golden"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
@@ -67,7 +68,7 @@ func runJob(t *testing.T, stdin string, args ...string) (int, string, string) {
 // TestRunJobs: flags become the job document in testdata/run/NAME.json,
 // and the document passes the job validation the agent applies.
 func TestRunJobs(t *testing.T) {
-	golden, err := filepath.Abs("testdata/run")
+	goldenDir, err := filepath.Abs("testdata/run")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,19 +123,7 @@ func TestRunJobs(t *testing.T) {
 			if j.Domain != "web1" || j.Version != job.Version {
 				t.Errorf("domain %q version %d", j.Domain, j.Version)
 			}
-			path := filepath.Join(golden, c.name+".json")
-			if *update {
-				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if out != string(want) {
-				t.Errorf("job differs from %s:\n%s", path, out)
-			}
+			golden.Compare(t, filepath.Join(goldenDir, c.name+".json"), []byte(out), *update)
 		})
 	}
 }

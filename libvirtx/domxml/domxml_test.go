@@ -58,7 +58,9 @@ func oneEdit(x string, edit func(*Edit) (bool, error)) (string, bool, error) {
 	return out, done, err
 }
 
-// normalize parses and re-serialises, the form our output is written in.
+// normalize parses and re-serialises x: the form our output is written in,
+// as an Edit that changed x writes it back (etree's writer, attributes
+// single-quoted).
 func normalize(t *testing.T, x string) string {
 	t.Helper()
 	doc, _, err := parse(x)

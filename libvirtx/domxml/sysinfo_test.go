@@ -88,7 +88,7 @@ func TestSetSMBIOSCredentials(t *testing.T) {
 			if len(removed) != 2 {
 				t.Errorf("removed %v", removed)
 			}
-			if want := reserialized(t, in); back != want { // quotes as libvirt writes them
+			if want := normalize(t, in); back != want { // quotes as libvirt writes them
 				t.Errorf("removing gives\n%s\nwant the original\n%s", back, in)
 			}
 		})
@@ -183,7 +183,7 @@ func TestSetFwCfgCredentials(t *testing.T) {
 			if len(removed) != 1 || removed[0].File != files[1].File {
 				t.Errorf("removed %v", removed)
 			}
-			if want := reserialized(t, in); back != want { // quotes as libvirt writes them
+			if want := normalize(t, in); back != want { // quotes as libvirt writes them
 				t.Errorf("removing gives\n%s\nwant the original\n%s", back, in)
 			}
 		})
@@ -258,7 +258,7 @@ func TestCredentialsEditSession(t *testing.T) {
 	if mid != want {
 		t.Errorf("the session gives\n%s\nthe string functions\n%s", mid, want)
 	}
-	if want := reserialized(t, in); back != want {
+	if want := normalize(t, in); back != want {
 		t.Errorf("removing gives\n%s\nwant the original\n%s", back, want)
 	}
 }
