@@ -5,6 +5,7 @@
 package jobtest
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -21,4 +22,23 @@ func Applied(tb testing.TB, doc []byte) *job.Job {
 	}
 	a := j.Apply(job.Defaults{})
 	return &a
+}
+
+// Decoded returns the job doc decodes to (job.Decode, as a command reads a
+// job file): doc is the document's bytes, or a value json.Marshal makes
+// them of; it fails tb when the document does not decode.
+func Decoded(tb testing.TB, doc any) *job.Job {
+	tb.Helper()
+	data, ok := doc.([]byte)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(doc); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	j, err := job.Decode(data)
+	if err != nil {
+		tb.Fatalf("job %s: %v", data, err)
+	}
+	return j
 }
