@@ -107,14 +107,7 @@ func TestSecretsByPermissionAsRealUsers(t *testing.T) {
 			t.Fatalf("%+v %+v; want submitted by %s", r, r.Error, u.name)
 		}
 	}
-	payloadFiles := func() []string {
-		ents, _ := os.ReadDir(h.payload)
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		return names
-	}
+	payloadFiles := func() []string { return testenv.DirNames(t, h.payload) }
 
 	var rootOnlyMsg string
 	t.Run("member refused a root-only secret", func(t *testing.T) {

@@ -145,3 +145,14 @@ func DirNames(tb testing.TB, dir string) []string {
 	}
 	return n
 }
+
+// EmptyDir removes everything in dir and keeps dir (a host reboot's tmpfs);
+// it fails tb on an error.
+func EmptyDir(tb testing.TB, dir string) {
+	tb.Helper()
+	for _, n := range DirNames(tb, dir) {
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}

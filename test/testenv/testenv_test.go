@@ -69,6 +69,9 @@ func TestTempDirAndHashes(t *testing.T) {
 		if n, missing := DirNames(t, dir), DirNames(t, filepath.Join(dir, "missing")); !slices.Equal(n, []string{"f"}) || missing != nil {
 			t.Errorf("DirNames: %q, of a missing directory %q", n, missing)
 		}
+		if EmptyDir(t, dir); DirNames(t, dir) != nil {
+			t.Errorf("EmptyDir left %q", DirNames(t, dir))
+		}
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("TempDir %s left after its test: %v", dir, err)
