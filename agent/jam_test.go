@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -85,11 +84,7 @@ func TestSpoolEntriesThatAreNotFilesBlockNothing(t *testing.T) {
 	if out, err := runAs(m, script); err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
-	l, err := net.Listen("unix", filepath.Join(in, "jam-sock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	testenv.ListenUnix(t, filepath.Join(in, "jam-sock.json"))
 	if out, err := runAs(m, fmt.Sprintf("echo '%s' > %s/.ok.tmp && mv %s/.ok.tmp %s/jam-after.json", sharedJob("jam-after"), in, in, in)); err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -155,4 +156,16 @@ func EmptyDir(tb testing.TB, dir string) {
 			tb.Fatal(err)
 		}
 	}
+}
+
+// ListenUnix listens on the Unix socket path, closed when tb ends; it
+// fails tb when it cannot.
+func ListenUnix(tb testing.TB, path string) net.Listener {
+	tb.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
 }
