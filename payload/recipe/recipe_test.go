@@ -15,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 const (
@@ -441,11 +442,7 @@ func TestRebuildBranches(t *testing.T) {
 		if err := os.Mkdir(e.payloadDir, 0o711); err != nil {
 			t.Fatal(err)
 		}
-		for name, v := range map[string]string{"pw": "s3cret\n", "ud": "#cloud-config\npackages: [jq]\n"} {
-			if err := os.WriteFile(filepath.Join(e.secrets, name), []byte(v), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testenv.WriteFiles(t, e.secrets, map[string]string{"pw": "s3cret\n", "ud": "#cloud-config\npackages: [jq]\n"})
 		r, res := build(t, secretJob, e.payloadDir, e.secrets)
 		rc, err := New(r, res)
 		if err != nil {

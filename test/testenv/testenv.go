@@ -169,3 +169,14 @@ func ListenUnix(tb testing.TB, path string) net.Listener {
 	tb.Cleanup(func() { l.Close() })
 	return l
 }
+
+// WriteFiles writes each of files (name → content) into dir with mode 0600,
+// as a secrets directory holds them; it fails tb on an error.
+func WriteFiles(tb testing.TB, dir string, files map[string]string) {
+	tb.Helper()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}

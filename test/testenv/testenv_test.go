@@ -56,8 +56,9 @@ func TestTempDirAndHashes(t *testing.T) {
 			t.Fatalf("TempDir: %v %v", st, err)
 		}
 		p := filepath.Join(dir, "f")
-		if err := os.WriteFile(p, []byte("abc"), 0o600); err != nil {
-			t.Fatal(err)
+		WriteFiles(t, dir, map[string]string{"f": "abc"})
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("WriteFiles: %v %v", st, err)
 		}
 		const abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 		if FileSHA256(t, p) != abc || SumOf(p) != abc || SHA256([]byte("abc")) != abc {

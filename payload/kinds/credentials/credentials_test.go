@@ -15,6 +15,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/secrets"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -24,14 +25,10 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 func secretsDir(t *testing.T) secrets.Dir {
 	t.Helper()
 	d := t.TempDir()
-	for name, v := range map[string]string{
+	testenv.WriteFiles(t, d, map[string]string{
 		"wg-private": "wg-private-key-bytes\n",
 		"root-hash":  "$6$salt$fromsecret",
-	} {
-		if err := os.WriteFile(filepath.Join(d, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	return secrets.Dir(d)
 }
 
