@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
@@ -678,14 +679,20 @@ func TestWriteText(t *testing.T) {
 }
 
 // newElement makes the recipe of the image res written from r and renders
-// its element.
+// its element, sealed with testKeys.
 func newElement(t testing.TB, r *payload.Rendered, res payload.Result) (*Recipe, string) {
+	t.Helper()
+	return newElementWith(t, r, res, testKeys)
+}
+
+// newElementWith is newElement sealing with keys.
+func newElementWith(t testing.TB, r *payload.Rendered, res payload.Result, keys *seal.Keyring) (*Recipe, string) {
 	t.Helper()
 	rc, err := New(r, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := rc.Element(testKeys)
+	el, err := rc.Element(keys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,10 +58,7 @@ func sealedDir(t *testing.T) (string, *seal.Keyring) {
 func sealed(t *testing.T, dir, uuid string, keys *seal.Keyring) (*Recipe, string, payload.Result) {
 	t.Helper()
 	r, res := buildFor(t, secretJob(), dir, uuid)
-	rc, err := New(r, res)
-	must(t, err)
-	el, err := rc.Element(keys)
-	must(t, err)
+	rc, el := newElementWith(t, r, res, keys)
 	return rc, el, res
 }
 
