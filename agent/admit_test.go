@@ -1,10 +1,8 @@
 package agent_test
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,9 +39,6 @@ sys.stdin.read()
 // one uid at most half of what tenants may use. On ef40b13 the 40 took
 // every slot and root was answered 503.
 func TestAdmissionByWeight(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl", "python3")
 	group := "vmpcs" + sfx
 	gid := addGroup(t, group)
@@ -55,20 +50,10 @@ func TestAdmissionByWeight(t *testing.T) {
 	h := startAgentWith(t, "", nil, agentSetup{srv: srv, sock: filepath.Join(sockDir, "agent.sock"), sockGID: gid})
 
 	hold := exec.Command("runuser", "-u", alice.name, "--", "python3", "-c", holdPosts, h.sock, "40", fmt.Sprint(pjob.MaxJobBytes))
-	stdin, err := hold.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := hold.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	hold.Stderr = testWriter{t}
-	if err := hold.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, hold)
 	defer func() { stdin.Close(); hold.Wait() }()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+	if line, err := stdout.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("holding POSTs as %s: %q %v", alice.name, line, err)
 	}
 	// Alice's share is full once a large POST of hers is refused; until

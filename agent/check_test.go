@@ -17,6 +17,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/libvirtx"
 	pjob "github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestOneCheckEverywhere feeds every kind of job the engine fails with
@@ -33,11 +34,7 @@ func TestOneCheckEverywhere(t *testing.T) {
 	if err := os.MkdirAll(secretsDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "ud-runcmd-str": "#cloud-config\nruncmd: echo user\n", "notakey": "not a key\n", "ud-vendor-off": "#cloud-config\nvendor_data: {enabled: false}\n"} {
-		if err := os.WriteFile(filepath.Join(secretsDir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteFiles(t, secretsDir, map[string]string{"pw": "s3cret\n", "empty": "", "ud-bad": "#cloud-config\nruncmd: [unclosed\n", "ud-runcmd-str": "#cloud-config\nruncmd: echo user\n", "notakey": "not a key\n", "ud-vendor-off": "#cloud-config\nvendor_data: {enabled: false}\n"})
 	a.start()
 	host, err := libvirtx.OpenHost("test:///default", libvirtx.HostOptions{})
 	if err != nil {

@@ -115,22 +115,12 @@ func hold(t *testing.T, bin string, u testUser, sockGID int, sock, mode string, 
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d", holderEnv, sock, mode, n))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: []uint32{uint32(sockGID)}}}
 	cmd.Dir = "/"
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, cmd)
 	h := &holder{cmd: cmd, stdin: stdin}
 	t.Cleanup(h.stop)
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := stdout.ReadString('\n')
 	if err != nil {
 		h.stop()
 		t.Fatalf("holder as %s: %v\n%s", u.name, err, stderr.String())
@@ -143,6 +133,24 @@ func hold(t *testing.T, bin string, u testUser, sockGID int, sock, mode string, 
 	}
 	go io.Copy(io.Discard, stdout)
 	return h
+}
+
+// startPiped starts cmd with pipes to its standard input and output; it
+// fails t when it cannot.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, bufio.NewReader(stdout)
 }
 
 // stop makes the holder close its connections and exit.
@@ -178,9 +186,6 @@ func metricValue(t *testing.T, h *harness, series string) float64 {
 // done meanwhile. /v1/events streams are capped per uid and in all the
 // same way, root still subscribes, and every refusal is counted by reason.
 func TestConnectionCapsAsRealUsers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd")
 	sockGroup := "conns" + sfx
 	sockGID := addGroup(t, sockGroup)

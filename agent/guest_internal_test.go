@@ -18,6 +18,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/guestreport"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // chanHost is a libvirt host whose only call is LiveXML: a running domain
@@ -132,11 +133,7 @@ func newGuestEnv(t *testing.T, spoolDir string, timeout time.Duration) *guestEnv
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "chan.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := testenv.ListenUnix(t, sock)
 	host := &chanHost{sock: sock, running: true}
 	met := metrics.New()
 	a, err := New(Options{Metrics: met, Host: host, SpoolDir: spoolDir, PayloadDir: filepath.Join(dir, "payload"), GuestTimeout: timeout, ImageGID: -1})

@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -640,15 +639,7 @@ func TestAgentLibvirtd(t *testing.T) {
 
 		b.stop()
 		virsh(t, "destroy", name)
-		ents, err := os.ReadDir(b.PayloadDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ents {
-			if err := os.RemoveAll(filepath.Join(b.PayloadDir, e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testenv.EmptyDir(t, b.PayloadDir)
 		b.start()
 		waitFor(t, "the agent to rebuild "+r.Payload.Path, func() bool { return exists(r.Payload.Path) })
 		data, err := os.ReadFile(r.Payload.Path)
@@ -776,25 +767,6 @@ func countResults(a *agentProc, ids []string) int {
 	return n
 }
 
-// libvirtdPID returns the pid of the running libvirtd (from its pid file,
-// checked against the process name).
-func libvirtdPID(t testing.TB) int {
-	t.Helper()
-	b, err := os.ReadFile("/run/libvirtd.pid")
-	if err != nil {
-		t.Fatalf("libvirtd pid file: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("libvirtd pid file: %v", err)
-	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil || strings.TrimSpace(string(comm)) != "libvirtd" {
-		t.Fatalf("pid %d from /run/libvirtd.pid is not libvirtd (%q, %v)", pid, comm, err)
-	}
-	return pid
-}
-
 // TestAgentLibvirtdRestart kills libvirtd (SIGKILL, by its pid) while a
 // burst of jobs is being processed and starts it again at once: every job
 // must finish done with exactly one result, vmpayload_libvirt_connected must
@@ -832,7 +804,7 @@ func TestAgentLibvirtdRestart(t *testing.T) {
 	}
 	// Kill libvirtd once the burst is under way (some results, not all).
 	waitFor(t, "the first results", func() bool { return countResults(a, ids) >= 2 })
-	pid := libvirtdPID(t)
+	pid := agenttest.LibvirtdPID(t)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

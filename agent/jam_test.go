@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,9 +25,6 @@ import (
 // The domain "shared" exists (stopped) for the members' attach jobs.
 func memberAgent(t *testing.T, opts func(*agent.Options), names ...string) (*harness, []testUser, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl")
 	group := "spoolg" + sfx
 	gid := addGroup(t, group)
@@ -88,11 +84,7 @@ func TestSpoolEntriesThatAreNotFilesBlockNothing(t *testing.T) {
 	if out, err := runAs(m, script); err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
-	l, err := net.Listen("unix", filepath.Join(in, "jam-sock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	testenv.ListenUnix(t, filepath.Join(in, "jam-sock.json"))
 	if out, err := runAs(m, fmt.Sprintf("echo '%s' > %s/.ok.tmp && mv %s/.ok.tmp %s/jam-after.json", sharedJob("jam-after"), in, in, in)); err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
@@ -353,16 +345,8 @@ func TestResultRetention(t *testing.T) {
 // still fails with bad_file naming the type, lands in rejected/ with its
 // content and its owner, and the member's next job gets its result.
 func TestMemberDirectoryMovedAsideWithPackagedCaps(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "setpriv")
-	group := "spoolc" + sfx
-	addGroup(t, group)
-	m := addUser(t, "spoolc"+sfx+"u", group)
-	a := newAgent(t, "test:///default", "--spool-group", group)
-	a.onlyCaps(t, "+chown,+dac_read_search")
-	a.start()
+	a, m := capsAgent(t, "spoolc"+sfx, "--spool-group", "+chown,+dac_read_search")
 	in := filepath.Join(a.SpoolDir, spool.Incoming)
 	if out, err := runAs(m, fmt.Sprintf("mkdir %[1]s/.d.tmp && echo x > %[1]s/.d.tmp/inside && chmod 0700 %[1]s/.d.tmp && mv %[1]s/.d.tmp %[1]s/cap-dir.json", in)); err != nil {
 		t.Fatalf("%s: %v", out, err)

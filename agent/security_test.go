@@ -180,11 +180,14 @@ func waitJob(t *testing.T, c *http.Client, id string) result.Result {
 	return r
 }
 
-// userTestSuffix skips t unless tools (those that make and act as users)
-// are installed, and returns a random suffix for the users' and groups'
-// names.
+// userTestSuffix skips t unless it runs as root and tools (those that
+// make and act as users) are installed, and returns a random suffix for
+// the users' and groups' names.
 func userTestSuffix(t *testing.T, tools ...string) string {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create users")
+	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s", tool)
@@ -200,9 +203,6 @@ func userTestSuffix(t *testing.T, tools ...string) string {
 // them, a user outside the socket group cannot connect, a spool file's
 // owner is its submitter, and every result records who asked.
 func TestAccessAsRealUsers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl")
 	sockGroup, adminGroup := "vmpxs"+sfx, "vmpxa"+sfx
 	sockGID, adminGID := addGroup(t, sockGroup), addGroup(t, adminGroup)
@@ -365,9 +365,6 @@ func runAs(u testUser, script string) (string, error) {
 // spool, read, replace or delete another member's jobs or results, and
 // symlinks and hard links are refused.
 func TestSpoolGroupAsRealUsers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create users")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser")
 	group := "vmpxg" + sfx
 	gid := addGroup(t, group)
@@ -464,6 +461,19 @@ func TestSpoolGroupAsRealUsers(t *testing.T) {
 // onlyCaps makes a run its binary with no capabilities but caps (as
 // setpriv's --bounding-set takes them: "+chown,+dac_read_search"), none of
 // them inheritable, as a packaged unit that bounds them would.
+// capsAgent makes the group group with one member (group+"u") and an agent
+// on the test driver that gives the group to groupFlag (--socket-group,
+// --spool-group), started under only the capabilities caps (onlyCaps).
+func capsAgent(t *testing.T, group, groupFlag, caps string) (*agentProc, testUser) {
+	t.Helper()
+	addGroup(t, group)
+	m := addUser(t, group+"u", group)
+	a := newAgent(t, "test:///default", groupFlag, group)
+	a.onlyCaps(t, caps)
+	a.start()
+	return a, m
+}
+
 func (a *agentProc) onlyCaps(t *testing.T, caps string) {
 	t.Helper()
 	wrapper := filepath.Join(a.Dir, "caps.sh")
@@ -480,17 +490,9 @@ func (a *agentProc) onlyCaps(t *testing.T, caps string) {
 // are still read and run, and spool_group, which needs CAP_DAC_READ_SEARCH,
 // refuses to start with a message saying so.
 func TestAgentWithOnlyCapChown(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
 	sfx := userTestSuffix(t, "useradd", "groupadd", "runuser", "curl", "setpriv")
 	group := "vmpxc" + sfx
-	addGroup(t, group)
-	plain := addUser(t, "vmpxc"+sfx+"u", group)
-
-	a := newAgent(t, "test:///default", "--socket-group", group)
-	a.onlyCaps(t, "+chown")
-	a.start()
+	a, plain := capsAgent(t, group, "--socket-group", "+chown")
 
 	dom := "vmpx-capchown-" + sfx
 	def := fmt.Sprintf(`{"version":1,"id":"cc-def","domain":%q,"hostname":"h","action":"attach","domain_xml":%q}`, dom, domainXML(dom, "pc", ""))

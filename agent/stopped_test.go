@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/test/agenttest"
 	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
@@ -26,7 +27,7 @@ func TestAgentLibvirtdStopped(t *testing.T) {
 	name := domainName(t, "stopped")
 	defineDomain(t, a.Dir, name, "pc", "")
 
-	pid := libvirtdPID(t)
+	pid := agenttest.LibvirtdPID(t)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

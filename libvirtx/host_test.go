@@ -48,6 +48,17 @@ func waitEvent(t *testing.T, h Host, match func(Event) bool, what string) Event 
 	}
 }
 
+// define defines the small test domain name on h and returns it; it fails t
+// on an error.
+func define(t *testing.T, h *LibvirtHost, name string) DomainInfo {
+	t.Helper()
+	di, err := h.DefineXML(context.Background(), testDomainXML(name, ""))
+	if err != nil {
+		t.Fatalf("DefineXML %s: %v", name, err)
+	}
+	return di
+}
+
 func isEvent(typ EventType, uuid string) func(Event) bool {
 	return func(ev Event) bool { return ev.Type == typ && (uuid == "" || ev.UUID == uuid) }
 }
@@ -55,10 +66,7 @@ func isEvent(typ EventType, uuid string) func(Event) bool {
 func TestHostDomainLifecycle(t *testing.T) {
 	h := openTestHost(t, "test:///default")
 	ctx := context.Background()
-	di, err := h.DefineXML(ctx, testDomainXML("vmpx-host", ""))
-	if err != nil {
-		t.Fatalf("DefineXML: %v", err)
-	}
+	di := define(t, h, "vmpx-host")
 	if di.Name != "vmpx-host" || di.Active || !domxml.IsUUID(di.UUID) || !strings.Contains(di.InactiveXML, "<name>vmpx-host</name>") {
 		t.Fatalf("DefineXML info = %+v", di)
 	}
@@ -122,14 +130,11 @@ func TestHostDomainLifecycle(t *testing.T) {
 func TestHostRenameEvents(t *testing.T) {
 	h := openTestHost(t, "test:///default")
 	ctx := context.Background()
-	di, err := h.DefineXML(ctx, testDomainXML("vmpx-ren-old", ""))
-	if err != nil {
-		t.Fatalf("DefineXML: %v", err)
-	}
+	di := define(t, h, "vmpx-ren-old")
 	if ev := waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined"); ev.Renamed {
 		t.Errorf("a plain define says Renamed: %+v", ev)
 	}
-	err = h.withConn(ctx, "renaming", func(c *libvirt.Connect) error {
+	err := h.withConn(ctx, "renaming", func(c *libvirt.Connect) error {
 		d, err := c.LookupDomainByUUIDString(di.UUID)
 		if err != nil {
 			return err
@@ -229,10 +234,7 @@ func TestHostKeepsOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	di, err := h.DefineXML(ctx, testDomainXML("vmpx-keep", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	di := define(t, h, "vmpx-keep")
 	for i := 0; i < 3; i++ {
 		if _, err := h.Domain(ctx, di.UUID); err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -298,7 +300,6 @@ func TestHostReconnectMachinery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	ctx := context.Background()
 
 	for round := 1; round <= 2; round++ {
 		failUntil.Store(dials.Load() + 2) // the next two dials fail
@@ -313,10 +314,7 @@ func TestHostReconnectMachinery(t *testing.T) {
 			t.Fatalf("Reconnects = %d, want %d", got, round)
 		}
 		// The new connection works and delivers events.
-		di, err := h.DefineXML(ctx, testDomainXML("vmpx-reconn", ""))
-		if err != nil {
-			t.Fatalf("DefineXML after reconnect: %v", err)
-		}
+		di := define(t, h, "vmpx-reconn")
 		waitEvent(t, h, isEvent(EventDefined, di.UUID), "defined after reconnect")
 	}
 	if d := dials.Load(); d != 1+2*3 {
@@ -518,14 +516,8 @@ func TestHostHandleCache(t *testing.T) {
 	defer h.Close()
 	ctx := context.Background()
 
-	a, err := h.DefineXML(ctx, testDomainXML("vmpx-cache-a", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := h.DefineXML(ctx, testDomainXML("vmpx-cache-b", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := define(t, h, "vmpx-cache-a")
+	b := define(t, h, "vmpx-cache-b")
 	if n := h.cachedHandles(); n != 2 {
 		t.Fatalf("cached handles after two definitions = %d, want 2", n)
 	}
@@ -560,10 +552,7 @@ func TestHostHandleCache(t *testing.T) {
 	if _, err := h.LiveXML(ctx, a.UUID); !IsNotFound(err) {
 		t.Errorf("LiveXML of a domain of the old connection = %v, want not found (the new connection's test driver does not have it)", err)
 	}
-	c, err := h.DefineXML(ctx, testDomainXML("vmpx-cache-c", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := define(t, h, "vmpx-cache-c")
 	if err := h.Start(ctx, c.UUID); err != nil {
 		t.Fatalf("Start after the reconnect: %v", err)
 	}

@@ -56,10 +56,6 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 	if err == nil {
 		err = ed.SetFwCfgCredentials([]domxml.CredentialFile{{Name: "ssh.authorized_keys.root", File: keyFile}}, nil)
 	}
-	x := ""
-	if err == nil {
-		x, err = ed.XML()
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +75,19 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 		}
 		return string(out)
 	}
-	virsh(x, "define")
+	// define puts ed's document into libvirt and returns it and QEMU's
+	// command line for the domain.
+	define := func(ed *domxml.Edit) (string, string) {
+		t.Helper()
+		x, err := ed.XML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		virsh(x, "define")
+		return x, virsh("", "domxml-to-native", "qemu-argv", "--domain", name)
+	}
 	t.Cleanup(func() { _ = exec.Command("virsh", "-c", systemURI, "undefine", name).Run() })
+	_, argv := define(ed)
 	dumped := virsh("", "dumpxml", name)
 	for _, want := range []string{
 		"<entry>myapp:role=web</entry>",
@@ -94,7 +101,6 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 			t.Errorf("libvirt's definition lacks %s:\n%s", want, dumped)
 		}
 	}
-	argv := virsh("", "domxml-to-native", "qemu-argv", "--domain", name)
 	for _, want := range []string{
 		"type=11,value=myapp:role=web,value=io.systemd.credential:system.hostname=web1,value=io.systemd.credential:my.comma=a,,b & <c>,value=io.systemd.credential.binary:login.motd=V2VsY29tZQo=",
 		"-fw_cfg name=opt/io.systemd.credentials/ssh.authorized_keys.root,file=" + keyFile,
@@ -111,12 +117,7 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 		t.Fatalf("removed %v", removed)
 	}
 	ed.RemoveFwCfgCredentials([]string{"ssh.authorized_keys.root"})
-	back, err := ed.XML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	virsh(back, "define")
-	argv = virsh("", "domxml-to-native", "qemu-argv", "--domain", name)
+	back, argv := define(ed)
 	if !strings.Contains(argv, "type=11,value=myapp:role=web") || strings.Contains(argv, "io.systemd") {
 		t.Errorf("after removing the credentials QEMU's command line is\n%s", argv)
 	}
@@ -126,12 +127,7 @@ func TestLibvirtdKeepsCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	ed.RemoveSMBIOSCredentials([]string{"x.y"})
-	none, err := ed.XML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	virsh(none, "define")
-	argv = virsh("", "domxml-to-native", "qemu-argv", "--domain", name)
+	_, argv = define(ed)
 	if strings.Contains(argv, "type=11") {
 		t.Errorf("an OEM string is left:\n%s", argv)
 	}

@@ -2,7 +2,6 @@ package payload_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 )
 
@@ -51,15 +51,7 @@ func benchJob(b *testing.B, size, format string) *job.Job {
 		}
 		j["files"] = files
 	}
-	data, err := json.Marshal(j)
-	if err != nil {
-		b.Fatal(err)
-	}
-	jj, rep := job.Parse(data)
-	if err := rep.Err(); err != nil {
-		b.Fatal(err)
-	}
-	return jj
+	return jobtest.Decoded(b, j)
 }
 
 var benchCases = []struct{ size, format string }{

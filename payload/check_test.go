@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestCheck: one report of every problem, by field, with the secrets
@@ -16,11 +17,7 @@ import (
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	const content = "topsecret-content"
-	for name, c := range map[string]string{"pw": content + "\n", "empty": "\n", "notakey": content + "\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(c), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.WriteFiles(t, dir, map[string]string{"pw": content + "\n", "empty": "\n", "notakey": content + "\n"})
 	agent := CheckOptions{Secrets: true, SecretsDir: dir, Agent: true}
 	offline := CheckOptions{}
 	on := true
@@ -159,14 +156,10 @@ func BenchmarkCheck(b *testing.B) {
 func TestCheckWindowsSecrets(t *testing.T) {
 	dir := t.TempDir()
 	const pw = "Adm1n!secret-pw"
-	for name, c := range map[string]string{
+	testenv.WriteFiles(t, dir, map[string]string{
 		"pw": pw + "\r\n", "empty": "\n", "twolines": pw + "\nsecond\n",
 		"ps1": "#ps1_sysnative\nWrite-Host " + pw + "\n", "junk": "Write-Host " + pw + "\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(c), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	agent := CheckOptions{Secrets: true, SecretsDir: dir, Agent: true}
 	win := func(members string) string {
 		return `{"version":1,"domain":"d","guest_os":"windows","format":"configdrive",` + members + `}`

@@ -18,6 +18,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/internal/cloudinit"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/test/golden"
 	"github.com/vmpayload/vmpayload/test/judge"
@@ -90,15 +91,7 @@ func largeFileExamples(t *testing.T) []example {
 		for k, v := range extra {
 			j[k] = v
 		}
-		data, err := json.Marshal(j)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jj, rep := job.Parse(data)
-		if err := rep.Err(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return example{name, jj}
+		return example{name, jobtest.Decoded(t, j)}
 	}
 	return []example{
 		mk("zz-large-files", files(text), nil),

@@ -36,12 +36,8 @@ func FuzzRenderJob(f *testing.F) {
 		if c == nil {
 			t.Fatal("a job that passed the check has no checked job to render")
 		}
-		salt := func() (string, error) { return "fuzzsaltfuzzsalt", nil }
-		r, err := payload.Render(c, payload.Options{Salt: salt})
-		if err != nil {
-			if e := payloadtest.RenderRefusal(err); e != nil {
-				t.Fatal(e)
-			}
+		r := payloadtest.FuzzRender(t, c)
+		if r == nil {
 			return
 		}
 		res, err := r.Write(context.Background(), out, payload.Options{GID: -1})

@@ -19,6 +19,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // xmlValues reads an XML document with encoding/xml and returns the text
@@ -111,11 +112,7 @@ func TestSysprepReadBack(t *testing.T) {
 				t.Run(style+"/"+string(medium)+"/"+pw, func(t *testing.T) {
 					sd := t.TempDir()
 					domPW := `D0m]]>"&<'` + pw
-					for n, v := range map[string]string{"admin": pw, "domain": domPW, "key": "ABCDE-FGHIJ-KLMNO-PQRST-UVWXY"} {
-						if err := os.WriteFile(filepath.Join(sd, n), []byte(v+"\n"), 0o600); err != nil {
-							t.Fatal(err)
-						}
-					}
+					testenv.WriteFiles(t, sd, map[string]string{"admin": pw + "\n", "domain": domPW + "\n", "key": "ABCDE-FGHIJ-KLMNO-PQRST-UVWXY\n"})
 					j := &job.Job{Version: 1, Format: job.FormatSysprep, Sysprep: string(tmpl), SysprepMedium: medium,
 						Hostname: "win-01", Timezone: "Europe/Berlin", AdminPasswordSecret: "admin",
 						JoinDomain: "ad.example.com", DomainAdmin: "joiner", DomainAdminPasswordSecret: "domain",
@@ -234,11 +231,7 @@ func TestSysprepNewSecretsStayOut(t *testing.T) {
 	render := func(domPW, key string) *payload.Rendered {
 		t.Helper()
 		sd := t.TempDir()
-		for n, v := range map[string]string{"admin": "Adm1n-pw", "domain": domPW, "key": key} {
-			if err := os.WriteFile(filepath.Join(sd, n), []byte(v+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testenv.WriteFiles(t, sd, map[string]string{"admin": "Adm1n-pw\n", "domain": domPW + "\n", "key": key + "\n"})
 		j := &job.Job{Version: 1, Format: job.FormatSysprep, Sysprep: string(tmpl),
 			Hostname: "win-01", WindowsTimezone: "UTC", AdminPasswordSecret: "admin",
 			JoinDomain: "EXAMPLE", DomainAdmin: "joiner", DomainAdminPasswordSecret: "domain",

@@ -13,6 +13,7 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
 	"github.com/vmpayload/vmpayload/test/golden"
 )
@@ -202,11 +203,7 @@ func BenchmarkSysprepBuild(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		j, rep := job.Parse(data)
-		if err := rep.Err(); err != nil {
-			b.Fatal(err)
-		}
-		return j
+		return jobtest.Decoded(b, data)
 	}
 	for _, c := range []struct{ name, path string }{
 		{"sysprep-floppy", filepath.Join(windowsExamplesDir, "sysprep-floppy.json")},

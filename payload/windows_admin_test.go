@@ -62,6 +62,21 @@ func adminPassIn(t *testing.T, r *payload.Rendered) string {
 	return ""
 }
 
+// checkRender checks doc with the secrets in dir and renders it; it fails t
+// on a problem.
+func checkRender(t *testing.T, doc []byte, dir string) *payload.Rendered {
+	t.Helper()
+	_, c, rep := payload.Check(doc, payload.CheckOptions{Secrets: true, SecretsDir: dir})
+	if !rep.OK() {
+		t.Fatal(rep.Err())
+	}
+	r, err := payload.Render(c, payload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestAdminPasswordSecretBothFormats(t *testing.T) {
 	const pw = `Adm1n&<"Pass">'é`
 	dir := t.TempDir()
@@ -73,27 +88,13 @@ func TestAdminPasswordSecretBothFormats(t *testing.T) {
 	for name, doc := range adminJobs(t) {
 		t.Run(name, func(t *testing.T) {
 			write(pw + "\r\n")
-			_, c, rep := payload.Check(doc, payload.CheckOptions{Secrets: true, SecretsDir: dir})
-			if !rep.OK() {
-				t.Fatal(rep.Err())
-			}
-			r, err := payload.Render(c, payload.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := checkRender(t, doc, dir)
 			if got := adminPassIn(t, r); got != pw {
 				t.Errorf("the image gives Windows the password %q, want the secret's first line %q", got, pw)
 			}
 			// the password enters the content hash: another one is another image
 			write("another-Pa55\n")
-			_, c2, rep := payload.Check(doc, payload.CheckOptions{Secrets: true, SecretsDir: dir})
-			if !rep.OK() {
-				t.Fatal(rep.Err())
-			}
-			r2, err := payload.Render(c2, payload.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r2 := checkRender(t, doc, dir)
 			if r2.Docs.ContentHash == r.Docs.ContentHash {
 				t.Errorf("another password gives the same content hash")
 			}

@@ -309,25 +309,37 @@ func cloudbaseInit(t *testing.T) string {
 // scratch directory (its cloud-config write_files and scripts act there).
 func readWithCloudbaseInit(t *testing.T, checkout, tree, service string) cbiReport {
 	t.Helper()
-	script, err := filepath.Abs("../test/cloudbaseinit/read_payload.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	scratch := t.TempDir()
-	cmd := exec.Command("/usr/bin/python3", script, checkout, tree, service)
-	cmd.Dir = scratch
-	cmd.Env = append(os.Environ(), "TMPDIR="+scratch, "PYTHONDONTWRITEBYTECODE=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("cloudbase-init's reader: %v\n%s", err, stderr.Bytes())
-	}
+	out := runReadPayload(t, t.TempDir(), nil, "cloudbase-init's reader", checkout, tree, service)
 	var rep cbiReport
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("decoding the reader's report: %v\n%s", err, out)
 	}
 	return rep
+}
+
+// runReadPayload runs test/cloudbaseinit/read_payload.py with args
+// (checkout, tree, and a service or "classify") in scratch, stdin (nil:
+// none) as its input, and returns its standard output; what names it in a
+// failure.
+func runReadPayload(t *testing.T, scratch string, stdin []byte, what string, args ...string) []byte {
+	t.Helper()
+	script, err := filepath.Abs("../test/cloudbaseinit/read_payload.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", append([]string{script}, args...)...)
+	cmd.Dir = scratch
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	cmd.Env = append(os.Environ(), "TMPDIR="+scratch, "PYTHONDONTWRITEBYTECODE=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, stderr.Bytes())
+	}
+	return out
 }
 
 // executorOf is the class cloudbase-init's userdatautils.get_command
@@ -599,10 +611,6 @@ func TestWindowsUserDataKindsAgreeWithCloudbaseInit(t *testing.T) {
 		in = append(in, base64.StdEncoding.EncodeToString([]byte(s)))
 	}
 	body, _ := json.Marshal(in)
-	script, err := filepath.Abs("../test/cloudbaseinit/read_payload.py")
-	if err != nil {
-		t.Fatal(err)
-	}
 	scratch := t.TempDir()
 	tree := filepath.Join(scratch, "tree")
 	if err := os.MkdirAll(filepath.Join(tree, "openstack", "latest"), 0o755); err != nil {
@@ -611,15 +619,7 @@ func TestWindowsUserDataKindsAgreeWithCloudbaseInit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tree, "openstack", "latest", "meta_data.json"), []byte(`{"uuid": "iid-1", "hostname": "win1"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/usr/bin/python3", script, checkout, tree, "classify")
-	cmd.Dir, cmd.Stdin = scratch, bytes.NewReader(body)
-	cmd.Env = append(os.Environ(), "TMPDIR="+scratch, "PYTHONDONTWRITEBYTECODE=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("cloudbase-init's user-data plugin: %v\n%s", err, stderr.Bytes())
-	}
+	out := runReadPayload(t, scratch, body, "cloudbase-init's user-data plugin", checkout, tree, "classify")
 	var branches [][]string
 	if err := json.Unmarshal(out, &branches); err != nil || len(branches) != len(texts) {
 		t.Fatalf("decoding %s: %v", out, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 func TestPolicyCheck(t *testing.T) {
@@ -76,11 +77,7 @@ func TestZeroPolicyIsRootOnly(t *testing.T) {
 
 func TestPeerCred(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := testenv.ListenUnix(t, sock)
 	go func() {
 		c, err := net.Dial("unix", sock)
 		if err == nil {

@@ -341,13 +341,9 @@ func wantFwCfg(t *testing.T, domainXML string, r result.Result) {
 // wantFiles fails unless dir holds exactly the files paths.
 func wantFiles(t *testing.T, dir string, paths ...string) {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, e := range ents {
-		got = append(got, filepath.Join(dir, e.Name()))
+	for _, n := range testenv.DirNames(t, dir) {
+		got = append(got, filepath.Join(dir, n))
 	}
 	slices.Sort(paths)
 	if !slices.Equal(got, paths) {

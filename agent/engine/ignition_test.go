@@ -12,6 +12,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/libvirtx/libvirtxtest"
 	"github.com/vmpayload/vmpayload/payload/owner"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // archDomainXML is a domain of architecture arch and machine, with
@@ -101,7 +102,7 @@ func TestIgnitionDeliveryOnFakeHost(t *testing.T) {
 				f.SetSavedXML(d.UUID, f.XML(d.UUID))
 			}
 			beforeXML := f.XML(d.UUID)
-			beforeFiles := dirNames(t, e.PayloadDir)
+			beforeFiles := testenv.DirNames(t, e.PayloadDir)
 			f.ResetCalls()
 			r := run(c.job, "job")
 			if c.code != "" {
@@ -111,7 +112,7 @@ func TestIgnitionDeliveryOnFakeHost(t *testing.T) {
 				if x := f.XML(d.UUID); x != beforeXML {
 					t.Errorf("the refused job changed the definition:\n%s\n---\n%s", beforeXML, x)
 				}
-				if got := dirNames(t, e.PayloadDir); !reflect.DeepEqual(got, beforeFiles) {
+				if got := testenv.DirNames(t, e.PayloadDir); !reflect.DeepEqual(got, beforeFiles) {
 					t.Errorf("payload directory %v, before %v", got, beforeFiles)
 				}
 				if m := f.Methods(); len(m) != 0 {
@@ -166,7 +167,7 @@ func TestIgnitionDeliveryOnFakeHost(t *testing.T) {
 					t.Fatal(err)
 				}
 				files := doc.ReferencedFiles()
-				for _, n := range dirNames(t, e.PayloadDir) {
+				for _, n := range testenv.DirNames(t, e.PayloadDir) {
 					if strings.HasSuffix(n, ".owner") {
 						continue
 					}
@@ -188,20 +189,6 @@ func TestIgnitionDeliveryOnFakeHost(t *testing.T) {
 			}
 		})
 	}
-}
-
-// dirNames lists the names in dir.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n []string
-	for _, e := range ents {
-		n = append(n, e.Name())
-	}
-	return n
 }
 
 // TestStartFailureOnFakeHost: a start the host refuses puts the
@@ -229,7 +216,7 @@ func TestStartFailureOnFakeHost(t *testing.T) {
 					t.Fatalf("earlier job: %+v", r.Error)
 				}
 			}
-			beforeXML, beforeFiles := f.XML(d.UUID), dirNames(t, e.PayloadDir)
+			beforeXML, beforeFiles := f.XML(d.UUID), testenv.DirNames(t, e.PayloadDir)
 			doc := fmt.Sprintf(`{"version":1,"domain":%q,"action":"start",%s}`, name, c.job)
 			if strings.HasPrefix(c.job, "sysprep") {
 				doc = sysprepDoc(t, c.job, name, "start", "")
@@ -242,7 +229,7 @@ func TestStartFailureOnFakeHost(t *testing.T) {
 			if x := f.XML(d.UUID); x != beforeXML {
 				t.Errorf("definition after the failed start:\n%s\nbefore:\n%s", x, beforeXML)
 			}
-			if got := dirNames(t, e.PayloadDir); !reflect.DeepEqual(got, beforeFiles) {
+			if got := testenv.DirNames(t, e.PayloadDir); !reflect.DeepEqual(got, beforeFiles) {
 				t.Errorf("payload directory %v, before the job %v", got, beforeFiles)
 			}
 		})

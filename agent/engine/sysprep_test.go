@@ -16,6 +16,7 @@ import (
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/recipe"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 const exampleSecrets = "../../configs/examples/secrets"
@@ -105,14 +106,7 @@ func TestSysprepOnFakeHost(t *testing.T) {
 				e.SecretsDir = sd
 			}
 			before, _ := f.Domain(context.Background(), d.UUID)
-			files := func() []string {
-				ents, _ := os.ReadDir(e.PayloadDir)
-				var n []string
-				for _, x := range ents {
-					n = append(n, x.Name())
-				}
-				return n
-			}
+			files := func() []string { return testenv.DirNames(t, e.PayloadDir) }
 			filesBefore := files()
 			f.ResetCalls()
 			r := runDoc(t, e, sysprepDoc(t, c.example, name, c.action, c.extra), "job")

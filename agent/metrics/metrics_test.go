@@ -6,7 +6,6 @@ import (
 	"flag"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/vmpayload/vmpayload/agent/result"
+	"github.com/vmpayload/vmpayload/test/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -48,24 +48,6 @@ func parse(t *testing.T, text string) map[string]*dto.MetricFamily {
 		t.Fatalf("Prometheus parser rejects the exposition: %v\n%s", err, text)
 	}
 	return fams
-}
-
-// golden compares got with testdata/name (-update rewrites it).
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("exposition differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
 }
 
 // small is the registry of the format golden: every type, labels that need
@@ -142,7 +124,7 @@ func TestGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
 			got := expo(t, tt.make())
-			golden(t, tt.golden, got)
+			golden.Compare(t, filepath.Join("testdata", tt.golden), []byte(got), *update)
 			parse(t, got)
 			if again := expo(t, tt.make()); again != got {
 				t.Error("exposition is not deterministic")

@@ -3,22 +3,19 @@ package main
 import (
 	"bytes"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestDialStdioHalfClose: the end of standard input half-closes the socket,
 // the agent still answers, and dial-stdio ends when the agent closes.
 func TestDialStdioHalfClose(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "a.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := testenv.ListenUnix(t, sock)
 	got := make(chan string, 1)
 	go func() {
 		c, err := l.Accept()

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // fakeAPI answers POST /v1/jobs and then GET /v1/jobs/{id} with the
@@ -20,10 +20,7 @@ import (
 func fakeAPI(t *testing.T, states []result.Result) (socket string, forGuest *atomic.Int32) {
 	t.Helper()
 	socket = filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.ListenUnix(t, socket)
 	var n atomic.Int32
 	forGuest = &atomic.Int32{}
 	mux := http.NewServeMux()
@@ -106,10 +103,7 @@ func TestSubmitWaitGuest(t *testing.T) {
 func TestAgentRefusalReachesTheUser(t *testing.T) {
 	const msg = `"j1" is refused for this test`
 	socket := filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.ListenUnix(t, socket)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)

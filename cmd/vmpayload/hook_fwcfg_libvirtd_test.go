@@ -103,7 +103,7 @@ func TestLibvirtdFwCfg(t *testing.T) {
 	if o, err := virsh(t, "start", name); err != nil {
 		t.Fatalf("virsh start: %v %s", err, o)
 	}
-	args := qemuArgs(t, name)
+	args := testenv.QEMUCmdline(t, name)
 	for _, n := range []string{"opt/com.coreos/config", "opt/org.flatcar-linux/config"} {
 		if !strings.Contains(args, "name="+n+",file="+r.Path) {
 			t.Errorf("QEMU's command line lacks the fw_cfg entry %s naming %s:\n%s", n, r.Path, args)
@@ -175,19 +175,4 @@ func TestLibvirtdFwCfg(t *testing.T) {
 		t.Errorf("the config was relabelled to %d:%d although the domain says relabel='no'", during.Uid, during.Gid)
 	}
 	virsh(t, "destroy", name)
-}
-
-// qemuArgs returns the command line of the QEMU process of the running
-// domain name (its pid file under /run/libvirt/qemu).
-func qemuArgs(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile("/run/libvirt/qemu/" + name + ".pid")
-	if err != nil {
-		t.Fatalf("QEMU pid file: %v", err)
-	}
-	cmd, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/cmdline")
-	if err != nil {
-		t.Fatalf("QEMU command line: %v", err)
-	}
-	return strings.ReplaceAll(string(cmd), "\x00", " ")
 }

@@ -12,10 +12,11 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/test/golden"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 const ignJob = `{"version":1,"format":"ignition",%s"hostname":"fcos1","timezone":"UTC",
-	"users":[{"name":"core","password_hash":"` + testHash + `","ssh_authorized_keys":["` + testKey + `"]}],
+	"users":[{"name":"core","password_hash":"` + testenv.HashA + `","ssh_authorized_keys":["` + testenv.KeyAlice + `"]}],
 	"ignition":{"ignition":{"version":"3.4.0"},"systemd":{"units":[{"name":"hello.service","enabled":true,"contents":"[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"}]}}}`
 
 // TestBuildAndInspectIgnition: build writes config.ign (fw_cfg) or an
@@ -151,7 +152,7 @@ func TestBuildButane(t *testing.T) {
 	jobFile := filepath.Join(dir, "job.json")
 	src := "variant: fcos\nversion: 1.6.0\nsystemd:\n  units:\n    - name: butane-hello.service\n      enabled: true\n      contents: |\n        [Service]\n        ExecStart=/bin/true\n        [Install]\n        WantedBy=multi-user.target\n"
 	b, _ := json.Marshal(src)
-	doc := `{"version":1,"format":"ignition","hostname":"fcos1","users":[{"name":"core","password_hash":"` + testHash + `"}],"butane":` + string(b) + `}`
+	doc := `{"version":1,"format":"ignition","hostname":"fcos1","users":[{"name":"core","password_hash":"` + testenv.HashA + `"}],"butane":` + string(b) + `}`
 	if err := os.WriteFile(jobFile, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,14 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/test/golden"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/run")
 
 const (
-	testKey  = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBU9sScwddkdLvHgCn4qYcytsLm/8/Gn/jhDNSszVo+M alice@example"
 	testKey2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGnB6Vn5Y1lC2Y6lCwXjCqg6bZ0cG3o8eYc3c8bq7lqS admin@example"
-	testHash = "$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG."
 )
 
 // runFixtures writes the files the run tests read and changes into their
@@ -27,13 +27,13 @@ func runFixtures(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		"alice.pub":  "# alice's key\n" + testKey + "\n\n",
+		"alice.pub":  "# alice's key\n" + testenv.KeyAlice + "\n\n",
 		"admin.pub":  testKey2 + "\n",
 		"alice.pw":   "correct horse\n",
 		"root.pw":    "root secret\r\n",
 		"two.pw":     "line one\nline two\n",
 		"empty.pw":   "",
-		"alice.hash": testHash + "\n",
+		"alice.hash": testenv.HashA + "\n",
 		"motd":       "Welcome to web1\n",
 		"blob.bin":   "\x00\x01\x02\xff",
 		"extra.yaml": "#cloud-config\npackages: [nginx]\n",
@@ -68,7 +68,7 @@ func runJob(t *testing.T, stdin string, args ...string) (int, string, string) {
 // TestRunJobs: flags become the job document in testdata/run/NAME.json,
 // and the document passes the job validation the agent applies.
 func TestRunJobs(t *testing.T) {
-	golden, err := filepath.Abs("testdata/run")
+	goldenDir, err := filepath.Abs("testdata/run")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,19 +123,7 @@ func TestRunJobs(t *testing.T) {
 			if j.Domain != "web1" || j.Version != job.Version {
 				t.Errorf("domain %q version %d", j.Domain, j.Version)
 			}
-			path := filepath.Join(golden, c.name+".json")
-			if *update {
-				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if out != string(want) {
-				t.Errorf("job differs from %s:\n%s", path, out)
-			}
+			golden.Compare(t, filepath.Join(goldenDir, c.name+".json"), []byte(out), *update)
 		})
 	}
 }
@@ -222,7 +210,7 @@ func TestRunErrors(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", w, errb)
 				}
 			}
-			for _, secret := range []string{"correct horse", "root secret", "line one", "line two", testHash} {
+			for _, secret := range []string{"correct horse", "root secret", "line one", "line two", testenv.HashA} {
 				if strings.Contains(errb, secret) {
 					t.Errorf("stderr shows a password (%q):\n%s", secret, errb)
 				}

@@ -28,15 +28,12 @@ func SetPayloadDrive(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 	if err := checkImagePath(imagePath); err != nil {
 		return "", Device{}, false, fmt.Errorf("setting payload CD-ROM: %w", err)
 	}
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", Device{}, false, err
-	}
-	dev, replaced, err := ed.SetPayloadDrive(imagePath, bus, opts...)
-	if err != nil {
-		return "", Device{}, false, err
-	}
-	out, err := ed.XML()
+	var dev Device
+	var replaced bool
+	out, err := edit(domainXML, "", func(ed *Edit) (err error) {
+		dev, replaced, err = ed.SetPayloadDrive(imagePath, bus, opts...)
+		return err
+	})
 	return out, dev, replaced, err
 }
 
@@ -46,27 +43,13 @@ func SetPayloadDrive(domainXML, imagePath string, bus Bus, opts ...Option) (stri
 // has none. libvirt keeps one element per namespace. Everything else in the
 // document is left as it was.
 func SetMetadata(domainXML, namespaceURI, elementXML string) (string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", err
-	}
-	if err := ed.SetMetadata(namespaceURI, elementXML); err != nil {
-		return "", err
-	}
-	return ed.XML()
+	return edit(domainXML, "", func(ed *Edit) error { return ed.SetMetadata(namespaceURI, elementXML) })
 }
 
 // SetSMBIOSCredentials returns domainXML with creds as SMBIOS OEM strings
 // (Edit.SetSMBIOSCredentials: one Document, parsed once).
 func SetSMBIOSCredentials(domainXML string, creds []Credential, owned []string) (string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", fmt.Errorf("setting SMBIOS credentials: %w", err)
-	}
-	if err := ed.SetSMBIOSCredentials(creds, owned); err != nil {
-		return "", err
-	}
-	return ed.XML()
+	return edit(domainXML, "setting SMBIOS credentials", func(ed *Edit) error { return ed.SetSMBIOSCredentials(creds, owned) })
 }
 
 // RemoveSMBIOSCredentials returns domainXML without the OEM strings of the
@@ -74,12 +57,8 @@ func SetSMBIOSCredentials(domainXML string, creds []Credential, owned []string) 
 // (Edit.RemoveSMBIOSCredentials); with nothing to remove the document is
 // returned as it was.
 func RemoveSMBIOSCredentials(domainXML string, owned []string) (string, []string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", nil, fmt.Errorf("removing SMBIOS credentials: %w", err)
-	}
-	removed := ed.RemoveSMBIOSCredentials(owned)
-	x, err := ed.XML()
+	var removed []string
+	x, err := edit(domainXML, "removing SMBIOS credentials", func(ed *Edit) error { removed = ed.RemoveSMBIOSCredentials(owned); return nil })
 	return x, removed, err
 }
 
@@ -87,25 +66,30 @@ func RemoveSMBIOSCredentials(domainXML string, owned []string) (string, []string
 // credential in files (Edit.SetFwCfgCredentials: one Document, parsed
 // once).
 func SetFwCfgCredentials(domainXML string, files []CredentialFile, owned []string) (string, error) {
-	ed, err := NewEdit(domainXML)
-	if err != nil {
-		return "", fmt.Errorf("setting fw_cfg credentials: %w", err)
-	}
-	if err := ed.SetFwCfgCredentials(files, owned); err != nil {
-		return "", err
-	}
-	return ed.XML()
+	return edit(domainXML, "setting fw_cfg credentials", func(ed *Edit) error { return ed.SetFwCfgCredentials(files, owned) })
 }
 
 // RemoveFwCfgCredentials returns domainXML without the fw_cfg entries of
 // the credentials named in owned (Edit.RemoveFwCfgCredentials), with the
 // entries it removed.
 func RemoveFwCfgCredentials(domainXML string, owned []string) (string, []FwCfgEntry, error) {
+	var removed []FwCfgEntry
+	x, err := edit(domainXML, "removing fw_cfg credentials", func(ed *Edit) error { removed = ed.RemoveFwCfgCredentials(owned); return nil })
+	return x, removed, err
+}
+
+// edit reads domainXML, makes the edit f and writes the document back; a
+// document that does not read is an error about doing ("": as it is).
+func edit(domainXML, doing string, f func(*Edit) error) (string, error) {
 	ed, err := NewEdit(domainXML)
 	if err != nil {
-		return "", nil, fmt.Errorf("removing fw_cfg credentials: %w", err)
+		if doing != "" {
+			err = fmt.Errorf("%s: %w", doing, err)
+		}
+		return "", err
 	}
-	removed := ed.RemoveFwCfgCredentials(owned)
-	x, err := ed.XML()
-	return x, removed, err
+	if err := f(ed); err != nil {
+		return "", err
+	}
+	return ed.XML()
 }

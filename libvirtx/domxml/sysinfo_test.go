@@ -59,12 +59,7 @@ func TestSetSMBIOSCredentials(t *testing.T) {
 		{"sysinfo-oem.xml", "sysinfo-oem-smbios-creds.xml"},
 	} {
 		t.Run(c.input, func(t *testing.T) {
-			in := readInput(t, c.input)
-			out, err := SetSMBIOSCredentials(in, testCreds, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden(t, c.golden, out)
+			in, out := setGolden(t, c.input, c.golden, func(x string) (string, error) { return SetSMBIOSCredentials(x, testCreds, nil) })
 			// a second job: one credential fewer, one value changed
 			next := []Credential{{Name: "system.hostname", Value: []byte("web2")}, testCreds[0]}
 			out2, err := SetSMBIOSCredentials(out, next, credNames(testCreds))
@@ -88,10 +83,30 @@ func TestSetSMBIOSCredentials(t *testing.T) {
 			if len(removed) != 2 {
 				t.Errorf("removed %v", removed)
 			}
-			if want := reserialized(t, in); back != want { // quotes as libvirt writes them
-				t.Errorf("removing gives\n%s\nwant the original\n%s", back, in)
-			}
+			wantOriginal(t, back, in)
 		})
+	}
+}
+
+// setGolden sets credentials with set on the input document name and
+// compares the result with the golden file goldenName; it returns both.
+func setGolden(t *testing.T, name, goldenName string, set func(string) (string, error)) (in, out string) {
+	t.Helper()
+	in = readInput(t, name)
+	out, err := set(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, goldenName, out)
+	return in, out
+}
+
+// wantOriginal fails t unless back, what removing every edit gave, is the
+// document in (with the quotes libvirt writes).
+func wantOriginal(t *testing.T, back, in string) {
+	t.Helper()
+	if back != normalize(t, in) {
+		t.Errorf("removing gives\n%s\nwant the original\n%s", back, in)
 	}
 }
 
@@ -160,12 +175,7 @@ func TestSetFwCfgCredentials(t *testing.T) {
 		{"sysinfo.xml", "sysinfo-fwcfg-creds.xml"},
 	} {
 		t.Run(c.input, func(t *testing.T) {
-			in := readInput(t, c.input)
-			out, err := SetFwCfgCredentials(in, files, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden(t, c.golden, out)
+			in, out := setGolden(t, c.input, c.golden, func(x string) (string, error) { return SetFwCfgCredentials(x, files, nil) })
 			out2, err := SetFwCfgCredentials(out, files[1:], []string{files[0].Name, files[1].Name})
 			if err != nil {
 				t.Fatal(err)
@@ -183,9 +193,7 @@ func TestSetFwCfgCredentials(t *testing.T) {
 			if len(removed) != 1 || removed[0].File != files[1].File {
 				t.Errorf("removed %v", removed)
 			}
-			if want := reserialized(t, in); back != want { // quotes as libvirt writes them
-				t.Errorf("removing gives\n%s\nwant the original\n%s", back, in)
-			}
+			wantOriginal(t, back, in)
 		})
 	}
 	pc := readInput(t, "pc.xml")
@@ -258,7 +266,5 @@ func TestCredentialsEditSession(t *testing.T) {
 	if mid != want {
 		t.Errorf("the session gives\n%s\nthe string functions\n%s", mid, want)
 	}
-	if want := reserialized(t, in); back != want {
-		t.Errorf("removing gives\n%s\nwant the original\n%s", back, want)
-	}
+	wantOriginal(t, back, in)
 }

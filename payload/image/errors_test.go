@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // mountTmpfs mounts a tmpfs of the given size (mount options) on a fresh dir and
@@ -28,6 +30,14 @@ func mountTmpfs(t *testing.T, opts string) string {
 		}
 	})
 	return dir
+}
+
+// onTmpfs is an outFn writing payload.img on a tmpfs mounted with opts.
+func onTmpfs(opts string) func(t *testing.T) (string, string) {
+	return func(t *testing.T) (string, string) {
+		d := mountTmpfs(t, opts)
+		return d, filepath.Join(d, "payload.img")
+	}
 }
 
 func TestWriteErrorsLeaveNothing(t *testing.T) {
@@ -68,27 +78,18 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 		},
 		{
 			name: "out dir read-only", spec: Spec{MediaISO, "cidata", cidataEntries()},
-			outFn: func(t *testing.T) (string, string) {
-				d := mountTmpfs(t, "size=1m,ro")
-				return d, filepath.Join(d, "payload.img")
-			},
-			is: []error{syscall.EROFS},
+			outFn: onTmpfs("size=1m,ro"),
+			is:    []error{syscall.EROFS},
 		},
 		{
 			name: "disk full iso", spec: Spec{MediaISO, "cidata", append(cidataEntries(), Entry{"big", bigData(256 << 10)})},
-			outFn: func(t *testing.T) (string, string) {
-				d := mountTmpfs(t, "size=64k")
-				return d, filepath.Join(d, "payload.img")
-			},
-			is: []error{syscall.ENOSPC},
+			outFn: onTmpfs("size=64k"),
+			is:    []error{syscall.ENOSPC},
 		},
 		{
 			name: "disk full vfat", spec: Spec{MediaVFAT, "cidata", cidataEntries()},
-			outFn: func(t *testing.T) (string, string) {
-				d := mountTmpfs(t, "size=64k")
-				return d, filepath.Join(d, "payload.img")
-			},
-			is: []error{syscall.ENOSPC},
+			outFn: onTmpfs("size=64k"),
+			is:    []error{syscall.ENOSPC},
 		},
 	}
 	for _, tc := range cases {
@@ -104,7 +105,7 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 			if tc.outFn != nil {
 				dir, out = tc.outFn(t)
 			}
-			before := dirNames(t, dir)
+			before := testenv.DirNames(t, dir)
 			_, err := Write(ctx, tc.spec, out, Options{GID: -1})
 			if err == nil {
 				t.Fatal("Write succeeded, want error")
@@ -114,10 +115,10 @@ func TestWriteErrorsLeaveNothing(t *testing.T) {
 					t.Errorf("error %q does not match %v", err, target)
 				}
 			}
-			if got := dirNames(t, dir); !slices.Equal(got, before) {
+			if got := testenv.DirNames(t, dir); !slices.Equal(got, before) {
 				t.Errorf("output dir changed from %v to %v", before, got)
 			}
-			if got := dirNames(t, tmpdir); len(got) != 0 {
+			if got := testenv.DirNames(t, tmpdir); len(got) != 0 {
 				t.Errorf("TMPDIR holds leftovers %v", got)
 			}
 		})
@@ -230,14 +231,14 @@ func TestWriteISONeedsNoWorkspace(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmpdir, "fill"), make([]byte, 4096), 0o600); err != nil && !errors.Is(err, syscall.ENOSPC) {
 		t.Fatal(err)
 	}
-	before := dirNames(t, tmpdir)
+	before := testenv.DirNames(t, tmpdir)
 	for _, es := range [][]Entry{cidataEntries(), fallbackEntries()} {
 		spec := Spec{MediaISO, "cidata", append(es, Entry{"big", bigData(256 << 10)})}
 		out := filepath.Join(t.TempDir(), "payload.img")
 		if _, err := Write(context.Background(), spec, out, Options{GID: -1}); err != nil {
 			t.Fatalf("Write with a full TMPDIR: %v", err)
 		}
-		if got := dirNames(t, tmpdir); !slices.Equal(got, before) {
+		if got := testenv.DirNames(t, tmpdir); !slices.Equal(got, before) {
 			t.Errorf("TMPDIR changed from %v to %v", before, got)
 		}
 	}

@@ -120,17 +120,3 @@ func fileSHA(tb testing.TB, p string) string {
 	tb.Helper()
 	return testenv.FileSHA256(tb, p)
 }
-
-// dirNames lists a directory's entries (empty when it does not exist).
-func dirNames(tb testing.TB, dir string) []string {
-	tb.Helper()
-	es, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
-		tb.Fatal(err)
-	}
-	var n []string
-	for _, e := range es {
-		n = append(n, e.Name())
-	}
-	return n
-}

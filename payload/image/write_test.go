@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 func TestWriteJudgedByRealTools(t *testing.T) {
@@ -48,10 +50,10 @@ func TestWriteJudgedByRealTools(t *testing.T) {
 			if g := st.Sys().(*syscall.Stat_t).Gid; g != gid {
 				t.Errorf("gid %d, want %d", g, gid)
 			}
-			if got := dirNames(t, dir); !slices.Equal(got, []string{"payload.img"}) {
+			if got := testenv.DirNames(t, dir); !slices.Equal(got, []string{"payload.img"}) {
 				t.Errorf("output dir holds %v, want only payload.img", got)
 			}
-			if got := dirNames(t, tmpdir); len(got) != 0 {
+			if got := testenv.DirNames(t, tmpdir); len(got) != 0 {
 				t.Errorf("TMPDIR holds leftovers %v", got)
 			}
 			if info.Path != out || info.FSType != tc.fstype || info.Label != tc.spec.Label || info.Size != st.Size() {

@@ -8,6 +8,7 @@ import (
 	ignerrors "github.com/coreos/ignition/v2/config/shared/errors"
 
 	"github.com/vmpayload/vmpayload/payload/internal/butane"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // bu is a job of format ignition whose butane field is the YAML text src,
@@ -33,7 +34,7 @@ func TestButaneValidation(t *testing.T) {
 		want      []string // field|code, in order
 		msg       []string // in the first problem's message
 	}{
-		{name: "fcos 1.6.0", doc: bu(head+"passwd:\n  users:\n    - name: core\n      ssh_authorized_keys: ["+testKey+"]\n", "")},
+		{name: "fcos 1.6.0", doc: bu(head+"passwd:\n  users:\n    - name: core\n      ssh_authorized_keys: ["+testenv.KeyAlice+"]\n", "")},
 		{name: "fcos 1.7.0 (Ignition 3.6.0)", doc: bu("variant: fcos\nversion: 1.7.0\n", "")},
 		{name: "flatcar 1.1.0", doc: bu("variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n    - path: /etc/x\n      contents:\n        inline: x\n", "")},
 		{name: "fcos 1.0.0", doc: bu("variant: fcos\nversion: 1.0.0\n", "")},
@@ -73,21 +74,27 @@ func TestButaneValidation(t *testing.T) {
 		{name: "butane without the format", doc: v1(`"butane":"variant: fcos\nversion: 1.6.0\n"`), want: []string{"butane|conflict"}, msg: []string{`butane is only used with format "ignition"`}},
 		{name: "butane with a prebuilt image", doc: bu(head, `"prebuilt_image":"/var/lib/x.iso"`), want: []string{"prebuilt_image|conflict", "prebuilt_image|conflict"}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, r := Parse([]byte(c.doc))
-			var got []string
-			for _, e := range r.Errors {
-				got = append(got, e.Field+"|"+e.Code)
-			}
-			if strings.Join(got, " ") != strings.Join(c.want, " ") {
-				t.Fatalf("problems %v, want %v (%v)", got, c.want, r.Err())
-			}
-			for _, m := range c.msg {
-				if !strings.Contains(r.Errors[0].Message, m) {
-					t.Errorf("message %q does not say %q", r.Errors[0].Message, m)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { wantProblems(t, c.doc, c.want, c.msg...) })
+	}
+}
+
+// wantProblems parses doc and fails t unless its problems are want
+// ("field|code", in order) and the first one's message says each of msgs
+// (an empty one says nothing).
+func wantProblems(t *testing.T, doc string, want []string, msgs ...string) {
+	t.Helper()
+	_, r := Parse([]byte(doc))
+	var got []string
+	for _, e := range r.Errors {
+		got = append(got, e.Field+"|"+e.Code)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("problems %v, want %v (%v)", got, want, r.Err())
+	}
+	for _, m := range msgs {
+		if m != "" && !strings.Contains(r.Errors[0].Message, m) {
+			t.Errorf("message %q does not say %q", r.Errors[0].Message, m)
+		}
 	}
 }
 

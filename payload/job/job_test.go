@@ -14,13 +14,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 const (
-	testKey  = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBU9sScwddkdLvHgCn4qYcytsLm/8/Gn/jhDNSszVo+M alice@example"
-	testHash = "$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG."
-	mac1     = "52:54:00:12:34:56"
-	mac2     = "52:54:00:12:34:57"
+	mac1 = "52:54:00:12:34:56"
+	mac2 = "52:54:00:12:34:57"
 )
 
 // v1 wraps object members in a version 1 job document.
@@ -142,7 +142,7 @@ func badCases() []badCase {
 		{name: "mtu string", doc: v1(`"nics":[{"mac":"` + mac1 + `","mtu":"1500"}]`), want: []string{"nics[0].mtu|type"}},
 		{name: "mac number does not also say required", doc: v1(`"nics":[{"mac":525400123456}]`), want: []string{"nics[0].mac|type"}},
 		{name: "bools as strings and numbers", doc: v1(`"ssh_password_auth":"yes","regenerate_ssh_host_keys":1,"users":[{"name":"alice","lock_password":"false"}]`), want: []string{"ssh_password_auth|type", "regenerate_ssh_host_keys|type", "users[0].lock_password|type"}},
-		{name: "ssh keys string and null element", doc: v1(`"ssh_authorized_keys":[null],"users":[{"name":"alice","ssh_authorized_keys":"` + testKey + `"}]`), want: []string{"ssh_authorized_keys[0]|type", "users[0].ssh_authorized_keys|type"}},
+		{name: "ssh keys string and null element", doc: v1(`"ssh_authorized_keys":[null],"users":[{"name":"alice","ssh_authorized_keys":"` + testenv.KeyAlice + `"}]`), want: []string{"ssh_authorized_keys[0]|type", "users[0].ssh_authorized_keys|type"}},
 		{name: "runcmd object", doc: v1(`"runcmd":{"a":"b"}`), want: []string{"runcmd|type"}},
 		{name: "runcmd bad elements", doc: v1(`"runcmd":[5,null,["ls",7],{"cmd":"ls"}]`), want: []string{"runcmd[0]|type", "runcmd[1]|type", "runcmd[2][1]|type", "runcmd[3]|type"}, msg: "got number 5"},
 		{name: "meta_data array", doc: v1(`"meta_data":["a"]`), want: []string{"meta_data|type"}},
@@ -179,12 +179,12 @@ func badCases() []badCase {
 		// users
 		{name: "user without name", doc: v1(`"users":[{"shell":"/bin/sh"}]`), want: []string{"users[0].name|required"}},
 		{name: "user names", doc: v1(`"users":[{"name":"Alice"},{"name":"root"},{"name":"bob"},{"name":"bob"}]`), want: []string{"users[0].name|invalid", "users[3].name|duplicate"}},
-		{name: "password and hash", doc: v1(`"users":[{"name":"alice","password":"pw","password_hash":"` + testHash + `"}]`), want: []string{"users[0]|conflict"}},
-		{name: "password, hash and secret", doc: v1(`"users":[{"name":"alice","password":"pw","password_hash":"` + testHash + `","password_secret":"alice.pw"}]`), want: []string{"users[0]|conflict"}, msg: "password, password_hash, password_secret"},
+		{name: "password and hash", doc: v1(`"users":[{"name":"alice","password":"pw","password_hash":"` + testenv.HashA + `"}]`), want: []string{"users[0]|conflict"}},
+		{name: "password, hash and secret", doc: v1(`"users":[{"name":"alice","password":"pw","password_hash":"` + testenv.HashA + `","password_secret":"alice.pw"}]`), want: []string{"users[0]|conflict"}, msg: "password, password_hash, password_secret"},
 		{name: "password hash plaintext", doc: v1(`"users":[{"name":"alice","password_hash":"hunter2"}]`), want: []string{"users[0].password_hash|invalid"}, noQuote: true},
 		{name: "password with newline", doc: v1(`"users":[{"name":"alice","password":"a\nb"}]`), want: []string{"users[0].password|invalid"}, noQuote: true},
 		{name: "password secret escapes", doc: v1(`"users":[{"name":"alice","password_secret":"../shadow"},{"name":"bob","password_secret":".hidden"}]`), want: []string{"users[0].password_secret|invalid", "users[1].password_secret|invalid"}},
-		{name: "bad ssh keys", doc: v1(`"ssh_authorized_keys":["ssh-rsa notbase64",""],"users":[{"name":"alice","ssh_authorized_keys":["` + testKey + `\n` + testKey + `"]}]`), want: []string{"ssh_authorized_keys[0]|invalid", "ssh_authorized_keys[1]|invalid", "users[0].ssh_authorized_keys[0]|invalid"}},
+		{name: "bad ssh keys", doc: v1(`"ssh_authorized_keys":["ssh-rsa notbase64",""],"users":[{"name":"alice","ssh_authorized_keys":["` + testenv.KeyAlice + `\n` + testenv.KeyAlice + `"]}]`), want: []string{"ssh_authorized_keys[0]|invalid", "ssh_authorized_keys[1]|invalid", "users[0].ssh_authorized_keys[0]|invalid"}},
 		{name: "sudo, groups, shell", doc: v1(`"users":[{"name":"alice","sudo":"ALL=(ALL) ALL\nroot ALL=(ALL) ALL","groups":["wheel","Bad Group","wheel"],"shell":"bash"}]`), want: []string{"users[0].sudo|invalid", "users[0].groups[1]|invalid", "users[0].groups[2]|duplicate", "users[0].shell|invalid"}},
 
 		// dns
@@ -250,13 +250,13 @@ func badCases() []badCase {
 
 		// root, host keys, locale, power state, phone home, random seed, network_data
 		{name: "root with groups, shell, sudo", doc: v1(`"users":[{"name":"root","groups":["adm"],"shell":"/bin/zsh","sudo":"ALL=(ALL) ALL"}]`), want: []string{"users[0].groups|invalid", "users[0].shell|invalid", "users[0].sudo|invalid"}, noQuote: true},
-		{name: "root key also top-level", doc: v1(`"ssh_authorized_keys":["` + testKey + `"],"users":[{"name":"root","ssh_authorized_keys":["` + testKey + `"]}]`), want: []string{"users[0].ssh_authorized_keys[0]|conflict"}},
+		{name: "root key also top-level", doc: v1(`"ssh_authorized_keys":["` + testenv.KeyAlice + `"],"users":[{"name":"root","ssh_authorized_keys":["` + testenv.KeyAlice + `"]}]`), want: []string{"users[0].ssh_authorized_keys[0]|conflict"}},
 		{name: "root twice", doc: v1(`"users":[{"name":"root"},{"name":"root"}]`), want: []string{"users[1].name|duplicate"}},
 		{name: "locale forms", doc: v1(`"locale":"en-US"`), want: []string{"locale|invalid"}},
 		{name: "locale injection", doc: v1(`"locale":"en_US.UTF-8\nLC_ALL=x"`), want: []string{"locale|invalid"}},
 		{name: "host key type and secret", doc: v1(`"ssh_host_keys":[{"type":"dsa","private_key_secret":"k"},{"type":"rsa","private_key_secret":"../k"},{"type":"rsa","private_key_secret":""}]`), want: []string{"ssh_host_keys[0].type|invalid", "ssh_host_keys[1].private_key_secret|invalid", "ssh_host_keys[2].type|duplicate", "ssh_host_keys[2].private_key_secret|required"}},
 		{name: "host key missing type", doc: v1(`"ssh_host_keys":[{"private_key_secret":"k"}]`), want: []string{"ssh_host_keys[0].type|required"}},
-		{name: "host key public of other type", doc: v1(`"ssh_host_keys":[{"type":"rsa","private_key_secret":"k","public_key":"` + testKey + `"}]`), want: []string{"ssh_host_keys[0].public_key|invalid"}},
+		{name: "host key public of other type", doc: v1(`"ssh_host_keys":[{"type":"rsa","private_key_secret":"k","public_key":"` + testenv.KeyAlice + `"}]`), want: []string{"ssh_host_keys[0].public_key|invalid"}},
 		{name: "host key public garbage", doc: v1(`"ssh_host_keys":[{"type":"ed25519","private_key_secret":"k","public_key":"ssh-ed25519 nope"}]`), want: []string{"ssh_host_keys[0].public_key|invalid"}},
 		{name: "host keys without regeneration", doc: v1(`"regenerate_ssh_host_keys":false,"ssh_host_keys":[{"type":"ed25519","private_key_secret":"k"}]`), want: []string{"ssh_host_keys|conflict"}},
 		{name: "host key inline private key", doc: v1(`"ssh_host_keys":[{"type":"ed25519","private_key":"-----BEGIN"}]`), want: []string{"ssh_host_keys[0].private_key|unknown_field", "ssh_host_keys[0].private_key_secret|required"}},
@@ -476,16 +476,16 @@ func fullJob() string {
   "hostname": "web1.example.com",
   "timezone": "Europe/Berlin",
   "users": [
-    {"name": "alice", "password": "correct horse", "ssh_authorized_keys": ["` + testKey + `"],
+    {"name": "alice", "password": "correct horse", "ssh_authorized_keys": ["` + testenv.KeyAlice + `"],
      "sudo": "ALL=(ALL) NOPASSWD:ALL", "groups": ["sudo", "adm"], "shell": "/bin/bash", "lock_password": false},
-    {"name": "bob", "password_hash": "` + testHash + `"},
+    {"name": "bob", "password_hash": "` + testenv.HashA + `"},
     {"name": "carol", "password_secret": "carol.pw", "lock_password": true}
   ],
-  "ssh_authorized_keys": ["` + testKey + `"],
+  "ssh_authorized_keys": ["` + testenv.KeyAlice + `"],
   "regenerate_ssh_host_keys": true,
   "ssh_password_auth": true,
   "locale": "de_DE.UTF-8",
-  "ssh_host_keys": [{"type": "ed25519", "private_key_secret": "host-ed25519", "public_key": "` + testKey + `"}],
+  "ssh_host_keys": [{"type": "ed25519", "private_key_secret": "host-ed25519", "public_key": "` + testenv.KeyAlice + `"}],
   "power_state": {"mode": "poweroff", "delay_minutes": 2, "message": "bye", "timeout_seconds": 60, "condition": ["test", "-e", "/tmp/argv"]},
   "phone_home": {"url": "https://cfg.example.com/up/$INSTANCE_ID", "post": ["instance_id", "pub_key_ed25519"], "tries": 3},
   "random_seed": {"data": "` + strings.Repeat("QUJD", 8) + `"},
@@ -516,7 +516,7 @@ func TestGoodJobs(t *testing.T) {
 	cases := []struct{ name, doc string }{
 		{"every field", fullJob()},
 		{"minimal", `{"version":1}`},
-		{"root account", v1(`"ssh_authorized_keys":["` + testKey + `"],"users":[{"name":"root","password":"pw","ssh_authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p root@x"],"lock_password":false}]`)},
+		{"root account", v1(`"ssh_authorized_keys":["` + testenv.KeyAlice + `"],"users":[{"name":"root","password":"pw","ssh_authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p root@x"],"lock_password":false}]`)},
 		{"locales", v1(`"locale":"sr_RS.UTF-8@latin"`)},
 		{"locale C", v1(`"locale":"C.UTF-8"`)},
 		{"locale POSIX", v1(`"locale":"POSIX"`)},
@@ -537,7 +537,7 @@ func TestGoodJobs(t *testing.T) {
 		{"UTC and Etc zones", v1(`"timezone":"UTC"`)},
 		{"Etc zone", v1(`"timezone":"Etc/GMT+5"`)},
 		{"user minimal", v1(`"users":[{"name":"_svc"},{"name":"deploy-1"}]`)},
-		{"ssh key with options", v1(`"ssh_authorized_keys":["from=\"10.0.0.0/8\",no-pty ` + testKey + `"]`)},
+		{"ssh key with options", v1(`"ssh_authorized_keys":["from=\"10.0.0.0/8\",no-pty ` + testenv.KeyAlice + `"]`)},
 		{"yescrypt and bcrypt hashes", v1(`"users":[{"name":"a","password_hash":"$y$j9T$abc$def"},{"name":"b","password_hash":"$2b$12$abcdefghijklmnopqrstuv"}]`)},
 		{"ipv4 /31 and /32", v1(`"nics":[{"mac":"` + mac1 + `","ipv4":{"method":"static","address":"192.0.2.0/31","gateway":"192.0.2.1"}},{"mac":"` + mac2 + `","ipv4":{"method":"static","address":"192.0.2.7/32"}}]`)},
 		{"ipv6 only with mtu 1280", v1(`"nics":[{"mac":"` + mac1 + `","mtu":1280,"ipv6":{"method":"static","address":"2001:db8::10/64","gateway":"2001:db8::1"}}]`)},
@@ -833,18 +833,7 @@ func FuzzParse(f *testing.F) {
 		if j == nil {
 			t.Fatal("clean report without a job")
 		}
-		b, err := json.Marshal(j)
-		if err != nil {
-			t.Fatalf("clean job does not re-encode: %v", err)
-		}
-		j2, r2 := Parse(b)
-		if !r2.OK() {
-			t.Fatalf("re-encoded job has problems: %v\n%s", r2.Err(), b)
-		}
-		b2, err := json.Marshal(j2)
-		if err != nil || !bytes.Equal(b, b2) {
-			t.Fatalf("re-encoding is not stable:\n%s\n%s", b, b2)
-		}
+		roundTrip(t, j)
 	})
 }
 

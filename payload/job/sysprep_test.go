@@ -103,15 +103,7 @@ func TestSysprepValidation(t *testing.T) {
 		{"sysprep field elsewhere", `{"version":1,"sysprep_medium":"floppy"}`, "sysprep_medium", CodeConflict, `only used with format "sysprep"`},
 		{"windows zone elsewhere", `{"version":1,"format":"configdrive","windows_timezone":"UTC"}`, "windows_timezone", CodeConflict, `only used with format "sysprep"`},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, r := Parse([]byte(c.doc))
-			for _, e := range r.Errors {
-				if e.Field == c.field && e.Code == c.code && strings.Contains(e.Message, c.want) {
-					return
-				}
-			}
-			t.Errorf("want %s %s containing %q; got %v", c.field, c.code, c.want, r.Errors)
-		})
+		t.Run(c.name, func(t *testing.T) { wantProblem(t, c.doc, c.field, c.code, c.want) })
 	}
 	if _, r := Parse([]byte(sp(ok))); !r.OK() {
 		t.Errorf("the good job is refused: %v", r.Err())
@@ -225,15 +217,7 @@ func TestSysprepOvirtFields(t *testing.T) {
 		{"domain password elsewhere", `{"version":1,"format":"ignition","domain_admin_password_secret":"p"}`, "domain_admin_password_secret", CodeConflict, `only used with format "sysprep"`},
 		{"locale elsewhere", `{"version":1,"ui_language":"en-US","input_locale":"de-DE","system_locale":"de-DE","user_locale":"de-DE","org_name":"x","domain_admin":"a","machine_object_ou":"OU=a"}`, "user_locale", CodeConflict, `only used with format "sysprep"`},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, r := Parse([]byte(c.doc))
-			for _, e := range r.Errors {
-				if e.Field == c.field && e.Code == c.code && strings.Contains(e.Message, c.want) {
-					return
-				}
-			}
-			t.Errorf("want %s %s containing %q; got %v", c.field, c.code, c.want, r.Errors)
-		})
+		t.Run(c.name, func(t *testing.T) { wantProblem(t, c.doc, c.field, c.code, c.want) })
 	}
 }
 
@@ -253,4 +237,17 @@ func TestSecretFieldsByTag(t *testing.T) {
 			t.Errorf("secret field %s not found among %v", want, names)
 		}
 	}
+}
+
+// wantProblem parses doc and fails t unless one of its problems is code
+// under field with a message containing msg.
+func wantProblem(t *testing.T, doc, field, code, msg string) {
+	t.Helper()
+	_, r := Parse([]byte(doc))
+	for _, e := range r.Errors {
+		if e.Field == field && e.Code == code && strings.Contains(e.Message, msg) {
+			return
+		}
+	}
+	t.Errorf("want %s %s containing %q; got %v", field, code, msg, r.Errors)
 }

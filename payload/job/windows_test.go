@@ -47,11 +47,11 @@ func TestWindowsGoodJobs(t *testing.T) {
 	for name, doc := range map[string]string{
 		"minimal":         win(""),
 		"explicit linux":  v1(`"guest_os":"linux","hostname":"a-very-long-linux-host-name"`),
-		"everything":      win(`"hostname":"WIN-WEB01.example.com","admin_username":"Administrator","admin_password_secret":"win.pw","admin_certs":[` + jstr(cert) + `,` + jstr(cert) + `],"ssh_authorized_keys":["` + testKey + `"],"nics":[{"name":"lan0","mac":"` + mac1 + `","mtu":1500,"ipv4":{"method":"static","address":"192.0.2.10/24","gateway":"192.0.2.1"},"ipv6":{"method":"static","address":"2001:db8::10/64","gateway":"fe80::1"}}],"dns":{"nameservers":["192.0.2.53"]},"user_data":"#ps1_sysnative\nWrite-Host hi\n","user_data_mode":"replace","meta_data":{"meta":{"kms_host":"kms.example.com"}}`),
+		"everything":      win(`"hostname":"WIN-WEB01.example.com","admin_username":"Administrator","admin_password_secret":"win.pw","admin_certs":[` + jstr(cert) + `,` + jstr(cert) + `],"ssh_authorized_keys":["` + testenv.KeyAlice + `"],"nics":[{"name":"lan0","mac":"` + mac1 + `","mtu":1500,"ipv4":{"method":"static","address":"192.0.2.10/24","gateway":"192.0.2.1"},"ipv6":{"method":"static","address":"2001:db8::10/64","gateway":"fe80::1"}}],"dns":{"nameservers":["192.0.2.53"]},"user_data":"#ps1_sysnative\nWrite-Host hi\n","user_data_mode":"replace","meta_data":{"meta":{"kms_host":"kms.example.com"}}`),
 		"15 characters":   win(`"hostname":"abcdefghijklmno"`),
 		"cloud-config":    win(`"user_data":"#cloud-config\nset_timezone: UTC\n"`),
 		"ec2 replace":     win(`"user_data":"<powershell>\nWrite-Host hi\n</powershell>\n","user_data_mode":"replace"`),
-		"nocloud windows": v1(`"guest_os":"windows","hostname":"win1","ssh_authorized_keys":["` + testKey + `"]`),
+		"nocloud windows": v1(`"guest_os":"windows","hostname":"win1","ssh_authorized_keys":["` + testenv.KeyAlice + `"]`),
 		"gzip script":     win(`"user_data_base64":"` + base64.StdEncoding.EncodeToString(testenv.Gzip(t, "rem cmd\r\ndir\r\n")) + `","user_data_mode":"replace"`),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestWindowsBadJobs(t *testing.T) {
 			want: []string{"meta_data.meta.admin_username|conflict", "meta_data.meta.admin_pass|invalid"}, noQuote: true},
 		{name: "meta.meta not an object", doc: win(`"admin_username":"Admin","meta_data":{"meta":"x"}`), want: []string{"meta_data.meta|conflict"}},
 		{name: "meta cert chunks twice", doc: win(`"admin_certs":[` + jstr(cert) + `],"meta_data":{"meta":{"admin_cert0":"x"}}`), want: []string{"meta_data.meta.admin_cert0|conflict"}},
-		{name: "meta keys twice", doc: win(`"ssh_authorized_keys":["` + testKey + `"],"meta_data":{"keys":[]}`), want: []string{"meta_data.keys|conflict"}},
+		{name: "meta keys twice", doc: win(`"ssh_authorized_keys":["` + testenv.KeyAlice + `"],"meta_data":{"keys":[]}`), want: []string{"meta_data.keys|conflict"}},
 		{name: "prebuilt with admin", doc: win(`"prebuilt_image":"/var/lib/x.iso","admin_username":"Admin"`), want: []string{"prebuilt_image|conflict"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,3 +46,44 @@ func TestRegistry(t *testing.T) {
 		t.Error("a kind for label \"ignition\"")
 	}
 }
+
+// TestKindAnswers: what package job, the engine and the commands ask of a
+// job's kind instead of comparing its format or guest OS.
+func TestKindAnswers(t *testing.T) {
+	for _, c := range []struct {
+		j      job.Job
+		traits job.Traits
+		choice kinds.Choice
+	}{
+		{job.Job{}, job.Traits{Known: true, Cloudbase: true}, kinds.ChooseNothing},
+		{job.Job{Format: job.FormatNoCloud}, job.Traits{Known: true, NoCloud: true, Cloudbase: true}, kinds.ChooseNothing},
+		{job.Job{Format: job.FormatConfigDrive, GuestOS: job.GuestWindows}, job.Traits{Known: true, OpenStack: true, Cloudbase: true, Windows: true}, kinds.ChooseNothing},
+		{job.Job{Format: job.FormatIgnition}, job.Traits{Known: true}, kinds.ChooseDelivery},
+		{job.Job{Format: job.FormatSysprep}, job.Traits{Known: true, AnswerFile: true}, kinds.ChooseMedium},
+		{job.Job{Format: "bogus", GuestOS: job.GuestLinux}, job.Traits{}, kinds.ChooseNothing},
+	} {
+		if got := job.KindTraits(&c.j); got != c.traits {
+			t.Errorf("format %q guest_os %q: traits %+v, want %+v", c.j.Format, c.j.GuestOS, got, c.traits)
+		}
+		if got := kinds.Chooses(c.j.Format); got != c.choice {
+			t.Errorf("format %q: chooses %v, want %v", c.j.Format, got, c.choice)
+		}
+	}
+}
+
+// TestKindDefaults: the defaults withDefaults left to the kinds.
+func TestKindDefaults(t *testing.T) {
+	for _, c := range []struct{ in, want job.Job }{
+		{job.Job{}, job.Job{Format: job.FormatNoCloud, Media: job.MediaISO}},
+		{job.Job{Format: job.FormatIgnition}, job.Job{Format: job.FormatIgnition, Media: job.MediaISO, IgnitionDelivery: job.DeliveryFwCfg}},
+		{job.Job{Format: job.FormatSysprep}, job.Job{Format: job.FormatSysprep, Media: job.MediaVFAT, SysprepMedium: job.MediumFloppy, SysprepFileName: job.UnattendXML}},
+		{job.Job{Format: job.FormatSysprep, Media: job.MediaISO}, job.Job{Format: job.FormatSysprep, Media: job.MediaISO, SysprepMedium: job.MediumCDROM, SysprepFileName: job.UnattendXML}},
+	} {
+		got := c.in.Apply(job.Defaults{})
+		if got.Format != c.want.Format || got.Media != c.want.Media || got.IgnitionDelivery != c.want.IgnitionDelivery ||
+			got.SysprepMedium != c.want.SysprepMedium || got.SysprepFileName != c.want.SysprepFileName {
+			t.Errorf("%+v: defaults %q %q %q %q %q, want %q %q %q %q %q", c.in, got.Format, got.Media, got.IgnitionDelivery, got.SysprepMedium, got.SysprepFileName,
+				c.want.Format, c.want.Media, c.want.IgnitionDelivery, c.want.SysprepMedium, c.want.SysprepFileName)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -59,4 +60,21 @@ func RenderRefusal(err error) error {
 		}
 	}
 	return nil
+}
+
+// FuzzSalt is the fixed password-hash salt the fuzz targets render with.
+func FuzzSalt() (string, error) { return "fuzzsaltfuzzsalt", nil }
+
+// FuzzRender renders c as the fuzz targets do (with FuzzSalt): nil when the
+// renderer refused it as it may (RenderRefusal); any other error fails tb.
+func FuzzRender(tb testing.TB, c *payload.Checked) *payload.Rendered {
+	tb.Helper()
+	r, err := payload.Render(c, payload.Options{Salt: FuzzSalt})
+	if e := RenderRefusal(err); e != nil {
+		tb.Fatal(e)
+	}
+	if err != nil {
+		return nil
+	}
+	return r
 }

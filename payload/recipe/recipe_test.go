@@ -12,9 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/payload/payloadtest"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 const (
@@ -441,11 +443,7 @@ func TestRebuildBranches(t *testing.T) {
 		if err := os.Mkdir(e.payloadDir, 0o711); err != nil {
 			t.Fatal(err)
 		}
-		for name, v := range map[string]string{"pw": "s3cret\n", "ud": "#cloud-config\npackages: [jq]\n"} {
-			if err := os.WriteFile(filepath.Join(e.secrets, name), []byte(v), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testenv.WriteFiles(t, e.secrets, map[string]string{"pw": "s3cret\n", "ud": "#cloud-config\npackages: [jq]\n"})
 		r, res := build(t, secretJob, e.payloadDir, e.secrets)
 		rc, err := New(r, res)
 		if err != nil {
@@ -681,14 +679,20 @@ func TestWriteText(t *testing.T) {
 }
 
 // newElement makes the recipe of the image res written from r and renders
-// its element.
+// its element, sealed with testKeys.
 func newElement(t testing.TB, r *payload.Rendered, res payload.Result) (*Recipe, string) {
+	t.Helper()
+	return newElementWith(t, r, res, testKeys)
+}
+
+// newElementWith is newElement sealing with keys.
+func newElementWith(t testing.TB, r *payload.Rendered, res payload.Result, keys *seal.Keyring) (*Recipe, string) {
 	t.Helper()
 	rc, err := New(r, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := rc.Element(testKeys)
+	el, err := rc.Element(keys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,18 +53,23 @@ func sealedDir(t *testing.T) (string, *seal.Keyring) {
 	return d, k
 }
 
+// sealed builds secretJob's image into dir for the domain uuid and returns
+// its recipe, the recipe's element sealed with keys, and the image.
+func sealed(t *testing.T, dir, uuid string, keys *seal.Keyring) (*Recipe, string, payload.Result) {
+	t.Helper()
+	r, res := buildFor(t, secretJob(), dir, uuid)
+	rc, el := newElementWith(t, r, res, keys)
+	return rc, el, res
+}
+
 // TestSealedRecipeHoldsNoSecret: the element written into the domain's
 // metadata holds no password hash, inline file content, inline user-data or
 // random seed in clear (nor the job's JSON at all), and rebuilds the image
 // byte-identical with the key in the secrets directory.
 func TestSealedRecipeHoldsNoSecret(t *testing.T) {
 	dir := t.TempDir()
-	r, res := buildFor(t, secretJob(), dir, sealUUID1)
-	rc, err := New(r, res)
-	must(t, err)
 	secrets, keys := sealedDir(t)
-	el, err := rc.Element(keys)
-	must(t, err)
+	rc, el, res := sealed(t, dir, sealUUID1, keys)
 	hash := rc.Job.Users[0].PasswordHash
 	seed := rc.Job.RandomSeed.Data
 	if hash == "" || seed == "" {
@@ -94,12 +99,8 @@ func TestSealedRecipeHoldsNoSecret(t *testing.T) {
 // error naming the key file and what to do; nothing is written.
 func TestSealedRecipeMissingKey(t *testing.T) {
 	dir := t.TempDir()
-	r, res := buildFor(t, secretJob(), dir, sealUUID1)
-	rc, err := New(r, res)
-	must(t, err)
 	_, keys := sealedDir(t)
-	el, err := rc.Element(keys)
-	must(t, err)
+	_, el, res := sealed(t, dir, sealUUID1, keys)
 	back, _, err := FromDomainXML(domainXML(el))
 	must(t, err)
 	must(t, os.Remove(res.Path))
@@ -124,13 +125,9 @@ func TestSealedRecipeRotation(t *testing.T) {
 	dir := t.TempDir()
 	secrets, _ := sealedDir(t)
 	seal1 := func(uuid string) (*Recipe, payload.Result) {
-		r, res := buildFor(t, secretJob(), dir, uuid)
-		rc, err := New(r, res)
-		must(t, err)
 		keys, err := seal.LoadOrCreate(KeyFile(secrets))
 		must(t, err)
-		el, err := rc.Element(keys)
-		must(t, err)
+		_, el, res := sealed(t, dir, uuid, keys)
 		back, _, err := FromDomainXML(domainXML(el))
 		must(t, err)
 		return back, res

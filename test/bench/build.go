@@ -61,36 +61,33 @@ func buildCase(bin, work, size, format string, rounds int) (buildRow, error) {
 		// In-process runs are short: several per round give the
 		// percentiles enough samples without lengthening the run.
 		for k := 0; k < 5; k++ {
-			if err := timeIt(&rec.inproc, func() error {
-				c, err := check()
-				if err != nil {
+			for _, m := range []struct {
+				s *samples
+				f func(*payload.Checked) error
+			}{
+				{&rec.inproc, func(c *payload.Checked) error {
+					res, err := payload.Build(ctx, c, out, payload.Options{GID: -1, NoSync: true})
+					row.imageBytes = res.Size
 					return err
-				}
-				res, err := payload.Build(ctx, c, out, payload.Options{GID: -1, NoSync: true})
-				row.imageBytes = res.Size
-				return err
-			}); err != nil {
-				return row, err
-			}
-			if err := timeIt(&rec.inprocSync, func() error {
-				c, err := check()
-				if err != nil {
+				}},
+				{&rec.inprocSync, func(c *payload.Checked) error {
+					_, err := payload.Build(ctx, c, out, payload.Options{GID: -1})
 					return err
-				}
-				_, err = payload.Build(ctx, c, out, payload.Options{GID: -1})
-				return err
-			}); err != nil {
-				return row, err
-			}
-			if err := timeIt(&rec.render, func() error {
-				c, err := check()
-				if err != nil {
+				}},
+				{&rec.render, func(c *payload.Checked) error {
+					_, err := payload.Render(c, payload.Options{})
 					return err
+				}},
+			} {
+				if err := timeIt(m.s, func() error {
+					c, err := check()
+					if err != nil {
+						return err
+					}
+					return m.f(c)
+				}); err != nil {
+					return row, err
 				}
-				_, err = payload.Render(c, payload.Options{})
-				return err
-			}); err != nil {
-				return row, err
 			}
 		}
 		if err := timeIt(&rec.proc, run(bin, "build", "-o", filepath.Join(dir, "proc.iso"), jobPath)); err != nil {

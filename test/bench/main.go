@@ -92,10 +92,7 @@ func main() {
 		var rows []buildRow
 		for _, size := range sizes {
 			for _, format := range []string{"nocloud", "configdrive"} {
-				row, err := buildCase(*bin, *work, size, format, *rounds)
-				if err != nil {
-					fatal(err)
-				}
+				row := must(buildCase(*bin, *work, size, format, *rounds))
 				progress("  %s/%s: in-process p50 %s ms", size, format, ms(row.inproc.pct(50)))
 				rows = append(rows, row)
 			}
@@ -104,17 +101,10 @@ func main() {
 	}
 	if want["proc"] {
 		progress("process start: %d rounds", *procRounds)
-		pr, err := procBench(*bin, *work, *procRounds)
-		if err != nil {
-			fatal(err)
-		}
-		writeProc(&rep, pr)
+		writeProc(&rep, must(procBench(*bin, *work, *procRounds)))
 	}
 	if want["burst"] {
-		layouts, err := pickLayouts(*burstLayouts, libvirtdPID() != 0)
-		if err != nil {
-			fatal(err)
-		}
+		layouts := must(pickLayouts(*burstLayouts, libvirtdPID() != 0))
 		all := make([][]burstResult, len(layouts))
 		var trash []string
 		for r := 0; r < max(*burstRuns, 1); r++ {
@@ -142,11 +132,7 @@ func main() {
 	}
 	if want["startup"] {
 		progress("start-up: %d rounds, %d kept results", *startupRounds, *startupKept)
-		sr, err := startup(*bin, *work, *startupKept, *startupDomains, *startupRounds)
-		if err != nil {
-			fatal(err)
-		}
-		writeStartup(&rep, sr)
+		writeStartup(&rep, must(startup(*bin, *work, *startupKept, *startupDomains, *startupRounds)))
 	}
 	haveLibvirtd := exec.Command("virsh", "-q", "-c", realURI, "version").Run() == nil
 	if want["idle"] {
@@ -155,11 +141,7 @@ func main() {
 			uri = realURI
 		}
 		progress("idle: %s on %s", *idleFor, uri)
-		ir, err := idle(*bin, *work, uri, *idleFor)
-		if err != nil {
-			fatal(err)
-		}
-		writeIdle(&rep, ir)
+		writeIdle(&rep, must(idle(*bin, *work, uri, *idleFor)))
 	}
 	if want["real"] {
 		if !haveLibvirtd {
@@ -178,11 +160,7 @@ func main() {
 	}
 	if want["hook"] {
 		progress("hook: %d rounds", *hookRounds)
-		hr, err := hookBench(*bin, *work, *hookRounds)
-		if err != nil {
-			fatal(err)
-		}
-		writeHook(&rep, hr, *hookRounds)
+		writeHook(&rep, must(hookBench(*bin, *work, *hookRounds)), *hookRounds)
 	}
 	if want["soak"] {
 		o := soakOptions{name: *soakName, uri: *soakURI, virshURI: *soakVirshURI, domType: "test", action: *soakAction,
@@ -213,6 +191,14 @@ func main() {
 }
 
 func progress(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+
+// must returns v, or ends the program when err is not nil.
+func must[T any](v T, err error) T {
+	if err != nil {
+		fatal(err)
+	}
+	return v
+}
 
 func fatal(err error) {
 	fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -279,20 +279,7 @@ func soak(bin, work string, o soakOptions) (soakResult, error) {
 			s.t.Truncate(time.Second), s.submitted, s.results, float64(s.rss)/(1<<20), s.fds, s.goroutines, s.threads, s.payloadEntries, s.queue, s.reconnects)
 	}
 	takeSample()
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		tk := time.NewTicker(o.sample)
-		defer tk.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-				takeSample()
-			}
-		}
-	}()
+	every(&bg, ctx, o.sample, func(int) { takeSample() })
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
@@ -307,91 +294,69 @@ func soak(bin, work string, o soakOptions) (soakResult, error) {
 	// no job names.
 	genCtx, stopGen := context.WithTimeout(ctx, o.duration)
 	defer stopGen()
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		tk := time.NewTicker(o.churn)
-		defer tk.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-genCtx.Done():
-				return
-			case <-tk.C:
-			}
-			n := names[(i*7919)%len(names)]
-			_, _ = soakVirsh(o.virshURI, "destroy", n)
-			if _, err := soakVirsh(o.virshURI, "undefine", n); err == nil {
+	every(&bg, genCtx, o.churn, func(i int) {
+		n := names[(i*7919)%len(names)]
+		_, _ = soakVirsh(o.virshURI, "destroy", n)
+		if _, err := soakVirsh(o.virshURI, "undefine", n); err == nil {
+			mu.Lock()
+			sr.undefined++
+			mu.Unlock()
+		}
+		spare := fmt.Sprintf("soak-spare-%d", i%4)
+		xmlPath := filepath.Join(dir, spare+".xml")
+		if err := os.WriteFile(xmlPath, []byte(soakDomainXML(o.domType, spare)), 0o644); err == nil {
+			if _, err := soakVirsh(o.virshURI, "define", xmlPath); err == nil {
+				_, _ = soakVirsh(o.virshURI, "undefine", spare)
 				mu.Lock()
-				sr.undefined++
+				sr.spareDefined++
 				mu.Unlock()
-			}
-			spare := fmt.Sprintf("soak-spare-%d", i%4)
-			xmlPath := filepath.Join(dir, spare+".xml")
-			if err := os.WriteFile(xmlPath, []byte(soakDomainXML(o.domType, spare)), 0o644); err == nil {
-				if _, err := soakVirsh(o.virshURI, "define", xmlPath); err == nil {
-					_, _ = soakVirsh(o.virshURI, "undefine", spare)
-					mu.Lock()
-					sr.spareDefined++
-					mu.Unlock()
-				}
 			}
 		}
-	}()
+	})
 	if o.restart > 0 {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			tk := time.NewTicker(o.restart)
-			defer tk.Stop()
-			for {
-				select {
-				case <-genCtx.Done():
-					return
-				case <-tk.C:
-				}
-				progress("  soak: restarting libvirtd (pid %d)", libvirtdPID())
-				// Watch the agent's vmpayload_libvirt_connected through the
-				// restart: 0 once the daemon is gone, 1 once it is back.
-				stop := time.Now()
-				var down atomic.Bool
-				done := make(chan struct{})
-				watched := make(chan time.Duration, 1)
-				go func() {
-					for {
-						v, err := metric(a, "vmpayload_libvirt_connected")
-						if err == nil && v == 0 {
-							down.Store(true)
-						}
-						select {
-						case <-done:
-							if err == nil && v == 1 {
-								watched <- time.Since(stop)
-								return
-							}
-							if time.Since(stop) > 2*time.Minute {
-								watched <- -1
-								return
-							}
-						default:
-						}
-						time.Sleep(100 * time.Millisecond)
+		every(&bg, genCtx, o.restart, func(int) {
+			progress("  soak: restarting libvirtd (pid %d)", libvirtdPID())
+			// Watch the agent's vmpayload_libvirt_connected through the
+			// restart: 0 once the daemon is gone, 1 once it is back.
+			stop := time.Now()
+			var down atomic.Bool
+			done := make(chan struct{})
+			watched := make(chan time.Duration, 1)
+			go func() {
+				for {
+					v, err := metric(a, "vmpayload_libvirt_connected")
+					if err == nil && v == 0 {
+						down.Store(true)
 					}
-				}()
-				err := restartLibvirtd()
-				close(done)
-				back := <-watched
-				if err != nil {
-					progress("  soak: %v", err)
-					continue
+					select {
+					case <-done:
+						if err == nil && v == 1 {
+							watched <- time.Since(stop)
+							return
+						}
+						if time.Since(stop) > 2*time.Minute {
+							watched <- -1
+							return
+						}
+					default:
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
-				restarts.Add(1)
-				mu.Lock()
-				sr.sawDown = append(sr.sawDown, down.Load())
-				sr.backIn = append(sr.backIn, back)
-				mu.Unlock()
-				progress("  soak: libvirtd restarted; vmpayload_libvirt_connected seen 0: %v, 1 again %s after the stop", down.Load(), back.Round(100*time.Millisecond))
+			}()
+			err := restartLibvirtd()
+			close(done)
+			back := <-watched
+			if err != nil {
+				progress("  soak: %v", err)
+				return
 			}
-		}()
+			restarts.Add(1)
+			mu.Lock()
+			sr.sawDown = append(sr.sawDown, down.Load())
+			sr.backIn = append(sr.backIn, back)
+			mu.Unlock()
+			progress("  soak: libvirtd restarted; vmpayload_libvirt_connected seen 0: %v, 1 again %s after the stop", down.Load(), back.Round(100*time.Millisecond))
+		})
 	}
 
 	// Socket submitters.
@@ -689,4 +654,23 @@ func writeSlopes(w io.Writer, ss []soakSample, wall time.Duration) {
 		fmt.Fprintf(w, "| %s | %+.2f ± %.2f %s | %d | %.1f | %.1f – %.1f |\n", c.name, b, se, c.unit, n, sum/float64(max(n, 1)), lo, hi)
 	}
 	fmt.Fprintln(w)
+}
+
+// every runs f(0), f(1), … at each tick of d until ctx ends, in a goroutine
+// bg waits for.
+func every(bg *sync.WaitGroup, ctx context.Context, d time.Duration, f func(i int)) {
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		tk := time.NewTicker(d)
+		defer tk.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+			f(i)
+		}
+	}()
 }

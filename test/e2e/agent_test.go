@@ -181,15 +181,7 @@ func startOwnAgent(t *testing.T) *agentProc {
 func hostReboot(t *testing.T, a *agentProc) {
 	t.Helper()
 	_ = a.Stop()
-	ents, err := os.ReadDir(a.PayloadDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(a.PayloadDir, e.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.EmptyDir(t, a.PayloadDir)
 }
 
 // stopAgent stops the shared agent (SIGTERM) and removes its directory

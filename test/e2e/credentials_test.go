@@ -16,6 +16,7 @@ import (
 
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/kinds/credentials"
 	"github.com/vmpayload/vmpayload/payload/secrets"
 	"github.com/vmpayload/vmpayload/test/agenttest"
@@ -123,12 +124,8 @@ func credsJob(t *testing.T, doc map[string]any, sd secrets.Dir) ([]credentials.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, r := job.ParseWith(b, job.Defaults{})
-	if !r.OK() {
-		t.Fatalf("job %s: %v", b, r.Err())
-	}
-	a := j.Apply(job.Defaults{})
-	creds, err := credentials.FromJob(&a, sd)
+	a := jobtest.Applied(t, b)
+	creds, err := credentials.FromJob(a, sd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +390,7 @@ func checkCredsDomain(ctx context.Context, t *testing.T, v *vm, r result.Result,
 		t.Errorf("the definition carries credential %s that the job does not map to", n)
 	}
 	rj, _ := json.Marshal(r)
-	cmdline := qemuCmdline(t, v.g.Name)
+	cmdline := testenv.QEMUCmdline(t, v.g.Name)
 	for _, s := range []string{w.rootHash, strings.TrimSpace(w.secretContent)} {
 		if s == "" {
 			continue
@@ -408,21 +405,6 @@ func checkCredsDomain(ctx context.Context, t *testing.T, v *vm, r result.Result,
 		t.Errorf("QEMU's command line has no OEM string of a credential: %q", cmdline)
 	}
 	return files
-}
-
-// qemuCmdline is the command line of the domain's QEMU process (libvirt's
-// pid file), as every host user can read it.
-func qemuCmdline(t *testing.T, domain string) string {
-	t.Helper()
-	pid, err := os.ReadFile("/run/libvirt/qemu/" + domain + ".pid")
-	if err != nil {
-		t.Fatalf("QEMU's pid: %v", err)
-	}
-	b, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/cmdline")
-	if err != nil {
-		t.Fatalf("QEMU's command line: %v", err)
-	}
-	return string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
 }
 
 // waitFiles waits up to wait (0: checks once) until every fw_cfg file of

@@ -102,10 +102,10 @@ func (a *agentProc) checkClean() {
 	// the result may still see the file: wait for it to go.
 	for _, sub := range []string{spool.Incoming, spool.Processing} {
 		dir := filepath.Join(a.SpoolDir, sub)
-		a.waitFor(sub+"/ to empty", func() bool { return len(dirNames(a.t, dir)) == 0 })
+		a.waitFor(sub+"/ to empty", func() bool { return len(testenv.DirNames(a.t, dir)) == 0 })
 	}
 	for _, d := range []string{filepath.Join(a.SpoolDir, spool.Done), filepath.Join(a.SpoolDir, spool.Failed), a.PayloadDir} {
-		for _, n := range dirNames(a.t, d) {
+		for _, n := range testenv.DirNames(a.t, d) {
 			if strings.HasSuffix(n, ".tmp") {
 				a.t.Errorf("partial file left: %s", filepath.Join(d, n))
 			}
@@ -283,7 +283,7 @@ func spoolFull(crash bool) func(t *testing.T, a *agentProc, c *client.Client) ([
 func (a *agentProc) checkClean2() {
 	a.t.Helper()
 	for _, sub := range []string{spool.Done, spool.Failed} {
-		for _, n := range dirNames(a.t, filepath.Join(a.SpoolDir, sub)) {
+		for _, n := range testenv.DirNames(a.t, filepath.Join(a.SpoolDir, sub)) {
 			if strings.HasSuffix(n, ".tmp") {
 				a.t.Errorf("partial result left: %s/%s", sub, n)
 			}
@@ -343,7 +343,7 @@ func payloadSymlink(t *testing.T, a *agentProc, c *client.Client) ([]string, tim
 		t.Errorf("job through a symlinked payload directory: %s %+v, want io_error naming the symlink", r.State, r.Error)
 	}
 	a.waitHealth(c, "degraded", "symlink")
-	if n := dirNames(t, target); len(n) > 0 {
+	if n := testenv.DirNames(t, target); len(n) > 0 {
 		t.Errorf("written through the symlink: %v", n)
 	}
 	must(t, os.Remove(a.PayloadDir))
@@ -422,7 +422,7 @@ func incomingFlood(t *testing.T, a *agentProc, c *client.Client) ([]string, time
 	t0 := time.Now()
 	a.waitForWithin(10*time.Minute, "all flood results", func() bool {
 		for _, sub := range []string{spool.Incoming, spool.Processing} {
-			if len(dirNames(t, filepath.Join(a.SpoolDir, sub))) > 0 {
+			if len(testenv.DirNames(t, filepath.Join(a.SpoolDir, sub))) > 0 {
 				return false
 			}
 		}

@@ -43,20 +43,6 @@ func bigFileJob(t *testing.T, rng *rand.Rand, id, domain string, size int) []byt
 		"files": []any{map[string]any{"path": "/var/lib/vmpx-filler.txt", "content": string(b)}}})
 }
 
-// dirNames lists a directory (nil when it does not exist).
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	var n []string
-	for _, e := range ents {
-		n = append(n, e.Name())
-	}
-	return n
-}
-
 // TestFullPayloadFilesystem mounts a 2 MiB tmpfs as the agent's payload
 // directory and fills it but for 64 KiB. Jobs whose ~200 KiB images do not
 // fit (through the spool and the API) must each fail with io_error ("no
@@ -128,17 +114,17 @@ func TestFullPayloadFilesystem(t *testing.T) {
 	}
 	clean := func(when string) {
 		t.Helper()
-		if n := dirNames(t, a.PayloadDir); len(n) > 0 && !(len(n) == 1 && n[0] == "fill") {
+		if n := testenv.DirNames(t, a.PayloadDir); len(n) > 0 && !(len(n) == 1 && n[0] == "fill") {
 			for _, name := range n {
 				if name != owner.Dir && (strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp")) {
 					t.Errorf("%s: temporary file %s left in the payload directory", when, name)
 				}
 			}
 		}
-		if n := dirNames(t, ws); len(n) > 0 {
+		if n := testenv.DirNames(t, ws); len(n) > 0 {
 			t.Errorf("%s: image workspace not cleaned: %v", when, n)
 		}
-		if n := dirNames(t, filepath.Join(a.SpoolDir, spool.Processing)); len(n) > 0 {
+		if n := testenv.DirNames(t, filepath.Join(a.SpoolDir, spool.Processing)); len(n) > 0 {
 			t.Errorf("%s: jobs left in processing/: %v", when, n)
 		}
 	}
@@ -158,7 +144,7 @@ func TestFullPayloadFilesystem(t *testing.T) {
 		}
 	}
 	clean("after the failures")
-	if n := dirNames(t, a.PayloadDir); len(n) != 1 {
+	if n := testenv.DirNames(t, a.PayloadDir); len(n) != 1 {
 		t.Errorf("payload directory holds %v, want only the filler", n)
 	}
 	if err, done := a.Exited(); done {
@@ -377,7 +363,7 @@ func flood(t *testing.T, queueLimit int) {
 			}
 		}
 	}
-	if n := dirNames(t, filepath.Join(a.SpoolDir, spool.Processing)); len(n) > 0 {
+	if n := testenv.DirNames(t, filepath.Join(a.SpoolDir, spool.Processing)); len(n) > 0 {
 		t.Errorf("jobs left in processing/: %v", n)
 	}
 	const bound = 200 << 10 // KiB

@@ -20,6 +20,7 @@ import (
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
 	"github.com/vmpayload/vmpayload/payload/owner"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 // TestSecretsAndPermissions runs jobs carrying distinctive plaintext
@@ -254,7 +255,7 @@ func TestSecretsAndPermissions(t *testing.T) {
 		t.Errorf("agent started with spool/done a symlink:\n%s", a.Tail(10))
 		a.kill()
 	}
-	if n := dirNames(t, elsewhere); len(n) > 0 {
+	if n := testenv.DirNames(t, elsewhere); len(n) > 0 {
 		t.Errorf("the agent wrote through the spool/done symlink: %v", n)
 	}
 	t.Logf("%d jobs + 1 symlinked job + 2 API requests; %d plaintext markers searched in %d files/answers (log, results, API answers, /metrics, %d events); images %d (0640, group %s); spool symlinks refused",

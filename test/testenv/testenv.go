@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -129,4 +130,53 @@ func (l *LockedBuffer) String() string {
 func RepoPath(elem ...string) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, elem...)...)
+}
+
+// DirNames lists the names in dir, sorted (nil when dir does not exist);
+// it fails tb when dir cannot be read.
+func DirNames(tb testing.TB, dir string) []string {
+	tb.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		tb.Fatal(err)
+	}
+	var n []string
+	for _, e := range ents {
+		n = append(n, e.Name())
+	}
+	return n
+}
+
+// EmptyDir removes everything in dir and keeps dir (a host reboot's tmpfs);
+// it fails tb on an error.
+func EmptyDir(tb testing.TB, dir string) {
+	tb.Helper()
+	for _, n := range DirNames(tb, dir) {
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// ListenUnix listens on the Unix socket path, closed when tb ends; it
+// fails tb when it cannot.
+func ListenUnix(tb testing.TB, path string) net.Listener {
+	tb.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// WriteFiles writes each of files (name → content) into dir with mode 0600,
+// as a secrets directory holds them; it fails tb on an error.
+func WriteFiles(tb testing.TB, dir string, files map[string]string) {
+	tb.Helper()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }

@@ -56,8 +56,9 @@ func TestTempDirAndHashes(t *testing.T) {
 			t.Fatalf("TempDir: %v %v", st, err)
 		}
 		p := filepath.Join(dir, "f")
-		if err := os.WriteFile(p, []byte("abc"), 0o600); err != nil {
-			t.Fatal(err)
+		WriteFiles(t, dir, map[string]string{"f": "abc"})
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("WriteFiles: %v %v", st, err)
 		}
 		const abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 		if FileSHA256(t, p) != abc || SumOf(p) != abc || SHA256([]byte("abc")) != abc {
@@ -65,6 +66,12 @@ func TestTempDirAndHashes(t *testing.T) {
 		}
 		if s := SumOf(filepath.Join(dir, "missing")); s[0] != '(' {
 			t.Errorf("SumOf of a missing file = %q", s)
+		}
+		if n, missing := DirNames(t, dir), DirNames(t, filepath.Join(dir, "missing")); !slices.Equal(n, []string{"f"}) || missing != nil {
+			t.Errorf("DirNames: %q, of a missing directory %q", n, missing)
+		}
+		if EmptyDir(t, dir); DirNames(t, dir) != nil {
+			t.Errorf("EmptyDir left %q", DirNames(t, dir))
 		}
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

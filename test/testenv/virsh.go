@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -105,4 +106,21 @@ func VirshT(tb testing.TB, uri string, args ...string) string {
 		tb.Fatal(err)
 	}
 	return strings.TrimSpace(out)
+}
+
+// QEMUCmdline returns the command line (arguments joined by spaces) of the
+// QEMU process of the running domain named domain, found through
+// libvirt's pid file under /run/libvirt/qemu, as every host user can read
+// it; it fails tb when either cannot be read.
+func QEMUCmdline(tb testing.TB, domain string) string {
+	tb.Helper()
+	pid, err := os.ReadFile("/run/libvirt/qemu/" + domain + ".pid")
+	if err != nil {
+		tb.Fatalf("QEMU's pid file: %v", err)
+	}
+	b, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/cmdline")
+	if err != nil {
+		tb.Fatalf("QEMU's command line: %v", err)
+	}
+	return strings.ReplaceAll(string(b), "\x00", " ")
 }

@@ -23,15 +23,11 @@ func FuzzRender(f *testing.F) {
 		if !rep.OK() {
 			return
 		}
-		salt := func() (string, error) { return "fuzzsaltfuzzsalt", nil }
-		r1, err := payload.Render(c, payload.Options{Salt: salt})
-		if err != nil {
-			if e := payloadtest.RenderRefusal(err); e != nil {
-				t.Fatal(e)
-			}
+		r1 := payloadtest.FuzzRender(t, c)
+		if r1 == nil {
 			return
 		}
-		r2, err := payload.Render(c, payload.Options{Salt: salt})
+		r2, err := payload.Render(c, payload.Options{Salt: payloadtest.FuzzSalt})
 		if err != nil {
 			t.Fatalf("a second render failed: %v", err)
 		}

@@ -22,14 +22,13 @@ import (
 
 	"github.com/vmpayload/vmpayload/payload/job"
 	"github.com/vmpayload/vmpayload/test/golden"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 const (
-	keyAlice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBU9sScwddkdLvHgCn4qYcytsLm/8/Gn/jhDNSszVo+M alice@example"
 	keyAdmin = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ9UCj6yFbzrJRqgbKp1+pjOWpNQWIeq40ujmhEHvz3p admin@example"
-	hashA    = "$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG."
 	hostPriv = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot parsed here\n-----END OPENSSH PRIVATE KEY-----\n"
 	hostPub  = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBU9sScwddkdLvHgCn4qYcytsLm/8/Gn/jhDNSszVo+M"
 )
@@ -49,8 +48,8 @@ func fullInput(t *testing.T, user string) Input {
 func fullInputWith(t *testing.T, userMember string) Input {
 	t.Helper()
 	doc := `{"version":1,"format":"ignition","hostname":"node1.example.com","timezone":"Europe/Berlin",
-		"users":[{"name":"alice","password_hash":"` + hashA + `","ssh_authorized_keys":["` + keyAlice + `"],"groups":["wheel","adm"],"shell":"/bin/zsh","sudo":"ALL=(ALL) NOPASSWD:ALL"},
-		         {"name":"root","password_hash":"` + hashA + `"}],
+		"users":[{"name":"alice","password_hash":"` + testenv.HashA + `","ssh_authorized_keys":["` + testenv.KeyAlice + `"],"groups":["wheel","adm"],"shell":"/bin/zsh","sudo":"ALL=(ALL) NOPASSWD:ALL"},
+		         {"name":"root","password_hash":"` + testenv.HashA + `"}],
 		"ssh_authorized_keys":["` + keyAdmin + `"],
 		"files":[{"path":"/etc/motd","content":"Welcome\n","permissions":"0640","owner":"alice:adm"},
 		         {"path":"/usr/local/bin/blob","content":"AAEC/w==","encoding":"base64","permissions":"0755"}],
@@ -63,7 +62,7 @@ func fullInputWith(t *testing.T, userMember string) Input {
 		t.Fatal(r.Err())
 	}
 	a := j.Apply(job.Defaults{})
-	return Input{Job: a, PasswordHashes: []string{hashA, hashA}, HostKeys: []HostKey{{Type: "ed25519", Private: hostPriv, Public: hostPub}}}
+	return Input{Job: a, PasswordHashes: []string{testenv.HashA, testenv.HashA}, HostKeys: []HostKey{{Type: "ed25519", Private: hostPriv, Public: hostPub}}}
 }
 
 func b64(s string) string {
@@ -418,7 +417,7 @@ func assertCarriesChild(t *testing.T, merged, child types.Config) {
 // TestUserWins: on a conflict the user's config (the merge child) wins,
 // and SSH keys of both sides are kept.
 func TestUserWins(t *testing.T) {
-	user := `{"ignition":{"version":"3.6.0"},"passwd":{"users":[{"name":"core","passwordHash":"$6$x$y","sshAuthorizedKeys":["` + keyAlice + `"]}]},
+	user := `{"ignition":{"version":"3.6.0"},"passwd":{"users":[{"name":"core","passwordHash":"$6$x$y","sshAuthorizedKeys":["` + testenv.KeyAlice + `"]}]},
 		"storage":{"files":[{"path":"/etc/hostname","overwrite":true,"contents":{"source":"data:,user-host%0A"}},{"path":"/etc/motd","overwrite":true,"contents":{"source":"data:,user%20motd%0A"}}]}}`
 	in := fullInput(t, user)
 	raw, _, err := Render(in)
@@ -437,7 +436,7 @@ func TestUserWins(t *testing.T) {
 		t.Errorf("motd: what the user's config leaves out comes from the job: %+v", f)
 	}
 	core, _ := userNamed(merged, "core")
-	if *core.PasswordHash != "$6$x$y" || !containsKey(core.SSHAuthorizedKeys, keyAdmin) || !containsKey(core.SSHAuthorizedKeys, keyAlice) {
+	if *core.PasswordHash != "$6$x$y" || !containsKey(core.SSHAuthorizedKeys, keyAdmin) || !containsKey(core.SSHAuthorizedKeys, testenv.KeyAlice) {
 		t.Errorf("core: %+v", core)
 	}
 }
@@ -445,14 +444,14 @@ func TestUserWins(t *testing.T) {
 // TestTopLevelKeysJoinCore: the job-wide ssh_authorized_keys go to the
 // default user core, joining a users[] entry named core.
 func TestTopLevelKeysJoinCore(t *testing.T) {
-	j := job.Job{Version: 1, Format: job.FormatIgnition, SSHAuthorizedKeys: []string{keyAdmin, keyAlice},
-		Users: []job.User{{Name: "core", SSHAuthorizedKeys: []string{keyAlice}, Groups: []string{"wheel"}}}}
+	j := job.Job{Version: 1, Format: job.FormatIgnition, SSHAuthorizedKeys: []string{keyAdmin, testenv.KeyAlice},
+		Users: []job.User{{Name: "core", SSHAuthorizedKeys: []string{testenv.KeyAlice}, Groups: []string{"wheel"}}}}
 	c := Generate(Input{Job: j})
 	if len(c.Passwd.Users) != 1 {
 		t.Fatalf("users %+v", c.Passwd.Users)
 	}
 	u := c.Passwd.Users[0]
-	if u.Name != "core" || len(u.SSHAuthorizedKeys) != 2 || string(u.SSHAuthorizedKeys[0]) != keyAlice || string(u.SSHAuthorizedKeys[1]) != keyAdmin {
+	if u.Name != "core" || len(u.SSHAuthorizedKeys) != 2 || string(u.SSHAuthorizedKeys[0]) != testenv.KeyAlice || string(u.SSHAuthorizedKeys[1]) != keyAdmin {
 		t.Errorf("core %+v", u)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/vmpayload/vmpayload/payload/job"
+	"github.com/vmpayload/vmpayload/payload/job/jobtest"
 	"github.com/vmpayload/vmpayload/payload/secrets"
+	"github.com/vmpayload/vmpayload/test/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -23,14 +25,10 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 func secretsDir(t *testing.T) secrets.Dir {
 	t.Helper()
 	d := t.TempDir()
-	for name, v := range map[string]string{
+	testenv.WriteFiles(t, d, map[string]string{
 		"wg-private": "wg-private-key-bytes\n",
 		"root-hash":  "$6$salt$fromsecret",
-	} {
-		if err := os.WriteFile(filepath.Join(d, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	return secrets.Dir(d)
 }
 
@@ -40,12 +38,7 @@ func loadJob(t *testing.T, path string) *job.Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, r := job.ParseWith(b, job.Defaults{})
-	if !r.OK() {
-		t.Fatalf("%s: %v", path, r.Err())
-	}
-	a := j.Apply(job.Defaults{})
-	return &a
+	return jobtest.Applied(t, b)
 }
 
 // render writes the credentials in a form a reviewer can read: each
