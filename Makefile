@@ -11,10 +11,10 @@ GO_TEST_TIMEOUT ?= 75m
 # of linking it, so the daemon's package installs without libvirt-dev. The
 # daemon's build and the go test/vet of the project use it; see libvirtx/doc.go.
 GOTAGS ?= libvirt_dlopen
-# FUZZTIME: 20s per target keeps make test's fuzz stage at about 4 minutes of
+# FUZZTIME: 10s per target keeps make test's fuzz stage at about 2 minutes of
 # CI's 60-minute budget (12 targets); fuzz longer by hand, e.g.
 # `FUZZTIME=10m bash test/fuzz.sh`.
-FUZZTIME ?= 20s
+FUZZTIME ?= 10s
 
 .PHONY: all build deps demo judges test test-fast bench bench-hook soak packages test-packages clean
 
@@ -44,6 +44,7 @@ demo: deps build
 # tests kill and restart it.
 test: judges deps build
 	@bash test/libvirtd.sh
+	@bash test/guest/prebuild.sh
 	cbi=$$(bash test/cloudbaseinit/source.sh) && VMPAYLOAD_CLOUDBASE_INIT="$$cbi" VMPAYLOAD_JUDGES=required VMPAYLOAD_LIBVIRTD=1 VMPAYLOAD_LIBVIRTD_RESTART=1 VMPAYLOAD_E2E=1 VMPAYLOAD_SYSTEMD=1 VMPAYLOAD_FRESHHOST_GO=1 go test -tags '$(GOTAGS)' -p 1 -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 	@bash test/monitoring.sh
 	# Every Go benchmark runs once, so none of them rots unseen (the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run every fuzz target for a bounded time (FUZZTIME, default 30s each; make test passes 20s) and
+# Run every fuzz target for a bounded time (FUZZTIME, default 30s each; make test passes 10s) and
 # fail when one finds a crasher. New crashers are written by go test to the
 # package's testdata/fuzz/<Target>/ directory: commit them as regression
 # seeds once fixed.
