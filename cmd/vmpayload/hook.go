@@ -28,14 +28,9 @@ import (
 
 func newHookCmd() *cobra.Command {
 	var cfgPath string
-	cmd := &cobra.Command{
-		Use:   "hook [flags] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
-		Short: "libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts",
-		Args:  posArgs(3, -1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runHook(cfgPath, args, cmd.ErrOrStderr()))
-		},
-	}
+	cmd := command("hook [flags] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
+		"libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts", 3, -1, nil,
+		func(args []string, _, stderr io.Writer) int { return runHook(cfgPath, args, stderr) })
 	cmd.Flags().StringVar(&cfgPath, "config", "", "agent configuration `FILE` (default $"+hookConfigEnv+", else "+config.DefaultPath+"; a missing file means defaults)")
 	// libvirt passes "-" as EXTRA; flags end at the domain name
 	cli.NotInterspersed(cmd)

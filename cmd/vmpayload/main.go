@@ -99,6 +99,16 @@ func posArgs(lo, hi int) cobra.PositionalArgs {
 	}
 }
 
+// command makes a subcommand that takes from lo to hi positional arguments
+// (posArgs), completed by complete (nil: none), and exits with the code run
+// returns.
+func command(use, short string, lo, hi int, complete cobra.CompletionFunc, run func(args []string, stdout, stderr io.Writer) int) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: posArgs(lo, hi), ValidArgsFunction: complete,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(run(args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		}}
+}
+
 // usageError prints the command's usage to stderr and returns the usage
 // error's exit status.
 func usageError(cmd *cobra.Command) error {

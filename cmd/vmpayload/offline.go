@@ -11,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
-
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -29,15 +27,8 @@ func newVersionCmd() *cobra.Command {
 
 func newValidateCmd() *cobra.Command {
 	var o validateOptions
-	cmd := &cobra.Command{
-		Use:   "validate JOB.json|-",
-		Short: "check a job document; prints one \"field: message\" line per problem",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runValidate(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("json"),
-	}
+	cmd := command("validate JOB.json|-", "check a job document; prints one \"field: message\" line per problem", 1, 1, completeFiles("json"),
+		func(args []string, stdout, stderr io.Writer) int { return runValidate(o, args[0], stdout, stderr) })
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print {\"valid\": bool, \"errors\": [{field, code, message}]} instead of text")
 	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "also check that the secrets the job names resolve in this `DIR`, as build does")
 	_ = cmd.MarkFlagDirname("secrets-dir")
@@ -52,18 +43,15 @@ type validateOptions struct {
 
 func newBuildCmd() *cobra.Command {
 	var o buildOptions
-	cmd := &cobra.Command{
-		Use:   "build -o OUT JOB.json|-",
-		Short: "render a job's cloud-init documents and write the payload image",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	var cmd *cobra.Command
+	cmd = command("build -o OUT JOB.json|-", "render a job's cloud-init documents and write the payload image", 1, 1, completeFiles("json"),
+		func(args []string, stdout, stderr io.Writer) int {
 			if o.out == "" {
-				return usageError(cmd)
+				_ = usageError(cmd)
+				return exitUsage
 			}
-			return cli.Code(runBuild(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("json"),
-	}
+			return runBuild(o, args[0], stdout, stderr)
+		})
 	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output image `PATH` (required); for format \"credentials\" the directory the fw_cfg files go into")
 	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "`DIR` where password_secret and user_data_secret names resolve")
 	cmd.Flags().StringVar(&o.mode, "mode", "0640", "permission bits of the image file (octal)")
@@ -81,15 +69,10 @@ type buildOptions struct {
 func newInspectCmd() *cobra.Command {
 	var asJSON bool
 	var cat string
-	cmd := &cobra.Command{
-		Use:   "inspect IMAGE",
-		Short: "show a payload image's label, filesystem type and files",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runInspect(args[0], asJSON, cat, cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("iso", "img"),
-	}
+	cmd := command("inspect IMAGE", "show a payload image's label, filesystem type and files", 1, 1, completeFiles("iso", "img"),
+		func(args []string, stdout, stderr io.Writer) int {
+			return runInspect(args[0], asJSON, cat, stdout, stderr)
+		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON")
 	cmd.Flags().StringVar(&cat, "cat", "", "print the file at this `PATH` inside the image instead")
 	return cmd

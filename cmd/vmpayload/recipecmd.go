@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmpayload/vmpayload/agent/config"
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -34,15 +33,9 @@ type recipeOptions struct {
 func newRecipeCmd() *cobra.Command {
 	d := config.Default()
 	var o recipeOptions
-	cmd := &cobra.Command{
-		Use:   "recipe [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
-		Short: "build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runRecipe(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("json"),
-	}
+	cmd := command("recipe [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
+		"build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from", 1, 1,
+		completeFiles("json"), func(args []string, stdout, stderr io.Writer) int { return runRecipe(o, args[0], stdout, stderr) })
 	fs := cmd.Flags()
 	fs.StringVar(&o.payloadDir, "payload-dir", d.PayloadDir, "`DIR` the image is written to (the hook's payload_dir)")
 	fs.StringVar(&o.secretsDir, "secrets-dir", d.SecretsDir, "`DIR` where password_secret and user_data_secret names resolve (the hook's secrets_dir)")

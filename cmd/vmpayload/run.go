@@ -16,8 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
-
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
@@ -29,15 +27,10 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var f runFlags
-	cmd := &cobra.Command{
-		Use:   "run DOMAIN [flags]",
-		Short: "build a job from flags and hand it to the agent (virsh-style Run Once)",
-		Long:  "build a job from flags and hand it to the agent (virsh-style Run Once)\n\n" + runHelp,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runRun(cmd, &f, args))
-		},
-		ValidArgsFunction: completeDomains,
-	}
+	var cmd *cobra.Command
+	cmd = command("run DOMAIN [flags]", "build a job from flags and hand it to the agent (virsh-style Run Once)", 0, -1, completeDomains,
+		func(args []string, stdout, stderr io.Writer) int { return runRun(cmd, &f, args, stdout, stderr) })
+	cmd.Long = cmd.Short + "\n\n" + runHelp
 	defineRunFlags(cmd, &f)
 	return cmd
 }
@@ -186,8 +179,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 
 // runRun builds the job of "vmpayload run" from the flags f (cmd's) and the
 // positional arguments pos, and prints or submits it.
-func runRun(cmd *cobra.Command, f *runFlags, pos []string) int {
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+func runRun(cmd *cobra.Command, f *runFlags, pos []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		if len(pos) == 0 {
 			fmt.Fprintln(stderr, "vmpayload run: the domain name is missing")
