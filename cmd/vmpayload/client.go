@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -65,12 +66,7 @@ func (a *agentFlags) add(cmd *cobra.Command) {
 // configuration.
 func (a agentFlags) resolved() agentFlags {
 	d := agentConfig()
-	if a.socket == "" {
-		a.socket = d.Socket
-	}
-	if a.spoolDir == "" {
-		a.spoolDir = d.SpoolDir
-	}
+	a.socket, a.spoolDir = cmp.Or(a.socket, d.Socket), cmp.Or(a.spoolDir, d.SpoolDir)
 	return a
 }
 
@@ -153,10 +149,7 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 
 func submitSpool(ctx context.Context, name, dir string, j *job.Job, data []byte, waitFor waitMode, stdout, stderr io.Writer, why error) int {
 	sp := &spool.Spool{Root: dir}
-	id := j.ID
-	if id == "" {
-		id = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
-	}
+	id := cmp.Or(j.ID, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))
 	if err := sp.Put(id, data); err != nil {
 		fmt.Fprintf(stderr, "vmpayload %s: the agent socket is unreachable (%v) and writing to the spool failed: %v\n", name, why, err)
 		return exitUsage

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,14 +81,7 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 	}
 	oneShotGC() // a hook process rebuilds at most one image and exits
 
-	path := cfgPath
-	if path == "" {
-		path = os.Getenv(hookConfigEnv)
-	}
-	if path == "" {
-		path = config.DefaultPath
-	}
-	cfg, cfgErr := loadHookConfig(path)
+	cfg, cfgErr := loadHookConfig(cmp.Or(cfgPath, os.Getenv(hookConfigEnv), config.DefaultPath))
 	timeout := cfg.HookTimeout
 	if cfgErr != nil || timeout <= 0 {
 		timeout = config.Default().HookTimeout
@@ -144,10 +138,7 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 // ("", "", nil), except for a restore or an incoming migration whose XML
 // names a missing image in the payload directory (missingWithoutRecipe).
 func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error) (recipe.Outcome, string, error) {
-	in := hookStdin
-	if in == nil {
-		in = os.Stdin
-	}
+	in := cmp.Or[io.Reader](hookStdin, os.Stdin)
 	data, err := io.ReadAll(io.LimitReader(in, recipe.MaxDomainXML+1))
 	if err != nil {
 		return "", "", fmt.Errorf("reading the domain XML on stdin: %w", err)

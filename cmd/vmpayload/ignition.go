@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,9 +57,7 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 	if f.file != "" && f.butane != "" {
 		return errors.New("use only one of --ignition and --butane: both are the user's own config")
 	}
-	if j.Format == "" {
-		j.Format = job.FormatIgnition
-	}
+	j.Format = cmp.Or(j.Format, job.FormatIgnition)
 	if f.file != "" {
 		data, err := b.read("ignition", f.file, job.MaxJobBytes)
 		if err != nil {

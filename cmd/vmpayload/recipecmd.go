@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -106,9 +107,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		// libvirt's spelling, which the hook compares the image name with
 		prefix = domxml.CanonicalUUID(uuid)
 	}
-	if prefix == "" {
-		prefix = j.Domain
-	}
+	prefix = cmp.Or(prefix, j.Domain)
 	if prefix == "" || prefix != filepath.Base(prefix) || prefix[0] == '.' {
 		return fail(exitUsage, "no usable image name prefix %q: give --domain-xml, --name or a job with a domain", prefix)
 	}

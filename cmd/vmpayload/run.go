@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -189,10 +190,7 @@ func runRun(cmd *cobra.Command, f *runFlags, pos []string, stdout, stderr io.Wri
 		_ = usageError(cmd)
 		return exitUsage
 	}
-	b := &jobBuilder{flags: cmd.Flags(), origin: map[string]string{}, stdin: runStdin}
-	if b.stdin == nil {
-		b.stdin = os.Stdin
-	}
+	b := &jobBuilder{flags: cmd.Flags(), origin: map[string]string{}, stdin: cmp.Or[io.Reader](runStdin, os.Stdin)}
 	j, err := b.build(pos[0], f)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload run: %v\n", err)
