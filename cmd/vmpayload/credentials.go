@@ -106,49 +106,39 @@ func (b *jobBuilder) applyCredentials(j *job.Job, f credentialsFlags) error {
 	if err := b.readString("issue-file", f.issueFile, "issue", &j.Issue); err != nil {
 		return err
 	}
-	pair := func(flag, v string) (string, string, error) {
-		n, val, ok := strings.Cut(v, "=")
-		if !ok || n == "" {
-			return "", "", fmt.Errorf("--%s %q: want NAME=%s", flag, v, map[bool]string{true: "FILE", false: "VALUE"}[flag == "credential-file"])
+	// NAME=VALUE pairs, in the order of the flags
+	for _, c := range []struct {
+		flag, want string // want: what goes after NAME= (the error's example)
+		values     []string
+	}{
+		{"credential", "VALUE", f.creds}, {"credential-file", "FILE", f.credFiles}, {"credential-secret", "VALUE", f.credSecrets}} {
+		for _, v := range c.values {
+			n, val, ok := strings.Cut(v, "=")
+			if !ok || n == "" {
+				return fmt.Errorf("--%s %q: want NAME=%s", c.flag, v, c.want)
+			}
+			if c.flag == "credential-secret" {
+				if j.CredentialSecrets == nil {
+					j.CredentialSecrets = map[string]string{}
+				}
+				j.CredentialSecrets[n] = val
+				b.set("credential_secrets."+n, c.flag, strconv.Quote(n))
+				continue
+			}
+			cv, shown := job.CredentialValue{Text: val}, strconv.Quote(n)
+			if c.flag == "credential-file" {
+				data, err := b.read(c.flag, val, job.MaxJobBytes)
+				if err != nil {
+					return err
+				}
+				cv, shown = job.CredentialValue{Base64: base64.StdEncoding.EncodeToString(data), Binary: true}, val
+			}
+			if j.Credentials == nil {
+				j.Credentials = job.Credentials{}
+			}
+			j.Credentials[n] = cv
+			b.set("credentials."+n, c.flag, shown)
 		}
-		return n, val, nil
-	}
-	for _, v := range f.creds {
-		n, val, err := pair("credential", v)
-		if err != nil {
-			return err
-		}
-		if j.Credentials == nil {
-			j.Credentials = job.Credentials{}
-		}
-		j.Credentials[n] = job.CredentialValue{Text: val}
-		b.set("credentials."+n, "credential", strconv.Quote(n))
-	}
-	for _, v := range f.credFiles {
-		n, file, err := pair("credential-file", v)
-		if err != nil {
-			return err
-		}
-		data, err := b.read("credential-file", file, job.MaxJobBytes)
-		if err != nil {
-			return err
-		}
-		if j.Credentials == nil {
-			j.Credentials = job.Credentials{}
-		}
-		j.Credentials[n] = job.CredentialValue{Base64: base64.StdEncoding.EncodeToString(data), Binary: true}
-		b.set("credentials."+n, "credential-file", file)
-	}
-	for _, v := range f.credSecrets {
-		n, secret, err := pair("credential-secret", v)
-		if err != nil {
-			return err
-		}
-		if j.CredentialSecrets == nil {
-			j.CredentialSecrets = map[string]string{}
-		}
-		j.CredentialSecrets[n] = secret
-		b.set("credential_secrets."+n, "credential-secret", strconv.Quote(n))
 	}
 	return nil
 }
