@@ -1,20 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"fmt"
-	"github.com/vmpayload/vmpayload/payload/job"
-	"io"
-	"os"
-	"path/filepath"
-
 	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 // valuesResult is what `vmpayload build --json` prints for a payload of
@@ -44,14 +42,9 @@ func buildValues(o buildOptions, rd *payload.Rendered, stdout, stderr io.Writer)
 			fmt.Fprintf(stderr, "vmpayload build: the output directory %s: %v\n", o.out, err)
 			return exitUsage
 		}
-		paths = map[string]string{}
-		for _, p := range rd.Parts() {
-			path := filepath.Join(dir, p.Key)
-			if err := payload.WritePart(context.Background(), path, p.Data, payload.Options{GID: -1}); err != nil {
-				fmt.Fprintf(stderr, "vmpayload build: %v\n", err)
-				return exitUsage
-			}
-			paths[p.Key] = path
+		if paths, err = writeParts(rd, dir, func(key string) string { return key }); err != nil {
+			fmt.Fprintf(stderr, "vmpayload build: %v\n", err)
+			return exitUsage
 		}
 	}
 	frag, err := valuesFragment(rd, paths)

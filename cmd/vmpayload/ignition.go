@@ -74,9 +74,6 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 			return fmt.Errorf("--ignition %s: want an Ignition config (a JSON object): %w", f.file, err)
 		}
 		b.set("ignition", "ignition", f.file)
-		if _, ok := b.origin["format"]; !ok {
-			b.set("format", "ignition", f.file)
-		}
 	}
 	if f.butane != "" {
 		data, err := b.read("butane", f.butane, job.MaxJobBytes)
@@ -87,17 +84,13 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 		// refuses, with its YAML path and line
 		j.Butane = string(data)
 		b.set("butane", "butane", f.butane)
-		if _, ok := b.origin["format"]; !ok {
-			b.set("format", "butane", f.butane)
-		}
 	}
 	if f.delivery != "" {
 		j.IgnitionDelivery = job.IgnitionDelivery(f.delivery)
 		b.set("ignition_delivery", "ignition-delivery", strconv.Quote(f.delivery))
-		if _, ok := b.origin["format"]; !ok {
-			b.set("format", "ignition-delivery", strconv.Quote(f.delivery))
-		}
 	}
+	// without --format, the first of these flags made the format
+	b.origin["format"] = cmp.Or(b.origin["format"], b.origin["ignition"], b.origin["butane"], b.origin["ignition_delivery"])
 	return nil
 }
 

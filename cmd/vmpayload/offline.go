@@ -249,7 +249,11 @@ func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) 
 		}
 		fmt.Fprintf(stdout, "joliet:  %s\n", j)
 	}
-	fmt.Fprintf(stdout, "files:   %s\n", plural(len(info.Files), "file"))
+	files := "files"
+	if len(info.Files) == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(stdout, "files:   %d %s\n", len(info.Files), files)
 	for _, f := range info.Files {
 		fmt.Fprintf(stdout, "  %8d  %s\n", f.Size, f.Path)
 	}

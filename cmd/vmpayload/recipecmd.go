@@ -257,7 +257,7 @@ func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *dom
 		fmt.Fprintf(stderr, "vmpayload recipe: "+format+"\n", a...)
 		return code
 	}
-	paths, err := writeParts(rd, o.payloadDir, prefix)
+	paths, err := writeParts(rd, o.payloadDir, func(key string) string { return rd.PartName(prefix, key) })
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -286,17 +286,17 @@ func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *dom
 	return printFragment(o.driveFile, el, frag, "sysinfo", stdout, stderr)
 }
 
-// writeParts writes the part files of rd (Rendered.Parts) into dir under
-// the names the agent gives them (prefix: the domain's UUID) and returns
-// each one's path by its key; nil for a payload without files.
-func writeParts(rd *payload.Rendered, dir, prefix string) (map[string]string, error) {
+// writeParts writes the part files of rd (Rendered.Parts) into dir, each
+// under the name name gives its key, and returns each one's path by its
+// key; nil for a payload without files.
+func writeParts(rd *payload.Rendered, dir string, name func(key string) string) (map[string]string, error) {
 	parts := rd.Parts()
 	if len(parts) == 0 {
 		return nil, nil
 	}
 	paths := map[string]string{}
 	for _, p := range parts {
-		path := filepath.Join(dir, rd.PartName(prefix, p.Key))
+		path := filepath.Join(dir, name(p.Key))
 		if err := payload.WritePart(context.Background(), path, p.Data, payload.Options{GID: -1}); err != nil {
 			return nil, err
 		}
