@@ -81,10 +81,6 @@ func defineCredentialsFlags(cmd *cobra.Command, f *credentialsFlags) {
 	fs.StringArrayVar(&f.creds, "credential", nil, "credentials: a text credential `NAME=VALUE` (repeatable)")
 	fs.StringArrayVar(&f.credFiles, "credential-file", nil, "credentials: a credential `NAME=FILE`, the file's bytes (binary allowed; repeatable)")
 	fs.StringArrayVar(&f.credSecrets, "credential-secret", nil, "credentials: a credential `NAME=SECRET` from the agent's secrets directory (repeatable)")
-	for _, name := range []string{"motd-file", "issue-file"} {
-		_ = cmd.MarkFlagFilename(name)
-	}
-	_ = cmd.RegisterFlagCompletionFunc("credentials-delivery", cobra.FixedCompletions([]string{"smbios", "fwcfg"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // applyCredentials puts the credentials flags into j. A flag's value is

@@ -203,9 +203,8 @@ func missingWithoutRecipe(doc *domxml.Document, op, payloadDir string) error {
 	if doc == nil {
 		return nil
 	}
-	files := doc.ReferencedFiles()
 	dir := filepath.Clean(payloadDir)
-	for _, f := range files {
+	for _, f := range doc.ReferencedFiles() {
 		if filepath.Dir(filepath.Clean(f)) != dir {
 			continue
 		}

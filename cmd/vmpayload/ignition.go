@@ -34,7 +34,6 @@ func defineIgnitionFlags(cmd *cobra.Command, f *ignitionFlags) {
 	fs.StringVar(&f.delivery, "ignition-delivery", "", "how the Ignition config reaches the guest: `fwcfg|blockdev|configdrive|nocloud` (default: blockdev on s390x and ppc64 domains, else fwcfg); implies --format ignition")
 	_ = cmd.MarkFlagFilename("ignition", "ign", "json")
 	_ = cmd.MarkFlagFilename("butane", "bu", "yaml", "yml")
-	_ = cmd.RegisterFlagCompletionFunc("ignition-delivery", cobra.FixedCompletions([]string{"fwcfg", "blockdev", "configdrive", "nocloud"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // applyIgnition puts the Ignition flags into j: the config as the job's
@@ -94,10 +93,6 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 	return nil
 }
 
-// maxIgnitionFile bounds what inspect reads of a file it takes for an
-// Ignition config: the image content limit.
-const maxIgnitionFile = image.MaxContentBytes
-
 // inspectIgnitionFile shows the summary of path when it is an Ignition
 // config rather than an image; handled is false for anything else
 // (inspect then reads it as an image).
@@ -105,7 +100,7 @@ func inspectIgnitionFile(path string, asJSON bool, stdout, stderr io.Writer) (ha
 	if _, err := image.Inspect(path); err == nil || !errors.Is(err, image.ErrUnknownFormat) {
 		return false, 0
 	}
-	raw, err := readInput(path, maxIgnitionFile)
+	raw, err := readInput(path, image.MaxContentBytes) // an Ignition config is read up to the image content limit
 	if err != nil || !payload.LooksLikeIgnition(raw) {
 		return false, 0
 	}

@@ -53,7 +53,7 @@ func newRecipeCmd() *cobra.Command {
 
 // placeholderDomain stands in for the domain when no --domain-xml is given:
 // a q35 machine with no drives, so that --bus auto picks SATA (ISO) or
-// virtio (vfat) and the first target name.
+// virtio (vfat) and the first target name; valuesFragment fills one in.
 const placeholderDomain = `<domain type='kvm'><name>placeholder</name><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>`
 
 func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
@@ -322,10 +322,7 @@ func setValues(doc *domxml.Document, rd *payload.Rendered, paths map[string]stri
 // <sysinfo> element(s), and for SMBIOS the <smbios mode='sysinfo'/> that
 // goes into <os>.
 func valuesFragment(rd *payload.Rendered, paths map[string]string) (string, error) {
-	doc, err := domxml.Read("<domain type='kvm'><name>fragment</name><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>")
-	if err != nil {
-		return "", err
-	}
+	doc, _ := domxml.Read(placeholderDomain) // a constant that parses
 	if err := setValues(doc, rd, paths); err != nil {
 		return "", err
 	}

@@ -166,13 +166,14 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs.BoolVar(&f.printJob, "print-job", false, "print the job document and exit without submitting it")
 	for _, name := range []string{"ssh-key", "default-ssh-key", "root-ssh-key", "domain-xml", "password-file", "password-hash-file",
 		"root-password-file", "root-password-hash-file", "network-config", "network-data", "user-data", "vendor-data", "meta-data",
-		"random-seed-file", "prebuilt-image"} {
+		"random-seed-file", "prebuilt-image", "motd-file", "issue-file"} {
 		_ = cmd.MarkFlagFilename(name)
 	}
 	for name, words := range map[string][]string{"format": {"nocloud", "configdrive", "ignition"}, "media": {"iso", "vfat"},
 		"user-data-mode": {"merge", "replace"}, "power-state": {"poweroff", "reboot"},
 		"regenerate-ssh-host-keys": {"true", "false"}, "ssh-password-auth": {"true", "false"},
-		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}} {
+		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}, "credentials-delivery": {"smbios", "fwcfg"},
+		"ignition-delivery": {"fwcfg", "blockdev", "configdrive", "nocloud"}} {
 		_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(words, cobra.ShellCompDirectiveNoFileComp))
 	}
 	f.submitOptions.add(cmd)
