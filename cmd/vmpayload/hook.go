@@ -118,12 +118,8 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 		return exitOK
 	}
 
-	policy := cfg.HookFailure
-	if cfgErr != nil {
-		policy = config.Default().HookFailure
-	}
 	line := oneLine(fmt.Sprintf("vmpayload hook: domain %s: %s", domain, res.err.Error()))
-	if policy == "boot" {
+	if cfg.HookFailure == "boot" { // the default's when the configuration is unreadable (loadHookConfig)
 		line += " (hook_failure: boot: the domain starts without its payload)"
 		hookSyslog(line)
 		fmt.Fprintln(stderr, line)

@@ -141,8 +141,7 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 	oneShotGC()
 	written, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
 	if !rep.OK() {
-		printErr(stderr, rep.Err())
-		return exitInvalid
+		return printErr(stderr, rep.Err())
 	}
 	if written != nil && kinds.Chooses(written.Format) == kinds.ChooseMedium && written.SysprepMedium == "" && written.Media == "" {
 		// the agent picks the medium by the domain's machine; without a
@@ -156,12 +155,7 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 	}
 	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: perm, GID: -1})
 	if err != nil {
-		printErr(stderr, err)
-		var ve *job.ValidationError
-		if errors.As(err, &ve) {
-			return exitInvalid
-		}
-		return exitUsage
+		return printErr(stderr, err)
 	}
 	if o.asJSON {
 		printJSON(stdout, res)
@@ -201,13 +195,16 @@ func oneShotGC() {
 	debug.SetMemoryLimit(oneShotMemoryLimit)
 }
 
-func printErr(w io.Writer, err error) {
+// printErr prints err (a ValidationError as its report) and returns its exit
+// code: exitInvalid for a ValidationError, else exitUsage.
+func printErr(w io.Writer, err error) int {
 	var ve *job.ValidationError
 	if errors.As(err, &ve) {
 		printReport(w, ve.Errors)
-		return
+		return exitInvalid
 	}
 	fmt.Fprintf(w, "vmpayload: %v\n", err)
+	return exitUsage
 }
 
 func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) int {

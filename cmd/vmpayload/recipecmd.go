@@ -82,8 +82,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	}
 	j, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
 	if !rep.OK() {
-		printErr(stderr, rep.Err())
-		return exitInvalid
+		return printErr(stderr, rep.Err())
 	}
 	if j.PrebuiltImage != "" {
 		return fail(exitInvalid, "%v", recipe.ErrPrebuilt)
@@ -121,8 +120,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 				jb := *j
 				jb.IgnitionDelivery = job.DeliveryBlockdev
 				if checked, rep = payload.CheckJob(&jb, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true}); !rep.OK() {
-					printErr(stderr, rep.Err())
-					return exitInvalid
+					return printErr(stderr, rep.Err())
 				}
 			case job.DeliveryFwCfg:
 				return fail(exitInvalid, "ignition_delivery \"fwcfg\": the domain's architecture is %s, where QEMU has no fw_cfg device; use \"blockdev\" (the default there)", plat.Arch)
@@ -139,7 +137,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	}
 	if rendered.Shape() != payload.ShapeImage {
 		// named values (systemd credentials): a file per value, or none
-		return recipeValues(o, rendered, prefix, doc, stdout, stderr)
+		return recipeValues(o, rendered, prefix, doc, fail, stdout, stderr)
 	}
 	path := filepath.Join(o.payloadDir, rendered.ImageName(prefix))
 	res, err := rendered.Write(context.Background(), path, payload.Options{Mode: perm, GID: -1})
@@ -251,12 +249,9 @@ func printFragment(file, el, frag, what string, stdout, stderr io.Writer) int {
 // (fw_cfg; none for SMBIOS) and prints the domain XML with the values and
 // the recipe (--domain-xml), or the recipe and the fragment to add
 // (<sysinfo type='fwcfg'> entries, or <sysinfo type='smbios'> OEM strings
-// and <os><smbios mode='sysinfo'/>).
-func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *domxml.Document, stdout, stderr io.Writer) int {
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "vmpayload recipe: "+format+"\n", a...)
-		return code
-	}
+// and <os><smbios mode='sysinfo'/>). fail prints runRecipe's errors.
+func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *domxml.Document, fail func(code int, format string, a ...any) int,
+	stdout, stderr io.Writer) int {
 	paths, err := writeParts(rd, o.payloadDir, func(key string) string { return rd.PartName(prefix, key) })
 	if err != nil {
 		return fail(exitUsage, "%v", err)
