@@ -20,7 +20,7 @@ import (
 
 func newSubmitCmd() *cobra.Command {
 	var o submitOptions
-	cmd := command("submit JOB.json|-", "hand a job to the agent (socket API; falls back to the spool directory)", 1, 1, completeFiles("json"),
+	cmd := command("submit JOB.json|-", "hand a job to the agent (socket API; falls back to the spool directory)", 1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
 		func(args []string, stdout, stderr io.Writer) int { return runSubmit(&o, args[0], stdout, stderr) })
 	o.add(cmd)
 	return cmd

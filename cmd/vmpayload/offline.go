@@ -27,7 +27,7 @@ func newVersionCmd() *cobra.Command {
 
 func newValidateCmd() *cobra.Command {
 	var o validateOptions
-	cmd := command("validate JOB.json|-", "check a job document; prints one \"field: message\" line per problem", 1, 1, completeFiles("json"),
+	cmd := command("validate JOB.json|-", "check a job document; prints one \"field: message\" line per problem", 1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
 		func(args []string, stdout, stderr io.Writer) int { return runValidate(o, args[0], stdout, stderr) })
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print {\"valid\": bool, \"errors\": [{field, code, message}]} instead of text")
 	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "also check that the secrets the job names resolve in this `DIR`, as build does")
@@ -44,7 +44,7 @@ type validateOptions struct {
 func newBuildCmd() *cobra.Command {
 	var o buildOptions
 	var cmd *cobra.Command
-	cmd = command("build -o OUT JOB.json|-", "render a job's cloud-init documents and write the payload image", 1, 1, completeFiles("json"),
+	cmd = command("build -o OUT JOB.json|-", "render a job's cloud-init documents and write the payload image", 1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
 		func(args []string, stdout, stderr io.Writer) int {
 			if o.out == "" {
 				_ = usageError(cmd)
@@ -69,21 +69,13 @@ type buildOptions struct {
 func newInspectCmd() *cobra.Command {
 	var asJSON bool
 	var cat string
-	cmd := command("inspect IMAGE", "show a payload image's label, filesystem type and files", 1, 1, completeFiles("iso", "img"),
+	cmd := command("inspect IMAGE", "show a payload image's label, filesystem type and files", 1, 1, cobra.FixedCompletions([]string{"iso", "img"}, cobra.ShellCompDirectiveFilterFileExt),
 		func(args []string, stdout, stderr io.Writer) int {
 			return runInspect(args[0], asJSON, cat, stdout, stderr)
 		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON")
 	cmd.Flags().StringVar(&cat, "cat", "", "print the file at this `PATH` inside the image instead")
 	return cmd
-}
-
-// completeFiles completes the positional argument with file names ending in
-// one of exts (and directories).
-func completeFiles(exts ...string) cobra.CompletionFunc {
-	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return exts, cobra.ShellCompDirectiveFilterFileExt
-	}
 }
 
 // readJob reads a job document, printing a read error to stderr.

@@ -35,8 +35,9 @@ func newRecipeCmd() *cobra.Command {
 	d := config.Default()
 	var o recipeOptions
 	cmd := command("recipe [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
-		"build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from", 1, 1,
-		completeFiles("json"), func(args []string, stdout, stderr io.Writer) int { return runRecipe(o, args[0], stdout, stderr) })
+		"build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from",
+		1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
+		func(args []string, stdout, stderr io.Writer) int { return runRecipe(o, args[0], stdout, stderr) })
 	fs := cmd.Flags()
 	fs.StringVar(&o.payloadDir, "payload-dir", d.PayloadDir, "`DIR` the image is written to (the hook's payload_dir)")
 	fs.StringVar(&o.secretsDir, "secrets-dir", d.SecretsDir, "`DIR` where password_secret and user_data_secret names resolve (the hook's secrets_dir)")
