@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -13,22 +14,14 @@ import (
 	"github.com/vmpayload/vmpayload/agent/api/client"
 	"github.com/vmpayload/vmpayload/agent/result"
 	"github.com/vmpayload/vmpayload/agent/spool"
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 func newSubmitCmd() *cobra.Command {
 	var o submitOptions
-	cmd := &cobra.Command{
-		Use:   "submit JOB.json|-",
-		Short: "hand a job to the agent (socket API; falls back to the spool directory)",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runSubmit(&o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("json"),
-	}
+	cmd := command("submit JOB.json|-", "hand a job to the agent (socket API; falls back to the spool directory)", 1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
+		func(args []string, stdout, stderr io.Writer) int { return runSubmit(&o, args[0], stdout, stderr) })
 	o.add(cmd)
 	return cmd
 }
@@ -36,14 +29,8 @@ func newSubmitCmd() *cobra.Command {
 func newStatusCmd() *cobra.Command {
 	var at agentFlags
 	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "status [ID]",
-		Short: "show a job's result, or the agent's recent jobs",
-		Args:  posArgs(0, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runStatus(at, asJSON, args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	cmd := command("status [ID]", "show a job's result, or the agent's recent jobs", 0, 1,
+		func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
@@ -54,7 +41,7 @@ func newStatusCmd() *cobra.Command {
 			}
 			return completeJobIDs(client.New(at.resolved().socket)), cobra.ShellCompDirectiveNoFileComp
 		},
-	}
+		func(args []string, stdout, stderr io.Writer) int { return runStatus(at, asJSON, args, stdout, stderr) })
 	at.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -79,12 +66,7 @@ func (a *agentFlags) add(cmd *cobra.Command) {
 // configuration.
 func (a agentFlags) resolved() agentFlags {
 	d := agentConfig()
-	if a.socket == "" {
-		a.socket = d.Socket
-	}
-	if a.spoolDir == "" {
-		a.spoolDir = d.SpoolDir
-	}
+	a.socket, a.spoolDir = cmp.Or(a.socket, d.Socket), cmp.Or(a.spoolDir, d.SpoolDir)
 	return a
 }
 
@@ -167,10 +149,7 @@ func submitJob(name string, o *submitOptions, j *job.Job, data []byte, report fu
 
 func submitSpool(ctx context.Context, name, dir string, j *job.Job, data []byte, waitFor waitMode, stdout, stderr io.Writer, why error) int {
 	sp := &spool.Spool{Root: dir}
-	id := j.ID
-	if id == "" {
-		id = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
-	}
+	id := cmp.Or(j.ID, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))
 	if err := sp.Put(id, data); err != nil {
 		fmt.Fprintf(stderr, "vmpayload %s: the agent socket is unreachable (%v) and writing to the spool failed: %v\n", name, why, err)
 		return exitUsage

@@ -1,20 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"fmt"
-	"github.com/vmpayload/vmpayload/payload/job"
-	"io"
-	"os"
-	"path/filepath"
-
 	"github.com/vmpayload/vmpayload/payload"
+	"github.com/vmpayload/vmpayload/payload/job"
 )
 
 // valuesResult is what `vmpayload build --json` prints for a payload of
@@ -44,14 +42,9 @@ func buildValues(o buildOptions, rd *payload.Rendered, stdout, stderr io.Writer)
 			fmt.Fprintf(stderr, "vmpayload build: the output directory %s: %v\n", o.out, err)
 			return exitUsage
 		}
-		paths = map[string]string{}
-		for _, p := range rd.Parts() {
-			path := filepath.Join(dir, p.Key)
-			if err := payload.WritePart(context.Background(), path, p.Data, payload.Options{GID: -1}); err != nil {
-				fmt.Fprintf(stderr, "vmpayload build: %v\n", err)
-				return exitUsage
-			}
-			paths[p.Key] = path
+		if paths, err = writeParts(rd, dir, func(key string) string { return key }); err != nil {
+			fmt.Fprintf(stderr, "vmpayload build: %v\n", err)
+			return exitUsage
 		}
 	}
 	frag, err := valuesFragment(rd, paths)
@@ -88,10 +81,6 @@ func defineCredentialsFlags(cmd *cobra.Command, f *credentialsFlags) {
 	fs.StringArrayVar(&f.creds, "credential", nil, "credentials: a text credential `NAME=VALUE` (repeatable)")
 	fs.StringArrayVar(&f.credFiles, "credential-file", nil, "credentials: a credential `NAME=FILE`, the file's bytes (binary allowed; repeatable)")
 	fs.StringArrayVar(&f.credSecrets, "credential-secret", nil, "credentials: a credential `NAME=SECRET` from the agent's secrets directory (repeatable)")
-	for _, name := range []string{"motd-file", "issue-file"} {
-		_ = cmd.MarkFlagFilename(name)
-	}
-	_ = cmd.RegisterFlagCompletionFunc("credentials-delivery", cobra.FixedCompletions([]string{"smbios", "fwcfg"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // applyCredentials puts the credentials flags into j. A flag's value is
@@ -106,49 +95,39 @@ func (b *jobBuilder) applyCredentials(j *job.Job, f credentialsFlags) error {
 	if err := b.readString("issue-file", f.issueFile, "issue", &j.Issue); err != nil {
 		return err
 	}
-	pair := func(flag, v string) (string, string, error) {
-		n, val, ok := strings.Cut(v, "=")
-		if !ok || n == "" {
-			return "", "", fmt.Errorf("--%s %q: want NAME=%s", flag, v, map[bool]string{true: "FILE", false: "VALUE"}[flag == "credential-file"])
+	// NAME=VALUE pairs, in the order of the flags
+	for _, c := range []struct {
+		flag, want string // want: what goes after NAME= (the error's example)
+		values     []string
+	}{
+		{"credential", "VALUE", f.creds}, {"credential-file", "FILE", f.credFiles}, {"credential-secret", "VALUE", f.credSecrets}} {
+		for _, v := range c.values {
+			n, val, ok := strings.Cut(v, "=")
+			if !ok || n == "" {
+				return fmt.Errorf("--%s %q: want NAME=%s", c.flag, v, c.want)
+			}
+			if c.flag == "credential-secret" {
+				if j.CredentialSecrets == nil {
+					j.CredentialSecrets = map[string]string{}
+				}
+				j.CredentialSecrets[n] = val
+				b.set("credential_secrets."+n, c.flag, strconv.Quote(n))
+				continue
+			}
+			cv, shown := job.CredentialValue{Text: val}, strconv.Quote(n)
+			if c.flag == "credential-file" {
+				data, err := b.read(c.flag, val, job.MaxJobBytes)
+				if err != nil {
+					return err
+				}
+				cv, shown = job.CredentialValue{Base64: base64.StdEncoding.EncodeToString(data), Binary: true}, val
+			}
+			if j.Credentials == nil {
+				j.Credentials = job.Credentials{}
+			}
+			j.Credentials[n] = cv
+			b.set("credentials."+n, c.flag, shown)
 		}
-		return n, val, nil
-	}
-	for _, v := range f.creds {
-		n, val, err := pair("credential", v)
-		if err != nil {
-			return err
-		}
-		if j.Credentials == nil {
-			j.Credentials = job.Credentials{}
-		}
-		j.Credentials[n] = job.CredentialValue{Text: val}
-		b.set("credentials."+n, "credential", strconv.Quote(n))
-	}
-	for _, v := range f.credFiles {
-		n, file, err := pair("credential-file", v)
-		if err != nil {
-			return err
-		}
-		data, err := b.read("credential-file", file, job.MaxJobBytes)
-		if err != nil {
-			return err
-		}
-		if j.Credentials == nil {
-			j.Credentials = job.Credentials{}
-		}
-		j.Credentials[n] = job.CredentialValue{Base64: base64.StdEncoding.EncodeToString(data), Binary: true}
-		b.set("credentials."+n, "credential-file", file)
-	}
-	for _, v := range f.credSecrets {
-		n, secret, err := pair("credential-secret", v)
-		if err != nil {
-			return err
-		}
-		if j.CredentialSecrets == nil {
-			j.CredentialSecrets = map[string]string{}
-		}
-		j.CredentialSecrets[n] = secret
-		b.set("credential_secrets."+n, "credential-secret", strconv.Quote(n))
 	}
 	return nil
 }

@@ -8,8 +8,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 )
 
 // "vmpayload dial-stdio" is what "--connect ssh://host" runs on the host
@@ -19,21 +17,17 @@ import (
 
 func newDialStdioCmd() *cobra.Command {
 	var socket string
-	cmd := &cobra.Command{
-		Use:   "dial-stdio",
-		Short: "join standard input and output to the agent socket (run by --connect ssh://)",
-		Long: "join standard input and output to the agent socket (run by --connect ssh://)\n\n" +
-			"The client commands' --connect ssh://[user@]host runs \"vmpayload dial-stdio\" on the host over ssh and " +
-			"speaks the agent's HTTP API through it. It ends when either side closes: standard input's end " +
-			"half-closes the socket, the agent's end ends it.",
-		Args: posArgs(0, 0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := command("dial-stdio", "join standard input and output to the agent socket (run by --connect ssh://)", 0, 0, nil,
+		func(_ []string, _, stderr io.Writer) int {
 			if socket == "" {
 				socket = agentConfig().Socket
 			}
-			return cli.Code(dialStdio(socket, os.Stdin, os.Stdout, cmd.ErrOrStderr()))
-		},
-	}
+			return dialStdio(socket, os.Stdin, os.Stdout, stderr)
+		})
+	cmd.Long = cmd.Short + "\n\n" +
+		"The client commands' --connect ssh://[user@]host runs \"vmpayload dial-stdio\" on the host over ssh and " +
+		"speaks the agent's HTTP API through it. It ends when either side closes: standard input's end " +
+		"half-closes the socket, the agent's end ends it."
 	cmd.Flags().StringVar(&socket, "socket", "", "agent socket `PATH` (default from /etc/vmpayload/agent.yaml)")
 	return cmd
 }

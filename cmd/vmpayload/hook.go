@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,14 +29,9 @@ import (
 
 func newHookCmd() *cobra.Command {
 	var cfgPath string
-	cmd := &cobra.Command{
-		Use:   "hook [flags] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
-		Short: "libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts",
-		Args:  posArgs(3, -1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runHook(cfgPath, args, cmd.ErrOrStderr()))
-		},
-	}
+	cmd := command("hook [flags] [--] DOMAIN OP SUBOP EXTRA  (domain XML on stdin)",
+		"libvirt qemu hook: rebuild a domain's missing payload image from its recipe before it starts", 3, -1, nil,
+		func(args []string, _, stderr io.Writer) int { return runHook(cfgPath, args, stderr) })
 	cmd.Flags().StringVar(&cfgPath, "config", "", "agent configuration `FILE` (default $"+hookConfigEnv+", else "+config.DefaultPath+"; a missing file means defaults)")
 	// libvirt passes "-" as EXTRA; flags end at the domain name
 	cli.NotInterspersed(cmd)
@@ -85,14 +81,7 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 	}
 	oneShotGC() // a hook process rebuilds at most one image and exits
 
-	path := cfgPath
-	if path == "" {
-		path = os.Getenv(hookConfigEnv)
-	}
-	if path == "" {
-		path = config.DefaultPath
-	}
-	cfg, cfgErr := loadHookConfig(path)
+	cfg, cfgErr := loadHookConfig(cmp.Or(cfgPath, os.Getenv(hookConfigEnv), config.DefaultPath))
 	timeout := cfg.HookTimeout
 	if cfgErr != nil || timeout <= 0 {
 		timeout = config.Default().HookTimeout
@@ -129,12 +118,8 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 		return exitOK
 	}
 
-	policy := cfg.HookFailure
-	if cfgErr != nil {
-		policy = config.Default().HookFailure
-	}
 	line := oneLine(fmt.Sprintf("vmpayload hook: domain %s: %s", domain, res.err.Error()))
-	if policy == "boot" {
+	if cfg.HookFailure == "boot" { // the default's when the configuration is unreadable (loadHookConfig)
 		line += " (hook_failure: boot: the domain starts without its payload)"
 		hookSyslog(line)
 		fmt.Fprintln(stderr, line)
@@ -149,10 +134,7 @@ func runHook(cfgPath string, pos []string, stderr io.Writer) int {
 // ("", "", nil), except for a restore or an incoming migration whose XML
 // names a missing image in the payload directory (missingWithoutRecipe).
 func hookRebuild(ctx context.Context, op string, cfg config.Config, cfgErr error) (recipe.Outcome, string, error) {
-	in := hookStdin
-	if in == nil {
-		in = os.Stdin
-	}
+	in := cmp.Or[io.Reader](hookStdin, os.Stdin)
 	data, err := io.ReadAll(io.LimitReader(in, recipe.MaxDomainXML+1))
 	if err != nil {
 		return "", "", fmt.Errorf("reading the domain XML on stdin: %w", err)
@@ -217,9 +199,8 @@ func missingWithoutRecipe(doc *domxml.Document, op, payloadDir string) error {
 	if doc == nil {
 		return nil
 	}
-	files := doc.ReferencedFiles()
 	dir := filepath.Clean(payloadDir)
-	for _, f := range files {
+	for _, f := range doc.ReferencedFiles() {
 		if filepath.Dir(filepath.Clean(f)) != dir {
 			continue
 		}

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,7 +34,6 @@ func defineIgnitionFlags(cmd *cobra.Command, f *ignitionFlags) {
 	fs.StringVar(&f.delivery, "ignition-delivery", "", "how the Ignition config reaches the guest: `fwcfg|blockdev|configdrive|nocloud` (default: blockdev on s390x and ppc64 domains, else fwcfg); implies --format ignition")
 	_ = cmd.MarkFlagFilename("ignition", "ign", "json")
 	_ = cmd.MarkFlagFilename("butane", "bu", "yaml", "yml")
-	_ = cmd.RegisterFlagCompletionFunc("ignition-delivery", cobra.FixedCompletions([]string{"fwcfg", "blockdev", "configdrive", "nocloud"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // applyIgnition puts the Ignition flags into j: the config as the job's
@@ -56,9 +56,7 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 	if f.file != "" && f.butane != "" {
 		return errors.New("use only one of --ignition and --butane: both are the user's own config")
 	}
-	if j.Format == "" {
-		j.Format = job.FormatIgnition
-	}
+	j.Format = cmp.Or(j.Format, job.FormatIgnition)
 	if f.file != "" {
 		data, err := b.read("ignition", f.file, job.MaxJobBytes)
 		if err != nil {
@@ -75,9 +73,6 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 			return fmt.Errorf("--ignition %s: want an Ignition config (a JSON object): %w", f.file, err)
 		}
 		b.set("ignition", "ignition", f.file)
-		if _, ok := b.origin["format"]; !ok {
-			b.set("format", "ignition", f.file)
-		}
 	}
 	if f.butane != "" {
 		data, err := b.read("butane", f.butane, job.MaxJobBytes)
@@ -88,23 +83,15 @@ func (b *jobBuilder) applyIgnition(j *job.Job, f ignitionFlags, detach bool) err
 		// refuses, with its YAML path and line
 		j.Butane = string(data)
 		b.set("butane", "butane", f.butane)
-		if _, ok := b.origin["format"]; !ok {
-			b.set("format", "butane", f.butane)
-		}
 	}
 	if f.delivery != "" {
 		j.IgnitionDelivery = job.IgnitionDelivery(f.delivery)
 		b.set("ignition_delivery", "ignition-delivery", strconv.Quote(f.delivery))
-		if _, ok := b.origin["format"]; !ok {
-			b.set("format", "ignition-delivery", strconv.Quote(f.delivery))
-		}
 	}
+	// without --format, the first of these flags made the format
+	b.origin["format"] = cmp.Or(b.origin["format"], b.origin["ignition"], b.origin["butane"], b.origin["ignition_delivery"])
 	return nil
 }
-
-// maxIgnitionFile bounds what inspect reads of a file it takes for an
-// Ignition config: the image content limit.
-const maxIgnitionFile = image.MaxContentBytes
 
 // inspectIgnitionFile shows the summary of path when it is an Ignition
 // config rather than an image; handled is false for anything else
@@ -113,7 +100,7 @@ func inspectIgnitionFile(path string, asJSON bool, stdout, stderr io.Writer) (ha
 	if _, err := image.Inspect(path); err == nil || !errors.Is(err, image.ErrUnknownFormat) {
 		return false, 0
 	}
-	raw, err := readInput(path, maxIgnitionFile)
+	raw, err := readInput(path, image.MaxContentBytes) // an Ignition config is read up to the image content limit
 	if err != nil || !payload.LooksLikeIgnition(raw) {
 		return false, 0
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -99,6 +98,16 @@ func posArgs(lo, hi int) cobra.PositionalArgs {
 	}
 }
 
+// command makes a subcommand that takes from lo to hi positional arguments
+// (posArgs), completed by complete (nil: none), and exits with the code run
+// returns.
+func command(use, short string, lo, hi int, complete cobra.CompletionFunc, run func(args []string, stdout, stderr io.Writer) int) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: posArgs(lo, hi), ValidArgsFunction: complete,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cli.Code(run(args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		}}
+}
+
 // usageError prints the command's usage to stderr and returns the usage
 // error's exit status.
 func usageError(cmd *cobra.Command) error {
@@ -130,11 +139,4 @@ func printJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, word)
-	}
-	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(word, "s"))
 }

@@ -11,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
-
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/image"
 	"github.com/vmpayload/vmpayload/payload/job"
@@ -29,15 +27,8 @@ func newVersionCmd() *cobra.Command {
 
 func newValidateCmd() *cobra.Command {
 	var o validateOptions
-	cmd := &cobra.Command{
-		Use:   "validate JOB.json|-",
-		Short: "check a job document; prints one \"field: message\" line per problem",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runValidate(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("json"),
-	}
+	cmd := command("validate JOB.json|-", "check a job document; prints one \"field: message\" line per problem", 1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
+		func(args []string, stdout, stderr io.Writer) int { return runValidate(o, args[0], stdout, stderr) })
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print {\"valid\": bool, \"errors\": [{field, code, message}]} instead of text")
 	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "also check that the secrets the job names resolve in this `DIR`, as build does")
 	_ = cmd.MarkFlagDirname("secrets-dir")
@@ -52,18 +43,15 @@ type validateOptions struct {
 
 func newBuildCmd() *cobra.Command {
 	var o buildOptions
-	cmd := &cobra.Command{
-		Use:   "build -o OUT JOB.json|-",
-		Short: "render a job's cloud-init documents and write the payload image",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	var cmd *cobra.Command
+	cmd = command("build -o OUT JOB.json|-", "render a job's cloud-init documents and write the payload image", 1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
+		func(args []string, stdout, stderr io.Writer) int {
 			if o.out == "" {
-				return usageError(cmd)
+				_ = usageError(cmd)
+				return exitUsage
 			}
-			return cli.Code(runBuild(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("json"),
-	}
+			return runBuild(o, args[0], stdout, stderr)
+		})
 	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output image `PATH` (required); for format \"credentials\" the directory the fw_cfg files go into")
 	cmd.Flags().StringVar(&o.secretsDir, "secrets-dir", "", "`DIR` where password_secret and user_data_secret names resolve")
 	cmd.Flags().StringVar(&o.mode, "mode", "0640", "permission bits of the image file (octal)")
@@ -81,26 +69,13 @@ type buildOptions struct {
 func newInspectCmd() *cobra.Command {
 	var asJSON bool
 	var cat string
-	cmd := &cobra.Command{
-		Use:   "inspect IMAGE",
-		Short: "show a payload image's label, filesystem type and files",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runInspect(args[0], asJSON, cat, cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("iso", "img"),
-	}
+	cmd := command("inspect IMAGE", "show a payload image's label, filesystem type and files", 1, 1, cobra.FixedCompletions([]string{"iso", "img"}, cobra.ShellCompDirectiveFilterFileExt),
+		func(args []string, stdout, stderr io.Writer) int {
+			return runInspect(args[0], asJSON, cat, stdout, stderr)
+		})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON")
 	cmd.Flags().StringVar(&cat, "cat", "", "print the file at this `PATH` inside the image instead")
 	return cmd
-}
-
-// completeFiles completes the positional argument with file names ending in
-// one of exts (and directories).
-func completeFiles(exts ...string) cobra.CompletionFunc {
-	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return exts, cobra.ShellCompDirectiveFilterFileExt
-	}
 }
 
 // readJob reads a job document, printing a read error to stderr.
@@ -158,8 +133,7 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 	oneShotGC()
 	written, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
 	if !rep.OK() {
-		printErr(stderr, rep.Err())
-		return exitInvalid
+		return printErr(stderr, rep.Err())
 	}
 	if written != nil && kinds.Chooses(written.Format) == kinds.ChooseMedium && written.SysprepMedium == "" && written.Media == "" {
 		// the agent picks the medium by the domain's machine; without a
@@ -173,12 +147,7 @@ func runBuild(o buildOptions, name string, stdout, stderr io.Writer) int {
 	}
 	res, err := payload.Build(context.Background(), checked, o.out, payload.Options{Mode: perm, GID: -1})
 	if err != nil {
-		printErr(stderr, err)
-		var ve *job.ValidationError
-		if errors.As(err, &ve) {
-			return exitInvalid
-		}
-		return exitUsage
+		return printErr(stderr, err)
 	}
 	if o.asJSON {
 		printJSON(stdout, res)
@@ -218,13 +187,16 @@ func oneShotGC() {
 	debug.SetMemoryLimit(oneShotMemoryLimit)
 }
 
-func printErr(w io.Writer, err error) {
+// printErr prints err (a ValidationError as its report) and returns its exit
+// code: exitInvalid for a ValidationError, else exitUsage.
+func printErr(w io.Writer, err error) int {
 	var ve *job.ValidationError
 	if errors.As(err, &ve) {
 		printReport(w, ve.Errors)
-		return
+		return exitInvalid
 	}
 	fmt.Fprintf(w, "vmpayload: %v\n", err)
+	return exitUsage
 }
 
 func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) int {
@@ -266,7 +238,11 @@ func runInspect(path string, asJSON bool, cat string, stdout, stderr io.Writer) 
 		}
 		fmt.Fprintf(stdout, "joliet:  %s\n", j)
 	}
-	fmt.Fprintf(stdout, "files:   %s\n", plural(len(info.Files), "file"))
+	files := "files"
+	if len(info.Files) == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(stdout, "files:   %d %s\n", len(info.Files), files)
 	for _, f := range info.Files {
 		fmt.Fprintf(stdout, "  %8d  %s\n", f.Size, f.Path)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vmpayload/vmpayload/agent/config"
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
 	"github.com/vmpayload/vmpayload/internal/seal"
 	"github.com/vmpayload/vmpayload/libvirtx/domxml"
 	"github.com/vmpayload/vmpayload/payload"
@@ -34,15 +34,10 @@ type recipeOptions struct {
 func newRecipeCmd() *cobra.Command {
 	d := config.Default()
 	var o recipeOptions
-	cmd := &cobra.Command{
-		Use:   "recipe [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
-		Short: "build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from",
-		Args:  posArgs(1, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runRecipe(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()))
-		},
-		ValidArgsFunction: completeFiles("json"),
-	}
+	cmd := command("recipe [--domain-xml FILE | --name PREFIX [--drive-file FILE]] JOB.json|-",
+		"build a job's image into the payload directory and print the domain XML (or recipe and drive) that the hook rebuilds it from",
+		1, 1, cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveFilterFileExt),
+		func(args []string, stdout, stderr io.Writer) int { return runRecipe(o, args[0], stdout, stderr) })
 	fs := cmd.Flags()
 	fs.StringVar(&o.payloadDir, "payload-dir", d.PayloadDir, "`DIR` the image is written to (the hook's payload_dir)")
 	fs.StringVar(&o.secretsDir, "secrets-dir", d.SecretsDir, "`DIR` where password_secret and user_data_secret names resolve (the hook's secrets_dir)")
@@ -59,7 +54,7 @@ func newRecipeCmd() *cobra.Command {
 
 // placeholderDomain stands in for the domain when no --domain-xml is given:
 // a q35 machine with no drives, so that --bus auto picks SATA (ISO) or
-// virtio (vfat) and the first target name.
+// virtio (vfat) and the first target name; valuesFragment fills one in.
 const placeholderDomain = `<domain type='kvm'><name>placeholder</name><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>`
 
 func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
@@ -88,8 +83,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	}
 	j, checked, rep := payload.Check(data, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true})
 	if !rep.OK() {
-		printErr(stderr, rep.Err())
-		return exitInvalid
+		return printErr(stderr, rep.Err())
 	}
 	if j.PrebuiltImage != "" {
 		return fail(exitInvalid, "%v", recipe.ErrPrebuilt)
@@ -113,9 +107,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 		// libvirt's spelling, which the hook compares the image name with
 		prefix = domxml.CanonicalUUID(uuid)
 	}
-	if prefix == "" {
-		prefix = j.Domain
-	}
+	prefix = cmp.Or(prefix, j.Domain)
 	if prefix == "" || prefix != filepath.Base(prefix) || prefix[0] == '.' {
 		return fail(exitUsage, "no usable image name prefix %q: give --domain-xml, --name or a job with a domain", prefix)
 	}
@@ -129,8 +121,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 				jb := *j
 				jb.IgnitionDelivery = job.DeliveryBlockdev
 				if checked, rep = payload.CheckJob(&jb, payload.CheckOptions{Secrets: true, SecretsDir: o.secretsDir, Build: true}); !rep.OK() {
-					printErr(stderr, rep.Err())
-					return exitInvalid
+					return printErr(stderr, rep.Err())
 				}
 			case job.DeliveryFwCfg:
 				return fail(exitInvalid, "ignition_delivery \"fwcfg\": the domain's architecture is %s, where QEMU has no fw_cfg device; use \"blockdev\" (the default there)", plat.Arch)
@@ -147,7 +138,7 @@ func runRecipe(o recipeOptions, jobFile string, stdout, stderr io.Writer) int {
 	}
 	if rendered.Shape() != payload.ShapeImage {
 		// named values (systemd credentials): a file per value, or none
-		return recipeValues(o, rendered, prefix, doc, stdout, stderr)
+		return recipeValues(o, rendered, prefix, doc, fail, stdout, stderr)
 	}
 	path := filepath.Join(o.payloadDir, rendered.ImageName(prefix))
 	res, err := rendered.Write(context.Background(), path, payload.Options{Mode: perm, GID: -1})
@@ -259,13 +250,10 @@ func printFragment(file, el, frag, what string, stdout, stderr io.Writer) int {
 // (fw_cfg; none for SMBIOS) and prints the domain XML with the values and
 // the recipe (--domain-xml), or the recipe and the fragment to add
 // (<sysinfo type='fwcfg'> entries, or <sysinfo type='smbios'> OEM strings
-// and <os><smbios mode='sysinfo'/>).
-func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *domxml.Document, stdout, stderr io.Writer) int {
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "vmpayload recipe: "+format+"\n", a...)
-		return code
-	}
-	paths, err := writeParts(rd, o.payloadDir, prefix)
+// and <os><smbios mode='sysinfo'/>). fail prints runRecipe's errors.
+func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *domxml.Document, fail func(code int, format string, a ...any) int,
+	stdout, stderr io.Writer) int {
+	paths, err := writeParts(rd, o.payloadDir, func(key string) string { return rd.PartName(prefix, key) })
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -294,17 +282,17 @@ func recipeValues(o recipeOptions, rd *payload.Rendered, prefix string, doc *dom
 	return printFragment(o.driveFile, el, frag, "sysinfo", stdout, stderr)
 }
 
-// writeParts writes the part files of rd (Rendered.Parts) into dir under
-// the names the agent gives them (prefix: the domain's UUID) and returns
-// each one's path by its key; nil for a payload without files.
-func writeParts(rd *payload.Rendered, dir, prefix string) (map[string]string, error) {
+// writeParts writes the part files of rd (Rendered.Parts) into dir, each
+// under the name name gives its key, and returns each one's path by its
+// key; nil for a payload without files.
+func writeParts(rd *payload.Rendered, dir string, name func(key string) string) (map[string]string, error) {
 	parts := rd.Parts()
 	if len(parts) == 0 {
 		return nil, nil
 	}
 	paths := map[string]string{}
 	for _, p := range parts {
-		path := filepath.Join(dir, rd.PartName(prefix, p.Key))
+		path := filepath.Join(dir, name(p.Key))
 		if err := payload.WritePart(context.Background(), path, p.Data, payload.Options{GID: -1}); err != nil {
 			return nil, err
 		}
@@ -330,10 +318,7 @@ func setValues(doc *domxml.Document, rd *payload.Rendered, paths map[string]stri
 // <sysinfo> element(s), and for SMBIOS the <smbios mode='sysinfo'/> that
 // goes into <os>.
 func valuesFragment(rd *payload.Rendered, paths map[string]string) (string, error) {
-	doc, err := domxml.Read("<domain type='kvm'><name>fragment</name><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>")
-	if err != nil {
-		return "", err
-	}
+	doc, _ := domxml.Read(placeholderDomain) // a constant that parses
 	if err := setValues(doc, rd, paths); err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,8 +17,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/vmpayload/vmpayload/cmd/internal/cli"
-
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
@@ -29,15 +28,10 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var f runFlags
-	cmd := &cobra.Command{
-		Use:   "run DOMAIN [flags]",
-		Short: "build a job from flags and hand it to the agent (virsh-style Run Once)",
-		Long:  "build a job from flags and hand it to the agent (virsh-style Run Once)\n\n" + runHelp,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Code(runRun(cmd, &f, args))
-		},
-		ValidArgsFunction: completeDomains,
-	}
+	var cmd *cobra.Command
+	cmd = command("run DOMAIN [flags]", "build a job from flags and hand it to the agent (virsh-style Run Once)", 0, -1, completeDomains,
+		func(args []string, stdout, stderr io.Writer) int { return runRun(cmd, &f, args, stdout, stderr) })
+	cmd.Long = cmd.Short + "\n\n" + runHelp
 	defineRunFlags(cmd, &f)
 	return cmd
 }
@@ -172,13 +166,14 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 	fs.BoolVar(&f.printJob, "print-job", false, "print the job document and exit without submitting it")
 	for _, name := range []string{"ssh-key", "default-ssh-key", "root-ssh-key", "domain-xml", "password-file", "password-hash-file",
 		"root-password-file", "root-password-hash-file", "network-config", "network-data", "user-data", "vendor-data", "meta-data",
-		"random-seed-file", "prebuilt-image"} {
+		"random-seed-file", "prebuilt-image", "motd-file", "issue-file"} {
 		_ = cmd.MarkFlagFilename(name)
 	}
 	for name, words := range map[string][]string{"format": {"nocloud", "configdrive", "ignition"}, "media": {"iso", "vfat"},
 		"user-data-mode": {"merge", "replace"}, "power-state": {"poweroff", "reboot"},
 		"regenerate-ssh-host-keys": {"true", "false"}, "ssh-password-auth": {"true", "false"},
-		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}} {
+		"lock-password": {"true", "false"}, "root-lock-password": {"true", "false"}, "credentials-delivery": {"smbios", "fwcfg"},
+		"ignition-delivery": {"fwcfg", "blockdev", "configdrive", "nocloud"}} {
 		_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(words, cobra.ShellCompDirectiveNoFileComp))
 	}
 	f.submitOptions.add(cmd)
@@ -186,8 +181,7 @@ func defineRunFlags(cmd *cobra.Command, f *runFlags) {
 
 // runRun builds the job of "vmpayload run" from the flags f (cmd's) and the
 // positional arguments pos, and prints or submits it.
-func runRun(cmd *cobra.Command, f *runFlags, pos []string) int {
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+func runRun(cmd *cobra.Command, f *runFlags, pos []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		if len(pos) == 0 {
 			fmt.Fprintln(stderr, "vmpayload run: the domain name is missing")
@@ -197,10 +191,7 @@ func runRun(cmd *cobra.Command, f *runFlags, pos []string) int {
 		_ = usageError(cmd)
 		return exitUsage
 	}
-	b := &jobBuilder{flags: cmd.Flags(), origin: map[string]string{}, stdin: runStdin}
-	if b.stdin == nil {
-		b.stdin = os.Stdin
-	}
+	b := &jobBuilder{flags: cmd.Flags(), origin: map[string]string{}, stdin: cmp.Or[io.Reader](runStdin, os.Stdin)}
 	j, err := b.build(pos[0], f)
 	if err != nil {
 		fmt.Fprintf(stderr, "vmpayload run: %v\n", err)

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,20 +31,11 @@ import (
 
 // agentOptions turns a configuration into agent options.
 func agentOptions(c config.Config, host libvirtx.Host, log *slog.Logger) (agent.Options, error) {
-	bus, err := domxml.ParseBus(c.CDROMBus)
-	if err != nil {
-		return agent.Options{}, err
-	}
-	gid, err := c.ImageGID()
-	if err != nil {
-		return agent.Options{}, err
-	}
-	adminGID, err := c.AdminGID()
-	if err != nil {
-		return agent.Options{}, err
-	}
-	spoolGID, err := c.SpoolGID()
-	if err != nil {
+	bus, busErr := domxml.ParseBus(c.CDROMBus)
+	gid, gidErr := c.ImageGID()
+	adminGID, adminErr := c.AdminGID()
+	spoolGID, spoolErr := c.SpoolGID()
+	if err := cmp.Or(busErr, gidErr, adminErr, spoolErr); err != nil {
 		return agent.Options{}, err
 	}
 	return agent.Options{Host: host, SpoolDir: c.SpoolDir, PayloadDir: c.PayloadDir, SecretsDir: c.SecretsDir,
