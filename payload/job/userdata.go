@@ -255,13 +255,6 @@ func JoinMultipart(parts []Part, boundary string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// checkMultipart reads MIME user-data the way it is carried: at least one
-// part cloud-init can use.
-func checkMultipart(s string) error {
-	_, err := SplitMIME(s)
-	return err
-}
-
 // VendorDataRaw returns the job's vendor-data as given: vendor_data, or
 // the bytes of vendor_data_base64 (which may be gzip data); "" for none or
 // for base64 that does not decode (Validate reports it).

@@ -633,7 +633,7 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 			r.Add(p, CodeInvalid, "#cloud-config-archive %s is not valid YAML: %s", show(s), detail(err))
 		}
 	case KindMultipart:
-		if err := checkMultipart(s); err != nil {
+		if _, err := SplitMIME(s); err != nil {
 			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %s", show(s), detail(err))
 		}
 	case KindUnknown:
@@ -663,13 +663,12 @@ func checkYAML(s string) error {
 	}
 	var v yaml.Node
 	err := yaml.NewDecoder(strings.NewReader(s)).Decode(&v)
-	if err != nil && err.Error() == "EOF" {
+	if err == nil {
+		_, err = countYAMLNodes(&v)
+	} else if err.Error() == "EOF" {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	return checkYAMLNodes(&v)
+	return err
 }
 
 func kindOf(n *yaml.Node) string {
