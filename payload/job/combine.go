@@ -14,22 +14,14 @@ func validateCombinations(j *Job, r *Report) {
 	}
 	// network_data with format nocloud: validateNetworkData.
 	if d.UserDataMode == ModeReplace {
-		var lost []string
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
+		lost := SetNames([]SetField{
 			{"timezone", d.Timezone != ""}, {"users", len(d.Users) > 0}, {"files", len(d.Files) > 0},
 			{"runcmd", len(d.Runcmd) > 0}, {"ssh_password_auth", d.SSHPasswordAuth != nil},
 			{"regenerate_ssh_host_keys", d.RegenerateSSHHostKeys != nil},
 			{"locale", d.Locale != ""}, {"ssh_host_keys", len(d.SSHHostKeys) > 0},
 			{"power_state", d.PowerState != nil}, {"phone_home", d.PhoneHome != nil},
 			{"random_seed", d.RandomSeed != nil && KindTraits(d).NoCloud},
-		} {
-			if f.set {
-				lost = append(lost, f.name)
-			}
-		}
+		})
 		if len(lost) > 0 {
 			r.Add("user_data_mode", CodeConflict, "mode \"replace\" writes the user's user-data verbatim, so %v would be dropped; use mode \"merge\" or move them into user_data", lost)
 		}

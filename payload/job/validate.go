@@ -134,6 +134,23 @@ func (j *Job) Validate() Report {
 	return r
 }
 
+// SetField is a field's name and whether a job sets it.
+type SetField struct {
+	Name string
+	Set  bool
+}
+
+// SetNames returns the names of the fields that are set, in order.
+func SetNames(fields []SetField) []string {
+	var names []string
+	for _, f := range fields {
+		if f.Set {
+			names = append(names, f.Name)
+		}
+	}
+	return names
+}
+
 func hasControl(s string) bool {
 	for _, c := range s {
 		if unicode.IsControl(c) {
@@ -172,11 +189,7 @@ func validatePrebuilt(j *Job, r *Report) {
 	if !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
 		r.Add("prebuilt_image", CodeInvalid, "%s must be an absolute, clean path", Quote(p))
 	}
-	var content []string
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
+	content := SetNames([]SetField{
 		{"instance_id", j.InstanceID != ""}, {"hostname", j.Hostname != ""}, {"timezone", j.Timezone != ""},
 		{"users", len(j.Users) > 0}, {"ssh_authorized_keys", len(j.SSHAuthorizedKeys) > 0},
 		{"dns", j.DNS != nil}, {"nics", len(j.NICs) > 0}, {"files", len(j.Files) > 0}, {"runcmd", len(j.Runcmd) > 0},
@@ -188,11 +201,7 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"butane", j.Butane != ""},
 		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
 		{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""},
-	} {
-		if f.set {
-			content = append(content, f.name)
-		}
-	}
+	})
 	if len(content) > 0 {
 		r.Add("prebuilt_image", CodeConflict, "a prebuilt image is attached as it is, so it cannot be combined with content fields (%s)", strings.Join(content, ", "))
 	}

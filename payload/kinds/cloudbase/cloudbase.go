@@ -36,17 +36,12 @@ func (check) Check(j *job.Job, r *job.Report) {
 		// Windows Setup reads) checks its own fields, these included
 		return
 	}
-	adminFields := []struct {
-		name string
-		set  bool
-	}{
-		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
-	}
+	adminFields := job.SetNames([]job.SetField{
+		{Name: "admin_username", Set: j.AdminUsername != ""}, {Name: "admin_password_secret", Set: j.AdminPasswordSecret != ""}, {Name: "admin_certs", Set: len(j.AdminCerts) > 0},
+	})
 	if j.GuestOS != job.GuestWindows {
 		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, job.CodeConflict, "%s is read by cloudbase-init: it needs guest_os \"windows\"", f.name)
-			}
+			r.Add(f, job.CodeConflict, "%s is read by cloudbase-init: it needs guest_os \"windows\"", f)
 		}
 		return
 	}
@@ -55,9 +50,7 @@ func (check) Check(j *job.Job, r *job.Report) {
 	}
 	if j.Format != job.FormatConfigDrive && j.Format != job.FormatIgnition {
 		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, job.CodeConflict, "cloudbase-init reads %s only from a config drive (meta_data.json); use format \"configdrive\" (its NoCloud reader has no administrator settings)", f.name)
-			}
+			r.Add(f, job.CodeConflict, "cloudbase-init reads %s only from a config drive (meta_data.json); use format \"configdrive\" (its NoCloud reader has no administrator settings)", f)
 		}
 	}
 	kinds.Refuse(j, kinds.Windows, true, r)

@@ -41,13 +41,8 @@ func secretFields(j *job.Job) []string {
 		if u.Name != "root" {
 			continue
 		}
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"password", u.Password != ""}, {"password_hash", u.PasswordHash != ""}, {"password_secret", u.PasswordSecret != ""}} {
-			if f.set {
-				out = append(out, job.Index("users", i)+"."+f.name)
-			}
+		for _, f := range job.SetNames([]job.SetField{{Name: "password", Set: u.Password != ""}, {Name: "password_hash", Set: u.PasswordHash != ""}, {Name: "password_secret", Set: u.PasswordSecret != ""}}) {
+			out = append(out, job.Index("users", i)+"."+f)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(j.CredentialSecrets)) {
@@ -307,13 +302,8 @@ func (kind) Check(j *job.Job, r *job.Report) {
 			}
 			continue
 		}
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"sudo", u.Sudo != ""}, {"groups", len(u.Groups) > 0}, {"lock_password", u.LockPassword != nil}} {
-			if f.set {
-				r.Add(p+"."+f.name, job.CodeConflict, "format \"credentials\" cannot carry %s for root: no system credential sets it", f.name)
-			}
+		for _, f := range job.SetNames([]job.SetField{{Name: "sudo", Set: u.Sudo != ""}, {Name: "groups", Set: len(u.Groups) > 0}, {Name: "lock_password", Set: u.LockPassword != nil}}) {
+			r.Add(p+"."+f, job.CodeConflict, "format \"credentials\" cannot carry %s for root: no system credential sets it", f)
 		}
 	}
 	for i, f := range j.Files {

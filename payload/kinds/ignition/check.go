@@ -41,14 +41,9 @@ func (kind) Check(j *job.Job, r *job.Report) {
 		return
 	}
 	if j.Butane != "" {
-		for _, other := range []struct {
-			name string
-			set  bool
-		}{{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}} {
-			if other.set {
-				r.Add("butane", job.CodeConflict, "use only one of butane and %s: both are the user's own config", other.name)
-				return
-			}
+		if other := job.SetNames([]job.SetField{{Name: "ignition", Set: j.Ignition != nil}, {Name: "ignition_base64", Set: j.IgnitionBase64 != ""}}); other != nil {
+			r.Add("butane", job.CodeConflict, "use only one of butane and %s: both are the user's own config", other[0])
+			return
 		}
 		raw, problems := job.TranslateButane(j.Butane)
 		if len(problems) > 0 {

@@ -57,15 +57,7 @@ func (kind) Check(j *job.Job, r *job.Report) {
 			r.Add("timezone", job.CodeNotFound, "time zone %s has no Windows time zone in the Unicode CLDR's mapping; give the Windows name as windows_timezone instead", job.Quote(j.Timezone))
 		}
 	}
-	var set []string
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""}} {
-		if f.on {
-			set = append(set, f.name)
-		}
-	}
+	set := job.SetNames([]job.SetField{{Name: "sysprep", Set: j.Sysprep != ""}, {Name: "sysprep_base64", Set: j.SysprepBase64 != ""}, {Name: "sysprep_secret", Set: j.SysprepSecret != ""}})
 	switch len(set) {
 	case 0:
 		r.Add("sysprep", job.CodeRequired, "format \"sysprep\" needs the answer file: give sysprep (its XML text), sysprep_base64 or sysprep_secret")
