@@ -92,16 +92,6 @@ func checkFields(j *job.Job, r *job.Report) {
 	checkMeta(j, r)
 }
 
-// metaKeys are the keys under meta_data.json "meta" that Windows
-// fields write, each with its field.
-var metaKeys = []struct {
-	key   string
-	field string
-	set   func(*job.Job) bool
-}{
-	{"admin_username", "admin_username", func(j *job.Job) bool { return j.AdminUsername != "" }},
-}
-
 // checkMeta refuses meta_data that gives what a Windows field
 // writes: one of them would silently win.
 func checkMeta(j *job.Job, r *job.Report) {
@@ -138,10 +128,9 @@ func checkMeta(j *job.Job, r *job.Report) {
 		}
 		return
 	}
-	for _, k := range metaKeys {
-		if _, ok := meta[k.key]; ok && k.set(j) {
-			r.Add("meta_data.meta."+k.key, job.CodeConflict, "meta_data.meta gives %s, which the job writes from %s; give it once", k.key, k.field)
-		}
+	// meta.admin_username is the one key under "meta" a Windows field writes
+	if _, ok := meta["admin_username"]; ok && j.AdminUsername != "" {
+		r.Add("meta_data.meta.admin_username", job.CodeConflict, "meta_data.meta gives %s, which the job writes from %s; give it once", "admin_username", "admin_username")
 	}
 	if len(j.AdminCerts) > 0 {
 		for k := range meta {

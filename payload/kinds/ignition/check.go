@@ -7,13 +7,8 @@ import (
 
 // Check checks a job of format "ignition": its delivery and media, the
 // fields Ignition cannot carry (the field table), then its users, the
-// paths it writes and the user's own config (Butane translated once). Of any other job it refuses
-// the fields only Ignition takes.
+// paths it writes and the user's own config (Butane translated once).
 func (kind) Check(j *job.Job, r *job.Report) {
-	if j.Format != job.FormatIgnition {
-		kinds.Refuse(j, kinds.Ignition, false, r)
-		return
-	}
 	switch j.IgnitionDelivery {
 	case "", job.DeliveryFwCfg, job.DeliveryConfigDrive, job.DeliveryNoCloud, job.DeliveryBlockdev:
 	default:

@@ -11,13 +11,8 @@ import (
 
 // Check checks a job of format "sysprep": its guest_os, the fields the
 // answer file cannot carry (the field table), its medium and file name,
-// the fields that fill the answer file and the file itself. Of any other
-// job it refuses the fields only sysprep takes.
+// the fields that fill the answer file and the file itself.
 func (kind) Check(j *job.Job, r *job.Report) {
-	if j.Format != job.FormatSysprep {
-		kinds.Refuse(j, kinds.Sysprep, false, r)
-		return
-	}
 	// guest_os: the cloudbase-init kind checked the value and leaves the
 	// rest of a sysprep job to this one; "" and "windows" both mean
 	// Windows here, "linux" contradicts the format
