@@ -467,11 +467,13 @@ func kindName(t reflect.Type) string {
 // LineCol turns a byte offset into a 1-based line and column; the column
 // counts characters, not bytes.
 func LineCol(data []byte, off int64) (line, col int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	line, col = 1, 1
-	for _, b := range data[:off] {
+	return advance(data[:min(off, int64(len(data)))], 1, 1)
+}
+
+// advance returns the line and column after data of a position at line
+// and col.
+func advance(data []byte, line, col int) (int, int) {
+	for _, b := range data {
 		switch {
 		case b == '\n':
 			line++
@@ -486,7 +488,7 @@ func LineCol(data []byte, off int64) (line, col int) {
 type lineColumn struct{ line, col int }
 
 // positions returns the line and column of each duplicate's offset, as
-// lineCol would, in one forward pass over data: the offsets are visited in
+// LineCol would, in one forward pass over data: the offsets are visited in
 // increasing order (a duplicate inside a repeated key's value is found
 // before that key), each continuing from the one before.
 func positions(data []byte, dups []duplicate) []lineColumn {
@@ -500,15 +502,7 @@ func positions(data []byte, dups []duplicate) []lineColumn {
 	line, col := 1, 1
 	for _, i := range order {
 		off := min(dups[i].off, int64(len(data)))
-		for _, b := range data[at:off] {
-			switch {
-			case b == '\n':
-				line++
-				col = 1
-			case validRuneStart(b):
-				col++
-			}
-		}
+		line, col = advance(data[at:off], line, col)
 		at = off
 		out[i] = lineColumn{line, col}
 	}

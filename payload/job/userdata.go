@@ -10,7 +10,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/textproto"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -42,22 +41,14 @@ const (
 
 // startsWith maps cloud-init's content prefixes to kinds, longest first
 // (cloud-init tries "#cloud-config-archive" before "#cloud-config").
-var startsWith = func() []struct {
+var startsWith = []struct {
 	prefix string
 	kind   UserDataKind
-} {
-	l := []struct {
-		prefix string
-		kind   UserDataKind
-	}{
-		{"#include", KindInclude}, {"#include-once", KindIncludeOnce}, {"#!", KindScript},
-		{"#cloud-config", KindCloudConfig}, {"#part-handler", KindPartHandler},
-		{"#cloud-boothook", KindBoothook}, {"#cloud-config-archive", KindArchive},
-		{"#cloud-config-jsonp", KindJSONP}, {"## template: jinja", KindJinja},
-	}
-	sort.SliceStable(l, func(a, b int) bool { return len(l[a].prefix) > len(l[b].prefix) })
-	return l
-}()
+}{
+	{"#cloud-config-archive", KindArchive}, {"#cloud-config-jsonp", KindJSONP}, {"## template: jinja", KindJinja},
+	{"#cloud-boothook", KindBoothook}, {"#include-once", KindIncludeOnce}, {"#cloud-config", KindCloudConfig},
+	{"#part-handler", KindPartHandler}, {"#include", KindInclude}, {"#!", KindScript},
+}
 
 // mimeSniffBytes is how much of the (decompressed) text cloud-init looks
 // at for "mime-version:".

@@ -151,14 +151,7 @@ func SetNames(fields []SetField) []string {
 	return names
 }
 
-func hasControl(s string) bool {
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return true
-		}
-	}
-	return false
-}
+func hasControl(s string) bool { return strings.ContainsFunc(s, unicode.IsControl) }
 
 func validateDomainName(p, name string, r *Report) {
 	if domxml.IsUUID(name) {
@@ -511,26 +504,26 @@ func validateUserData(j *Job, r *Report) {
 	if KindTraits(j).AnswerFile {
 		return // the answer file is the whole payload: its kind refuses each user-data field, once
 	}
+	check := func(p, s string) {
+		if j.IsWindows() {
+			validateWindowsUserData(j, p, s, Quote, error.Error, r)
+		} else {
+			checkMergeableNode(j, validateUserDataText(p, s, r), r)
+			CheckReporterUserData(j, s, r)
+		}
+	}
 	var set []string
 	if j.UserData != "" {
 		set = append(set, "user_data")
-		if j.IsWindows() {
-			validateWindowsUserData(j, "user_data", j.UserData, Quote, func(err error) string { return err.Error() }, r)
-		} else {
-			checkMergeableNode(j, validateUserDataText("user_data", j.UserData, r), r)
-			CheckReporterUserData(j, j.UserData, r)
-		}
+		check("user_data", j.UserData)
 	}
 	if j.UserDataBase64 != "" {
 		set = append(set, "user_data_base64")
 		b, err := base64.StdEncoding.DecodeString(j.UserDataBase64)
 		if err != nil {
 			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", Quote(j.UserDataBase64), err)
-		} else if j.IsWindows() {
-			validateWindowsUserData(j, "user_data_base64", string(b), Quote, func(err error) string { return err.Error() }, r)
 		} else {
-			checkMergeableNode(j, validateUserDataText("user_data_base64", string(b), r), r)
-			CheckReporterUserData(j, string(b), r)
+			check("user_data_base64", string(b))
 		}
 	}
 	if j.UserDataSecret != "" {
@@ -548,7 +541,7 @@ func validateUserData(j *Job, r *Report) {
 // validateUserDataText checks user-data or vendor-data s for field p and
 // returns the top mapping of a #cloud-config (nil for other types).
 func validateUserDataText(p, s string, r *Report) *yaml.Node {
-	return checkUserDataContent(p, s, Quote, func(err error) string { return err.Error() }, r)
+	return checkUserDataContent(p, s, Quote, error.Error, r)
 }
 
 // ValidateSecretUserData checks user-data read from a secret the way
