@@ -144,13 +144,10 @@ func ParseMessage(doc string) (Part, error) {
 		name, value = "", ""
 	}
 	for rest != "" {
-		line, after, found := strings.Cut(rest, "\n")
+		line, after, _ := strings.Cut(rest, "\n") // after is "" without a line end
 		l := strings.TrimRight(line, "\r")
 		if l == "" {
 			rest = after
-			if !found {
-				rest = ""
-			}
 			break
 		}
 		if !headerLineRE().MatchString(l) {
@@ -166,9 +163,6 @@ func ParseMessage(doc string) (Part, error) {
 			name, value = n, v
 		}
 		rest = after
-		if !found {
-			rest = ""
-		}
 	}
 	flush()
 	return Part{Header: h, Body: []byte(rest)}, nil

@@ -90,10 +90,8 @@ func (j *Job) Validate() Report {
 	if j.PrebuiltImage != "" {
 		validatePrebuilt(j, &r)
 	}
-	if j.InstanceID != "" {
-		if len(j.InstanceID) > maxNameLen || strings.ContainsAny(j.InstanceID, "/\\") || hasControl(j.InstanceID) || strings.TrimSpace(j.InstanceID) != j.InstanceID {
-			r.Add("instance_id", CodeInvalid, "%s is not a usable instance id: at most %d printable characters, no slashes, no leading or trailing spaces", Quote(j.InstanceID), maxNameLen)
-		}
+	if id := j.InstanceID; id != "" && (len(id) > maxNameLen || strings.ContainsAny(id, "/\\") || hasControl(id) || strings.TrimSpace(id) != id) {
+		r.Add("instance_id", CodeInvalid, "%s is not a usable instance id: at most %d printable characters, no slashes, no leading or trailing spaces", Quote(id), maxNameLen)
 	}
 	if j.Hostname != "" {
 		validateHostname("hostname", j.Hostname, &r)
@@ -110,8 +108,7 @@ func (j *Job) Validate() Report {
 	validateNICs(j.NICs, &r)
 	validateFiles(j.Files, &r)
 	for i, c := range j.Runcmd {
-		p := Index("runcmd", i)
-		validateCommand(p, c, &r)
+		validateCommand(Index("runcmd", i), c, &r)
 	}
 	validateUserData(j, &r)
 	if j.MetaData != nil {
