@@ -35,25 +35,6 @@ func Label(f job.Format) string {
 	return LabelNoCloud
 }
 
-// FormatOf returns the format whose filesystem label is label (in any
-// case, as cloud-init matches it); false for a label no kind gives.
-func FormatOf(label string) (job.Format, bool) {
-	k, ok := kinds.ByLabel(label)
-	if !ok {
-		return "", false
-	}
-	return k.Format(), true
-}
-
-// MediaOf returns the media of an image whose filesystem image.Inspect
-// reports as fstype.
-func MediaOf(fstype string) job.Media {
-	if fstype == image.FSTypeVFAT {
-		return job.MediaVFAT
-	}
-	return job.MediaISO
-}
-
 // Extension returns the image file extension for media m.
 func Extension(m job.Media) string {
 	if m == job.MediaVFAT {
@@ -215,11 +196,14 @@ func (r *Rendered) Write(ctx context.Context, out string, opt Options) (Result, 
 // filesystem (Format is "" for a label cloud-init does not look for).
 // instanceID is the instance-id its documents carry, when known.
 func Describe(info image.Info, instanceID string) Image {
-	f, _ := FormatOf(info.Label)
-	return Image{
-		Path: info.Path, Format: string(f), Media: string(MediaOf(info.FSType)), Label: info.Label,
-		Size: info.Size, SHA256: info.SHA256, InstanceID: instanceID,
+	img := Image{Path: info.Path, Media: string(job.MediaISO), Label: info.Label, Size: info.Size, SHA256: info.SHA256, InstanceID: instanceID}
+	if k, ok := kinds.ByLabel(info.Label); ok {
+		img.Format = string(k.Format())
 	}
+	if info.FSType == image.FSTypeVFAT {
+		img.Media = string(job.MediaVFAT)
+	}
+	return img
 }
 
 func (r *Rendered) result(info image.Info) Result {

@@ -8,28 +8,19 @@ package job
 // depend on the format apply once it is known: validate j.Apply(defaults)
 // (ParseWith does) to have them all.
 func validateCombinations(j *Job, r *Report) {
-	d := j
-	if KindTraits(d).OpenStack && d.NetworkConfig != "" {
+	if KindTraits(j).OpenStack && j.NetworkConfig != "" {
 		r.Add("network_config", CodeConflict, "format \"configdrive\" carries network settings in network_data.json; describe them with nics and dns, or give the network_data.json object as network_data, instead of network_config")
 	}
 	// network_data with format nocloud: validateNetworkData.
-	if d.UserDataMode == ModeReplace {
-		var lost []string
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"timezone", d.Timezone != ""}, {"users", len(d.Users) > 0}, {"files", len(d.Files) > 0},
-			{"runcmd", len(d.Runcmd) > 0}, {"ssh_password_auth", d.SSHPasswordAuth != nil},
-			{"regenerate_ssh_host_keys", d.RegenerateSSHHostKeys != nil},
-			{"locale", d.Locale != ""}, {"ssh_host_keys", len(d.SSHHostKeys) > 0},
-			{"power_state", d.PowerState != nil}, {"phone_home", d.PhoneHome != nil},
-			{"random_seed", d.RandomSeed != nil && KindTraits(d).NoCloud},
-		} {
-			if f.set {
-				lost = append(lost, f.name)
-			}
-		}
+	if j.UserDataMode == ModeReplace {
+		lost := SetNames([]SetField{
+			{"timezone", j.Timezone != ""}, {"users", len(j.Users) > 0}, {"files", len(j.Files) > 0},
+			{"runcmd", len(j.Runcmd) > 0}, {"ssh_password_auth", j.SSHPasswordAuth != nil},
+			{"regenerate_ssh_host_keys", j.RegenerateSSHHostKeys != nil},
+			{"locale", j.Locale != ""}, {"ssh_host_keys", len(j.SSHHostKeys) > 0},
+			{"power_state", j.PowerState != nil}, {"phone_home", j.PhoneHome != nil},
+			{"random_seed", j.RandomSeed != nil && KindTraits(j).NoCloud},
+		})
 		if len(lost) > 0 {
 			r.Add("user_data_mode", CodeConflict, "mode \"replace\" writes the user's user-data verbatim, so %v would be dropped; use mode \"merge\" or move them into user_data", lost)
 		}

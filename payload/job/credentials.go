@@ -60,9 +60,8 @@ func (v CredentialValue) MarshalJSON() ([]byte, error) {
 type Credentials map[string]CredentialValue
 
 func (c *Credentials) decodeJSON(v any, path string, r *Report) {
-	obj, ok := v.(*object)
+	obj, ok := expect[*object](v, path, "an object (credential name → value)", r)
 	if !ok {
-		r.Add(path, CodeType, "expected an object (credential name → value), got %s", describe(v))
 		return
 	}
 	m := Credentials{}
@@ -76,12 +75,9 @@ func (c *Credentials) decodeJSON(v any, path string, r *Report) {
 				r.Add(p, CodeType, "expected a string (text) or an object {\"base64\": \"...\"} (binary), got an object with keys %s", Quote(strings.Join(t.keys, ", ")))
 				continue
 			}
-			s, ok := t.values["base64"].(string)
-			if !ok {
-				r.Add(join(p, "base64"), CodeType, "expected a string, got %s", describe(t.values["base64"]))
-				continue
+			if s, ok := expect[string](t.values["base64"], join(p, "base64"), "a string", r); ok {
+				m[k] = CredentialValue{Base64: s, Binary: true}
 			}
-			m[k] = CredentialValue{Base64: s, Binary: true}
 		default:
 			r.Add(p, CodeType, "expected a string (text) or an object {\"base64\": \"...\"} (binary), got %s", describe(t))
 		}
@@ -94,19 +90,15 @@ func (c *Credentials) decodeJSON(v any, path string, r *Report) {
 type CredentialSecrets map[string]string
 
 func (c *CredentialSecrets) decodeJSON(v any, path string, r *Report) {
-	obj, ok := v.(*object)
+	obj, ok := expect[*object](v, path, "an object (credential name → secret name)", r)
 	if !ok {
-		r.Add(path, CodeType, "expected an object (credential name → secret name), got %s", describe(v))
 		return
 	}
 	m := CredentialSecrets{}
 	for _, k := range obj.keys {
-		s, ok := obj.values[k].(string)
-		if !ok {
-			r.Add(join(path, k), CodeType, "expected a string (a secret name), got %s", describe(obj.values[k]))
-			continue
+		if s, ok := expect[string](obj.values[k], join(path, k), "a string (a secret name)", r); ok {
+			m[k] = s
 		}
-		m[k] = s
 	}
 	*c = m
 }

@@ -283,9 +283,8 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 		}
 		dst.Set(n)
 	case reflect.Struct:
-		obj, ok := v.(*object)
+		obj, ok := expect[*object](v, path, "an object", r)
 		if !ok {
-			r.Add(path, CodeType, "expected an object, got %s", describe(v))
 			return
 		}
 		fields := jsonFields(dst.Type())
@@ -298,23 +297,16 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 			decodeValue(dst.Field(idx), obj.values[k], join(path, k), r)
 		}
 	case reflect.String:
-		s, ok := v.(string)
-		if !ok {
-			r.Add(path, CodeType, "expected a string, got %s", describe(v))
-			return
+		if s, ok := expect[string](v, path, "a string", r); ok {
+			dst.SetString(s)
 		}
-		dst.SetString(s)
 	case reflect.Bool:
-		b, ok := v.(bool)
-		if !ok {
-			r.Add(path, CodeType, "expected true or false, got %s", describe(v))
-			return
+		if b, ok := expect[bool](v, path, "true or false", r); ok {
+			dst.SetBool(b)
 		}
-		dst.SetBool(b)
 	case reflect.Int:
-		n, ok := v.(json.Number)
+		n, ok := expect[json.Number](v, path, "an integer", r)
 		if !ok {
-			r.Add(path, CodeType, "expected an integer, got %s", describe(v))
 			return
 		}
 		i, err := n.Int64()
@@ -327,9 +319,8 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 			r.Add(path, CodeType, "expected an integer, got %s", n.String())
 		}
 	case reflect.Slice:
-		list, ok := v.([]any)
+		list, ok := expect[[]any](v, path, "an array", r)
 		if !ok {
-			r.Add(path, CodeType, "expected an array, got %s", describe(v))
 			return
 		}
 		s := reflect.MakeSlice(dst.Type(), len(list), len(list))
@@ -342,12 +333,9 @@ func decodeValue(dst reflect.Value, v any, path string, r *Report) {
 		}
 		dst.Set(s)
 	case reflect.Map: // map[string]any (meta_data)
-		obj, ok := v.(*object)
-		if !ok {
-			r.Add(path, CodeType, "expected an object, got %s", describe(v))
-			return
+		if obj, ok := expect[*object](v, path, "an object", r); ok {
+			dst.Set(reflect.ValueOf(toPlain(obj, path, "", self, r).(map[string]any)))
 		}
-		dst.Set(reflect.ValueOf(toPlain(obj, path, "", self, r).(map[string]any)))
 	default:
 		r.Add(path, CodeType, "cannot decode into %s", dst.Type())
 	}
@@ -360,12 +348,9 @@ func (c *Command) decodeJSON(v any, path string, r *Report) {
 	case []any:
 		c.Argv = make([]string, 0, len(t))
 		for i, e := range t {
-			s, ok := e.(string)
-			if !ok {
-				r.Add(Index(path, i), CodeType, "expected a string (argv element), got %s", describe(e))
-				continue
+			if s, ok := expect[string](e, Index(path, i), "a string (argv element)", r); ok {
+				c.Argv = append(c.Argv, s)
 			}
-			c.Argv = append(c.Argv, s)
 		}
 	default:
 		r.Add(path, CodeType, "expected a string (shell command) or an array of strings (argv), got %s", describe(v))
@@ -416,6 +401,16 @@ func toPlain(v any, parent, key string, idx int, r *Report) any {
 	default:
 		return v
 	}
+}
+
+// expect returns v as a T, or reports at path that it is not what (a
+// description of T: "a string") and returns false.
+func expect[T any](v any, path, what string, r *Report) (T, bool) {
+	t, ok := v.(T)
+	if !ok {
+		r.Add(path, CodeType, "expected %s, got %s", what, describe(v))
+	}
+	return t, ok
 }
 
 func isIntegerLiteral(s string) bool {
@@ -472,11 +467,13 @@ func kindName(t reflect.Type) string {
 // LineCol turns a byte offset into a 1-based line and column; the column
 // counts characters, not bytes.
 func LineCol(data []byte, off int64) (line, col int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	line, col = 1, 1
-	for _, b := range data[:off] {
+	return advance(data[:min(off, int64(len(data)))], 1, 1)
+}
+
+// advance returns the line and column after data of a position at line
+// and col.
+func advance(data []byte, line, col int) (int, int) {
+	for _, b := range data {
 		switch {
 		case b == '\n':
 			line++
@@ -491,7 +488,7 @@ func LineCol(data []byte, off int64) (line, col int) {
 type lineColumn struct{ line, col int }
 
 // positions returns the line and column of each duplicate's offset, as
-// lineCol would, in one forward pass over data: the offsets are visited in
+// LineCol would, in one forward pass over data: the offsets are visited in
 // increasing order (a duplicate inside a repeated key's value is found
 // before that key), each continuing from the one before.
 func positions(data []byte, dups []duplicate) []lineColumn {
@@ -505,15 +502,7 @@ func positions(data []byte, dups []duplicate) []lineColumn {
 	line, col := 1, 1
 	for _, i := range order {
 		off := min(dups[i].off, int64(len(data)))
-		for _, b := range data[at:off] {
-			switch {
-			case b == '\n':
-				line++
-				col = 1
-			case validRuneStart(b):
-				col++
-			}
-		}
+		line, col = advance(data[at:off], line, col)
 		at = off
 		out[i] = lineColumn{line, col}
 	}

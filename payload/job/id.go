@@ -37,15 +37,10 @@ func IDFrom(s string) string {
 			b[i] = '_'
 		}
 	}
-	id := string(b)
-	if len(id) > MaxIDLen {
-		id = id[:MaxIDLen]
-	}
+	id := string(b[:min(len(b), MaxIDLen)])
 	if !ValidID(id) {
 		id = "job" + id
-		if len(id) > MaxIDLen {
-			id = id[:MaxIDLen]
-		}
+		id = id[:min(len(id), MaxIDLen)]
 	}
 	return id
 }

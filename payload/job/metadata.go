@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 )
 
@@ -23,10 +24,7 @@ func MetaDataFor(f Format, md map[string]any) map[string]any {
 	if md == nil {
 		return nil
 	}
-	out := make(map[string]any, len(md)+2)
-	for k, v := range md {
-		out[k] = v
-	}
+	out := maps.Clone(md)
 	for _, a := range metaAliases {
 		target, other := a.nocloud, a.configdrive
 		if KindTraits(&Job{Format: f}).OpenStack {

@@ -94,7 +94,7 @@ func validateSSHHostKeys(j *Job, r *Report) {
 				r.Add(pp, CodeInvalid, "%s is not an SSH public key (\"ssh-ed25519 AAAA... comment\"): %v", Quote(k.PublicKey), err)
 			case len(opts) > 0:
 				r.Add(pp, CodeInvalid, "%s carries authorized_keys options; give the plain public key", Quote(k.PublicKey))
-			case known && !contains(algos, pk.Type()):
+			case known && !slices.Contains(algos, pk.Type()):
 				r.Add(pp, CodeInvalid, "%s is a %s key, not of type %s", Quote(k.PublicKey), pk.Type(), Quote(k.Type))
 			}
 		}
@@ -102,15 +102,6 @@ func validateSSHHostKeys(j *Job, r *Report) {
 	if len(j.SSHHostKeys) > 0 && j.RegenerateSSHHostKeys != nil && !*j.RegenerateSSHHostKeys {
 		r.Add("ssh_host_keys", CodeConflict, "given host keys replace the image's keys, so regenerate_ssh_host_keys cannot be false (the image's other keys would stay)")
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func validatePowerState(ps *PowerState, r *Report) {
@@ -176,7 +167,7 @@ func validatePhoneHome(ph *PhoneHome, r *Report) {
 	seen := map[string]int{}
 	for i, k := range ph.Post {
 		pp := Index(join(p, "post"), i)
-		if !contains(PhoneHomeKeys, k) {
+		if !slices.Contains(PhoneHomeKeys, k) {
 			r.Add(pp, CodeInvalid, "%s is not a phone_home key; use %s", Quote(k), strings.Join(PhoneHomeKeys, ", "))
 		} else if prev, dup := seen[k]; dup {
 			r.Add(pp, CodeDuplicate, "%s is already listed at post[%d]", Quote(k), prev)
@@ -269,7 +260,7 @@ func validateNetworkData(j *Job, r *Report) {
 		}
 		str(np, "id", n, true, r)
 		typ := str(np, "type", n, true, r)
-		if typ != "" && !contains(NetworkDataTypes, typ) {
+		if typ != "" && !slices.Contains(NetworkDataTypes, typ) {
 			r.Add(join(np, "type"), CodeInvalid, "%s is not a network type; use %s", Quote(typ), strings.Join(NetworkDataTypes, ", "))
 		}
 		if link := str(np, "link", n, true, r); link != "" {
@@ -344,19 +335,13 @@ func objects(p, key string, m map[string]any, required bool, r *Report) []map[st
 		}
 		return nil
 	}
-	list, ok := v.([]any)
+	list, ok := expect[[]any](v, join(p, key), "an array", r)
 	if !ok {
-		r.Add(join(p, key), CodeType, "expected an array, got %s", describe(v))
 		return nil
 	}
 	out := make([]map[string]any, len(list))
 	for i, e := range list {
-		o, ok := e.(map[string]any)
-		if !ok {
-			r.Add(Index(join(p, key), i), CodeType, "expected an object, got %s", describe(e))
-			continue
-		}
-		out[i] = o
+		out[i], _ = expect[map[string]any](e, Index(join(p, key), i), "an object", r)
 	}
 	return out
 }
@@ -371,12 +356,8 @@ func str(p, key string, m map[string]any, required bool, r *Report) string {
 		}
 		return ""
 	}
-	s, ok := v.(string)
-	if !ok {
-		r.Add(join(p, key), CodeType, "expected a string, got %s", describe(v))
-		return ""
-	}
-	if required && s == "" {
+	s, ok := expect[string](v, join(p, key), "a string", r)
+	if ok && required && s == "" {
 		r.Add(join(p, key), CodeRequired, "%s must not be empty", key)
 	}
 	return s

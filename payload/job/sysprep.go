@@ -1,6 +1,10 @@
 package job
 
-import "github.com/vmpayload/vmpayload/payload/internal/sysprep"
+import (
+	"cmp"
+
+	"github.com/vmpayload/vmpayload/payload/internal/sysprep"
+)
 
 // SysprepMedium is the drive a sysprep answer file reaches Windows on.
 type SysprepMedium string
@@ -43,12 +47,8 @@ const MaxAdminPasswordBytes = 512
 // the CLDR table; "" when the job has neither (or an unmapped one, which
 // Validate reports).
 func SysprepTimezone(j *Job) string {
-	if j.WindowsTimezone != "" {
-		w, _ := sysprep.WindowsZone(j.WindowsTimezone)
-		return w
-	}
-	if j.Timezone != "" {
-		w, _ := sysprep.WindowsZone(j.Timezone)
+	if tz := cmp.Or(j.WindowsTimezone, j.Timezone); tz != "" {
+		w, _ := sysprep.WindowsZone(tz)
 		return w
 	}
 	return ""

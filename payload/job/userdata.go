@@ -10,7 +10,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/textproto"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -42,22 +41,14 @@ const (
 
 // startsWith maps cloud-init's content prefixes to kinds, longest first
 // (cloud-init tries "#cloud-config-archive" before "#cloud-config").
-var startsWith = func() []struct {
+var startsWith = []struct {
 	prefix string
 	kind   UserDataKind
-} {
-	l := []struct {
-		prefix string
-		kind   UserDataKind
-	}{
-		{"#include", KindInclude}, {"#include-once", KindIncludeOnce}, {"#!", KindScript},
-		{"#cloud-config", KindCloudConfig}, {"#part-handler", KindPartHandler},
-		{"#cloud-boothook", KindBoothook}, {"#cloud-config-archive", KindArchive},
-		{"#cloud-config-jsonp", KindJSONP}, {"## template: jinja", KindJinja},
-	}
-	sort.SliceStable(l, func(a, b int) bool { return len(l[a].prefix) > len(l[b].prefix) })
-	return l
-}()
+}{
+	{"#cloud-config-archive", KindArchive}, {"#cloud-config-jsonp", KindJSONP}, {"## template: jinja", KindJinja},
+	{"#cloud-boothook", KindBoothook}, {"#include-once", KindIncludeOnce}, {"#cloud-config", KindCloudConfig},
+	{"#part-handler", KindPartHandler}, {"#include", KindInclude}, {"#!", KindScript},
+}
 
 // mimeSniffBytes is how much of the (decompressed) text cloud-init looks
 // at for "mime-version:".
@@ -153,13 +144,10 @@ func ParseMessage(doc string) (Part, error) {
 		name, value = "", ""
 	}
 	for rest != "" {
-		line, after, found := strings.Cut(rest, "\n")
+		line, after, _ := strings.Cut(rest, "\n") // after is "" without a line end
 		l := strings.TrimRight(line, "\r")
 		if l == "" {
 			rest = after
-			if !found {
-				rest = ""
-			}
 			break
 		}
 		if !headerLineRE().MatchString(l) {
@@ -175,9 +163,6 @@ func ParseMessage(doc string) (Part, error) {
 			name, value = n, v
 		}
 		rest = after
-		if !found {
-			rest = ""
-		}
 	}
 	flush()
 	return Part{Header: h, Body: []byte(rest)}, nil
@@ -253,13 +238,6 @@ func JoinMultipart(parts []Part, boundary string) ([]byte, error) {
 		return nil, fmt.Errorf("closing the MIME document: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// checkMultipart reads MIME user-data the way it is carried: at least one
-// part cloud-init can use.
-func checkMultipart(s string) error {
-	_, err := SplitMIME(s)
-	return err
 }
 
 // VendorDataRaw returns the job's vendor-data as given: vendor_data, or

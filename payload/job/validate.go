@@ -90,10 +90,8 @@ func (j *Job) Validate() Report {
 	if j.PrebuiltImage != "" {
 		validatePrebuilt(j, &r)
 	}
-	if j.InstanceID != "" {
-		if len(j.InstanceID) > maxNameLen || strings.ContainsAny(j.InstanceID, "/\\") || hasControl(j.InstanceID) || strings.TrimSpace(j.InstanceID) != j.InstanceID {
-			r.Add("instance_id", CodeInvalid, "%s is not a usable instance id: at most %d printable characters, no slashes, no leading or trailing spaces", Quote(j.InstanceID), maxNameLen)
-		}
+	if id := j.InstanceID; id != "" && (len(id) > maxNameLen || strings.ContainsAny(id, "/\\") || hasControl(id) || strings.TrimSpace(id) != id) {
+		r.Add("instance_id", CodeInvalid, "%s is not a usable instance id: at most %d printable characters, no slashes, no leading or trailing spaces", Quote(id), maxNameLen)
 	}
 	if j.Hostname != "" {
 		validateHostname("hostname", j.Hostname, &r)
@@ -110,8 +108,7 @@ func (j *Job) Validate() Report {
 	validateNICs(j.NICs, &r)
 	validateFiles(j.Files, &r)
 	for i, c := range j.Runcmd {
-		p := Index("runcmd", i)
-		validateCommand(p, c, &r)
+		validateCommand(Index("runcmd", i), c, &r)
 	}
 	validateUserData(j, &r)
 	if j.MetaData != nil {
@@ -134,14 +131,24 @@ func (j *Job) Validate() Report {
 	return r
 }
 
-func hasControl(s string) bool {
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return true
+// SetField is a field's name and whether a job sets it.
+type SetField struct {
+	Name string
+	Set  bool
+}
+
+// SetNames returns the names of the fields that are set, in order.
+func SetNames(fields []SetField) []string {
+	var names []string
+	for _, f := range fields {
+		if f.Set {
+			names = append(names, f.Name)
 		}
 	}
-	return false
+	return names
 }
+
+func hasControl(s string) bool { return strings.ContainsFunc(s, unicode.IsControl) }
 
 func validateDomainName(p, name string, r *Report) {
 	if domxml.IsUUID(name) {
@@ -172,11 +179,7 @@ func validatePrebuilt(j *Job, r *Report) {
 	if !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
 		r.Add("prebuilt_image", CodeInvalid, "%s must be an absolute, clean path", Quote(p))
 	}
-	var content []string
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
+	content := SetNames([]SetField{
 		{"instance_id", j.InstanceID != ""}, {"hostname", j.Hostname != ""}, {"timezone", j.Timezone != ""},
 		{"users", len(j.Users) > 0}, {"ssh_authorized_keys", len(j.SSHAuthorizedKeys) > 0},
 		{"dns", j.DNS != nil}, {"nics", len(j.NICs) > 0}, {"files", len(j.Files) > 0}, {"runcmd", len(j.Runcmd) > 0},
@@ -188,11 +191,7 @@ func validatePrebuilt(j *Job, r *Report) {
 		{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}, {"butane", j.Butane != ""},
 		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
 		{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""},
-	} {
-		if f.set {
-			content = append(content, f.name)
-		}
-	}
+	})
 	if len(content) > 0 {
 		r.Add("prebuilt_image", CodeConflict, "a prebuilt image is attached as it is, so it cannot be combined with content fields (%s)", strings.Join(content, ", "))
 	}
@@ -502,26 +501,26 @@ func validateUserData(j *Job, r *Report) {
 	if KindTraits(j).AnswerFile {
 		return // the answer file is the whole payload: its kind refuses each user-data field, once
 	}
+	check := func(p, s string) {
+		if j.IsWindows() {
+			validateWindowsUserData(j, p, s, Quote, error.Error, r)
+		} else {
+			checkMergeableNode(j, validateUserDataText(p, s, r), r)
+			CheckReporterUserData(j, s, r)
+		}
+	}
 	var set []string
 	if j.UserData != "" {
 		set = append(set, "user_data")
-		if j.IsWindows() {
-			validateWindowsUserData(j, "user_data", j.UserData, Quote, func(err error) string { return err.Error() }, r)
-		} else {
-			checkMergeableNode(j, validateUserDataText("user_data", j.UserData, r), r)
-			CheckReporterUserData(j, j.UserData, r)
-		}
+		check("user_data", j.UserData)
 	}
 	if j.UserDataBase64 != "" {
 		set = append(set, "user_data_base64")
 		b, err := base64.StdEncoding.DecodeString(j.UserDataBase64)
 		if err != nil {
 			r.Add("user_data_base64", CodeInvalid, "%s is not valid base64: %v", Quote(j.UserDataBase64), err)
-		} else if j.IsWindows() {
-			validateWindowsUserData(j, "user_data_base64", string(b), Quote, func(err error) string { return err.Error() }, r)
 		} else {
-			checkMergeableNode(j, validateUserDataText("user_data_base64", string(b), r), r)
-			CheckReporterUserData(j, string(b), r)
+			check("user_data_base64", string(b))
 		}
 	}
 	if j.UserDataSecret != "" {
@@ -539,7 +538,7 @@ func validateUserData(j *Job, r *Report) {
 // validateUserDataText checks user-data or vendor-data s for field p and
 // returns the top mapping of a #cloud-config (nil for other types).
 func validateUserDataText(p, s string, r *Report) *yaml.Node {
-	return checkUserDataContent(p, s, Quote, func(err error) string { return err.Error() }, r)
+	return checkUserDataContent(p, s, Quote, error.Error, r)
 }
 
 // ValidateSecretUserData checks user-data read from a secret the way
@@ -633,7 +632,7 @@ func checkUserDataContent(p, s string, show func(string) string, detail func(err
 			r.Add(p, CodeInvalid, "#cloud-config-archive %s is not valid YAML: %s", show(s), detail(err))
 		}
 	case KindMultipart:
-		if err := checkMultipart(s); err != nil {
+		if _, err := SplitMIME(s); err != nil {
 			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %s", show(s), detail(err))
 		}
 	case KindUnknown:
@@ -663,13 +662,12 @@ func checkYAML(s string) error {
 	}
 	var v yaml.Node
 	err := yaml.NewDecoder(strings.NewReader(s)).Decode(&v)
-	if err != nil && err.Error() == "EOF" {
+	if err == nil {
+		_, err = countYAMLNodes(&v)
+	} else if err.Error() == "EOF" {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	return checkYAMLNodes(&v)
+	return err
 }
 
 func kindOf(n *yaml.Node) string {

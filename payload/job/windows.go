@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -128,20 +129,13 @@ func validateWindowsUserData(j *Job, p, s string, show func(string) string, deta
 			r.Add(p, CodeInvalid, "#cloud-config %s expands beyond reason: %s", show(s), detail(err))
 		}
 	case WinKindMultipart:
-		if err := checkMultipart(s); err != nil {
+		if _, err := SplitMIME(s); err != nil {
 			r.Add(p, CodeInvalid, "MIME user-data %s cannot be read: %s", show(s), detail(err))
 		}
 	}
 	if k.IsScript() && j.UserDataMode != ModeReplace {
-		r.Add(p, CodeConflict, "user_data_mode %s merges cloud-config, but this user-data is %s, which cloudbase-init takes as it is; set user_data_mode to \"replace\" to carry it verbatim", Quote(string(orMerge(j.UserDataMode))), winKindNames[k])
+		r.Add(p, CodeConflict, "user_data_mode %s merges cloud-config, but this user-data is %s, which cloudbase-init takes as it is; set user_data_mode to \"replace\" to carry it verbatim", Quote(string(cmp.Or(j.UserDataMode, ModeMerge))), winKindNames[k])
 	}
-}
-
-func orMerge(m UserDataMode) UserDataMode {
-	if m == "" {
-		return ModeMerge
-	}
-	return m
 }
 
 // ValidateWindowsSecretUserData is validateWindowsUserData for user-data

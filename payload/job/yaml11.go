@@ -40,7 +40,7 @@ func LoadYAMLMapping(s string) (doc *yaml.Node, dups []string, err error) {
 	if d.Kind != yaml.MappingNode {
 		return nil, nil, fmt.Errorf("the top level is a %s, not a mapping", kindOf(d))
 	}
-	if err := checkYAMLNodes(&node); err != nil {
+	if _, err := countYAMLNodes(&node); err != nil {
 		return nil, nil, err
 	}
 	dropDuplicateKeys(d, "", &dups, map[*yaml.Node]bool{})
@@ -135,13 +135,8 @@ func yamlTokens(s string) int {
 	return n
 }
 
-// checkYAMLNodes applies MaxYAMLNodes and MaxYAMLAliases to n.
-func checkYAMLNodes(n *yaml.Node) error {
-	_, err := countYAMLNodes(n)
-	return err
-}
-
-// countYAMLNodes counts the nodes and aliases under n (each node once).
+// countYAMLNodes counts the nodes and aliases under n (each node once),
+// applying MaxYAMLNodes and MaxYAMLAliases.
 func countYAMLNodes(n *yaml.Node) (int, error) {
 	nodes, aliases := 0, 0
 	stack := []*yaml.Node{n}

@@ -131,17 +131,7 @@ func fieldTable() []Field {
 
 // who names each refusing kind in its messages.
 func who(kind string) string {
-	switch kind {
-	case Ignition:
-		return `format "ignition"`
-	case Windows:
-		return `guest_os "windows"`
-	case Sysprep:
-		return `format "sysprep"`
-	case Credentials:
-		return `format "credentials"`
-	}
-	return ""
+	return map[string]string{Ignition: `format "ignition"`, Windows: `guest_os "windows"`, Sysprep: `format "sysprep"`, Credentials: `format "credentials"`}[kind]
 }
 
 // Owns reports whether j (defaults applied) is of the one kind that

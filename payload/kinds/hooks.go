@@ -27,10 +27,15 @@ func linked() {
 }
 
 // Check runs the checks of name: the kind whose format it is (Ignition,
-// Sysprep, Credentials) or those registered under it (Windows).
+// Sysprep, Credentials), which of a job of another format refuses the
+// fields only it takes, or those registered under it (Windows).
 func (hooks) Check(j *job.Job, name string, r *job.Report) {
 	var c Checker = checks[name]
 	if k := Of(job.Format(name)); k != nil && name != "" {
+		if j.Format != k.Format() {
+			Refuse(j, name, false, r)
+			return
+		}
 		c = k
 	}
 	if c == nil {

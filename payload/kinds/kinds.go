@@ -46,10 +46,9 @@ type Kind interface {
 	Label(j *job.Job) string
 	// Delivery names the delivery of j's payload (defaults applied).
 	Delivery(j *job.Job) string
-	// Check is the kind's own checks (job.Validate, in the field table's
-	// order: ignition, windows, sysprep, credentials): of a job of its
-	// kind, its fields; of any other job, the refusal of the fields only
-	// it takes (Refuse).
+	// Check is the kind's own checks of a job of its kind (job.Validate, in
+	// the field table's order: ignition, windows, sysprep, credentials); of
+	// any other job the fields only it takes are refused (Refuse) instead.
 	Check(j *job.Job, r *job.Report)
 	// Defaults fills in the kind's own defaults, before the job's shared
 	// ones (media "iso", user_data_mode "merge").

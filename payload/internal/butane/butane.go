@@ -119,7 +119,7 @@ func Translate(src []byte) (ign []byte, spec string, problems []Problem) {
 		if e.Kind != report.Error && e.Kind != report.Warn {
 			continue
 		}
-		p := Problem{Path: yamlPath(e.Context.Path), Message: e.Message, Warning: e.Kind == report.Warn}
+		p := Problem{Path: ReportPath(e.Context.Path), Message: e.Message, Warning: e.Kind == report.Warn}
 		if e.Marker.StartP != nil {
 			p.Line, p.Column = int(e.Marker.StartP.Line), int(e.Marker.StartP.Column)
 		}
@@ -259,9 +259,9 @@ func versionList(vs []Version) string {
 	return strings.Join(s, ", ")
 }
 
-// yamlPath renders a Butane report path as "$.storage.files.0.path"; ""
-// for none.
-func yamlPath(p []any) string {
+// ReportPath renders the path of a Butane or Ignition report entry
+// (vcontext) as "$.storage.files.0.path"; "" for none.
+func ReportPath(p []any) string {
 	if len(p) == 0 {
 		return ""
 	}

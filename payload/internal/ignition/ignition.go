@@ -86,23 +86,14 @@ func Render(in Input) ([]byte, semver.Version, error) {
 		hash := "sha512-" + hex.EncodeToString(sum[:])
 		c.Ignition.Config.Merge = append(c.Ignition.Config.Merge, v30.ConfigReference{Source: &src, Verification: v30.Verification{Hash: &hash}})
 	}
-	b, err := marshalAt(c, spec)
+	b, err := marshalSpec(c, spec)
+	if err == nil {
+		b, err = compact(b)
+	}
 	if err != nil {
 		return nil, spec, fmt.Errorf("rendering the Ignition config: %w", err)
 	}
 	return b, spec, nil
-}
-
-// marshalAt encodes c, a spec 3.0.0 config, at spec v (3.0.0-3.6.0),
-// translating it up with Ignition's own translators, without the empty
-// objects and nulls Ignition's types encode for fields not set (see
-// compact).
-func marshalAt(c v30.Config, v semver.Version) ([]byte, error) {
-	b, err := marshalSpec(c, v)
-	if err != nil {
-		return nil, err
-	}
-	return compact(b)
 }
 
 // compact drops the nulls and empty objects from the JSON text b:
@@ -142,34 +133,20 @@ func prune(v any) (any, bool) {
 	return v, true
 }
 
+// marshalSpec encodes c, a spec 3.0.0 config, at spec v (3.0.0-3.6.0),
+// translating it up with Ignition's own translators; Render then drops the
+// empty objects and nulls Ignition's types encode for fields not set
+// (compact).
 func marshalSpec(c v30.Config, v semver.Version) ([]byte, error) {
 	if v.Major != 3 || v.Minor > 6 || v.PreRelease != "" {
 		return nil, fmt.Errorf("spec %s is not a stable spec from 3.0.0 to 3.6.0", v)
 	}
-	if v.Minor == 0 {
-		return json.Marshal(c)
-	}
 	c1 := tr31.Translate(c)
-	if v.Minor == 1 {
-		return json.Marshal(c1)
-	}
 	c2 := tr32.Translate(c1)
-	if v.Minor == 2 {
-		return json.Marshal(c2)
-	}
 	c3 := tr33.Translate(c2)
-	if v.Minor == 3 {
-		return json.Marshal(c3)
-	}
 	c4 := tr34.Translate(c3)
-	if v.Minor == 4 {
-		return json.Marshal(c4)
-	}
 	c5 := tr35.Translate(c4)
-	if v.Minor == 5 {
-		return json.Marshal(c5)
-	}
-	return json.Marshal(tr36.Translate(c5))
+	return json.Marshal([]any{c, c1, c2, c3, c4, c5, tr36.Translate(c5)}[v.Minor])
 }
 
 // DataURL is the RFC 2397 data: URL of b, base64-encoded.

@@ -36,17 +36,12 @@ func (check) Check(j *job.Job, r *job.Report) {
 		// Windows Setup reads) checks its own fields, these included
 		return
 	}
-	adminFields := []struct {
-		name string
-		set  bool
-	}{
-		{"admin_username", j.AdminUsername != ""}, {"admin_password_secret", j.AdminPasswordSecret != ""}, {"admin_certs", len(j.AdminCerts) > 0},
-	}
+	adminFields := job.SetNames([]job.SetField{
+		{Name: "admin_username", Set: j.AdminUsername != ""}, {Name: "admin_password_secret", Set: j.AdminPasswordSecret != ""}, {Name: "admin_certs", Set: len(j.AdminCerts) > 0},
+	})
 	if j.GuestOS != job.GuestWindows {
 		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, job.CodeConflict, "%s is read by cloudbase-init: it needs guest_os \"windows\"", f.name)
-			}
+			r.Add(f, job.CodeConflict, "%s is read by cloudbase-init: it needs guest_os \"windows\"", f)
 		}
 		return
 	}
@@ -55,9 +50,7 @@ func (check) Check(j *job.Job, r *job.Report) {
 	}
 	if j.Format != job.FormatConfigDrive && j.Format != job.FormatIgnition {
 		for _, f := range adminFields {
-			if f.set {
-				r.Add(f.name, job.CodeConflict, "cloudbase-init reads %s only from a config drive (meta_data.json); use format \"configdrive\" (its NoCloud reader has no administrator settings)", f.name)
-			}
+			r.Add(f, job.CodeConflict, "cloudbase-init reads %s only from a config drive (meta_data.json); use format \"configdrive\" (its NoCloud reader has no administrator settings)", f)
 		}
 	}
 	kinds.Refuse(j, kinds.Windows, true, r)
@@ -99,16 +92,6 @@ func checkFields(j *job.Job, r *job.Report) {
 	checkMeta(j, r)
 }
 
-// metaKeys are the keys under meta_data.json "meta" that Windows
-// fields write, each with its field.
-var metaKeys = []struct {
-	key   string
-	field string
-	set   func(*job.Job) bool
-}{
-	{"admin_username", "admin_username", func(j *job.Job) bool { return j.AdminUsername != "" }},
-}
-
 // checkMeta refuses meta_data that gives what a Windows field
 // writes: one of them would silently win.
 func checkMeta(j *job.Job, r *job.Report) {
@@ -145,10 +128,9 @@ func checkMeta(j *job.Job, r *job.Report) {
 		}
 		return
 	}
-	for _, k := range metaKeys {
-		if _, ok := meta[k.key]; ok && k.set(j) {
-			r.Add("meta_data.meta."+k.key, job.CodeConflict, "meta_data.meta gives %s, which the job writes from %s; give it once", k.key, k.field)
-		}
+	// meta.admin_username is the one key under "meta" a Windows field writes
+	if _, ok := meta["admin_username"]; ok && j.AdminUsername != "" {
+		r.Add("meta_data.meta.admin_username", job.CodeConflict, "meta_data.meta gives %s, which the job writes from %s; give it once", "admin_username", "admin_username")
 	}
 	if len(j.AdminCerts) > 0 {
 		for k := range meta {

@@ -41,13 +41,8 @@ func secretFields(j *job.Job) []string {
 		if u.Name != "root" {
 			continue
 		}
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"password", u.Password != ""}, {"password_hash", u.PasswordHash != ""}, {"password_secret", u.PasswordSecret != ""}} {
-			if f.set {
-				out = append(out, job.Index("users", i)+"."+f.name)
-			}
+		for _, f := range job.SetNames([]job.SetField{{Name: "password", Set: u.Password != ""}, {Name: "password_hash", Set: u.PasswordHash != ""}, {Name: "password_secret", Set: u.PasswordSecret != ""}}) {
+			out = append(out, job.Index("users", i)+"."+f)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(j.CredentialSecrets)) {
@@ -195,20 +190,10 @@ func generated(j *job.Job) map[string]string {
 		out["system.hostname"] = "hostname"
 		out["firstboot.hostname"] = "hostname"
 	}
-	if j.Timezone != "" {
-		out["firstboot.timezone"] = "timezone"
-	}
-	if j.Locale != "" {
-		out["firstboot.locale"] = "locale"
-	}
-	if j.Keymap != "" {
-		out["firstboot.keymap"] = "keymap"
-	}
-	if j.Motd != "" {
-		out["login.motd"] = "motd"
-	}
-	if j.Issue != "" {
-		out["login.issue"] = "issue"
+	for _, c := range textCredentials(j) {
+		if c.text != "" {
+			out[c.name] = c.field
+		}
 	}
 	if len(j.SSHAuthorizedKeys) > 0 {
 		out["ssh.authorized_keys.root"] = "ssh_authorized_keys"
@@ -262,15 +247,10 @@ func nicNetwork(i int) string { return "network.network.50-nic" + strconv.Itoa(i
 // file, which names the interface.
 func nicLink(i int) string { return "network.link.50-nic" + strconv.Itoa(i) }
 
-// Check checks the credentials fields and, for a job of format
-// "credentials", refuses every field no system credential carries (the
-// field table, payload/kinds, has the reasons). Of any other job it
-// refuses the fields only this kind takes.
+// Check checks a job of format "credentials": it refuses every field no
+// system credential carries (the field table, payload/kinds, has the
+// reasons) and checks the credentials fields.
 func (kind) Check(j *job.Job, r *job.Report) {
-	if j.Format != job.FormatCredentials {
-		kinds.Refuse(j, kinds.Credentials, false, r)
-		return
-	}
 	kinds.Refuse(j, kinds.Credentials, true, r)
 	if j.GuestOS == job.GuestWindows {
 		r.Add("guest_os", job.CodeConflict, "format \"credentials\" is read by systemd: guest_os must be \"linux\" or left out")
@@ -307,13 +287,8 @@ func (kind) Check(j *job.Job, r *job.Report) {
 			}
 			continue
 		}
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"sudo", u.Sudo != ""}, {"groups", len(u.Groups) > 0}, {"lock_password", u.LockPassword != nil}} {
-			if f.set {
-				r.Add(p+"."+f.name, job.CodeConflict, "format \"credentials\" cannot carry %s for root: no system credential sets it", f.name)
-			}
+		for _, f := range job.SetNames([]job.SetField{{Name: "sudo", Set: u.Sudo != ""}, {Name: "groups", Set: len(u.Groups) > 0}, {Name: "lock_password", Set: u.LockPassword != nil}}) {
+			r.Add(p+"."+f, job.CodeConflict, "format \"credentials\" cannot carry %s for root: no system credential sets it", f)
 		}
 	}
 	for i, f := range j.Files {

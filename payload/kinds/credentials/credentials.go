@@ -64,20 +64,10 @@ func FromJob(j *job.Job, sr SecretReader) ([]Credential, error) {
 		add("system.hostname", "hostname", []byte(h), false)
 		add("firstboot.hostname", "hostname", []byte(h), false)
 	}
-	if j.Timezone != "" {
-		add("firstboot.timezone", "timezone", []byte(j.Timezone), false)
-	}
-	if j.Locale != "" {
-		add("firstboot.locale", "locale", []byte(j.Locale), false)
-	}
-	if j.Keymap != "" {
-		add("firstboot.keymap", "keymap", []byte(j.Keymap), false)
-	}
-	if j.Motd != "" {
-		add("login.motd", "motd", []byte(j.Motd), false)
-	}
-	if j.Issue != "" {
-		add("login.issue", "issue", []byte(j.Issue), false)
+	for _, c := range textCredentials(j) {
+		if c.text != "" {
+			add(c.name, c.field, []byte(c.text), false)
+		}
 	}
 	keys := slices.Clone(j.SSHAuthorizedKeys)
 	keysField := "ssh_authorized_keys"
@@ -143,6 +133,15 @@ func FromJob(j *job.Job, sr SecretReader) ([]Credential, error) {
 	}
 	slices.SortFunc(out, func(a, b Credential) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// textCredentials are the credentials that carry a text field of j as it
+// is, each with its field.
+func textCredentials(j *job.Job) []struct{ name, field, text string } {
+	return []struct{ name, field, text string }{
+		{"firstboot.timezone", "timezone", j.Timezone}, {"firstboot.locale", "locale", j.Locale},
+		{"firstboot.keymap", "keymap", j.Keymap}, {"login.motd", "motd", j.Motd}, {"login.issue", "issue", j.Issue},
+	}
 }
 
 func readSecret(sr SecretReader, field, name string) ([]byte, error) {
@@ -213,7 +212,7 @@ func tmpfilesLines(files []job.File) ([]byte, error) {
 		content := []byte(f.Content)
 		if f.Encoding == job.EncodingBase64 {
 			var err error
-			if content, err = decodeBase64(f.Content); err != nil {
+			if content, err = base64.StdEncoding.DecodeString(f.Content); err != nil {
 				return nil, fmt.Errorf("files[%d].content: %w", i, err)
 			}
 		}
@@ -283,5 +282,3 @@ func Check(creds []Credential, d job.CredentialsDelivery) []job.FieldError {
 	}
 	return errs
 }
-
-func decodeBase64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

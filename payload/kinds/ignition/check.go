@@ -7,13 +7,8 @@ import (
 
 // Check checks a job of format "ignition": its delivery and media, the
 // fields Ignition cannot carry (the field table), then its users, the
-// paths it writes and the user's own config (Butane translated once). Of any other job it refuses
-// the fields only Ignition takes.
+// paths it writes and the user's own config (Butane translated once).
 func (kind) Check(j *job.Job, r *job.Report) {
-	if j.Format != job.FormatIgnition {
-		kinds.Refuse(j, kinds.Ignition, false, r)
-		return
-	}
 	switch j.IgnitionDelivery {
 	case "", job.DeliveryFwCfg, job.DeliveryConfigDrive, job.DeliveryNoCloud, job.DeliveryBlockdev:
 	default:
@@ -41,14 +36,9 @@ func (kind) Check(j *job.Job, r *job.Report) {
 		return
 	}
 	if j.Butane != "" {
-		for _, other := range []struct {
-			name string
-			set  bool
-		}{{"ignition", j.Ignition != nil}, {"ignition_base64", j.IgnitionBase64 != ""}} {
-			if other.set {
-				r.Add("butane", job.CodeConflict, "use only one of butane and %s: both are the user's own config", other.name)
-				return
-			}
+		if other := job.SetNames([]job.SetField{{Name: "ignition", Set: j.Ignition != nil}, {Name: "ignition_base64", Set: j.IgnitionBase64 != ""}}); other != nil {
+			r.Add("butane", job.CodeConflict, "use only one of butane and %s: both are the user's own config", other[0])
+			return
 		}
 		raw, problems := job.TranslateButane(j.Butane)
 		if len(problems) > 0 {

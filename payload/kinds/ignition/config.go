@@ -3,8 +3,6 @@ package ignition
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/coreos/go-semver/semver"
 	ignconfig "github.com/coreos/ignition/v2/config"
@@ -12,6 +10,7 @@ import (
 	ignutil "github.com/coreos/ignition/v2/config/util"
 	"github.com/coreos/vcontext/report"
 
+	"github.com/vmpayload/vmpayload/payload/internal/butane"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
@@ -47,7 +46,7 @@ func CheckConfig(field string, raw []byte) []job.FieldError {
 		f := ignitionPath(field, e.Context.Path)
 		at := ""
 		if f == field && len(e.Context.Path) > 0 {
-			at = " (at " + jsonPath(e.Context.Path) + ")"
+			at = " (at " + butane.ReportPath(e.Context.Path) + ")"
 		} else if f == field && field != "ignition" && e.Marker.StartP != nil && e.Marker.StartP.Index > 0 {
 			// the text as given: where Ignition's JSON decoder stopped in
 			// it (the offset counts the offending byte)
@@ -91,21 +90,4 @@ func ignitionPath(field string, p []any) string {
 		}
 	}
 	return out
-}
-
-// jsonPath renders an Ignition report path as "$.storage.files.0.path",
-// for messages about a config given as text.
-func jsonPath(p []any) string {
-	var b strings.Builder
-	b.WriteString("$")
-	for _, e := range p {
-		b.WriteString(".")
-		switch t := e.(type) {
-		case int:
-			b.WriteString(strconv.Itoa(t))
-		default:
-			b.WriteString(fmt.Sprint(t))
-		}
-	}
-	return b.String()
 }

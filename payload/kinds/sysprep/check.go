@@ -11,13 +11,8 @@ import (
 
 // Check checks a job of format "sysprep": its guest_os, the fields the
 // answer file cannot carry (the field table), its medium and file name,
-// the fields that fill the answer file and the file itself. Of any other
-// job it refuses the fields only sysprep takes.
+// the fields that fill the answer file and the file itself.
 func (kind) Check(j *job.Job, r *job.Report) {
-	if j.Format != job.FormatSysprep {
-		kinds.Refuse(j, kinds.Sysprep, false, r)
-		return
-	}
 	// guest_os: the cloudbase-init kind checked the value and leaves the
 	// rest of a sysprep job to this one; "" and "windows" both mean
 	// Windows here, "linux" contradicts the format
@@ -57,15 +52,7 @@ func (kind) Check(j *job.Job, r *job.Report) {
 			r.Add("timezone", job.CodeNotFound, "time zone %s has no Windows time zone in the Unicode CLDR's mapping; give the Windows name as windows_timezone instead", job.Quote(j.Timezone))
 		}
 	}
-	var set []string
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"sysprep", j.Sysprep != ""}, {"sysprep_base64", j.SysprepBase64 != ""}, {"sysprep_secret", j.SysprepSecret != ""}} {
-		if f.on {
-			set = append(set, f.name)
-		}
-	}
+	set := job.SetNames([]job.SetField{{Name: "sysprep", Set: j.Sysprep != ""}, {Name: "sysprep_base64", Set: j.SysprepBase64 != ""}, {Name: "sysprep_secret", Set: j.SysprepSecret != ""}})
 	switch len(set) {
 	case 0:
 		r.Add("sysprep", job.CodeRequired, "format \"sysprep\" needs the answer file: give sysprep (its XML text), sysprep_base64 or sysprep_secret")
