@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,7 +72,7 @@ func (s *Spool) Prune(r Retention, now time.Time, busy func(id string) bool) (in
 			if !old && excess <= 0 {
 				break // the rest are younger and within the count
 			}
-			if busy != nil && anyBusy(busy, it.ids) {
+			if busy != nil && slices.ContainsFunc(it.ids, busy) {
 				continue
 			}
 			if err := s.removeItem(sub, it); err != nil {
@@ -83,15 +84,6 @@ func (s *Spool) Prune(r Retention, now time.Time, busy func(id string) bool) (in
 		}
 	}
 	return removed, errors.Join(errs...)
-}
-
-func anyBusy(busy func(string) bool, ids []string) bool {
-	for _, id := range ids {
-		if busy(id) {
-			return true
-		}
-	}
-	return false
 }
 
 // pruneItems lists the results in sub with their times.

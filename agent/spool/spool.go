@@ -368,7 +368,7 @@ func (s *Spool) ClaimAll(names []string) ([]*Claimed, map[string]error) {
 	}
 	claimed := make([]*Claimed, 0, len(moved))
 	for _, name := range moved {
-		c, err := s.open(name)
+		c, err := s.Reclaim(name)
 		if err != nil {
 			errs[name] = err
 			continue
@@ -444,10 +444,9 @@ func restoreEntry(p string, st unix.Stat_t) {
 	}
 }
 
-// Reclaim opens a job left in processing/ by an earlier run.
-func (s *Spool) Reclaim(name string) (*Claimed, error) { return s.open(name) }
-
-func (s *Spool) open(name string) (*Claimed, error) {
+// Reclaim opens a job in processing/: one ClaimAll moved there, or one left
+// there by an earlier run.
+func (s *Spool) Reclaim(name string) (*Claimed, error) {
 	p := filepath.Join(s.Dir(Processing), name)
 	c := &Claimed{Name: name, Path: p}
 	st, err := os.Lstat(p)
