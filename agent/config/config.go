@@ -185,22 +185,17 @@ func Default() Config {
 		SpoolDir:       "/var/spool/vmpayload",
 		PayloadDir:     "/var/run/payload",
 		Socket:         "/run/vmpayload/vmpayload.sock",
-		SocketGroup:    "",
 		SecretsDir:     "/etc/vmpayload/secrets",
 		Workers:        4,
 		DefaultFormat:  "nocloud",
 		CDROMBus:       "auto",
 		ImageModeOctal: "0640",
-		ImageGroup:     "",
 		LogFormat:      "text",
 		LogLevel:       "info",
 		RescanInterval: 30 * time.Second,
 		QueueLimit:     10000,
 		HookTimeout:    20 * time.Second,
 		HookFailure:    "refuse",
-		AdminGroup:     "",
-		SpoolGroup:     "",
-		PrebuiltDirs:   "",
 		// A healthy but slow libvirtd answers a define in seconds, and in
 		// close to a minute while it re-probes QEMU binaries (after an
 		// upgrade); two minutes leave room for that and still free a
@@ -565,10 +560,7 @@ func (c Config) Validate() error {
 // parseMode parses an octal permission string such as "0640" or "0o640".
 func parseMode(s string) (os.FileMode, error) {
 	digits := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
-	if digits == "" {
-		return 0, errors.New("want an octal permission such as 0640")
-	}
-	n, err := strconv.ParseUint(digits, 8, 32)
+	n, err := strconv.ParseUint(digits, 8, 32) // "" too is an error
 	if err != nil {
 		return 0, errors.New("want an octal permission such as 0640")
 	}
@@ -650,17 +642,8 @@ func lookupGID(key, group string) (int, error) {
 // Logger returns a logger writing to w in the configured format at the
 // configured level.
 func (c Config) Logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	switch c.LogLevel {
-	case "debug":
-		level = slog.LevelDebug
-	case "info":
-		level = slog.LevelInfo
-	case "warn":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	default:
+	var level slog.Level // LogLevels are slog's level names
+	if !slices.Contains(LogLevels, c.LogLevel) || level.UnmarshalText([]byte(c.LogLevel)) != nil {
 		return nil, fmt.Errorf("log_level: invalid value %q: want %s", c.LogLevel, strings.Join(LogLevels, ", "))
 	}
 	opts := &slog.HandlerOptions{Level: level}
