@@ -19,18 +19,13 @@ import (
 	"time"
 )
 
-// Remote agents. A connection URI says where the agent is, as virsh's -c
-// and docker's -H do:
+// Remote agents (docs/remote.md). A connection URI says where the agent is:
 //
 //	unix:///run/vmpayload/agent.sock       the local socket
 //	ssh://[user@]host[:port][?socket=PATH&command=PATH]
 //
-// Over ssh the client runs the user's own ssh (keys, agent, ~/.ssh/config,
-// known_hosts; BatchMode, so it never prompts), which runs
-// "vmpayload dial-stdio [--socket PATH]" on the host: that process joins its
-// standard input and output to the agent's socket, and the client speaks the
-// same HTTP API over the pipe. The agent sees the ssh user's uid through
-// SO_PEERCRED, so socket_group and admin_group apply as for a local caller.
+// Over ssh the client runs the user's own ssh, which runs "vmpayload
+// dial-stdio" on the host, and speaks the same HTTP API over the pipe.
 
 // ConnectEnv is the environment variable that gives the connection URI when
 // no --connect flag does.
