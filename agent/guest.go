@@ -20,26 +20,10 @@ import (
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 )
 
-// Guest reports (docs/guest-report.md). A job that gave its domain the
-// report channel finishes with a result whose guest section is pending. The
-// agent then follows, per domain, the job whose result the guest's reports
-// go to: the domain's latest done job, when that job's result has a guest
-// section (a detach, or a payload without the report, ends the following).
-// While the domain runs it holds a connection to the channel's host socket,
-// which QEMU keeps open across libvirtd restarts. Each report line is
-// acknowledged and written into that job's result file (atomically); no
-// report within guest_timeout of the start gives status timeout (a later
-// report still replaces it).
-//
-// The results in done/ are the record a restarted agent reads: at start-up
-// it finds each domain's latest done result (start), so a finished job
-// writes no file of its own for the follower (issue 14: a file creation
-// costs ~0.35 ms of CPU on ext4 here, the per-domain state file was one of
-// three per job). The only file the follower writes is a marker in the
-// spool's guest/ directory when a domain it followed is undefined
-// (<uuid>.gone, naming the job whose following ended), so that a domain
-// defined again with the same UUID is not taken for the old one after a
-// restart.
+// Guest reports: the agent side of docs/guest-report.md. Per domain it
+// follows the latest done job whose result has a guest section, holds the
+// report channel while the domain runs and writes each report into that
+// result; the results in done/ are what a restarted agent reads back.
 
 // GuestDir is the spool subdirectory of the guest follower's markers.
 const GuestDir = "guest"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -167,12 +168,7 @@ func (a *Agent) flushResults() bool {
 			a.report(o.t, o.res)
 		}
 		a.mu.Lock()
-		for i, u := range a.unwritten {
-			if u == o {
-				a.unwritten = append(a.unwritten[:i:i], a.unwritten[i+1:]...)
-				break
-			}
-		}
+		a.unwritten = slices.DeleteFunc(a.unwritten, func(u *outcome) bool { return u == o })
 		n := len(a.unwritten)
 		a.mu.Unlock()
 		a.met.ResultsPending(n)
@@ -268,11 +264,8 @@ func (a *Agent) healSpool() (incoming bool) {
 // setFault records why the agent is degraded in area.
 func (a *Agent) setFault(area string, err error) {
 	msg := err.Error()
-	switch area {
-	case faultPayloadDir:
-		if errors.Is(err, spool.ErrNotDir) {
-			msg = "refusing to write payload images: " + msg
-		}
+	if area == faultPayloadDir && errors.Is(err, spool.ErrNotDir) {
+		msg = "refusing to write payload images: " + msg
 	}
 	a.mu.Lock()
 	prev, had := a.faults[area]
