@@ -1,13 +1,13 @@
 package spool
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -57,11 +57,8 @@ func (s *Spool) Prune(r Retention, now time.Time, busy func(id string) bool) (in
 			continue
 		}
 		// Oldest first; the name breaks ties, so the order is stable.
-		sort.Slice(items, func(i, j int) bool {
-			if !items[i].mod.Equal(items[j].mod) {
-				return items[i].mod.Before(items[j].mod)
-			}
-			return items[i].files[0] < items[j].files[0]
+		slices.SortFunc(items, func(a, b pruneItem) int {
+			return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.files[0], b.files[0]))
 		})
 		excess := 0
 		if r.MaxCount > 0 && len(items) > r.MaxCount {

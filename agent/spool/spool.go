@@ -12,13 +12,14 @@
 package spool
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -291,12 +292,7 @@ func (s *Spool) list(sub string) ([]string, error) {
 		}
 		items = append(items, item{e.Name(), mod})
 	}
-	sort.Slice(items, func(i, j int) bool {
-		if items[i].mod != items[j].mod {
-			return items[i].mod < items[j].mod
-		}
-		return items[i].name < items[j].name
-	})
+	slices.SortFunc(items, func(a, b item) int { return cmp.Or(cmp.Compare(a.mod, b.mod), strings.Compare(a.name, b.name)) })
 	out := make([]string, len(items))
 	for i, it := range items {
 		out[i] = it.name
