@@ -197,14 +197,10 @@ func EnsureDir(p string, mode os.FileMode, gid int) (created bool, err error) {
 
 // kindOf names a file type for error messages.
 func kindOf(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "symlink"
-	case m.IsRegular():
-		return "regular file"
-	default:
-		return "special file (" + m.Type().String() + ")"
+	if m&os.ModeSymlink != 0 || m.IsRegular() {
+		return KindName(m)
 	}
+	return "special file (" + m.Type().String() + ")"
 }
 
 // KindName names the type of a file that is not a regular file, for the
