@@ -426,7 +426,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		uid = unknownUID
 	}
 	if reason := s.subs.acquire(uid); reason != "" {
-		s.Metrics.ConnectionRefused(subsReason(reason))
+		s.Metrics.ConnectionRefused(refusedAs(reason, metrics.RefusedSubscribersPerUID, metrics.RefusedSubscribersTotal))
 		s.warnRefused(uid, reason, "event subscription")
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: s.refusal("event subscribers", uid, reason, s.subs)})
