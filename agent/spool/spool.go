@@ -732,30 +732,27 @@ func (s *Spool) PutOwned(id string, data []byte, uid int) error {
 		return fmt.Errorf("queueing job %s: %w", id, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("queueing job %s: %w", id, err)
-	}
-	if uid >= 0 && os.Geteuid() == 0 {
+	_, err = tmp.Write(data)
+	if err == nil && uid >= 0 && os.Geteuid() == 0 {
 		// The group stays the agent's, readable: the agent reads it back
 		// through the group, without CAP_DAC_READ_SEARCH (the packaged unit
 		// has CAP_CHOWN only).
 		// Mode first: once the file is the submitter's, changing its mode
 		// would need CAP_FOWNER.
-		err := tmp.Chmod(OwnedMode)
-		if err == nil {
+		if err = tmp.Chmod(OwnedMode); err == nil {
 			err = tmp.Chown(uid, -1)
 		}
 		if err != nil {
-			tmp.Close()
-			return fmt.Errorf("queueing job %s: giving it to its submitter: %w", id, err)
+			err = fmt.Errorf("giving it to its submitter: %w", err)
 		}
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("queueing job %s: %w", id, err)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Close(); err != nil {
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("queueing job %s: %w", id, err)
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, tmp.Name(), unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); err != nil {
