@@ -112,8 +112,7 @@ func (a *admission) acquire(ctx context.Context, uid uint32, w int64, wait time.
 			a.count++
 			a.byUID[uid] += got
 			a.mu.Unlock()
-			var once sync.Once
-			return func() { once.Do(func() { a.release(uid, got) }) }, true
+			return sync.OnceFunc(func() { a.release(uid, got) }), true
 		}
 		freed := a.freed
 		a.mu.Unlock()

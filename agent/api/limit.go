@@ -172,7 +172,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		uid := peerUID(c)
 		reason := l.s.conns.acquire(uid)
 		if reason == "" {
-			return &limitedConn{Conn: c, release: func() { l.s.conns.release(uid) }}, nil
+			return &limitedConn{Conn: c, release: sync.OnceFunc(func() { l.s.conns.release(uid) })}, nil
 		}
 		l.s.refused(c, uid, reason)
 	}
@@ -259,13 +259,12 @@ func refusedAs(reason, perUID, total string) string {
 // limitedConn gives its slot back when it is closed.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	release func() // once only
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.release()
 	return err
 }
 
