@@ -112,13 +112,6 @@ func newGuests(a *Agent) *guests {
 		watching: map[string]context.CancelFunc{}, tracks: map[string]guestTrack{}, touched: map[string]bool{}, changed: make(chan struct{}), loaded: make(chan struct{}), ctx: context.Background()}
 }
 
-func (g *guests) timeout() time.Duration {
-	if g.a.opt.GuestTimeout > 0 {
-		return g.a.opt.GuestTimeout
-	}
-	return DefaultGuestTimeout
-}
-
 func (g *guests) gonePath(uuid string) string { return filepath.Join(g.dir, uuid+goneSuffix) }
 
 // start resumes the following of the agent's domains (an agent restart):
@@ -393,7 +386,7 @@ func (g *guests) follow(ctx context.Context, uuid string, known *result.Result) 
 				}
 			}, result.GuestPending)
 		}
-		t := time.NewTimer(max(time.Until(started.Add(g.timeout())), 0))
+		t := time.NewTimer(max(time.Until(started.Add(g.a.opt.GuestTimeout)), 0))
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -592,14 +585,14 @@ func (g *guests) timedOut(tr guestTrack) {
 	res, ok := g.update(tr, func(gs *result.Guest) {
 		if gs.Status == result.GuestPending {
 			gs.Status = result.GuestTimeout
-			gs.Detail = fmt.Sprintf("no report from the guest within guest_timeout (%s) of the domain's start", g.timeout())
+			gs.Detail = fmt.Sprintf("no report from the guest within guest_timeout (%s) of the domain's start", g.a.opt.GuestTimeout)
 		}
 	}, result.GuestPending)
 	if !ok {
 		return
 	}
 	g.a.met.GuestReport(result.GuestTimeout, -1)
-	g.a.log.Warn("no guest report within guest_timeout", "id", res.ID, "domain", res.Domain, "guest_timeout", g.timeout())
+	g.a.log.Warn("no guest report within guest_timeout", "id", res.ID, "domain", res.Domain, "guest_timeout", g.a.opt.GuestTimeout)
 	g.a.events.publish(Event{Kind: "guest", Type: "guest_timeout", ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Error: result.GuestTimeout, Guest: res.Guest})
 }
 
