@@ -497,9 +497,7 @@ func (c Config) Validate() error {
 	}
 	group("socket_group", c.SocketGroup)
 	path("secrets_dir", c.SecretsDir)
-	if c.Workers < MinWorkers || c.Workers > MaxWorkers {
-		bad("workers", strconv.Itoa(c.Workers), fmt.Sprintf("want %d..%d", MinWorkers, MaxWorkers))
-	}
+	inRange(bad, "workers", c.Workers, MinWorkers, MaxWorkers)
 	oneOf("default_format", c.DefaultFormat, Formats)
 	oneOf("cdrom_bus", c.CDROMBus, CDROMBuses)
 	if _, err := parseMode(c.ImageModeOctal); err != nil {
@@ -511,12 +509,8 @@ func (c Config) Validate() error {
 	if c.RescanInterval < MinRescanInterval {
 		bad("rescan_interval", c.RescanInterval.String(), "want at least "+MinRescanInterval.String())
 	}
-	if c.QueueLimit < 1 || c.QueueLimit > MaxQueueLimit {
-		bad("queue_limit", strconv.Itoa(c.QueueLimit), fmt.Sprintf("want 1..%d", MaxQueueLimit))
-	}
-	if c.HookTimeout < MinHookTimeout || c.HookTimeout > MaxHookTimeout {
-		bad("hook_timeout", c.HookTimeout.String(), fmt.Sprintf("want %s..%s", MinHookTimeout, MaxHookTimeout))
-	}
+	inRange(bad, "queue_limit", c.QueueLimit, 1, MaxQueueLimit)
+	inRange(bad, "hook_timeout", c.HookTimeout, MinHookTimeout, MaxHookTimeout)
 	oneOf("hook_failure", c.HookFailure, HookFailures)
 	group("admin_group", c.AdminGroup)
 	group("spool_group", c.SpoolGroup)
@@ -525,12 +519,8 @@ func (c Config) Validate() error {
 			bad("prebuilt_dirs", d, "want absolute, clean directory paths other than /, separated by \":\"")
 		}
 	}
-	if c.LibvirtTimeout < MinLibvirtTimeout || c.LibvirtTimeout > MaxLibvirtTimeout {
-		bad("libvirt_timeout", c.LibvirtTimeout.String(), fmt.Sprintf("want %s..%s", MinLibvirtTimeout, MaxLibvirtTimeout))
-	}
-	if c.GuestTimeout < MinGuestTimeout || c.GuestTimeout > MaxGuestTimeout {
-		bad("guest_timeout", c.GuestTimeout.String(), fmt.Sprintf("want %s..%s", MinGuestTimeout, MaxGuestTimeout))
-	}
+	inRange(bad, "libvirt_timeout", c.LibvirtTimeout, MinLibvirtTimeout, MaxLibvirtTimeout)
+	inRange(bad, "guest_timeout", c.GuestTimeout, MinGuestTimeout, MaxGuestTimeout)
 	if c.ResultRetentionCount < 0 || c.ResultRetentionCount > MaxResultRetentionCount {
 		bad("result_retention_count", strconv.Itoa(c.ResultRetentionCount), fmt.Sprintf("want 0 (no limit) or 1..%d", MaxResultRetentionCount))
 	}
@@ -555,6 +545,13 @@ func (c Config) Validate() error {
 		bad("max_event_subscribers", strconv.Itoa(c.MaxEventSubscribers), fmt.Sprintf("want at most max_connections %d (each stream is a connection)", c.MaxConnections))
 	}
 	return errors.Join(errs...)
+}
+
+// inRange reports key's value v to bad unless it is within lo..hi.
+func inRange[T int | time.Duration](bad func(key, value, why string), key string, v, lo, hi T) {
+	if v < lo || v > hi {
+		bad(key, fmt.Sprint(v), fmt.Sprintf("want %v..%v", lo, hi))
+	}
 }
 
 // parseMode parses an octal permission string such as "0640" or "0o640".
