@@ -164,6 +164,9 @@ func New(opt Options) (*Agent, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
+	if opt.GuestTimeout <= 0 {
+		opt.GuestTimeout = DefaultGuestTimeout
+	}
 	a := &Agent{opt: opt, log: opt.Log, met: opt.Metrics, reg: newRegistry(10000), events: newHub(),
 		pending: map[string][]*task{}, active: map[string]bool{},
 		scan: make(chan struct{}, 1), held: map[string]bool{}, faults: map[string]string{},

@@ -2,9 +2,16 @@ package agent
 
 import (
 	"context"
+	"os"
 
+	"github.com/vmpayload/vmpayload/agent/access"
 	"github.com/vmpayload/vmpayload/agent/result"
 )
+
+// Submit is SubmitAs on behalf of the agent's own user.
+func (a *Agent) Submit(data []byte) (string, error) {
+	return a.SubmitAs(data, access.FileOwner(uint32(os.Geteuid()), uint32(os.Getegid())))
+}
 
 // HoldGuestLoad makes the guest report follower's start-up reading of done/
 // wait until release is closed (or the agent stops), for the tests of what

@@ -20,26 +20,10 @@ import (
 	"github.com/vmpayload/vmpayload/payload/guestreport"
 )
 
-// Guest reports (docs/guest-report.md). A job that gave its domain the
-// report channel finishes with a result whose guest section is pending. The
-// agent then follows, per domain, the job whose result the guest's reports
-// go to: the domain's latest done job, when that job's result has a guest
-// section (a detach, or a payload without the report, ends the following).
-// While the domain runs it holds a connection to the channel's host socket,
-// which QEMU keeps open across libvirtd restarts. Each report line is
-// acknowledged and written into that job's result file (atomically); no
-// report within guest_timeout of the start gives status timeout (a later
-// report still replaces it).
-//
-// The results in done/ are the record a restarted agent reads: at start-up
-// it finds each domain's latest done result (start), so a finished job
-// writes no file of its own for the follower (issue 14: a file creation
-// costs ~0.35 ms of CPU on ext4 here, the per-domain state file was one of
-// three per job). The only file the follower writes is a marker in the
-// spool's guest/ directory when a domain it followed is undefined
-// (<uuid>.gone, naming the job whose following ended), so that a domain
-// defined again with the same UUID is not taken for the old one after a
-// restart.
+// Guest reports: the agent side of docs/guest-report.md. Per domain it
+// follows the latest done job whose result has a guest section, holds the
+// report channel while the domain runs and writes each report into that
+// result; the results in done/ are what a restarted agent reads back.
 
 // GuestDir is the spool subdirectory of the guest follower's markers.
 const GuestDir = "guest"
@@ -126,13 +110,6 @@ func newGuests(a *Agent) *guests {
 			return net.DialTimeout("unix", p, 5*time.Second)
 		},
 		watching: map[string]context.CancelFunc{}, tracks: map[string]guestTrack{}, touched: map[string]bool{}, changed: make(chan struct{}), loaded: make(chan struct{}), ctx: context.Background()}
-}
-
-func (g *guests) timeout() time.Duration {
-	if g.a.opt.GuestTimeout > 0 {
-		return g.a.opt.GuestTimeout
-	}
-	return DefaultGuestTimeout
 }
 
 func (g *guests) gonePath(uuid string) string { return filepath.Join(g.dir, uuid+goneSuffix) }
@@ -409,7 +386,7 @@ func (g *guests) follow(ctx context.Context, uuid string, known *result.Result) 
 				}
 			}, result.GuestPending)
 		}
-		t := time.NewTimer(max(time.Until(started.Add(g.timeout())), 0))
+		t := time.NewTimer(max(time.Until(started.Add(g.a.opt.GuestTimeout)), 0))
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -608,14 +585,14 @@ func (g *guests) timedOut(tr guestTrack) {
 	res, ok := g.update(tr, func(gs *result.Guest) {
 		if gs.Status == result.GuestPending {
 			gs.Status = result.GuestTimeout
-			gs.Detail = fmt.Sprintf("no report from the guest within guest_timeout (%s) of the domain's start", g.timeout())
+			gs.Detail = fmt.Sprintf("no report from the guest within guest_timeout (%s) of the domain's start", g.a.opt.GuestTimeout)
 		}
 	}, result.GuestPending)
 	if !ok {
 		return
 	}
 	g.a.met.GuestReport(result.GuestTimeout, -1)
-	g.a.log.Warn("no guest report within guest_timeout", "id", res.ID, "domain", res.Domain, "guest_timeout", g.timeout())
+	g.a.log.Warn("no guest report within guest_timeout", "id", res.ID, "domain", res.Domain, "guest_timeout", g.a.opt.GuestTimeout)
 	g.a.events.publish(Event{Kind: "guest", Type: "guest_timeout", ID: res.ID, Domain: res.Domain, UUID: res.DomainUUID, Error: result.GuestTimeout, Guest: res.Guest})
 }
 

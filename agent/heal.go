@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -167,12 +168,7 @@ func (a *Agent) flushResults() bool {
 			a.report(o.t, o.res)
 		}
 		a.mu.Lock()
-		for i, u := range a.unwritten {
-			if u == o {
-				a.unwritten = append(a.unwritten[:i:i], a.unwritten[i+1:]...)
-				break
-			}
-		}
+		a.unwritten = slices.DeleteFunc(a.unwritten, func(u *outcome) bool { return u == o })
 		n := len(a.unwritten)
 		a.mu.Unlock()
 		a.met.ResultsPending(n)
@@ -236,11 +232,8 @@ func (a *Agent) heal(w *fsnotify.Watcher) {
 			a.setFault(faultSpool, fmt.Errorf("watching the recreated %s: %w", in, err))
 		}
 	}
-	if _, err := a.eng.Load().EnsurePayloadDir(); err != nil {
-		a.setFault(faultPayloadDir, err)
-	} else {
-		a.clearFault(faultPayloadDir)
-	}
+	_, err := a.eng.Load().EnsurePayloadDir()
+	a.setFault(faultPayloadDir, err)
 	if n, err := a.eng.Load().RetryCleanups(); n > 0 {
 		a.setFault(faultCleanup, fmt.Errorf("%d superseded or orphaned payload images could not be removed (retried at each rescan): %w", n, err))
 	} else {
@@ -257,22 +250,20 @@ func (a *Agent) healSpool() (incoming bool) {
 		a.log.Warn("spool directory was missing; recreated it", "dir", a.spool.Dir(d))
 		incoming = incoming || d == spool.Incoming
 	}
-	if err != nil {
-		a.setFault(faultSpool, err)
-	} else {
-		a.clearFault(faultSpool)
-	}
+	a.setFault(faultSpool, err)
 	return incoming
 }
 
-// setFault records why the agent is degraded in area.
+// setFault records why the agent is degraded in area; a nil err clears
+// the fault (clearFault).
 func (a *Agent) setFault(area string, err error) {
+	if err == nil {
+		a.clearFault(area)
+		return
+	}
 	msg := err.Error()
-	switch area {
-	case faultPayloadDir:
-		if errors.Is(err, spool.ErrNotDir) {
-			msg = "refusing to write payload images: " + msg
-		}
+	if area == faultPayloadDir && errors.Is(err, spool.ErrNotDir) {
+		msg = "refusing to write payload images: " + msg
 	}
 	a.mu.Lock()
 	prev, had := a.faults[area]

@@ -253,16 +253,13 @@ func (a *Agent) enqueue(t *task) {
 	if !t.foreign {
 		a.reg.set(t.base)
 	}
-	if a.active[t.key] {
-		a.pending[t.key] = append(a.pending[t.key], t)
-		a.mu.Unlock()
-	} else {
+	a.pending[t.key] = append(a.pending[t.key], t)
+	if !a.active[t.key] {
 		a.active[t.key] = true
-		a.pending[t.key] = append(a.pending[t.key], t)
 		a.ready = append(a.ready, t.key)
 		a.readyCond.Signal()
-		a.mu.Unlock()
 	}
+	a.mu.Unlock()
 	a.met.QueueDepth(q)
 	a.events.publish(Event{Kind: "job", Type: "received", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 }
@@ -320,25 +317,21 @@ func (a *Agent) execute(ctx context.Context, t *task) {
 	}
 	a.events.publish(Event{Kind: "job", Type: "running", ID: t.base.ID, Domain: t.base.Domain, Submitter: t.base.Submitter})
 
-	var res result.Result
+	res := t.base
 	var forbidden []job.FieldError
 	if t.claimed.ReadErr == nil && t.report.OK() {
 		forbidden = t.forbidden()
 	}
 	switch {
 	case t.claimed.ReadErr != nil:
-		res = t.base
 		res.Fail(result.CodeBadFile, t.claimed.ReadErr.Error(), "")
 	case !t.report.OK():
-		res = t.base
 		res.Fail(result.CodeInvalidJob, (&t.report).Err().Error(), t.report.Errors[0].Field)
 		res.Errors = t.report.Errors
 	case t.foreign:
-		res = t.base
 		res.Fail(result.CodeForbidden, fmt.Sprintf("job id %q is another submitter's job; choose another id (this result is %s)",
 			t.base.ID, a.spool.ForeignResultPath(t.base.ID, t.claimed.UID)), "id")
 	case forbidden != nil:
-		res = t.base
 		res.Fail(result.CodeForbidden, forbidden[0].Message, forbidden[0].Field)
 		res.Errors = forbidden
 	default:

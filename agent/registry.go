@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"cmp"
 	"context"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,11 +145,8 @@ func (r *registry) list(n int) []result.Result {
 		out = append(out, e.res)
 	}
 	r.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
-			return out[i].ReceivedAt.After(out[j].ReceivedAt)
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b result.Result) int {
+		return cmp.Or(b.ReceivedAt.Compare(a.ReceivedAt), strings.Compare(a.ID, b.ID))
 	})
 	if len(out) > n {
 		out = out[:n]
@@ -199,12 +198,9 @@ func (h *hub) subscribe() (<-chan Event, func()) {
 	h.mu.Lock()
 	h.subs[ch] = struct{}{}
 	h.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			h.mu.Lock()
-			delete(h.subs, ch)
-			h.mu.Unlock()
-		})
-	}
+	return ch, sync.OnceFunc(func() {
+		h.mu.Lock()
+		delete(h.subs, ch)
+		h.mu.Unlock()
+	})
 }

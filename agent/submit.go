@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/vmpayload/vmpayload/agent/access"
@@ -20,11 +19,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload"
 	"github.com/vmpayload/vmpayload/payload/job"
 )
-
-// Submit is SubmitAs on behalf of the agent's own user.
-func (a *Agent) Submit(data []byte) (string, error) {
-	return a.SubmitAs(data, access.FileOwner(uint32(os.Geteuid()), uint32(os.Getegid())))
-}
 
 // SubmitAs checks a job posted to the API by who (payload.Check, with the
 // engine's CheckOptions: every problem at once; the access policy before

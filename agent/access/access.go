@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -90,22 +91,14 @@ func NewPolicy(adminGID int) Policy {
 	return Policy{AdminGID: adminGID, HasAdmin: adminGID >= 0}
 }
 
-// Privileged reports whether s may use privileged fields and every secret:
+// privileged reports whether s may use privileged fields and every secret:
 // root, the agent's own user (who can do all the agent does anyway), and
-// members of the administrators' group in the group database (getgrouplist
-// of s.UID, which includes the user's passwd primary group). s.GID never
-// counts: it is a spool file's group or a process's primary group, which
-// a non-member can have (chgrp to a group one left, setgid programs), and
-// membership must end when the group database says so.
-func (p Policy) Privileged(s result.Submitter) bool {
-	return p.privileged(s, func() []uint32 {
-		gids, _ := p.groups(s.UID) // a uid the database does not know is in no group
-		return gids
-	})
-}
-
-// privileged is Privileged with the submitter's groups from groups, called
-// only when they are needed.
+// members of the administrators' group in the group database (groups, the
+// getgrouplist of s.UID, called only when needed, which includes the user's
+// passwd primary group). s.GID never counts: it is a spool file's group or
+// a process's primary group, which a non-member can have (chgrp to a group
+// one left, setgid programs), and membership must end when the group
+// database says so.
 func (p Policy) privileged(s result.Submitter, groups func() []uint32) bool {
 	if s.UID == 0 || int(s.UID) == os.Geteuid() {
 		return true
@@ -153,25 +146,12 @@ func userGroups(uid uint32) ([]string, error) {
 func (p Policy) Check(j *job.Job, s result.Submitter, secretsDir string) []job.FieldError {
 	var errs []job.FieldError
 	// the group database is asked once, and only when needed
-	var gids []uint32
-	looked := false
-	groups := func() []uint32 {
-		if !looked {
-			gids, _ = p.groups(s.UID) // a uid the database does not know is in no group
-			looked = true
-		}
+	groups := sync.OnceValue(func() []uint32 {
+		gids, _ := p.groups(s.UID) // a uid the database does not know is in no group
 		return gids
-	}
-	privileged := -1 // unknown until a privileged field or a secret is seen
-	isPrivileged := func() bool {
-		if privileged < 0 {
-			privileged = 0
-			if p.privileged(s, groups) {
-				privileged = 1
-			}
-		}
-		return privileged == 1
-	}
+	})
+	// unknown until a privileged field or a secret is seen
+	isPrivileged := sync.OnceValue(func() bool { return p.privileged(s, groups) })
 	for _, f := range privilegedFields {
 		if !f.set(j) || isPrivileged() {
 			continue
@@ -216,10 +196,7 @@ func MayUseSecret(dir, name string, uid uint32, groups []uint32) bool {
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return false
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false
-	}
-	return CanRead(uid, groups, st.Uid, st.Gid, st.Mode)
+	return st.Mode&unix.S_IFMT == unix.S_IFREG && CanRead(uid, groups, st.Uid, st.Gid, st.Mode)
 }
 
 // CanRead reports whether a process of uid whose groups are groups may

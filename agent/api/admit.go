@@ -8,21 +8,12 @@ import (
 	"github.com/vmpayload/vmpayload/payload/job"
 )
 
-// Admission of POST /v1/jobs is in two steps, each a weighted semaphore
-// with a reserve for root and a share per tenant uid (admission): reading
-// the body, weighed by its length within BodyBudget (a slow client holds
-// only its bytes), then checking the job, weighed by what it may cost in
-// memory within SubmitBudget — so that the submissions in progress at once
-// stay within both whatever they hold, and root's own POST is admitted
-// while tenants hold everything they may.
-//
-// The estimate (submitCost) is a fixed part for what any job may inflate
-// to whatever its size — gzip user-data decompressed (at most
-// job.MaxContentBytes) and YAML parsed within job's YAML limits — plus a
-// part proportional to the body, for the JSON tree. Measured
-// (docs/reliability.md): a 1 MiB job of the costliest JSON peaks at about
-// 55 MB over the process's base, a 44 KB job of a 16 MiB gzip bomb at
-// about 57 MB, the costliest YAML within the limits at about 35 MB.
+// Admission of POST /v1/jobs (docs/reliability.md, "Admission") is in two
+// steps, each a weighted semaphore with a reserve for root and a share per
+// tenant uid (admission): reading the body, weighed by its length within
+// BodyBudget, then checking the job, weighed by its estimated memory
+// (submitCost: a fixed part for what gzip and YAML may inflate any job to,
+// plus a part per byte for the JSON tree) within SubmitBudget.
 const (
 	// submitBaseCost is the estimated cost of any submission.
 	submitBaseCost = 32 << 20
@@ -121,8 +112,7 @@ func (a *admission) acquire(ctx context.Context, uid uint32, w int64, wait time.
 			a.count++
 			a.byUID[uid] += got
 			a.mu.Unlock()
-			var once sync.Once
-			return func() { once.Do(func() { a.release(uid, got) }) }, true
+			return sync.OnceFunc(func() { a.release(uid, got) }), true
 		}
 		freed := a.freed
 		a.mu.Unlock()

@@ -131,19 +131,14 @@ func (s *Server) init() {
 		if budget <= 0 {
 			budget = DefaultSubmitBudget
 		}
-		switch {
-		case reserve == 0:
+		if reserve == 0 {
 			reserve = RootSubmitReserve
-		case reserve < 0:
-			reserve = 0
 		}
-		switch {
-		case rootN == 0:
+		if rootN == 0 {
 			rootN = 4
-		case rootN < 0:
-			rootN = 0
 		}
-		s.admit = newAdmission(budget, min(reserve, budget), n, rootN)
+		rootN = max(rootN, 0) // negative: none
+		s.admit = newAdmission(budget, min(max(reserve, 0), budget), n, rootN)
 		bodyReserve := int64(job.MaxJobBytes)
 		if s.RootReserve < 0 {
 			bodyReserve = 0
@@ -431,7 +426,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		uid = unknownUID
 	}
 	if reason := s.subs.acquire(uid); reason != "" {
-		s.Metrics.ConnectionRefused(subsReason(reason))
+		s.Metrics.ConnectionRefused(refusedAs(reason, metrics.RefusedSubscribersPerUID, metrics.RefusedSubscribersTotal))
 		s.warnRefused(uid, reason, "event subscription")
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, client.Answer{Error: s.refusal("event subscribers", uid, reason, s.subs)})

@@ -172,7 +172,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		uid := peerUID(c)
 		reason := l.s.conns.acquire(uid)
 		if reason == "" {
-			return &limitedConn{Conn: c, release: func() { l.s.conns.release(uid) }}, nil
+			return &limitedConn{Conn: c, release: sync.OnceFunc(func() { l.s.conns.release(uid) })}, nil
 		}
 		l.s.refused(c, uid, reason)
 	}
@@ -203,7 +203,7 @@ func peerUID(c net.Conn) uint32 {
 // for the client; the deadline only guards against the unexpected.
 func (s *Server) refused(c net.Conn, uid uint32, reason string) {
 	msg := s.refusal("connections", uid, reason, s.conns)
-	s.Metrics.ConnectionRefused(connReason(reason))
+	s.Metrics.ConnectionRefused(refusedAs(reason, metrics.RefusedPerUID, metrics.RefusedTotal))
 	s.warnRefused(uid, reason, "connection")
 	body, _ := json.Marshal(client.Answer{Error: msg})
 	body = append(body, '\n')
@@ -247,30 +247,24 @@ func (s *Server) warnRefused(uid uint32, reason, what string) {
 // refusedLogEvery spaces the log lines of refusals of one uid and cap.
 const refusedLogEvery = time.Minute
 
-func connReason(reason string) string {
+// refusedAs is the metrics reason of a refusal: perUID for refuseUID, else
+// total.
+func refusedAs(reason, perUID, total string) string {
 	if reason == refuseUID {
-		return metrics.RefusedPerUID
+		return perUID
 	}
-	return metrics.RefusedTotal
-}
-
-func subsReason(reason string) string {
-	if reason == refuseUID {
-		return metrics.RefusedSubscribersPerUID
-	}
-	return metrics.RefusedSubscribersTotal
+	return total
 }
 
 // limitedConn gives its slot back when it is closed.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	release func() // once only
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.release()
 	return err
 }
 

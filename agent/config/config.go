@@ -185,22 +185,17 @@ func Default() Config {
 		SpoolDir:       "/var/spool/vmpayload",
 		PayloadDir:     "/var/run/payload",
 		Socket:         "/run/vmpayload/vmpayload.sock",
-		SocketGroup:    "",
 		SecretsDir:     "/etc/vmpayload/secrets",
 		Workers:        4,
 		DefaultFormat:  "nocloud",
 		CDROMBus:       "auto",
 		ImageModeOctal: "0640",
-		ImageGroup:     "",
 		LogFormat:      "text",
 		LogLevel:       "info",
 		RescanInterval: 30 * time.Second,
 		QueueLimit:     10000,
 		HookTimeout:    20 * time.Second,
 		HookFailure:    "refuse",
-		AdminGroup:     "",
-		SpoolGroup:     "",
-		PrebuiltDirs:   "",
 		// A healthy but slow libvirtd answers a define in seconds, and in
 		// close to a minute while it re-probes QEMU binaries (after an
 		// upgrade); two minutes leave room for that and still free a
@@ -502,9 +497,7 @@ func (c Config) Validate() error {
 	}
 	group("socket_group", c.SocketGroup)
 	path("secrets_dir", c.SecretsDir)
-	if c.Workers < MinWorkers || c.Workers > MaxWorkers {
-		bad("workers", strconv.Itoa(c.Workers), fmt.Sprintf("want %d..%d", MinWorkers, MaxWorkers))
-	}
+	inRange(bad, "workers", c.Workers, MinWorkers, MaxWorkers)
 	oneOf("default_format", c.DefaultFormat, Formats)
 	oneOf("cdrom_bus", c.CDROMBus, CDROMBuses)
 	if _, err := parseMode(c.ImageModeOctal); err != nil {
@@ -516,12 +509,8 @@ func (c Config) Validate() error {
 	if c.RescanInterval < MinRescanInterval {
 		bad("rescan_interval", c.RescanInterval.String(), "want at least "+MinRescanInterval.String())
 	}
-	if c.QueueLimit < 1 || c.QueueLimit > MaxQueueLimit {
-		bad("queue_limit", strconv.Itoa(c.QueueLimit), fmt.Sprintf("want 1..%d", MaxQueueLimit))
-	}
-	if c.HookTimeout < MinHookTimeout || c.HookTimeout > MaxHookTimeout {
-		bad("hook_timeout", c.HookTimeout.String(), fmt.Sprintf("want %s..%s", MinHookTimeout, MaxHookTimeout))
-	}
+	inRange(bad, "queue_limit", c.QueueLimit, 1, MaxQueueLimit)
+	inRange(bad, "hook_timeout", c.HookTimeout, MinHookTimeout, MaxHookTimeout)
 	oneOf("hook_failure", c.HookFailure, HookFailures)
 	group("admin_group", c.AdminGroup)
 	group("spool_group", c.SpoolGroup)
@@ -530,12 +519,8 @@ func (c Config) Validate() error {
 			bad("prebuilt_dirs", d, "want absolute, clean directory paths other than /, separated by \":\"")
 		}
 	}
-	if c.LibvirtTimeout < MinLibvirtTimeout || c.LibvirtTimeout > MaxLibvirtTimeout {
-		bad("libvirt_timeout", c.LibvirtTimeout.String(), fmt.Sprintf("want %s..%s", MinLibvirtTimeout, MaxLibvirtTimeout))
-	}
-	if c.GuestTimeout < MinGuestTimeout || c.GuestTimeout > MaxGuestTimeout {
-		bad("guest_timeout", c.GuestTimeout.String(), fmt.Sprintf("want %s..%s", MinGuestTimeout, MaxGuestTimeout))
-	}
+	inRange(bad, "libvirt_timeout", c.LibvirtTimeout, MinLibvirtTimeout, MaxLibvirtTimeout)
+	inRange(bad, "guest_timeout", c.GuestTimeout, MinGuestTimeout, MaxGuestTimeout)
 	if c.ResultRetentionCount < 0 || c.ResultRetentionCount > MaxResultRetentionCount {
 		bad("result_retention_count", strconv.Itoa(c.ResultRetentionCount), fmt.Sprintf("want 0 (no limit) or 1..%d", MaxResultRetentionCount))
 	}
@@ -562,13 +547,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// inRange reports key's value v to bad unless it is within lo..hi.
+func inRange[T int | time.Duration](bad func(key, value, why string), key string, v, lo, hi T) {
+	if v < lo || v > hi {
+		bad(key, fmt.Sprint(v), fmt.Sprintf("want %v..%v", lo, hi))
+	}
+}
+
 // parseMode parses an octal permission string such as "0640" or "0o640".
 func parseMode(s string) (os.FileMode, error) {
 	digits := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
-	if digits == "" {
-		return 0, errors.New("want an octal permission such as 0640")
-	}
-	n, err := strconv.ParseUint(digits, 8, 32)
+	n, err := strconv.ParseUint(digits, 8, 32) // "" too is an error
 	if err != nil {
 		return 0, errors.New("want an octal permission such as 0640")
 	}
@@ -650,17 +639,8 @@ func lookupGID(key, group string) (int, error) {
 // Logger returns a logger writing to w in the configured format at the
 // configured level.
 func (c Config) Logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	switch c.LogLevel {
-	case "debug":
-		level = slog.LevelDebug
-	case "info":
-		level = slog.LevelInfo
-	case "warn":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	default:
+	var level slog.Level // LogLevels are slog's level names
+	if !slices.Contains(LogLevels, c.LogLevel) || level.UnmarshalText([]byte(c.LogLevel)) != nil {
 		return nil, fmt.Errorf("log_level: invalid value %q: want %s", c.LogLevel, strings.Join(LogLevels, ", "))
 	}
 	opts := &slog.HandlerOptions{Level: level}

@@ -38,20 +38,6 @@ func (c *Cleanups) deferUntilStop(uuid, path, reason string) {
 	c.atStop[uuid][path] = reason
 }
 
-// DeferredUntilStop returns the files waiting for domain uuid to stop.
-func (c *Cleanups) DeferredUntilStop(uuid string) []string {
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for p := range c.atStop[uuid] {
-		out = append(out, p)
-	}
-	return out
-}
-
 // DomainStopped removes the files deferred until domain uuid stopped (a
 // failed removal is retried at each rescan, like any other). The agent
 // calls it for libvirt's stopped and undefined events.

@@ -7,19 +7,9 @@ package engine
 
 import (
 	"github.com/vmpayload/vmpayload/agent/delivery"
-	"github.com/vmpayload/vmpayload/agent/delivery/drive"
-	"github.com/vmpayload/vmpayload/agent/delivery/fwcfg"
 	"github.com/vmpayload/vmpayload/agent/delivery/registry"
 	"github.com/vmpayload/vmpayload/libvirtx"
 )
-
-// NoticeFwCfgNextColdStart is the result's notice of a fw_cfg job done on a
-// running domain; NoticeIgnitionFirstBoot follows it (a running guest has
-// booted, and Ignition applies a config only on a first boot).
-const NoticeFwCfgNextColdStart = fwcfg.NoticeNextColdStart
-
-// maxResets bounds the resets one media change may do (drive.MaxResets).
-const maxResets = drive.MaxResets
 
 // env is what the engine lends its deliveries.
 func (e *Engine) env() *delivery.Env {

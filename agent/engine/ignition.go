@@ -22,7 +22,7 @@ import (
 // NoticeIgnitionFirstBoot is the result's notice of an Ignition job for a
 // domain that has run before (see hasRun): Ignition applies a config only
 // on a guest's first boot. The fw_cfg variant of a running domain is
-// NoticeFwCfgNextColdStart followed by it.
+// fwcfg.NoticeNextColdStart followed by it.
 const NoticeIgnitionFirstBoot = "Ignition applies a config only on a guest's first boot, and this domain has run before, so its guest will not apply this config when it boots again: to have it applied, reprovision the guest so that its next boot is a first boot (a fresh copy of its disk image, or recreate the VM; the payload stays in the definition for that boot), or give the change in a payload the guest reads on every boot instead of through Ignition"
 
 // ignitionDelivery decides the delivery of the Ignition job j for dom: a
@@ -83,10 +83,7 @@ func (e *Engine) hasRun(ctx context.Context, dom libvirtx.DomainInfo) bool {
 // guest has this very config already (seen: a re-submitted fw_cfg job for
 // a domain started with it) changed nothing the guest sees and gets none.
 func (e *Engine) firstBootNotice(ctx context.Context, dom libvirtx.DomainInfo, seen bool, r *result.Result) {
-	if seen {
-		return
-	}
-	if !e.hasRun(ctx, dom) {
+	if seen || !e.hasRun(ctx, dom) {
 		return
 	}
 	if r.Notice != "" {

@@ -58,11 +58,8 @@ func (l *DomainLocks) Lock(ctx context.Context, uuid string) (unlock func(), wai
 			return nil, true, ctx.Err()
 		}
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			<-d.ch
-			release()
-		})
-	}, waited, nil
+	return sync.OnceFunc(func() {
+		<-d.ch
+		release()
+	}), waited, nil
 }

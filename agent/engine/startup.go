@@ -206,6 +206,11 @@ func (e *Engine) ListDefined(ctx context.Context) (Definitions, error) {
 // DomainStopped). Run it before jobs start, after RebuildImages.
 func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, error) {
 	used := map[string]bool{}
+	use := func(files []string) {
+		for _, f := range files {
+			used[filepath.Clean(f)] = true
+		}
+	}
 	var keepPrefixes []string
 	for _, d := range defs.Domains {
 		if ctx.Err() != nil {
@@ -215,15 +220,11 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 		if err != nil {
 			return 0, fmt.Errorf("reading the definition of %s: %w", d.Name, err)
 		}
-		for _, f := range doc.ReferencedFiles() {
-			used[filepath.Clean(f)] = true
-		}
+		use(doc.ReferencedFiles())
 		// The image a recipe names is kept even when no drive references
 		// it (yet): the recipe is how it is rebuilt after a reboot.
 		if d.Recipe != nil {
-			for _, f := range d.Recipe.Files() {
-				used[filepath.Clean(f)] = true
-			}
+			use(d.Recipe.Files())
 		}
 		// A managed save's definition: its drives and recipe. (A running
 		// domain's live definition is for the loop below: such a file is
@@ -237,13 +238,9 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 				d.KeepAll = true
 				continue
 			}
-			for _, f := range doc.ReferencedFiles() {
-				used[filepath.Clean(f)] = true
-			}
+			use(doc.ReferencedFiles())
 			if rc, ok, err := recipe.FromDocument(doc); err == nil && ok {
-				for _, f := range rc.Files() {
-					used[filepath.Clean(f)] = true
-				}
+				use(rc.Files())
 			}
 		}
 		if d.KeepAll && d.UUID != "" {
@@ -258,7 +255,7 @@ func (e *Engine) CollectOrphans(ctx context.Context, defs Definitions) (int, err
 	n := 0
 	for _, ent := range ents {
 		p := filepath.Join(e.PayloadDir, ent.Name())
-		if ent.IsDir() || used[p] || hasAnyPrefix(ent.Name(), keepPrefixes) {
+		if ent.IsDir() || used[p] || slices.ContainsFunc(keepPrefixes, func(k string) bool { return strings.HasPrefix(ent.Name(), k) }) {
 			continue
 		}
 		if fi, err := ent.Info(); err != nil || fi.ModTime().After(defs.ListedAt) {
@@ -372,13 +369,4 @@ func (e *Engine) RebuildImages(ctx context.Context, defs Definitions) (RebuildSt
 		}
 	}
 	return st, nil
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -18,6 +18,7 @@ package journal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -119,10 +120,7 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	for _, a := range attrs {
 		v := a.Value.String()
-		msg.WriteByte(' ')
-		msg.WriteString(a.Key)
-		msg.WriteByte('=')
-		msg.WriteString(textValue(v))
+		fmt.Fprintf(&msg, " %s=%s", a.Key, textValue(v))
 		name := FieldName(a.Key)
 		if _, taken := fields[name]; taken || name == "MESSAGE" || name == "PRIORITY" {
 			continue

@@ -1,14 +1,6 @@
 // The registry and text writer here are the package's own rather than
-// github.com/prometheus/client_golang's. The library was tried in place of
-// them (issue 33, branch h-metrics, not merged) and does worse here: it
-// cannot write a family that has no series yet, so
-// vmpayload_libvirt_timeouts_total would lose its HELP and TYPE lines until
-// the first timeout (scrapers' metadata would miss it); it writes counts of
-// a million and more as 1e+06, which changes the exposition the goldens
-// hold; and it adds 0.6 ms (x1.045) to the daemon's start (its default
-// registry's Go and process collectors, procfs) and 2.9 MB to the binary.
-// What it would remove is 166 lines; the tests parse this writer's output
-// with prometheus/common's expfmt, the library's own reader.
+// github.com/prometheus/client_golang's, which was tried (issue 33) and does
+// worse here: docs/benchmarks.md says why.
 
 package metrics
 
@@ -16,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -157,14 +150,8 @@ func (f *family) with(values ...string) *series {
 }
 
 // setFunc makes an unlabelled counter or gauge read its value from fn at
-// exposition time; nil goes back to the recorded value.
-func (f *family) setFunc(fn func() float64) {
-	if fn == nil {
-		f.fn.Store(nil)
-		return
-	}
-	f.fn.Store(&fn)
-}
+// exposition time.
+func (f *family) setFunc(fn func() float64) { f.fn.Store(&fn) }
 
 // setValuesFunc makes a gauge with one label and preset Values read its
 // samples from fn at exposition time, one per preset value (a value fn
@@ -210,10 +197,7 @@ func (f *family) write(b *bytes.Buffer) {
 		return
 	}
 	f.mu.RLock()
-	all := make([]*series, 0, len(f.series))
-	for _, s := range f.series {
-		all = append(all, s)
-	}
+	all := slices.Collect(maps.Values(f.series))
 	f.mu.RUnlock()
 	sort.Slice(all, func(i, j int) bool { return slices.Compare(all[i].values, all[j].values) < 0 })
 	for _, s := range all {
@@ -300,15 +284,6 @@ var (
 	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
 )
 
-// formatFloat formats a sample value or bucket bound as Prometheus does.
-func formatFloat(f float64) string {
-	switch {
-	case math.IsInf(f, +1):
-		return "+Inf"
-	case math.IsInf(f, -1):
-		return "-Inf"
-	case math.IsNaN(f):
-		return "NaN"
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
+// formatFloat formats a sample value or bucket bound as Prometheus does
+// (strconv writes +Inf, -Inf and NaN as it does).
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

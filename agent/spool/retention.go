@@ -1,12 +1,13 @@
 package spool
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,11 +57,8 @@ func (s *Spool) Prune(r Retention, now time.Time, busy func(id string) bool) (in
 			continue
 		}
 		// Oldest first; the name breaks ties, so the order is stable.
-		sort.Slice(items, func(i, j int) bool {
-			if !items[i].mod.Equal(items[j].mod) {
-				return items[i].mod.Before(items[j].mod)
-			}
-			return items[i].files[0] < items[j].files[0]
+		slices.SortFunc(items, func(a, b pruneItem) int {
+			return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.files[0], b.files[0]))
 		})
 		excess := 0
 		if r.MaxCount > 0 && len(items) > r.MaxCount {
@@ -71,7 +69,7 @@ func (s *Spool) Prune(r Retention, now time.Time, busy func(id string) bool) (in
 			if !old && excess <= 0 {
 				break // the rest are younger and within the count
 			}
-			if busy != nil && anyBusy(busy, it.ids) {
+			if busy != nil && slices.ContainsFunc(it.ids, busy) {
 				continue
 			}
 			if err := s.removeItem(sub, it); err != nil {
@@ -83,15 +81,6 @@ func (s *Spool) Prune(r Retention, now time.Time, busy func(id string) bool) (in
 		}
 	}
 	return removed, errors.Join(errs...)
-}
-
-func anyBusy(busy func(string) bool, ids []string) bool {
-	for _, id := range ids {
-		if busy(id) {
-			return true
-		}
-	}
-	return false
 }
 
 // pruneItems lists the results in sub with their times.

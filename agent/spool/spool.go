@@ -12,13 +12,14 @@
 package spool
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -196,14 +197,10 @@ func EnsureDir(p string, mode os.FileMode, gid int) (created bool, err error) {
 
 // kindOf names a file type for error messages.
 func kindOf(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "symlink"
-	case m.IsRegular():
-		return "regular file"
-	default:
-		return "special file (" + m.Type().String() + ")"
+	if m&os.ModeSymlink != 0 || m.IsRegular() {
+		return KindName(m)
 	}
+	return "special file (" + m.Type().String() + ")"
 }
 
 // KindName names the type of a file that is not a regular file, for the
@@ -291,12 +288,7 @@ func (s *Spool) list(sub string) ([]string, error) {
 		}
 		items = append(items, item{e.Name(), mod})
 	}
-	sort.Slice(items, func(i, j int) bool {
-		if items[i].mod != items[j].mod {
-			return items[i].mod < items[j].mod
-		}
-		return items[i].name < items[j].name
-	})
+	slices.SortFunc(items, func(a, b item) int { return cmp.Or(cmp.Compare(a.mod, b.mod), strings.Compare(a.name, b.name)) })
 	out := make([]string, len(items))
 	for i, it := range items {
 		out[i] = it.name
@@ -368,7 +360,7 @@ func (s *Spool) ClaimAll(names []string) ([]*Claimed, map[string]error) {
 	}
 	claimed := make([]*Claimed, 0, len(moved))
 	for _, name := range moved {
-		c, err := s.open(name)
+		c, err := s.Reclaim(name)
 		if err != nil {
 			errs[name] = err
 			continue
@@ -444,10 +436,9 @@ func restoreEntry(p string, st unix.Stat_t) {
 	}
 }
 
-// Reclaim opens a job left in processing/ by an earlier run.
-func (s *Spool) Reclaim(name string) (*Claimed, error) { return s.open(name) }
-
-func (s *Spool) open(name string) (*Claimed, error) {
+// Reclaim opens a job in processing/: one ClaimAll moved there, or one left
+// there by an earlier run.
+func (s *Spool) Reclaim(name string) (*Claimed, error) {
 	p := filepath.Join(s.Dir(Processing), name)
 	c := &Claimed{Name: name, Path: p}
 	st, err := os.Lstat(p)
@@ -741,30 +732,27 @@ func (s *Spool) PutOwned(id string, data []byte, uid int) error {
 		return fmt.Errorf("queueing job %s: %w", id, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("queueing job %s: %w", id, err)
-	}
-	if uid >= 0 && os.Geteuid() == 0 {
+	_, err = tmp.Write(data)
+	if err == nil && uid >= 0 && os.Geteuid() == 0 {
 		// The group stays the agent's, readable: the agent reads it back
 		// through the group, without CAP_DAC_READ_SEARCH (the packaged unit
 		// has CAP_CHOWN only).
 		// Mode first: once the file is the submitter's, changing its mode
 		// would need CAP_FOWNER.
-		err := tmp.Chmod(OwnedMode)
-		if err == nil {
+		if err = tmp.Chmod(OwnedMode); err == nil {
 			err = tmp.Chown(uid, -1)
 		}
 		if err != nil {
-			tmp.Close()
-			return fmt.Errorf("queueing job %s: giving it to its submitter: %w", id, err)
+			err = fmt.Errorf("giving it to its submitter: %w", err)
 		}
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("queueing job %s: %w", id, err)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Close(); err != nil {
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("queueing job %s: %w", id, err)
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, tmp.Name(), unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE); err != nil {

@@ -244,7 +244,7 @@ func (s *Spool) Claim(name string) (*Claimed, error) {
 	if err := atomicfile.SyncDir(s.Dir(Processing)); err != nil {
 		return nil, err
 	}
-	return s.open(name)
+	return s.Reclaim(name)
 }
 
 // TestReadJobFile: a job file is read whole whatever its size, into a

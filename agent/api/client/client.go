@@ -91,10 +91,7 @@ func (c *Client) Raw(ctx context.Context, method, path string, body []byte) (int
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes))
-	if err != nil {
-		return resp.StatusCode, b, err
-	}
-	return resp.StatusCode, b, nil
+	return resp.StatusCode, b, err
 }
 
 // transportError is err as the caller shows it: for a client made by

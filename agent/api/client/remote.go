@@ -19,18 +19,13 @@ import (
 	"time"
 )
 
-// Remote agents. A connection URI says where the agent is, as virsh's -c
-// and docker's -H do:
+// Remote agents (docs/remote.md). A connection URI says where the agent is:
 //
 //	unix:///run/vmpayload/agent.sock       the local socket
 //	ssh://[user@]host[:port][?socket=PATH&command=PATH]
 //
-// Over ssh the client runs the user's own ssh (keys, agent, ~/.ssh/config,
-// known_hosts; BatchMode, so it never prompts), which runs
-// "vmpayload dial-stdio [--socket PATH]" on the host: that process joins its
-// standard input and output to the agent's socket, and the client speaks the
-// same HTTP API over the pipe. The agent sees the ssh user's uid through
-// SO_PEERCRED, so socket_group and admin_group apply as for a local caller.
+// Over ssh the client runs the user's own ssh, which runs "vmpayload
+// dial-stdio" on the host, and speaks the same HTTP API over the pipe.
 
 // ConnectEnv is the environment variable that gives the connection URI when
 // no --connect flag does.
@@ -399,11 +394,6 @@ func (s *syncBuffer) String() string {
 
 // lastLine is the last non-empty line of s, trimmed.
 func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			return l
-		}
-	}
-	return ""
+	s = strings.TrimSpace(s)
+	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 }
