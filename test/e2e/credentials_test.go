@@ -119,7 +119,6 @@ func firstBootImage(t *testing.T, img *guest.Image, dir string, rootUnset bool) 
 // the agent delivers them.
 func credsJob(t *testing.T, doc map[string]any, sd secrets.Dir) ([]credentials.Credential, job.CredentialsDelivery) {
 	t.Helper()
-	credentials.Enabled = true
 	b, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)

@@ -5,14 +5,6 @@ import (
 	"github.com/vmpayload/vmpayload/payload/kinds"
 )
 
-// Enabled is true: the agent delivers jobs of format "credentials"
-// (issue 42). It gated validation while the agent could not (kinds.Pending,
-// removed); it stays only so that tests written then, which set it, still
-// build.
-//
-// Deprecated: it has no effect.
-var Enabled = true
-
 func init() { kinds.Register(kind{}) }
 
 type kind struct{ kinds.Base }
