@@ -371,11 +371,7 @@ func parseJob(text []byte) (job.Job, error) {
 	j, rep := job.Parse(text)
 	if !rep.OK() {
 		e := rep.Errors[0]
-		f := "job"
-		if e.Field != "" {
-			f += "." + e.Field
-		}
-		return job.Job{}, fieldErr(f, "%s", e.Message)
+		return job.Job{}, fieldErr(strings.TrimSuffix("job."+e.Field, "."), "%s", e.Message)
 	}
 	for _, f := range []struct{ name, v string }{{"id", j.ID}, {"action", string(j.Action)}, {"domain_xml", j.DomainXML}} {
 		if f.v != "" {
