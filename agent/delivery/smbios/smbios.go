@@ -82,10 +82,8 @@ func (d *Delivery) Attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 		return delivery.Attached{}, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
 	owned := Owned(ed)
-	if p.DropOthers != nil {
-		if err := p.DropOthers(ed); err != nil {
-			return delivery.Attached{}, err
-		}
+	if err := p.DropOthersFrom(ed); err != nil {
+		return delivery.Attached{}, err
 	}
 	if err := ed.SetSMBIOSCredentials(p.Values, owned); err != nil {
 		return delivery.Attached{}, &delivery.Failure{Code: result.CodeInvalidJob, Field: "credentials_delivery",
