@@ -351,11 +351,8 @@ func (r *Recipe) secretRefs() []string {
 }
 
 func isHex64(s string) bool {
-	if len(s) != 64 || strings.ToLower(s) != s {
-		return false
-	}
 	_, err := hex.DecodeString(s)
-	return err == nil
+	return err == nil && len(s) == 64 && strings.ToLower(s) == s
 }
 
 func hasDotDot(p string) bool { return slices.Contains(strings.Split(p, "/"), "..") }

@@ -393,10 +393,7 @@ func parseSealed(r *Recipe, t *etree.Element) error {
 			return fieldErr("sealed@"+a.Key, "unknown attribute")
 		}
 	}
-	if len(r.sealedKey) != 16 || strings.ToLower(r.sealedKey) != r.sealedKey {
-		return fieldErr("sealed@key", "%q is not a key id (16 lowercase hex digits)", abbreviate(r.sealedKey))
-	}
-	if _, err := hex.DecodeString(r.sealedKey); err != nil {
+	if _, err := hex.DecodeString(r.sealedKey); err != nil || len(r.sealedKey) != 16 || strings.ToLower(r.sealedKey) != r.sealedKey {
 		return fieldErr("sealed@key", "%q is not a key id (16 lowercase hex digits)", abbreviate(r.sealedKey))
 	}
 	// base64 of a job of at most job.MaxJobBytes, the nonce and the tag

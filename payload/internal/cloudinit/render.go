@@ -369,11 +369,8 @@ func uuidFromHash(h string) string {
 }
 
 func validContentHash(h string) bool {
-	if len(h) != 64 {
-		return false
-	}
 	_, err := hex.DecodeString(h)
-	return err == nil
+	return err == nil && len(h) == 64
 }
 
 const saltAlphabet = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
