@@ -64,10 +64,6 @@
 //
 // The test driver (test:///default) supports define/start/events but no
 // device changes (IsUnsupported), and its state lives as long as at least
-// one connection to it is open in the process.
-//
-// Building with libvirt_dlopen needs only gcc (cgo); without the tag it
-// needs pkg-config and libvirt's development headers (Debian: apt-get install
-// libvirt-dev pkg-config). Running needs libvirt's client library (Debian:
-// libvirt0) only where OpenHost is called.
+// one connection to it is open in the process. docs/install.md has what a
+// build needs.
 package libvirtx

@@ -85,20 +85,17 @@ func startEventLoop() error {
 	return eventLoopErr
 }
 
+// lifecycleEvents are the libvirt lifecycle events passed on as Host events.
+var lifecycleEvents = map[libvirt.DomainEventType]EventType{
+	libvirt.DOMAIN_EVENT_DEFINED: EventDefined, libvirt.DOMAIN_EVENT_UNDEFINED: EventUndefined,
+	libvirt.DOMAIN_EVENT_STARTED: EventStarted, libvirt.DOMAIN_EVENT_STOPPED: EventStopped,
+}
+
 // onLifecycle turns libvirt lifecycle events into Host events. It runs on
 // the event loop and must not block.
 func (h *LibvirtHost) onLifecycle(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
-	var t EventType
-	switch ev.Event {
-	case libvirt.DOMAIN_EVENT_DEFINED:
-		t = EventDefined
-	case libvirt.DOMAIN_EVENT_UNDEFINED:
-		t = EventUndefined
-	case libvirt.DOMAIN_EVENT_STARTED:
-		t = EventStarted
-	case libvirt.DOMAIN_EVENT_STOPPED:
-		t = EventStopped
-	default:
+	t, ok := lifecycleEvents[ev.Event]
+	if !ok {
 		return
 	}
 	name, err := d.GetName()

@@ -10,9 +10,6 @@ type DomainDeviceModifyFlags = libvirt.DomainDeviceModifyFlags
 
 // Device change flags, libvirt's values (virDomainDeviceModifyFlags).
 const (
-	// DOMAIN_DEVICE_MODIFY_CURRENT changes the live definition of a running
-	// domain and the persistent one of a stopped domain.
-	DOMAIN_DEVICE_MODIFY_CURRENT = libvirt.DOMAIN_DEVICE_MODIFY_CURRENT
 	// DOMAIN_DEVICE_MODIFY_LIVE changes the running domain.
 	DOMAIN_DEVICE_MODIFY_LIVE = libvirt.DOMAIN_DEVICE_MODIFY_LIVE
 	// DOMAIN_DEVICE_MODIFY_CONFIG changes the persistent definition.
@@ -24,15 +21,9 @@ const (
 
 // closeReasonName names why libvirt closed a connection, for logs.
 func closeReasonName(r libvirt.ConnectCloseReason) string {
-	switch r {
-	case libvirt.CONNECT_CLOSE_REASON_ERROR:
-		return "error"
-	case libvirt.CONNECT_CLOSE_REASON_EOF:
-		return "eof"
-	case libvirt.CONNECT_CLOSE_REASON_KEEPALIVE:
-		return "keepalive"
-	case libvirt.CONNECT_CLOSE_REASON_CLIENT:
-		return "client"
+	if n, ok := map[libvirt.ConnectCloseReason]string{libvirt.CONNECT_CLOSE_REASON_ERROR: "error", libvirt.CONNECT_CLOSE_REASON_EOF: "eof",
+		libvirt.CONNECT_CLOSE_REASON_KEEPALIVE: "keepalive", libvirt.CONNECT_CLOSE_REASON_CLIENT: "client"}[r]; ok {
+		return n
 	}
 	return "unknown"
 }

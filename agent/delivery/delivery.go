@@ -75,6 +75,14 @@ type Payload struct {
 	DropOthers func(ed *domxml.Edit) error
 }
 
+// DropOthersFrom calls p.DropOthers on ed, when it is set.
+func (p *Payload) DropOthersFrom(ed *domxml.Edit) error {
+	if p.DropOthers == nil {
+		return nil
+	}
+	return p.DropOthers(ed)
+}
+
 // Named is a payload file under the name the guest reads it by.
 type Named struct {
 	Name string
@@ -184,10 +192,7 @@ type Starts interface {
 }
 
 // Owns reports whether path is a file vmpayload manages: one directly in
-// the payload directory.
-func (e *Env) Owns(path string) bool { return Owns(e.PayloadDir, path) }
-
-// Owns reports whether path lies directly in the payload directory dir.
+// the payload directory dir.
 func Owns(dir, path string) bool {
 	if path == "" || dir == "" {
 		return false

@@ -59,9 +59,6 @@ type Keyring struct {
 	keys []key // in file order; the last seals
 }
 
-// Path returns the key file the ring was read from.
-func (k *Keyring) Path() string { return k.path }
-
 // Current returns the id of the key that seals.
 func (k *Keyring) Current() string { return k.keys[len(k.keys)-1].id }
 

@@ -96,14 +96,10 @@ func (e *Edit) SetFwCfgFile(path string, names ...string) ([]string, error) {
 		}
 	}
 	els, ents := fwcfgEntries(e.root)
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
 	seen := map[string]int{}
 	same := true
 	for i, en := range ents {
-		if !want[en.Name] {
+		if !slices.Contains(names, en.Name) {
 			continue
 		}
 		seen[en.Name]++
@@ -122,7 +118,7 @@ func (e *Edit) SetFwCfgFile(path string, names ...string) ([]string, error) {
 	var replaced []string
 	var sys *etree.Element
 	for i, en := range ents {
-		if !want[en.Name] {
+		if !slices.Contains(names, en.Name) {
 			continue
 		}
 		if en.File != "" && en.File != path && !slices.Contains(replaced, en.File) {

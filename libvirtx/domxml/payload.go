@@ -280,8 +280,6 @@ func chooseBus(v *domainView, bus Bus, kind Kind) (Bus, error) {
 	return BusSCSI, nil
 }
 
-type addrKey struct{ controller, bus, target, unit int }
-
 // chooseDevice picks the device; skip is the index in v.Devices.Disks of a
 // disk to ignore (being replaced), or -1.
 func chooseDevice(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
@@ -297,7 +295,7 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 		return Device{}, err
 	}
 	usedTargets := map[string]bool{}
-	usedAddr := map[addrKey]bool{}
+	usedAddr := map[DriveAddress]bool{}
 	for i, disk := range v.Disks {
 		if i == skip || !disk.HasTarget {
 			continue
@@ -307,37 +305,19 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 		dbus := Bus(disk.Bus)
 		if dbus == "" {
 			// libvirt derives the bus from the name when it is absent.
-			switch {
-			case strings.HasPrefix(dev, "hd"):
-				dbus = BusIDE
-			case strings.HasPrefix(dev, "sd"):
-				dbus = BusSCSI
-			case strings.HasPrefix(dev, "vd"):
-				dbus = BusVirtio
-			case strings.HasPrefix(dev, "fd"):
-				dbus = BusFDC
-			}
+			dbus = map[string]Bus{"hd": BusIDE, "sd": BusSCSI, "vd": BusVirtio, "fd": BusFDC}[dev[:min(2, len(dev))]]
 		}
 		if dbus != b {
 			continue
 		}
 		if a := disk.Address; a != nil {
-			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
+			usedAddr[*a] = true
 		} else if a, ok := impliedAddress(b, dev); ok {
-			usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] = true
+			usedAddr[a] = true
 		}
 	}
 
 	switch b {
-	case BusFDC:
-		// One floppy controller with two drives (units 0 and 1).
-		for i := 0; i < 2; i++ {
-			name := targetName("fd", i)
-			if !usedTargets[name] && !usedAddr[addrKey{0, 0, 0, i}] {
-				return Device{Bus: b, Target: name}, nil
-			}
-		}
-		return Device{}, fmt.Errorf("choosing floppy target: %w: fda and fdb are taken", ErrNoFreeTarget)
 	case BusVirtio:
 		// Each virtio disk is its own PCI device: only the name must be free.
 		for i := 0; ; i++ {
@@ -345,27 +325,26 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 				return Device{Bus: b, Target: name}, nil
 			}
 		}
-	case BusIDE:
-		// i440FX has one IDE controller with two buses of two units.
-		for i := 0; i < 4; i++ {
-			name := targetName("hd", i)
-			a, _ := impliedAddress(b, name)
-			if !usedTargets[name] && !usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] {
-				return Device{Bus: b, Target: name}, nil
-			}
-		}
-		return Device{}, fmt.Errorf("choosing IDE target: %w: hda-hdd are taken", ErrNoFreeTarget)
-	case BusSATA:
+	case BusFDC, BusIDE, BusSATA:
+		// One floppy controller with two drives (units 0 and 1); i440FX
+		// has one IDE controller with two buses of two units; a SATA
+		// controller has six ports.
 		sata, _ := controllers(v, "sata", "")
-		n := max(len(sata), 1)
-		for i := 0; i < 6*n; i++ {
-			name := targetName("sd", i)
-			a, _ := impliedAddress(b, name)
-			if !usedTargets[name] && !usedAddr[addrKey{a.Controller, a.Bus, a.Target, a.Unit}] {
+		prefix := map[Bus]string{BusFDC: "fd", BusIDE: "hd", BusSATA: "sd"}[b]
+		n := map[Bus]int{BusFDC: 2, BusIDE: 4, BusSATA: 6 * max(len(sata), 1)}[b]
+		for i := 0; i < n; i++ {
+			name := targetName(prefix, i)
+			if a, _ := impliedAddress(b, name); !usedTargets[name] && !usedAddr[a] {
 				return Device{Bus: b, Target: name}, nil
 			}
 		}
-		return Device{}, fmt.Errorf("choosing SATA target: %w: all %d ports are taken", ErrNoFreeTarget, 6*n)
+		switch b {
+		case BusFDC:
+			return Device{}, fmt.Errorf("choosing floppy target: %w: fda and fdb are taken", ErrNoFreeTarget)
+		case BusIDE:
+			return Device{}, fmt.Errorf("choosing IDE target: %w: hda-hdd are taken", ErrNoFreeTarget)
+		}
+		return Device{}, fmt.Errorf("choosing SATA target: %w: all %d ports are taken", ErrNoFreeTarget, n)
 	}
 
 	// SCSI: explicit address on the preferred controller.
@@ -382,7 +361,7 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 	}
 	var dev Device
 	for u := 0; u < maxUnit; u++ {
-		if !usedAddr[addrKey{ctrl, 0, 0, u}] {
+		if !usedAddr[DriveAddress{Controller: ctrl, Unit: u}] {
 			dev.Address = &DriveAddress{Controller: ctrl, Unit: u}
 			break
 		}
@@ -402,33 +381,19 @@ func chooseTarget(v *domainView, bus Bus, kind Kind, skip int) (Device, error) {
 // impliedAddress is the drive address libvirt assigns to a disk without an
 // explicit <address>, derived from its target name.
 func impliedAddress(b Bus, dev string) (DriveAddress, bool) {
-	switch b {
-	case BusIDE:
-		i, ok := targetIndex(dev, "hd")
-		if !ok {
-			return DriveAddress{}, false
-		}
+	prefix := map[Bus]string{BusIDE: "hd", BusSATA: "sd", BusSCSI: "sd", BusFDC: "fd"}[b]
+	i, ok := targetIndex(dev, prefix)
+	switch {
+	case prefix == "" || !ok:
+		return DriveAddress{}, false
+	case b == BusIDE:
 		return DriveAddress{Controller: i / 4, Bus: (i % 4) / 2, Unit: i % 2}, true
-	case BusSATA:
-		i, ok := targetIndex(dev, "sd")
-		if !ok {
-			return DriveAddress{}, false
-		}
+	case b == BusSATA:
 		return DriveAddress{Controller: i / 6, Unit: i % 6}, true
-	case BusSCSI:
-		i, ok := targetIndex(dev, "sd")
-		if !ok {
-			return DriveAddress{}, false
-		}
+	case b == BusSCSI:
 		return DriveAddress{Controller: i / 7, Unit: i % 7}, true
-	case BusFDC:
-		i, ok := targetIndex(dev, "fd")
-		if !ok {
-			return DriveAddress{}, false
-		}
-		return DriveAddress{Unit: i}, true
 	}
-	return DriveAddress{}, false
+	return DriveAddress{Unit: i}, true
 }
 
 // checkBus reports whether a drive of dev's kind can sit on dev's bus.

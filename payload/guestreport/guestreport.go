@@ -11,7 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -127,12 +128,7 @@ func Parse(b []byte) (Report, error) {
 	if len(st.Errors) == 0 {
 		r.Errors = append(r.Errors, res.V1.Errors...)
 	}
-	levels := make([]string, 0, len(st.RecoverableErrors))
-	for lv := range st.RecoverableErrors {
-		levels = append(levels, lv)
-	}
-	sort.Strings(levels)
-	for _, lv := range levels {
+	for _, lv := range slices.Sorted(maps.Keys(st.RecoverableErrors)) {
 		for _, m := range st.RecoverableErrors[lv] {
 			r.RecoverableErrors = append(r.RecoverableErrors, lv+": "+m)
 		}

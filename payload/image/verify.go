@@ -170,12 +170,9 @@ func sameTree(j, p []isoFile) error {
 }
 
 func fileList(fs []FileInfo) string {
-	var b strings.Builder
+	s := make([]string, len(fs))
 	for i, f := range fs {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s(%d)", f.Path, f.Size)
+		s[i] = fmt.Sprintf("%s(%d)", f.Path, f.Size)
 	}
-	return b.String()
+	return strings.Join(s, " ")
 }

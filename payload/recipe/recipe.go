@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -94,10 +95,6 @@ func KeyFile(secretsDir string) string { return filepath.Join(secretsDir, KeyFil
 
 // Sealed reports whether r's job is sealed and not opened yet.
 func (r *Recipe) Sealed() bool { return r.sealedBlob != nil }
-
-// SealedKey returns the id of the key r's job is sealed with ("" when r
-// was not read sealed).
-func (r *Recipe) SealedKey() string { return r.sealedKey }
 
 // Open decrypts a sealed recipe's job with keys and checks it as
 // FromDomainXML checks a job in clear. A recipe that is not sealed is left
@@ -302,11 +299,7 @@ func (r *Recipe) Check() error {
 	}
 	if rep := j.Validate(); !rep.OK() {
 		e := rep.Errors[0]
-		f := "job"
-		if e.Field != "" {
-			f += "." + e.Field
-		}
-		return fieldErr(f, "%s", e.Message)
+		return fieldErr(strings.TrimSuffix("job."+e.Field, "."), "%s", e.Message)
 	}
 	return nil
 }
@@ -347,48 +340,25 @@ func (r *Recipe) secretRefs() []string {
 	for i, k := range r.Job.SSHHostKeys {
 		s = append(s, fmt.Sprintf("%q (ssh_host_keys[%d].private_key_secret)", k.PrivateKeySecret, i))
 	}
-	if r.Job.UserDataSecret != "" {
-		s = append(s, fmt.Sprintf("%q (user_data_secret)", r.Job.UserDataSecret))
-	}
-	if r.Job.SysprepSecret != "" {
-		s = append(s, fmt.Sprintf("%q (sysprep_secret)", r.Job.SysprepSecret))
-	}
-	if r.Job.AdminPasswordSecret != "" {
-		s = append(s, fmt.Sprintf("%q (admin_password_secret)", r.Job.AdminPasswordSecret))
-	}
-	if r.Job.DomainAdminPasswordSecret != "" {
-		s = append(s, fmt.Sprintf("%q (domain_admin_password_secret)", r.Job.DomainAdminPasswordSecret))
-	}
-	if r.Job.ProductKeySecret != "" {
-		s = append(s, fmt.Sprintf("%q (product_key_secret)", r.Job.ProductKeySecret))
+	j := &r.Job
+	for _, f := range [][2]string{{j.UserDataSecret, "user_data_secret"}, {j.SysprepSecret, "sysprep_secret"},
+		{j.AdminPasswordSecret, "admin_password_secret"}, {j.DomainAdminPasswordSecret, "domain_admin_password_secret"}, {j.ProductKeySecret, "product_key_secret"}} {
+		if f[0] != "" {
+			s = append(s, fmt.Sprintf("%q (%s)", f[0], f[1]))
+		}
 	}
 	return s
 }
 
 func isHex64(s string) bool {
-	if len(s) != 64 || strings.ToLower(s) != s {
-		return false
-	}
 	_, err := hex.DecodeString(s)
-	return err == nil
+	return err == nil && len(s) == 64 && strings.ToLower(s) == s
 }
 
-func hasDotDot(p string) bool {
-	for _, e := range strings.Split(p, "/") {
-		if e == ".." {
-			return true
-		}
-	}
-	return false
-}
+func hasDotDot(p string) bool { return slices.Contains(strings.Split(p, "/"), "..") }
 
 func hasControl(s string) bool {
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f {
-			return true
-		}
-	}
-	return false
+	return strings.ContainsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f })
 }
 
 // isISOImage reports whether the recipe's payload is an ISO image, the

@@ -371,11 +371,7 @@ func parseJob(text []byte) (job.Job, error) {
 	j, rep := job.Parse(text)
 	if !rep.OK() {
 		e := rep.Errors[0]
-		f := "job"
-		if e.Field != "" {
-			f += "." + e.Field
-		}
-		return job.Job{}, fieldErr(f, "%s", e.Message)
+		return job.Job{}, fieldErr(strings.TrimSuffix("job."+e.Field, "."), "%s", e.Message)
 	}
 	for _, f := range []struct{ name, v string }{{"id", j.ID}, {"action", string(j.Action)}, {"domain_xml", j.DomainXML}} {
 		if f.v != "" {
@@ -397,10 +393,7 @@ func parseSealed(r *Recipe, t *etree.Element) error {
 			return fieldErr("sealed@"+a.Key, "unknown attribute")
 		}
 	}
-	if len(r.sealedKey) != 16 || strings.ToLower(r.sealedKey) != r.sealedKey {
-		return fieldErr("sealed@key", "%q is not a key id (16 lowercase hex digits)", abbreviate(r.sealedKey))
-	}
-	if _, err := hex.DecodeString(r.sealedKey); err != nil {
+	if _, err := hex.DecodeString(r.sealedKey); err != nil || len(r.sealedKey) != 16 || strings.ToLower(r.sealedKey) != r.sealedKey {
 		return fieldErr("sealed@key", "%q is not a key id (16 lowercase hex digits)", abbreviate(r.sealedKey))
 	}
 	// base64 of a job of at most job.MaxJobBytes, the nonce and the tag

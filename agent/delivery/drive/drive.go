@@ -52,13 +52,6 @@ func (d *Delivery) Drop(ed *domxml.Edit, dom libvirtx.DomainInfo) error {
 	return nil
 }
 
-func dropOthers(ed *domxml.Edit, p *delivery.Payload) error {
-	if p.DropOthers == nil {
-		return nil
-	}
-	return p.DropOthers(ed)
-}
-
 // form returns the options, bus and kind of the drive p's image goes into.
 func (d *Delivery) form(p *delivery.Payload) ([]domxml.Option, domxml.Bus, domxml.Kind) {
 	opts, bus, kind := append([]domxml.Option(nil), d.env.Opts...), d.env.Bus, domxml.KindCDROM
@@ -124,7 +117,7 @@ func (d *Delivery) attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 		if err != nil {
 			return "", dev, fmt.Errorf("adding the payload drive to %s: %w", dom.Name, err)
 		}
-		if err := dropOthers(ed, p); err != nil {
+		if err := p.DropOthersFrom(ed); err != nil {
 			return "", dev, err
 		}
 		if err = delivery.WithRecipe(ed, dom.InactiveXML, p.Recipe, p.Guest); err != nil {
@@ -216,7 +209,7 @@ func (d *Delivery) recordRecipe(ctx context.Context, dom libvirtx.DomainInfo, p 
 	}
 	ed, err := domxml.NewEdit(cur.InactiveXML)
 	if err == nil {
-		if err = dropOthers(ed, p); err != nil {
+		if err = p.DropOthersFrom(ed); err != nil {
 			return err
 		}
 		err = delivery.WithRecipe(ed, cur.InactiveXML, p.Recipe, p.Guest)

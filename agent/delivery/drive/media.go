@@ -21,15 +21,21 @@ import (
 // livePayload reads the payload drive of running domain dom from its live
 // definition.
 func (d *Delivery) livePayload(ctx context.Context, dom libvirtx.DomainInfo) (domxml.PayloadDisk, bool, error) {
-	x, err := d.env.Host.LiveXML(ctx, dom.UUID)
-	if err != nil {
-		return domxml.PayloadDisk{}, false, fmt.Errorf("reading the live definition of %s: %w", dom.Name, err)
-	}
-	p, found, err := domxml.FindPayload(x)
+	p, found, err := d.liveDrive(ctx, dom.UUID)
 	if err != nil {
 		return domxml.PayloadDisk{}, false, fmt.Errorf("reading the live definition of %s: %w", dom.Name, err)
 	}
 	return p, found, nil
+}
+
+// liveDrive reads the payload drive of running domain uuid from its live
+// definition; errors are unwrapped.
+func (d *Delivery) liveDrive(ctx context.Context, uuid string) (domxml.PayloadDisk, bool, error) {
+	x, err := d.env.Host.LiveXML(ctx, uuid)
+	if err != nil {
+		return domxml.PayloadDisk{}, false, err
+	}
+	return domxml.FindPayload(x)
 }
 
 // reattach puts imgPath into the payload drive live, the drive running
@@ -65,7 +71,7 @@ func (d *Delivery) reattach(ctx context.Context, dom libvirtx.DomainInfo, live d
 	if err != nil {
 		return live.Device, fmt.Errorf("putting the payload drive %s back into the definition of %s: %w", live.Target, dom.Name, err)
 	}
-	if err = dropOthers(ed, p); err != nil {
+	if err = p.DropOthersFrom(ed); err != nil {
 		return dev, err
 	}
 	if err = delivery.WithRecipe(ed, cur.InactiveXML, p.Recipe, p.Guest); err != nil {
@@ -247,15 +253,8 @@ func (d *Delivery) resetWindow() time.Duration {
 // drive's tray is open: after a refused forced change that means libvirt's
 // record is out of step with QEMU's closed tray.
 func (d *Delivery) staleTray(ctx context.Context, uuid string) (bool, error) {
-	x, err := d.env.Host.LiveXML(ctx, uuid)
-	if err != nil {
-		return false, err
-	}
-	p, found, err := domxml.FindPayload(x)
-	if err != nil {
-		return false, err
-	}
-	return found && p.TrayOpen, nil
+	p, found, err := d.liveDrive(ctx, uuid)
+	return found && p.TrayOpen, err
 }
 
 // replaceDrive swaps a hot-pluggable payload drive whose medium cannot be

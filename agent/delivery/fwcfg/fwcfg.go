@@ -52,7 +52,9 @@ func (*Delivery) Name() string { return Name }
 
 // owns reports whether en is an entry vmpayload wrote: a managed name and
 // a file in the payload directory.
-func (d *Delivery) owns(en domxml.FwCfgEntry) bool { return Managed(en.Name) && d.env.Owns(en.File) }
+func (d *Delivery) owns(en domxml.FwCfgEntry) bool {
+	return Managed(en.Name) && delivery.Owns(d.env.PayloadDir, en.File)
+}
 
 // Files returns the files of the fw_cfg entries vmpayload wrote into
 // domainXML.
@@ -128,10 +130,8 @@ func (d *Delivery) define(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 	if err != nil {
 		return nil, false, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
-	if p.DropOthers != nil {
-		if err := p.DropOthers(ed); err != nil {
-			return nil, false, err
-		}
+	if err := p.DropOthersFrom(ed); err != nil {
+		return nil, false, err
 	}
 	// vmpayload's entries of names the payload no longer has (an earlier
 	// payload's set) go; those it has are replaced in place. A credential

@@ -4,6 +4,7 @@ package registry
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
 	"github.com/vmpayload/vmpayload/agent/delivery/drive"
@@ -61,11 +62,5 @@ func (s *Set) All() []delivery.Delivery { return s.list }
 
 // Others returns every delivery but the one named name.
 func (s *Set) Others(name string) []delivery.Delivery {
-	var out []delivery.Delivery
-	for _, d := range s.list {
-		if d.Name() != name {
-			out = append(out, d)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(s.list), func(d delivery.Delivery) bool { return d.Name() == name })
 }

@@ -14,6 +14,7 @@ package smbios
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vmpayload/vmpayload/agent/delivery"
@@ -81,10 +82,8 @@ func (d *Delivery) Attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 		return delivery.Attached{}, fmt.Errorf("reading the definition of %s: %w", dom.Name, err)
 	}
 	owned := Owned(ed)
-	if p.DropOthers != nil {
-		if err := p.DropOthers(ed); err != nil {
-			return delivery.Attached{}, err
-		}
+	if err := p.DropOthersFrom(ed); err != nil {
+		return delivery.Attached{}, err
 	}
 	if err := ed.SetSMBIOSCredentials(p.Values, owned); err != nil {
 		return delivery.Attached{}, &delivery.Failure{Code: result.CodeInvalidJob, Field: "credentials_delivery",
@@ -115,11 +114,7 @@ func (d *Delivery) Attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 		out.Live = d.env.ReadLive(ctx, dom)
 		if changed {
 			r.TakesEffect, r.Notice = result.TakesEffectNextColdStart, NoticeNextColdStart
-			names := make([]string, len(p.Values))
-			for i, v := range p.Values {
-				names[i] = v.Name
-			}
-			if FirstBootOnly(names) {
+			if slices.ContainsFunc(p.Values, func(v domxml.Credential) bool { return FirstBootOnly([]string{v.Name}) }) {
 				r.Notice += "; " + NoticeFirstBootOnly
 			}
 		} else {
@@ -136,12 +131,7 @@ func (d *Delivery) Attach(ctx context.Context, dom libvirtx.DomainInfo, p *deliv
 // FirstBootOnly reports whether names holds a credential systemd applies
 // only on a first boot (firstboot.*, passwd.*).
 func FirstBootOnly(names []string) bool {
-	for _, n := range names {
-		if strings.HasPrefix(n, "firstboot.") || strings.HasPrefix(n, "passwd.") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "firstboot.") || strings.HasPrefix(n, "passwd.") })
 }
 
 // Detach takes vmpayload's OEM strings out of ed (the caller removes the

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/textproto"
+	"strings"
 
 	"github.com/vmpayload/vmpayload/payload/job"
 )
@@ -45,12 +46,7 @@ func partFor(doc, filename string) job.Part {
 
 // isASCII reports whether s holds only 7-bit bytes.
 func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(s, func(r rune) bool { return r >= 0x80 })
 }
 
 // base64Lines is b in standard base64, in lines of 76 characters each ended

@@ -231,12 +231,7 @@ func buildNetworkData(j *job.Job) *NetworkData {
 
 // netmask renders a prefix length as a dotted (IPv4) or colon (IPv6) mask.
 func netmask(p netip.Prefix) string {
-	bits := 32
-	if p.Addr().Is6() {
-		bits = 128
-	}
-	m := net.CIDRMask(p.Bits(), bits)
-	return net.IP(m).String()
+	return net.IP(net.CIDRMask(p.Bits(), p.Addr().BitLen())).String()
 }
 
 // defaultRoute is the network_data.json route of prefix 0 (Nova's form of

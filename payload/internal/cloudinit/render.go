@@ -9,6 +9,7 @@ package cloudinit
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -295,52 +296,41 @@ func jobIdentities(j *job.Job, in Input, keys []HostKey) (content, instance stri
 		c.GuestReport = nil // off is the same content as absent
 	}
 	c.UserData, c.UserDataBase64, c.UserDataSecret = in.UserData, "", ""
+	// plaintexts enter as a crypt hash with a fixed salt, like a user's
+	// password; a secret's answer file may hold passwords, so it enters
+	// the (public) content hash that way too, not as text
+	var herr error
+	derive := func(plain string) string {
+		h, err := hashPassword(plain, func() (string, error) { return "vmpayload.iid", nil })
+		herr = cmp.Or(herr, err)
+		return "derived:" + h
+	}
 	c.Users = slices.Clone(j.Users)
 	for i := range c.Users {
 		if i < len(in.Passwords) && in.Passwords[i] != "" {
-			h, err := hashPassword(in.Passwords[i], func() (string, error) { return "vmpayload.iid", nil })
-			if err != nil {
-				return "", "", fmt.Errorf("deriving the content hash: %w", err)
-			}
 			u := &c.Users[i]
-			u.Password, u.PasswordSecret = "", ""
-			u.PasswordHash = "derived:" + h
+			u.Password, u.PasswordSecret, u.PasswordHash = "", "", derive(in.Passwords[i])
 		}
 	}
 	if job.KindTraits(j).AnswerFile {
 		// the answer file enters as its text
 		c.Sysprep, c.SysprepBase64, c.SysprepSecret = in.Sysprep, "", ""
 		if j.SysprepSecret != "" {
-			// a secret's answer file may hold passwords: it enters the
-			// (public) content hash through a slow hash, not as text
-			h, err := hashPassword(in.Sysprep, func() (string, error) { return "vmpayload.iid", nil })
-			if err != nil {
-				return "", "", fmt.Errorf("deriving the content hash: %w", err)
-			}
-			c.Sysprep = "derived:" + h
+			c.Sysprep = derive(in.Sysprep)
 		}
 	}
-	if in.AdminPassword != "" {
-		// the administrator password (configdrive or sysprep) as a crypt
-		// hash with a fixed salt, like a user's
-		h, err := hashPassword(in.AdminPassword, func() (string, error) { return "vmpayload.iid", nil })
-		if err != nil {
-			return "", "", fmt.Errorf("deriving the content hash: %w", err)
-		}
-		c.AdminPasswordSecret = "derived:" + h
-	}
+	// the administrator password (configdrive or sysprep) and the other
+	// Windows secrets
 	for _, sv := range []struct {
 		plain string
 		field *string
-	}{{in.DomainAdminPassword, &c.DomainAdminPasswordSecret}, {in.ProductKey, &c.ProductKeySecret}} {
-		if sv.plain == "" {
-			continue
+	}{{in.AdminPassword, &c.AdminPasswordSecret}, {in.DomainAdminPassword, &c.DomainAdminPasswordSecret}, {in.ProductKey, &c.ProductKeySecret}} {
+		if sv.plain != "" {
+			*sv.field = derive(sv.plain)
 		}
-		h, err := hashPassword(sv.plain, func() (string, error) { return "vmpayload.iid", nil })
-		if err != nil {
-			return "", "", fmt.Errorf("deriving the content hash: %w", err)
-		}
-		*sv.field = "derived:" + h
+	}
+	if herr != nil {
+		return "", "", fmt.Errorf("deriving the content hash: %w", herr)
 	}
 	// the instance hash leaves out what does not make a new instance
 	ci := c
@@ -379,11 +369,8 @@ func uuidFromHash(h string) string {
 }
 
 func validContentHash(h string) bool {
-	if len(h) != 64 {
-		return false
-	}
 	_, err := hex.DecodeString(h)
-	return err == nil
+	return err == nil && len(h) == 64
 }
 
 const saltAlphabet = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -61,14 +60,7 @@ type element struct {
 // or "$" cannot be part of a name), so a placeholder in one is an
 // attribute's. A document that does not tokenise is a *SyntaxError.
 func scan(text string) ([]occurrence, []element, error) {
-	d := xml.NewDecoder(strings.NewReader(text))
-	d.Strict = true
-	d.CharsetReader = func(label string, in io.Reader) (io.Reader, error) {
-		if strings.EqualFold(label, "utf-8") || strings.EqualFold(label, "utf8") {
-			return in, nil // byte offsets stay offsets into text
-		}
-		return nil, fmt.Errorf("the XML declaration names encoding %q; write the answer file in UTF-8", label)
-	}
+	d := decoder(text)
 	var occ []occurrence
 	var elems []element
 	var stack []int
@@ -91,12 +83,7 @@ func scan(text string) ([]occurrence, []element, error) {
 			break
 		}
 		if err != nil {
-			var se *xml.SyntaxError
-			if errors.As(err, &se) {
-				return nil, nil, &SyntaxError{Line: se.Line, Msg: "not well-formed XML: " + se.Msg}
-			}
-			line, _ := d.InputPos()
-			return nil, nil, &SyntaxError{Line: line, Msg: "not well-formed XML: " + err.Error()}
+			return nil, nil, syntaxError(d, err)
 		}
 		end := int(d.InputOffset())
 		cur := -1

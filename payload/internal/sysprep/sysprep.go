@@ -200,16 +200,7 @@ func Check(text string) error {
 	if !utf8.ValidString(text) {
 		return &SyntaxError{Msg: "the answer file is not valid UTF-8"}
 	}
-	d := xml.NewDecoder(strings.NewReader(text))
-	d.Strict = true
-	// Windows reads only UTF-8 (and UTF-16) answer files; a declaration of
-	// another charset is refused rather than converted.
-	d.CharsetReader = func(label string, in io.Reader) (io.Reader, error) {
-		if strings.EqualFold(label, "utf-8") || strings.EqualFold(label, "utf8") {
-			return in, nil
-		}
-		return nil, fmt.Errorf("the XML declaration names encoding %q; write the answer file in UTF-8", label)
-	}
+	d := decoder(text)
 	depth, roots := 0, 0
 	for {
 		tok, err := d.RawToken()
@@ -217,12 +208,7 @@ func Check(text string) error {
 			break
 		}
 		if err != nil {
-			var se *xml.SyntaxError
-			if errors.As(err, &se) {
-				return &SyntaxError{Line: se.Line, Msg: "not well-formed XML: " + se.Msg}
-			}
-			line, _ := d.InputPos()
-			return &SyntaxError{Line: line, Msg: "not well-formed XML: " + err.Error()}
+			return syntaxError(d, err)
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
@@ -252,21 +238,39 @@ func Check(text string) error {
 	// RawToken does not check that end tags match their start tags; the
 	// decoder's Token does: a second pass over a document already known to
 	// be tokenisable.
-	d2 := xml.NewDecoder(strings.NewReader(text))
-	d2.Strict = true
-	d2.CharsetReader = d.CharsetReader
+	d2 := decoder(text)
 	for {
 		if _, err := d2.Token(); err == io.EOF {
 			return nil
 		} else if err != nil {
-			var se *xml.SyntaxError
-			if errors.As(err, &se) {
-				return &SyntaxError{Line: se.Line, Msg: "not well-formed XML: " + se.Msg}
-			}
-			line, _ := d2.InputPos()
-			return &SyntaxError{Line: line, Msg: "not well-formed XML: " + err.Error()}
+			return syntaxError(d2, err)
 		}
 	}
+}
+
+// decoder returns a strict decoder of text. Windows reads only UTF-8 (and
+// UTF-16) answer files: a declaration of another charset is refused rather
+// than converted (and byte offsets stay offsets into text).
+func decoder(text string) *xml.Decoder {
+	d := xml.NewDecoder(strings.NewReader(text))
+	d.Strict = true
+	d.CharsetReader = func(label string, in io.Reader) (io.Reader, error) {
+		if strings.EqualFold(label, "utf-8") || strings.EqualFold(label, "utf8") {
+			return in, nil
+		}
+		return nil, fmt.Errorf("the XML declaration names encoding %q; write the answer file in UTF-8", label)
+	}
+	return d
+}
+
+// syntaxError is the *SyntaxError of err, an error of decoder d.
+func syntaxError(d *xml.Decoder, err error) *SyntaxError {
+	var se *xml.SyntaxError
+	if errors.As(err, &se) {
+		return &SyntaxError{Line: se.Line, Msg: "not well-formed XML: " + se.Msg}
+	}
+	line, _ := d.InputPos()
+	return &SyntaxError{Line: line, Msg: "not well-formed XML: " + err.Error()}
 }
 
 // namespaceOf returns the namespace of the raw start element t: its
