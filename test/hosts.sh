@@ -171,10 +171,24 @@ print_env() {
 	echo "LAYOUT=$(cat "$dir/layout")"
 }
 
+# seed_caps H: the system daemon's QEMU capability cache (test/libvirtd.sh
+# made it) copied into host H's cache. A libvirtd probes every installed
+# qemu-system-* binary when it starts (about 35 s for a host in CI) unless
+# its cache holds a valid entry; libvirt checks each entry against the
+# binary's and its own ctime, version, kernel and CPU and probes again when
+# one differs, so a stale copy costs only the probe it would have cost.
+seed_caps() {
+	local c=/var/cache/libvirt/qemu/capabilities
+	[ -d "$c" ] || return 0
+	mkdir -p "$1/cache/qemu/capabilities"
+	cp -p "$c"/*.xml "$1/cache/qemu/capabilities/" 2>/dev/null || true
+}
+
 # setup_host I DIR: the directories and files of host I.
 setup_host() {
 	local i=$1 dir=$2 h=$2/h$1 uuid
 	mkdir -p "$h"/{etc,run/libvirt,lib/qemu,cache/qemu,log/qemu,payload,spool,secrets,drivers}
+	seed_caps "$h"
 	chmod 0711 "$h" "$h/payload"
 	chmod 0700 "$h/secrets"
 	uuid=$(cat /proc/sys/kernel/random/uuid)
@@ -282,6 +296,7 @@ cmd_sandbox() {
 	fi
 	local h=$work/h1
 	mkdir -p "$h"/{run,lib,cache,log}
+	seed_caps "$h"
 	cp -a /etc/libvirt "$h/etc"
 	rm -rf "$h/etc/qemu"/*.xml "$h/etc/qemu/autostart" \
 		"$h/etc/qemu/networks" "$h/etc/storage" "$h/etc/nwfilter"
