@@ -47,8 +47,8 @@ const (
 // image file's, so its sha256 is the image's. Before mounting it drops the
 // CD-ROM's own buffers (blockdev --flushbufs), not the whole page cache: a
 // reader that ran "echo 3 > drop_caches" every 2 s crashed the guest's kernel
-// under TCG (QEMU 7.2) about once in five runs, with and without a migration
-// (CI of 2026-11-30; docs/durability.md).
+// under TCG (QEMU 7.2): in CI (stop 48), and twice in 25 guest-minutes here,
+// once before any migration (docs/durability.md).
 //
 // The line goes out as a kernel message of level 0 (/dev/kmsg), which the
 // kernel's serial console writes by polling the UART, not through the tty
